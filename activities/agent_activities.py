@@ -1,0 +1,187 @@
+"""The activities of a prompt: one model round, one tool call, one event delivery. All I/O lives here."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pydantic_core
+from pydantic import BaseModel, JsonValue
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.runtime import AgentRuntime, PluginPrepareError
+from agent.context import ToolContext, copy_state
+from agent.logging import get_logger
+from agent.messages import ModelRequest, ModelToolCall, ToolSpec, UserMessage
+from agent.models import Prompt, ToolError, ToolSuccess
+from agent.projection import project_prompts
+from agent.protocol import (
+    EMIT_EVENT_ACTIVITY,
+    INVOKE_TOOL_ACTIVITY,
+    MODEL_ROUND_ACTIVITY,
+    ApprovalRequirement,
+    EventDelivery,
+    PlannedCall,
+    RoundInput,
+    RoundResult,
+    ToolInvocation,
+    ToolInvocationResult,
+)
+from agent.providers.base import FatalModelError, RetryableModelError
+from agent.tools import Tool, ToolInputError
+
+log = get_logger("dagent.activities")
+
+NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
+
+
+def _bound_log(**extra: Any) -> Any:
+    info = activity.info()
+    return log.bind(workflow_id=info.workflow_id, activity_id=info.activity_id,
+                    activity=info.activity_type, attempt=info.attempt, **extra)
+
+
+class AgentActivities:
+    """Register with `Worker(activities=AgentActivities(runtime).all())`."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
+
+    def all(self) -> list[Any]:
+        return [self.model_round, self.invoke_tool, self.emit_event]
+
+    @activity.defn(name=MODEL_ROUND_ACTIVITY)
+    async def model_round(self, inp: RoundInput) -> RoundResult:
+        prompt = inp.prompt
+        logger = _bound_log(prompt_id=prompt.id, round=inp.round, tier=prompt.model)
+        try:
+            prepared = await self.runtime.prepare(prompt, inp.round)
+        except PluginPrepareError as exc:
+            logger.error("plugin prepare failed", error=str(exc))
+            raise ApplicationError(str(exc), type="PluginPrepareError", non_retryable=True) from exc
+        instructions = "\n\n".join(part for part in [inp.instructions or "", *prepared.context] if part)
+        messages = project_prompts(inp.history, prompt.model_copy(update={"plugin_state": {}}))
+        if not messages:
+            messages = [UserMessage(text=NO_INPUT_MESSAGE)]
+        request = ModelRequest(
+            instructions=instructions, messages=messages, round=inp.round, prompt_id=prompt.id,
+            tools=[ToolSpec(id=t.id, description=t.description, parameters=t.parameters_schema())
+                   for t, _ in prepared.tools.values()],
+        )
+        provider = self.runtime.provider_for(prompt.model)
+        try:
+            response = await provider.complete(request)
+        except RetryableModelError as exc:
+            logger.warning("model call failed, will retry", error=str(exc), status=exc.status)
+            delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None
+            raise ApplicationError(str(exc), type="RetryableModelError", next_retry_delay=delay) from exc
+        except FatalModelError as exc:
+            logger.error("model call failed", error=str(exc), status=exc.status)
+            raise ApplicationError(str(exc), type="FatalModelError", non_retryable=True) from exc
+        logger.info("model responded", tool_calls=len(response.tool_calls), model=response.model)
+        calls = [_plan_call(call, prepared.tools) for call in response.tool_calls]
+        return RoundResult(
+            text=response.text, calls=calls, usage=response.usage, plugin_state=prepared.plugin_state,
+            model=response.model or provider.name, event_hooks=self.runtime.handles_events,
+        )
+
+    @activity.defn(name=INVOKE_TOOL_ACTIVITY)
+    async def invoke_tool(self, inv: ToolInvocation) -> ToolInvocationResult:
+        call = inv.call
+        logger = _bound_log(prompt_id=inv.prompt_id, tool=call.tool, tool_call_id=call.id)
+        lookup_prompt = Prompt(id=inv.prompt_id, user_id=inv.user_id, conversation_id=inv.conversation_id,
+                               plugin_state={call.plugin: inv.plugin_state} if call.plugin else {})
+        tool = await self.runtime.find_tool(call.tool, call.plugin, lookup_prompt)
+        if tool is None:
+            return _error(f"Tool '{call.tool}' is not available on this worker.")
+        try:
+            args = tool.validate_input(inv.input)
+        except ToolInputError as exc:
+            return _error(str(exc))
+        state_before = copy_state(inv.plugin_state)
+        info = activity.info()
+        ctx = ToolContext(
+            user_id=inv.user_id, prompt_id=inv.prompt_id, conversation_id=inv.conversation_id,
+            tool_call_id=call.id, idempotency_key=f"{inv.workflow_id}/{call.id}",
+            state=copy_state(inv.plugin_state), services=self.runtime.services,
+            file_store=self.runtime.file_store, attempt=info.attempt,
+            progress=lambda message, fraction: activity.heartbeat({"message": message, "fraction": fraction}),
+        )
+        try:
+            raw_output = await tool.fn(args, ctx)
+        except Exception as exc:
+            if info.attempt < tool.max_attempts:
+                logger.warning("tool raised, will retry", error=f"{type(exc).__name__}: {exc}")
+                raise ApplicationError(f"{type(exc).__name__}: {exc}", type="ToolRaised") from exc
+            logger.warning("tool raised", error=f"{type(exc).__name__}: {exc}")
+            return _error(f"{type(exc).__name__}: {exc}", side_outputs=ctx)
+        try:
+            output = _jsonable(raw_output, self.runtime.max_tool_output_bytes)
+        except ValueError as exc:
+            return _error(str(exc), side_outputs=ctx)
+        logger.info("tool finished")
+        changed = ctx.state != state_before
+        return ToolInvocationResult(result=ToolSuccess(output=output), side_outputs=list(ctx.side_outputs),
+                                    plugin_state=ctx.state if changed else None, state_changed=changed)
+
+    @activity.defn(name=EMIT_EVENT_ACTIVITY)
+    async def emit_event(self, delivery: EventDelivery) -> None:
+        logger = _bound_log(prompt_id=delivery.event.prompt_id, event=delivery.event.kind)
+        for plugin in self.runtime.plugins:
+            if not plugin.handles_events:
+                continue
+            try:
+                await plugin.on_event(delivery.event)
+            except Exception as exc:
+                logger.error("plugin event hook failed", plugin=plugin.name, error=f"{type(exc).__name__}: {exc}")
+
+
+def _error(message: str, side_outputs: ToolContext | None = None) -> ToolInvocationResult:
+    extra = list(side_outputs.side_outputs) if side_outputs else []
+    return ToolInvocationResult(result=ToolError(error=message), side_outputs=extra)
+
+
+def _jsonable(value: object, limit: int) -> JsonValue:
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    try:
+        plain = pydantic_core.to_jsonable_python(value)
+    except pydantic_core.PydanticSerializationError as exc:
+        raise ValueError(f"The tool returned a value that is not JSON-serialisable: {exc}") from exc
+    encoded = json.dumps(plain, ensure_ascii=False)
+    if len(encoded.encode()) <= limit:
+        return plain
+    kept = encoded.encode()[:limit].decode(errors="ignore")
+    return f"{kept}\n[output truncated: {len(encoded.encode())} bytes, limit {limit}]"
+
+
+def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> PlannedCall:
+    found = tools.get(call.tool)
+    if found is None:
+        available = ", ".join(sorted(tools)) or "none"
+        return PlannedCall(id=call.id, tool=call.tool, input=call.arguments,
+                           error=f"Unknown tool '{call.tool}'. Available tools: {available}.")
+    tool, plugin = found
+    planned = PlannedCall(id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
+                          timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
+                          failure_mode=tool.failure_mode)
+    if call.arguments_error:
+        return planned.model_copy(update={"error": f"Invalid arguments for tool '{call.tool}': "
+                                                   f"{call.arguments_error}"})
+    try:
+        args = tool.validate_input(call.arguments)
+    except ToolInputError as exc:
+        return planned.model_copy(update={"error": str(exc)})
+    try:
+        approval = tool.approval_for(args)
+    except Exception as exc:
+        # Fail closed: a policy that cannot decide leaves the decision to a human.
+        return planned.model_copy(update={"approval": ApprovalRequirement(
+            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.")})
+    if approval is None:
+        return planned
+    expires = approval.expires_after.total_seconds() if approval.expires_after else None
+    return planned.model_copy(update={"approval": ApprovalRequirement(
+        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires)})

@@ -1,0 +1,81 @@
+"""What a worker's activities need: plugins, model providers per tier, services and a file store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
+from agent.models import Prompt
+from agent.plugins import Plugin
+from agent.providers.base import ModelProvider
+from agent.tools import Tool
+
+DEFAULT_MAX_TOOL_OUTPUT_BYTES = 256_000
+
+
+class PluginPrepareError(Exception):
+    """A plugin's `prepare` raised: the prompt fails with the plugin named in the reason."""
+
+
+@dataclass
+class PreparedRound:
+    tools: dict[str, tuple[Tool[Any], str]]
+    context: list[str]
+    plugin_state: dict[str, Any]
+
+
+@dataclass
+class AgentRuntime:
+    plugins: list[Plugin]
+    providers: Mapping[str, ModelProvider]
+    services: Services = field(default_factory=Services)
+    file_store: FileStore = field(default_factory=lambda: DirectoryFileStore(Path(".dagent/files")))
+    max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
+
+    def provider_for(self, tier: str) -> ModelProvider:
+        provider = self.providers.get(tier) or self.providers.get("normal")
+        if provider is None:
+            raise LookupError(f"no model configured for tier {tier!r}")
+        return provider
+
+    @property
+    def handles_events(self) -> bool:
+        return any(p.handles_events for p in self.plugins)
+
+    async def prepare(self, prompt: Prompt, round_number: int) -> PreparedRound:
+        """Run every plugin's `prepare` in order; later plugins see earlier ones' state changes."""
+        state = dict(prompt.plugin_state)
+        tools: dict[str, tuple[Tool[Any], str]] = {}
+        context: list[str] = []
+        for plugin in self.plugins:
+            ctx = PrepareContext(
+                user_id=prompt.user_id, prompt_id=prompt.id, conversation_id=prompt.conversation_id,
+                round=round_number, input=prompt.input, outputs=list(prompt.output),
+                state=copy_state(state.get(plugin.name)), services=self.services,
+            )
+            try:
+                await plugin.prepare(ctx)
+            except Exception as exc:
+                raise PluginPrepareError(f"plugin {plugin.name!r} failed in prepare: "
+                                         f"{type(exc).__name__}: {exc}") from exc
+            if ctx.state or plugin.name in state:
+                state[plugin.name] = ctx.state
+            for tool in ctx.tools:
+                tools[tool.id] = (tool, plugin.name)
+            context.extend(ctx.context)
+        return PreparedRound(tools=tools, context=context, plugin_state=state)
+
+    async def find_tool(self, tool_id: str, plugin_name: str | None, prompt: Prompt) -> Tool[Any] | None:
+        """A tool by id: first the plugins' catalogues, then whatever `prepare` offers now."""
+        for plugin in self.plugins:
+            if plugin_name is not None and plugin.name != plugin_name:
+                continue
+            for tool in plugin.tools:
+                if tool.id == tool_id:
+                    return tool
+        prepared = await self.prepare(prompt, prompt.rounds)
+        found = prepared.tools.get(tool_id)
+        return found[0] if found else None

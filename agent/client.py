@@ -1,0 +1,171 @@
+"""The Python client: start prompts, read them, wait for them, decide approvals, cancel.
+
+A thin layer over the Temporal client: everything here can also be done with any Temporal SDK or the
+`temporal` CLI by workflow type `PromptWorkflow` and the signal/query/update names it uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import JsonValue
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from agent.config import Settings
+from agent.models import TERMINAL_STATES, ModelTier, Prompt, PromptOutput, ToolOutput
+from agent.protocol import ApproveRequest, PendingApproval, PromptRequest, RejectRequest
+
+PROMPT_WORKFLOW = "PromptWorkflow"
+
+
+def new_prompt_id() -> str:
+    return f"prompt-{uuid.uuid4().hex[:16]}"
+
+
+@dataclass(frozen=True)
+class WaitingPrompt:
+    prompt_id: str
+    user_id: str | None
+    conversation_id: str | None
+
+
+class PromptHandle:
+    """One prompt (= one `PromptWorkflow` execution, workflow id = prompt id)."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Prompt]) -> None:
+        self._handle = handle
+
+    @property
+    def id(self) -> str:
+        return self._handle.id
+
+    @property
+    def workflow(self) -> WorkflowHandle[Any, Prompt]:
+        return self._handle
+
+    async def get(self) -> Prompt:
+        """The full record as it is now (a query: writes nothing to history)."""
+        return await self._handle.query("get_prompt", result_type=Prompt)
+
+    async def result(self) -> Prompt:
+        """Wait until the prompt finishes; a failed or cancelled prompt returns its record too."""
+        try:
+            return await self._handle.result()
+        except WorkflowFailureError:
+            return await self.get()
+
+    async def wait_until(self, *states: str, poll_interval: float = 0.05) -> Prompt:
+        """Poll until the prompt reaches one of `states` (or finishes)."""
+        while True:
+            prompt = await self.get()
+            if prompt.state in states or prompt.state in TERMINAL_STATES:
+                return prompt
+            await asyncio.sleep(poll_interval)
+
+    async def pending_approvals(self) -> list[PendingApproval]:
+        return await self._handle.query("pending_approvals", result_type=list[PendingApproval])
+
+    async def approve(self, tool_call_id: str, *, by: str | None = None,
+                      input: dict[str, JsonValue] | None = None, wait: bool = False) -> ToolOutput | None:
+        """Approve a pending call. With `wait=True` an update is used: a bad request raises at once with
+        the reason, and the call's resolved output is returned."""
+        request = ApproveRequest(tool_call_id=tool_call_id, by=by, input=input)
+        if wait:
+            return await self._handle.execute_update("approve_call", request, result_type=ToolOutput)
+        await self._handle.signal("approve", request)
+        return None
+
+    async def reject(self, tool_call_id: str, *, by: str | None = None, reason: str | None = None,
+                     wait: bool = False) -> ToolOutput | None:
+        request = RejectRequest(tool_call_id=tool_call_id, by=by, reason=reason)
+        if wait:
+            return await self._handle.execute_update("reject_call", request, result_type=ToolOutput)
+        await self._handle.signal("reject", request)
+        return None
+
+    async def cancel(self) -> None:
+        await self._handle.cancel()
+
+    async def follow(self, poll_interval: float = 0.1) -> AsyncIterator[tuple[int, PromptOutput, Prompt]]:
+        """Yield `(index, entry, prompt)` for every new or changed output entry until the prompt finishes."""
+        seen: list[str] = []
+        while True:
+            prompt = await self.get()
+            for index, entry in enumerate(prompt.output):
+                encoded = entry.model_dump_json()
+                if index >= len(seen):
+                    seen.append(encoded)
+                elif seen[index] == encoded:
+                    continue
+                else:
+                    seen[index] = encoded
+                yield index, entry, prompt
+            if prompt.state in TERMINAL_STATES:
+                return
+            await asyncio.sleep(poll_interval)
+
+
+class AgentClient:
+    def __init__(self, client: Client, settings: Settings | None = None) -> None:
+        self.client = client
+        self.settings = settings or Settings.from_env()
+
+    @classmethod
+    async def connect(cls, settings: Settings | None = None) -> AgentClient:
+        settings = settings or Settings.from_env()
+        client = await Client.connect(settings.temporal_address, namespace=settings.namespace,
+                                      data_converter=pydantic_data_converter)
+        return cls(client, settings)
+
+    async def start(self, input: str | None, *, user_id: str = "anonymous", model: ModelTier = "normal",
+                    prompt_id: str | None = None, conversation_id: str | None = None,
+                    instructions: str | None = None, max_rounds: int | None = None,
+                    history: list[Prompt] | None = None) -> PromptHandle:
+        prompt_id = prompt_id or new_prompt_id()
+        request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
+                                conversation_id=conversation_id, instructions=instructions,
+                                history=history or [])
+        if max_rounds is not None:
+            request.max_rounds = max_rounds
+        handle = await self.client.start_workflow(
+            PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
+            static_summary=f"prompt by {user_id}: {(input or '(system)')[:60]}", result_type=Prompt,
+        )
+        return PromptHandle(handle)
+
+    async def run(self, input: str | None, **options: object) -> Prompt:
+        handle = await self.start(input, **options)  # type: ignore[arg-type]
+        return await handle.result()
+
+    def prompt(self, prompt_id: str) -> PromptHandle:
+        return PromptHandle(self.client.get_workflow_handle(prompt_id, result_type=Prompt))
+
+    async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
+        """Prompts waiting for approval, found through the `PromptState` search attribute."""
+        query = f"WorkflowType = '{PROMPT_WORKFLOW}' AND PromptState = 'waiting_for_approval' " \
+                f"AND ExecutionStatus = 'Running'"
+        if user_id:
+            query += f" AND UserId = '{user_id}'"
+        found: list[WaitingPrompt] = []
+        async for execution in self.client.list_workflows(query):
+            if execution.status != WorkflowExecutionStatus.RUNNING:
+                continue
+            attrs = execution.typed_search_attributes
+            found.append(WaitingPrompt(
+                prompt_id=execution.id,
+                user_id=_keyword(attrs, "UserId"),
+                conversation_id=_keyword(attrs, "ConversationId"),
+            ))
+        return found
+
+
+def _keyword(attrs: object, name: str) -> str | None:
+    for pair in attrs:  # type: ignore[attr-defined]
+        if pair.key.name == name:
+            return str(pair.value)
+    return None

@@ -1,0 +1,57 @@
+"""Configuration from environment variables, with defaults that run offline out of the box."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+DEFAULT_TASK_QUEUE = "durable-agent"
+DEMO_MODEL = "scripted:plugins.demo:demo_model"
+DEMO_PLUGINS = "plugins.demo:plugin"
+
+
+class Settings(BaseModel):
+    """Everything a client or worker needs to know. Read with `Settings.from_env()`.
+
+    API keys are not here: providers read them from the worker's environment when they are built,
+    so they never travel in workflow inputs, results or history.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    temporal_address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = DEFAULT_TASK_QUEUE
+    model_normal: str = DEMO_MODEL
+    model_high: str = ""
+    plugins: tuple[str, ...] = (DEMO_PLUGINS,)
+    file_dir: str = ".dagent/files"
+    ui_url: str = "http://127.0.0.1:8233"
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        defaults = cls()
+        plugins = env.get("DAGENT_PLUGINS")
+        return cls(
+            temporal_address=env.get("TEMPORAL_ADDRESS", defaults.temporal_address),
+            namespace=env.get("TEMPORAL_NAMESPACE", defaults.namespace),
+            task_queue=env.get("DAGENT_TASK_QUEUE", defaults.task_queue),
+            model_normal=env.get("DAGENT_MODEL_NORMAL", defaults.model_normal),
+            model_high=env.get("DAGENT_MODEL_HIGH", defaults.model_high),
+            plugins=tuple(p.strip() for p in plugins.split(",") if p.strip()) if plugins is not None
+            else defaults.plugins,
+            file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
+            ui_url=env.get("DAGENT_UI_URL", defaults.ui_url),
+            log_level=env.get("DAGENT_LOG_LEVEL", defaults.log_level),
+        )
+
+    @property
+    def model_tiers(self) -> dict[str, str]:
+        return {"normal": self.model_normal, "high": self.model_high or self.model_normal}
+
+    def workflow_url(self, workflow_id: str) -> str:
+        return f"{self.ui_url.rstrip('/')}/namespaces/{self.namespace}/workflows/{workflow_id}"

@@ -1,0 +1,79 @@
+"""The neutral message list every provider adapter starts from, and the model call's request/response."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from agent.models import Usage
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class UserMessage(_Model):
+    kind: Literal["user"] = "user"
+    text: str
+
+
+class AssistantMessage(_Model):
+    kind: Literal["assistant"] = "assistant"
+    text: str
+
+
+class ToolCallMessage(_Model):
+    """The model asked for a tool. `tool` is our tool id (dots allowed); adapters map it to a legal name."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    call_id: str
+    tool: str
+    arguments: JsonValue
+
+
+class ToolResultMessage(_Model):
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    tool: str
+    content: str
+    is_error: bool = False
+
+
+Message = Annotated[
+    UserMessage | AssistantMessage | ToolCallMessage | ToolResultMessage, Field(discriminator="kind")
+]
+
+
+class ToolSpec(_Model):
+    """What the model is told about a tool."""
+
+    id: str
+    description: str
+    parameters: dict[str, JsonValue]
+
+
+class ModelRequest(_Model):
+    """One model call: instructions (system), messages, tools. Provider-neutral."""
+
+    instructions: str = ""
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    round: int = 1
+    prompt_id: str = ""
+
+
+class ModelToolCall(_Model):
+    """A tool call in a model response. `arguments_error` is set when the arguments were not valid JSON."""
+
+    id: str
+    tool: str
+    arguments: JsonValue = None
+    arguments_error: str | None = None
+
+
+class ModelResponse(_Model):
+    text: str | None = None
+    tool_calls: list[ModelToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""

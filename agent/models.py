@@ -1,0 +1,174 @@
+"""The data model: prompts, their ordered outputs, tool results, usage and conversations.
+
+Pure pydantic v2, JSON-serialisable, no Temporal imports. Every timestamp is passed in explicitly
+(never defaulted to "now") so these models can be built inside deterministic workflow code.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+PromptState = Literal["running", "waiting_for_approval", "completed", "failed", "cancelled"]
+ModelTier = Literal["normal", "high"]
+TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Usage(_Model):
+    """Token counts summed over every model call of a prompt."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    model_calls: int = 0
+    cost: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            model_calls=self.model_calls + other.model_calls,
+            cost=cost,
+        )
+
+
+# --- tool results -------------------------------------------------------------------------------
+
+
+class ToolSuccess(_Model):
+    type: Literal["success"] = "success"
+    output: JsonValue = None
+
+
+class ToolError(_Model):
+    type: Literal["error"] = "error"
+    error: str
+
+
+class ToolPending(_Model):
+    """A call waiting for a human decision. Replaced in place by success or error."""
+
+    type: Literal["pending"] = "pending"
+    reason: str
+    requested_at: datetime
+    expires_at: datetime | None = None
+    approvers: list[str] | None = None
+
+
+ToolResult = Annotated[ToolSuccess | ToolError | ToolPending, Field(discriminator="type")]
+
+
+class Decision(_Model):
+    """Who decided a pending call, when, and how."""
+
+    decision: Literal["approved", "rejected", "expired"]
+    by: str | None = None
+    at: datetime
+    reason: str | None = None
+    original_input: JsonValue = Field(default=None, description="Set when the approver corrected the input.")
+
+
+# --- prompt outputs -----------------------------------------------------------------------------
+
+
+class TextOutput(_Model):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolOutput(_Model):
+    """One tool call. `result` is None only while the call is being invoked."""
+
+    type: Literal["tool"] = "tool"
+    id: str
+    tool: str
+    input: JsonValue
+    result: ToolResult | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    decision: Decision | None = None
+
+
+class FileOutput(_Model):
+    """A file a tool produced. Only `summary` reaches the model; content lives behind `content_ref`."""
+
+    type: Literal["file"] = "file"
+    tool_call_id: str | None = None
+    name: str
+    media_type: str
+    size: int
+    content_ref: str
+    summary: str
+
+
+class WidgetOutput(_Model):
+    """Display-only data for a UI. Never sent to the model."""
+
+    type: Literal["widget"] = "widget"
+    tool_call_id: str | None = None
+    widget: str
+    data: JsonValue
+    fallback_text: str = ""
+
+
+class DataOutput(_Model):
+    """The final structured answer when an output schema is set."""
+
+    type: Literal["data"] = "data"
+    data: JsonValue
+
+
+PromptOutput = Annotated[
+    TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput, Field(discriminator="type")
+]
+PROMPT_OUTPUT_ADAPTER: TypeAdapter[PromptOutput] = TypeAdapter(PromptOutput)
+
+
+class AuditEntry(_Model):
+    """Something the workflow received and refused (e.g. a signal for an unknown tool call)."""
+
+    at: datetime
+    kind: str
+    detail: str
+
+
+class Prompt(_Model):
+    id: str
+    user_id: str
+    conversation_id: str | None = None
+    model: ModelTier = "normal"
+    visible: bool = True
+    state: PromptState = "running"
+    input: str | None = None
+    output: list[PromptOutput] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    rounds: int = 0
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    force_completed: bool = False
+    error: str | None = None
+    plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
+    audit: list[AuditEntry] = Field(default_factory=list)
+
+    def tool_call(self, tool_call_id: str) -> ToolOutput | None:
+        for entry in self.output:
+            if isinstance(entry, ToolOutput) and entry.id == tool_call_id:
+                return entry
+        return None
+
+
+class Conversation(_Model):
+    id: str
+    user_id: str
+    prompt_ids: list[str] = Field(default_factory=list)
+    plugin_state: dict[str, JsonValue] = Field(default_factory=dict)

@@ -1,0 +1,39 @@
+"""The one interface every model provider implements, and the errors it may raise."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from agent.messages import ModelRequest, ModelResponse
+
+
+class ModelError(Exception):
+    """Base class for provider failures. `retryable` tells the activity layer what to do."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class RetryableModelError(ModelError):
+    """429, 5xx, connection errors, timeouts: try again later (after `retry_after` seconds if known)."""
+
+    retryable = True
+
+
+class FatalModelError(ModelError):
+    """400/401/403/404/422 and other errors that will not heal by retrying: the prompt fails."""
+
+    retryable = False
+
+
+@runtime_checkable
+class ModelProvider(Protocol):
+    """Calls one model. Implementations never retry on their own: Temporal owns retries."""
+
+    name: str
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...

@@ -1,0 +1,143 @@
+"""OpenAI Responses API (`client.responses.create`).
+
+`build_request` and `parse_response` are pure and unit-testable; `OpenAIResponsesProvider` only adds the
+SDK call and error mapping. Requests are stateless (`store=False`): the full history is sent every time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+from openai.types.responses import Response
+
+from agent.messages import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    ModelToolCall,
+    ToolCallMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from agent.models import Usage
+from agent.providers.errors import to_model_error
+from agent.providers.naming import ToolNameMap
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+NO_KEY = "not-needed"
+
+
+def encode_arguments(arguments: object) -> str:
+    return json.dumps({} if arguments is None else arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_arguments(raw: object, *, tool: str) -> tuple[Any, str | None]:
+    """(arguments, None) for a JSON object string, or (None, reason) when the model sent something else."""
+    if isinstance(raw, dict):
+        return raw, None
+    if not isinstance(raw, str):
+        return None, f"arguments for tool {tool!r} were not a JSON string (got {type(raw).__name__})"
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return None, f"arguments for tool {tool!r} are not valid JSON ({exc.msg} at position {exc.pos})"
+    if not isinstance(value, dict):
+        return None, f"arguments for tool {tool!r} must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def build_request(request: ModelRequest, *, model: str, names: ToolNameMap) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    for message in request.messages:
+        match message:
+            case UserMessage():
+                items.append({"role": "user", "content": message.text})
+            case AssistantMessage():
+                items.append({"role": "assistant", "content": message.text})
+            case ToolCallMessage():
+                items.append({
+                    "type": "function_call",
+                    "call_id": message.call_id,
+                    "name": names.to_provider(message.tool),
+                    "arguments": encode_arguments(message.arguments),
+                })
+            case ToolResultMessage():
+                items.append({"type": "function_call_output", "call_id": message.call_id,
+                              "output": message.content})
+    kwargs: dict[str, Any] = {"model": model, "input": items, "store": False}
+    if request.instructions:
+        kwargs["instructions"] = request.instructions
+    if request.tools:
+        kwargs["tools"] = [
+            {
+                "type": "function",
+                "name": names.to_provider(spec.id),
+                "description": spec.description,
+                "parameters": spec.parameters or {"type": "object", "properties": {}},
+                "strict": False,
+            }
+            for spec in request.tools
+        ]
+    return kwargs
+
+
+def parse_usage(response: Response) -> Usage:
+    usage = response.usage
+    if usage is None:
+        return Usage(model_calls=1)
+    input_details = getattr(usage, "input_tokens_details", None)
+    output_details = getattr(usage, "output_tokens_details", None)
+    return Usage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cached_tokens=getattr(input_details, "cached_tokens", None) or 0,
+        reasoning_tokens=getattr(output_details, "reasoning_tokens", None) or 0,
+        model_calls=1,
+    )
+
+
+def parse_response(response: Response, *, names: ToolNameMap) -> ModelResponse:
+    texts: list[str] = []
+    calls: list[ModelToolCall] = []
+    for item in response.output or []:
+        if item.type == "message":
+            for part in item.content:
+                if part.type == "output_text":
+                    texts.append(part.text)
+                elif part.type == "refusal":
+                    texts.append(part.refusal)
+        elif item.type == "function_call":
+            tool = names.from_provider(item.name)
+            arguments, error = decode_arguments(item.arguments, tool=tool)
+            calls.append(ModelToolCall(id=item.call_id, tool=tool, arguments=arguments,
+                                       arguments_error=error))
+    text = "".join(texts)
+    return ModelResponse(text=text or None, tool_calls=calls, usage=parse_usage(response),
+                         model=str(response.model or ""))
+
+
+class OpenAIResponsesProvider:
+    """The OpenAI Responses API. SDK retries are off; errors surface as `ModelError`s."""
+
+    name = "openai"
+
+    def __init__(self, *, model: str, api_key: str | None, base_url: str | None = None,
+                 timeout: float = 120.0):
+        self.model = model
+        self._api_key = api_key
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        names = ToolNameMap.for_request(request)
+        kwargs = build_request(request, model=self.model, names=names)
+        try:
+            response = await self._client.responses.create(**kwargs)
+            return parse_response(response, names=names)
+        except Exception as exc:
+            raise to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key]) from None

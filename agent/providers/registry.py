@@ -1,0 +1,78 @@
+"""`provider:model` strings -> configured `ModelProvider`s.
+
+Keys and base URLs come only from the `env` mapping passed in, never from `os.environ`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+
+from agent.messages import ModelResponse
+from agent.providers.anthropic_messages import AnthropicMessagesProvider
+from agent.providers.base import ModelProvider
+from agent.providers.openai_chat import OpenAIChatProvider
+from agent.providers.openai_responses import OpenAIResponsesProvider
+from agent.providers.scripted import ScriptedModel
+
+VALID_FORMS = (
+    "openai:<model> (OpenAI Responses API; needs OPENAI_API_KEY, optional OPENAI_BASE_URL)",
+    "openai-chat:<model> (Chat Completions; base URL from DAGENT_OPENAI_CHAT_BASE_URL or OPENAI_BASE_URL, "
+    "optional OPENAI_API_KEY)",
+    "anthropic:<model> (Anthropic Messages API; needs ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL)",
+    "scripted:<module>:<attr> (a ScriptedModel, a list of ModelResponse, or a function of the request)",
+)
+LOCAL_API_KEY = "not-needed"
+
+
+def _invalid(spec: str, reason: str) -> ValueError:
+    forms = "\n".join(f"  - {form}" for form in VALID_FORMS)
+    return ValueError(f"invalid model spec {spec!r}: {reason}. Valid forms:\n{forms}")
+
+
+def _required(env: Mapping[str, str], var: str, spec: str) -> str:
+    value = env.get(var)
+    if not value:
+        raise _invalid(spec, f"environment variable {var} is not set")
+    return value
+
+
+def _load_scripted(target: str, spec: str) -> ScriptedModel:
+    module_name, _, attr = target.rpartition(":")
+    if not module_name or not attr:
+        raise _invalid(spec, "expected scripted:<module>:<attr>")
+    try:
+        value = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise _invalid(spec, f"cannot load {attr!r} from module {module_name!r} ({exc})") from exc
+    if isinstance(value, ScriptedModel):
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        if all(isinstance(item, ModelResponse) for item in value):
+            return ScriptedModel(list(value))
+    elif callable(value):
+        return ScriptedModel(value)
+    raise _invalid(spec, f"{module_name}:{attr} is a {type(value).__name__}, "
+                         "not a ScriptedModel, a list of ModelResponse or a function")
+
+
+def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.0) -> ModelProvider:
+    """Build the provider for `spec` (`provider:model`), reading keys and base URLs only from `env`."""
+    provider, sep, model = spec.strip().partition(":")
+    if not sep or not model:
+        raise _invalid(spec, "expected <provider>:<model>")
+    match provider:
+        case "openai":
+            return OpenAIResponsesProvider(model=model, api_key=_required(env, "OPENAI_API_KEY", spec),
+                                           base_url=env.get("OPENAI_BASE_URL") or None, timeout=timeout)
+        case "openai-chat":
+            base_url = env.get("DAGENT_OPENAI_CHAT_BASE_URL") or env.get("OPENAI_BASE_URL") or None
+            return OpenAIChatProvider(model=model, api_key=env.get("OPENAI_API_KEY") or LOCAL_API_KEY,
+                                      base_url=base_url, timeout=timeout)
+        case "anthropic":
+            return AnthropicMessagesProvider(model=model, api_key=_required(env, "ANTHROPIC_API_KEY", spec),
+                                             base_url=env.get("ANTHROPIC_BASE_URL") or None, timeout=timeout)
+        case "scripted":
+            return _load_scripted(model, spec)
+        case _:
+            raise _invalid(spec, f"unknown provider {provider!r}")

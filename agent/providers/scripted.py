@@ -1,0 +1,113 @@
+"""`ScriptedModel`: a deterministic model for tests and the offline quick start.
+
+Built from a list of canned responses (round N gets item N-1, so it is stateless and retry-safe) or from a
+function of the request. Tool calls without an id get `call_r{round}_{i}`; a response without usage gets
+a rough one (characters // 4) so usage sums are testable. Every request is recorded in `.requests`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Sequence
+
+from pydantic import JsonValue
+
+from agent.messages import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelToolCall,
+    ToolCallMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from agent.models import Usage
+from agent.providers.base import FatalModelError, ModelError
+
+ScriptFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
+
+
+def _message_chars(message: Message) -> int:
+    match message:
+        case UserMessage() | AssistantMessage():
+            return len(message.text)
+        case ToolCallMessage():
+            return len(message.tool) + len(json.dumps(message.arguments))
+        case ToolResultMessage():
+            return len(message.content)
+
+
+def estimate_usage(request: ModelRequest, response: ModelResponse) -> Usage:
+    """Roughly four characters per token, one model call."""
+    input_chars = len(request.instructions) + sum(_message_chars(m) for m in request.messages)
+    output_chars = len(response.text or "") + sum(
+        len(c.tool) + len(json.dumps(c.arguments)) for c in response.tool_calls
+    )
+    return Usage(input_tokens=input_chars // 4, output_tokens=output_chars // 4, model_calls=1)
+
+
+def text(text: str) -> ModelResponse:
+    """A response with only text."""
+    return ModelResponse(text=text)
+
+
+def tool_calls(
+    *calls: tuple[str, JsonValue], text: str | None = None, round: int | None = None
+) -> ModelResponse:
+    """A response calling tools, e.g. `tool_calls(("weather.get", {"city": "Paris"}))`.
+
+    Ids are `call_r{round}_{i}`; without `round` they are filled in from the request's round when served.
+    """
+    return ModelResponse(
+        text=text,
+        tool_calls=[
+            ModelToolCall(id="" if round is None else f"call_r{round}_{i}", tool=tool, arguments=arguments)
+            for i, (tool, arguments) in enumerate(calls)
+        ],
+    )
+
+
+class ScriptedModel:
+    """A `ModelProvider` that answers from a script instead of a network call."""
+
+    name = "scripted"
+    text = staticmethod(text)
+    tool_calls = staticmethod(tool_calls)
+
+    def __init__(self, script: Sequence[ModelResponse] | ScriptFunction, *, model: str = "scripted"):
+        self.model = model
+        self._script = script
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request.model_copy(deep=True))
+        response = await self._respond(request)
+        calls = [
+            call if call.id else call.model_copy(update={"id": f"call_r{request.round}_{i}"})
+            for i, call in enumerate(response.tool_calls)
+        ]
+        response = response.model_copy(update={"tool_calls": calls, "model": response.model or self.model})
+        if response.usage == Usage():
+            response = response.model_copy(update={"usage": estimate_usage(request, response)})
+        return response.model_copy(deep=True)
+
+    async def _respond(self, request: ModelRequest) -> ModelResponse:
+        if callable(self._script):
+            try:
+                result = self._script(request)
+                if inspect.isawaitable(result):
+                    result = await result
+            except ModelError:
+                raise
+            except Exception as exc:
+                raise FatalModelError(f"scripted model function failed: {type(exc).__name__}: {exc}") from exc
+            if not isinstance(result, ModelResponse):
+                raise FatalModelError(f"scripted model function returned {type(result).__name__}, "
+                                      "expected ModelResponse")
+            return result
+        index = request.round - 1
+        if not 0 <= index < len(self._script):
+            raise FatalModelError(f"scripted model has no response for round {request.round}")
+        return self._script[index]

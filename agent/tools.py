@@ -1,0 +1,123 @@
+"""Tools: an id, a description, a pydantic input model, an async function, and how it may be run."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from agent.context import ToolContext
+
+InputT = TypeVar("InputT", bound=BaseModel)
+FailureMode = Literal["continue", "fail"]
+
+
+class Approval(BaseModel):
+    """Whether a call needs a human decision before it runs, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    required: bool = True
+    reason: str = "This call requires approval."
+    approvers: list[str] | None = Field(default=None, description="Who may decide; None = anyone.")
+    expires_after: timedelta | None = Field(default=None, description="Unanswered -> rejected as expired.")
+
+
+ApprovalPolicy = Approval | Callable[[Any], Approval | bool | None]
+ToolFunction = Callable[[InputT, ToolContext], Awaitable[JsonValue | BaseModel]]
+
+
+@dataclass(frozen=True)
+class Tool(Generic[InputT]):
+    """A tool the model can call. `id` may contain dots (`payment.send`)."""
+
+    id: str
+    description: str
+    input_model: type[InputT]
+    fn: ToolFunction[InputT]
+    approval: ApprovalPolicy | None = None
+    timeout: timedelta = timedelta(seconds=60)
+    max_attempts: int = 1
+    failure_mode: FailureMode = "continue"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def parameters_schema(self) -> dict[str, JsonValue]:
+        return self.input_model.model_json_schema()
+
+    def validate_input(self, raw: JsonValue) -> InputT:
+        """Validate the model's arguments; raises `ToolInputError` with a message the model can act on."""
+        try:
+            return self.input_model.model_validate(raw if raw is not None else {})
+        except ValidationError as exc:
+            raise ToolInputError(format_validation_error(self.id, exc)) from exc
+
+    def approval_for(self, args: InputT) -> Approval | None:
+        """Evaluate the approval policy for validated arguments; None when no approval is needed."""
+        policy = self.approval
+        if policy is None:
+            return None
+        decided = policy if isinstance(policy, Approval) else policy(args)
+        if decided is None or decided is False:
+            return None
+        if decided is True:
+            return Approval()
+        return decided if decided.required else None
+
+
+class ToolInputError(ValueError):
+    """The arguments do not fit the tool's input model."""
+
+
+def format_validation_error(tool_id: str, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+    )
+    return f"Invalid arguments for tool '{tool_id}': {problems}"
+
+
+def _input_model_of(fn: Callable[..., Any]) -> type[BaseModel]:
+    hints = typing.get_type_hints(fn)
+    params = list(inspect.signature(fn).parameters)
+    if not params or not isinstance(hints.get(params[0]), type) or not issubclass(hints[params[0]], BaseModel):
+        raise TypeError(f"{fn.__qualname__}: the first parameter must be annotated with a pydantic model")
+    return hints[params[0]]
+
+
+def tool(
+    id: str,
+    *,
+    description: str | None = None,
+    approval: ApprovalPolicy | None = None,
+    timeout: timedelta = timedelta(seconds=60),
+    max_attempts: int = 1,
+    failure_mode: FailureMode = "continue",
+) -> Callable[[ToolFunction[Any]], Tool[Any]]:
+    """Decorate `async def fn(args: MyInput, ctx: ToolContext)` to make a `Tool`.
+
+    The input model comes from the first parameter's annotation; the description defaults to the
+    function's docstring.
+    """
+
+    def wrap(fn: ToolFunction[Any]) -> Tool[Any]:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"tool {id!r}: the function must be async")
+        doc = description or inspect.getdoc(fn)
+        if not doc:
+            raise TypeError(f"tool {id!r}: give a description or a docstring")
+        return Tool(
+            id=id,
+            description=doc,
+            input_model=_input_model_of(fn),
+            fn=fn,
+            approval=approval,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            failure_mode=failure_mode,
+        )
+
+    return wrap

@@ -1,0 +1,43 @@
+"""Shared fixtures: one real Temporal dev server per test session, a worker per test on a fresh queue."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from agent.client import AgentClient
+from agent.config import Settings
+from agent.plugins import Plugin
+from agent.providers.base import ModelProvider
+from workers.binaries import temporal_cli_path
+from workers.devserver import extra_args_for_start_local
+from workers.worker import build_runtime, create_worker
+
+
+@pytest_asyncio.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli_path(),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=extra_args_for_start_local(),
+    )
+    async with env:
+        yield env
+
+
+@asynccontextmanager
+async def agent_worker(env: WorkflowEnvironment, *, plugins: Sequence[Plugin], model: ModelProvider,
+                       high_model: ModelProvider | None = None, services: Mapping[str, Any] | None = None,
+                       file_dir: str = ".dagent/test-files") -> AsyncIterator[AgentClient]:
+    """A worker with these plugins and model on a fresh task queue, and a client bound to that queue."""
+    settings = Settings(task_queue=f"tq-{uuid.uuid4().hex[:10]}", file_dir=file_dir)
+    runtime = build_runtime(settings, plugins=plugins,
+                            providers={"normal": model, "high": high_model or model}, services=services)
+    async with create_worker(env.client, runtime, task_queue=settings.task_queue):
+        yield AgentClient(env.client, settings)

@@ -1,0 +1,53 @@
+"""Wires workflows, activities, plugins and model providers into one Temporal worker."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.agent_activities import AgentActivities
+from activities.runtime import AgentRuntime
+from agent.config import Settings
+from agent.context import DirectoryFileStore, Services
+from agent.plugins import Plugin, load_plugins
+from agent.providers.base import ModelProvider
+from agent.providers.registry import resolve_provider
+from workflows import WORKFLOWS
+
+STICKY_TIMEOUT = timedelta(seconds=2)
+
+
+def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None,
+                  providers: Mapping[str, ModelProvider] | None = None,
+                  services: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> AgentRuntime:
+    """The runtime from settings; explicit `plugins`/`providers` override the configured ones."""
+    env = os.environ if env is None else env
+    if providers is None:
+        providers = {tier: resolve_provider(spec, env) for tier, spec in settings.model_tiers.items()}
+    return AgentRuntime(
+        plugins=list(plugins) if plugins is not None else load_plugins(settings.plugins),
+        providers=dict(providers), services=Services(services),
+        file_store=DirectoryFileStore(Path(settings.file_dir)),
+    )
+
+
+async def connect(settings: Settings) -> Client:
+    return await Client.connect(settings.temporal_address, namespace=settings.namespace,
+                                data_converter=pydantic_data_converter)
+
+
+def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, **options: Any) -> Worker:
+    """A worker running every workflow and activity of Durable Agent on `task_queue`.
+
+    A crashed worker's prompts move to another worker after `STICKY_TIMEOUT` instead of the SDK's 10 s.
+    """
+    options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
+    return Worker(client, task_queue=task_queue, workflows=WORKFLOWS,
+                  activities=AgentActivities(runtime).all(), **options)

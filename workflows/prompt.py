@@ -1,0 +1,321 @@
+"""PromptWorkflow: one prompt, run as rounds of model call + tool calls, pausing durably for approvals.
+
+Data and control flow only. Plugin code, model calls and tools run in activities referenced by their
+stable names, so this module imports no provider SDK and no plugin code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from agent.events import PromptEvent
+    from agent.models import (
+        AuditEntry,
+        Decision,
+        Prompt,
+        PromptState,
+        TextOutput,
+        ToolError,
+        ToolOutput,
+        ToolPending,
+    )
+    from agent.protocol import (
+        EMIT_EVENT_ACTIVITY,
+        INVOKE_TOOL_ACTIVITY,
+        MODEL_ROUND_ACTIVITY,
+        ApprovalRequirement,
+        ApproveRequest,
+        EventDelivery,
+        PendingApproval,
+        PlannedCall,
+        PromptRequest,
+        RejectRequest,
+        RoundInput,
+        RoundResult,
+        ToolInvocation,
+        ToolInvocationResult,
+    )
+    from workflows.search_attributes import prompt_search_attributes
+
+MODEL_TIMEOUT = timedelta(minutes=5)
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60),
+    maximum_attempts=8, non_retryable_error_types=["FatalModelError", "PluginPrepareError"],
+)
+EVENT_RETRY = RetryPolicy(maximum_attempts=3)
+INFRASTRUCTURE_ATTEMPTS = 2  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
+
+
+class PromptFailed(Exception):
+    pass
+
+
+def _failure_reason(exc: BaseException) -> str:
+    cause = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
+    return getattr(cause, "message", None) or str(cause) or type(cause).__name__
+
+
+@workflow.defn(name="PromptWorkflow")
+class PromptWorkflow:
+    @workflow.init
+    def __init__(self, request: PromptRequest) -> None:
+        self._request = request
+        self._prompt = Prompt(
+            id=request.prompt_id or workflow.info().workflow_id, user_id=request.user_id,
+            conversation_id=request.conversation_id, model=request.model, visible=request.visible,
+            input=request.input, created_at=workflow.now(), plugin_state=dict(request.plugin_state),
+        )
+        self._decisions: dict[str, Decision] = {}
+        self._waiting: ToolOutput | None = None
+        self._event_hooks = False
+
+    # --- run --------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, request: PromptRequest) -> Prompt:
+        self._set_state("running")
+        try:
+            await self._run_rounds()
+        except (ActivityError, PromptFailed) as exc:
+            self._finish("failed", error=_failure_reason(exc))
+        except asyncio.CancelledError:
+            self._finish("cancelled")
+            raise
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self._prompt.state == "failed":
+            raise ApplicationError(self._prompt.error or "prompt failed", type="PromptFailed", non_retryable=True)
+        return self._prompt
+
+    async def _run_rounds(self) -> None:
+        for round_number in range(1, self._request.max_rounds + 1):
+            self._prompt.rounds = round_number
+            result = await self._call_model(round_number)
+            if result.text:
+                self._prompt.output.append(TextOutput(text=result.text))
+            if not result.calls:
+                self._finish("completed")
+                return
+            for call in result.calls:
+                await self._process_call(call)
+        self._prompt.force_completed = True
+        self._finish("completed")
+
+    async def _call_model(self, round_number: int) -> RoundResult:
+        result = await workflow.execute_activity(
+            MODEL_ROUND_ACTIVITY,
+            RoundInput(prompt=self._prompt, history=self._request.history,
+                       instructions=self._request.instructions, round=round_number),
+            result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT, retry_policy=MODEL_RETRY,
+            summary=f"model {self._prompt.model} round {round_number}",
+        )
+        self._prompt.usage = self._prompt.usage + result.usage
+        self._prompt.plugin_state = dict(result.plugin_state)
+        self._event_hooks = result.event_hooks
+        return result
+
+    async def _process_call(self, call: PlannedCall) -> None:
+        entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
+                           started_at=workflow.now())
+        self._prompt.output.append(entry)
+        if call.error is not None:
+            entry.result, entry.finished_at = ToolError(error=call.error), workflow.now()
+            return
+        arguments = call.input
+        if call.approval is not None:
+            decision = await self._await_decision(entry, call.approval)
+            entry.decision = decision
+            if decision.decision != "approved":
+                entry.result, entry.finished_at = ToolError(error=self._refusal_text(decision)), workflow.now()
+                return
+            arguments = entry.input  # the approver may have corrected it
+        await self._invoke(entry, call, arguments)
+
+    async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
+        entry.started_at = workflow.now()
+        plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
+        try:
+            outcome = await workflow.execute_activity(
+                INVOKE_TOOL_ACTIVITY,
+                ToolInvocation(prompt_id=self._prompt.id, user_id=self._prompt.user_id,
+                               conversation_id=self._prompt.conversation_id,
+                               workflow_id=workflow.info().workflow_id, call=call.model_copy(update={"id": entry.id}),
+                               input=arguments, plugin_state=plugin_state),
+                result_type=ToolInvocationResult,
+                start_to_close_timeout=timedelta(seconds=call.timeout_seconds),
+                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1),
+                                         maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS),
+                summary=f"tool {call.tool}",
+            )
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise
+            outcome = ToolInvocationResult(result=ToolError(error=f"Tool call failed: {_failure_reason(exc)}"))
+        entry.result, entry.finished_at = outcome.result, workflow.now()
+        self._prompt.output.extend(outcome.side_outputs)
+        if outcome.state_changed and call.plugin:
+            self._prompt.plugin_state[call.plugin] = outcome.plugin_state
+        if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
+            raise PromptFailed(f"tool '{call.tool}' failed: {outcome.result.error}")
+
+    # --- approvals --------------------------------------------------------------------------------
+
+    async def _await_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
+        now = workflow.now()
+        expires_in = timedelta(seconds=approval.expires_after_seconds) if approval.expires_after_seconds else None
+        entry.result = ToolPending(reason=approval.reason, requested_at=now,
+                                   expires_at=now + expires_in if expires_in else None,
+                                   approvers=approval.approvers)
+        self._waiting = entry
+        self._set_state("waiting_for_approval")
+        await self._emit(PromptEvent(kind="approval_requested", prompt_id=self._prompt.id,
+                                     user_id=self._prompt.user_id, conversation_id=self._prompt.conversation_id,
+                                     tool_call_id=entry.id, tool=entry.tool, input=entry.input,
+                                     reason=approval.reason))
+        try:
+            await workflow.wait_condition(lambda: entry.id in self._decisions, timeout=expires_in,
+                                          timeout_summary=f"approval expiry {entry.tool}")
+            decision = self._decisions[entry.id]
+        except asyncio.TimeoutError:
+            decision = Decision(decision="expired", at=workflow.now(), reason="approval expired")
+            self._decisions[entry.id] = decision
+        self._waiting = None
+        self._set_state("running")
+        return decision
+
+    @staticmethod
+    def _refusal_text(decision: Decision) -> str:
+        if decision.decision == "expired":
+            return "The call was not run: approval expired before anyone decided."
+        by = f" by {decision.by}" if decision.by else ""
+        reason = f": {decision.reason}" if decision.reason else ""
+        return f"The call was rejected{by}{reason}"
+
+    def _decision_problem(self, tool_call_id: str, by: str | None) -> str | None:
+        """Why a decision cannot be accepted now, or None when it can."""
+        if tool_call_id in self._decisions:
+            return f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})"
+        waiting = self._waiting
+        if waiting is None or self._prompt.state != "waiting_for_approval":
+            known = self._prompt.tool_call(tool_call_id) is not None
+            what = "has no pending approval for" if known else "has no tool call"
+            return f"prompt {self._prompt.id} ({self._prompt.state}) {what} {tool_call_id!r}"
+        if waiting.id != tool_call_id:
+            return f"unknown tool call {tool_call_id!r}; the pending call is {waiting.id!r}"
+        assert isinstance(waiting.result, ToolPending)
+        allowed = waiting.result.approvers
+        if allowed and by not in allowed:
+            return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; approvers: {', '.join(allowed)}"
+        return None
+
+    def _accept_approval(self, request: ApproveRequest) -> None:
+        waiting = self._waiting
+        assert waiting is not None
+        original = None
+        if request.input is not None:
+            original, waiting.input = waiting.input, request.input
+        self._decisions[request.tool_call_id] = Decision(
+            decision="approved", by=request.by, at=workflow.now(), original_input=original)
+
+    def _accept_rejection(self, request: RejectRequest) -> None:
+        self._decisions[request.tool_call_id] = Decision(
+            decision="rejected", by=request.by, at=workflow.now(), reason=request.reason)
+
+    def _ignore(self, kind: str, problem: str) -> None:
+        workflow.logger.warning("ignored %s signal: %s", kind, problem)
+        self._prompt.audit.append(AuditEntry(at=workflow.now(), kind=f"ignored_{kind}", detail=problem))
+
+    @workflow.signal
+    def approve(self, request: ApproveRequest) -> None:
+        problem = self._decision_problem(request.tool_call_id, request.by)
+        if problem:
+            self._ignore("approve", problem)
+        else:
+            self._accept_approval(request)
+
+    @workflow.signal
+    def reject(self, request: RejectRequest) -> None:
+        problem = self._decision_problem(request.tool_call_id, request.by)
+        if problem:
+            self._ignore("reject", problem)
+        else:
+            self._accept_rejection(request)
+
+    @workflow.update
+    async def approve_call(self, request: ApproveRequest) -> ToolOutput:
+        self._accept_approval(request)
+        return await self._resolved(request.tool_call_id)
+
+    @approve_call.validator
+    def _validate_approve_call(self, request: ApproveRequest) -> None:
+        if problem := self._decision_problem(request.tool_call_id, request.by):
+            raise ValueError(problem)
+
+    @workflow.update
+    async def reject_call(self, request: RejectRequest) -> ToolOutput:
+        self._accept_rejection(request)
+        return await self._resolved(request.tool_call_id)
+
+    @reject_call.validator
+    def _validate_reject_call(self, request: RejectRequest) -> None:
+        if problem := self._decision_problem(request.tool_call_id, request.by):
+            raise ValueError(problem)
+
+    async def _resolved(self, tool_call_id: str) -> ToolOutput:
+        entry = self._prompt.tool_call(tool_call_id)
+        assert entry is not None
+        await workflow.wait_condition(lambda: entry.finished_at is not None)
+        return entry
+
+    # --- queries ----------------------------------------------------------------------------------
+
+    @workflow.query
+    def get_prompt(self) -> Prompt:
+        return self._prompt
+
+    @workflow.query
+    def pending_approvals(self) -> list[PendingApproval]:
+        entry = self._waiting
+        if entry is None or not isinstance(entry.result, ToolPending):
+            return []
+        pending = entry.result
+        return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=pending.reason,
+                                requested_at=pending.requested_at, expires_at=pending.expires_at,
+                                approvers=pending.approvers)]
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _unique_call_id(self, call_id: str) -> str:
+        candidate, n = call_id or "call", 1
+        while self._prompt.tool_call(candidate) is not None:
+            n += 1
+            candidate = f"{call_id}-{n}"
+        return candidate
+
+    def _set_state(self, state: PromptState) -> None:
+        self._prompt.state = state
+        workflow.upsert_search_attributes(prompt_search_attributes(self._prompt))
+
+    def _finish(self, state: PromptState, error: str | None = None) -> None:
+        self._prompt.finished_at = workflow.now()
+        self._prompt.error = error
+        self._waiting = None
+        self._set_state(state)
+
+    async def _emit(self, event: PromptEvent) -> None:
+        if not self._event_hooks:
+            return
+        try:
+            await workflow.execute_activity(
+                EMIT_EVENT_ACTIVITY, EventDelivery(event=event), start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=EVENT_RETRY, summary=f"event {event.kind}",
+            )
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise
+            workflow.logger.warning("event %s not delivered: %s", event.kind, _failure_reason(exc))

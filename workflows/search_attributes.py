@@ -1,0 +1,18 @@
+"""Search attributes that let the Temporal UI and `dagent pending` filter prompts."""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+
+from agent.models import Prompt
+
+PROMPT_STATE = SearchAttributeKey.for_keyword("PromptState")
+USER_ID = SearchAttributeKey.for_keyword("UserId")
+CONVERSATION_ID = SearchAttributeKey.for_keyword("ConversationId")
+
+
+def prompt_search_attributes(prompt: Prompt) -> list[SearchAttributeUpdate]:
+    updates = [PROMPT_STATE.value_set(prompt.state), USER_ID.value_set(prompt.user_id)]
+    if prompt.conversation_id:
+        updates.append(CONVERSATION_ID.value_set(prompt.conversation_id))
+    return updates
