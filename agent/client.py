@@ -13,14 +13,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import JsonValue
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 
 from agent.config import Settings
 from agent.models import TERMINAL_STATES, ModelTier, Prompt, PromptOutput, ToolOutput
 from agent.protocol import ApproveRequest, PendingApproval, PromptRequest, RejectRequest
 
 PROMPT_WORKFLOW = "PromptWorkflow"
+
+
+class DecisionRefused(Exception):
+    """An approve/reject the prompt would not take: unknown or decided call, not waiting, not allowed."""
 
 
 def new_prompt_id() -> str:
@@ -75,18 +86,26 @@ class PromptHandle:
         """Approve a pending call. With `wait=True` an update is used: a bad request raises at once with
         the reason, and the call's resolved output is returned."""
         request = ApproveRequest(tool_call_id=tool_call_id, by=by, input=input)
-        if wait:
-            return await self._handle.execute_update("approve_call", request, result_type=ToolOutput)
-        await self._handle.signal("approve", request)
-        return None
+        return await self._decide("approve", request, wait=wait)
 
     async def reject(self, tool_call_id: str, *, by: str | None = None, reason: str | None = None,
                      wait: bool = False) -> ToolOutput | None:
         request = RejectRequest(tool_call_id=tool_call_id, by=by, reason=reason)
-        if wait:
-            return await self._handle.execute_update("reject_call", request, result_type=ToolOutput)
-        await self._handle.signal("reject", request)
-        return None
+        return await self._decide("reject", request, wait=wait)
+
+    async def _decide(self, kind: str, request: ApproveRequest | RejectRequest, *, wait: bool) -> ToolOutput | None:
+        try:
+            if wait:
+                return await self._handle.execute_update(f"{kind}_call", request, result_type=ToolOutput)
+            await self._handle.signal(kind, request)
+            return None
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            raise DecisionRefused(getattr(cause, "message", None) or str(cause)) from exc
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise DecisionRefused(f"prompt {self.id}: {exc.message}") from exc
+            raise
 
     async def cancel(self) -> None:
         await self._handle.cancel()

@@ -1,0 +1,264 @@
+"""Human-in-the-loop approvals: policies, deciding by signal and update, batches, bad decisions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+from pydantic import BaseModel
+from agent.client import DecisionRefused
+from temporalio.testing import WorkflowEnvironment
+
+from agent.context import ToolContext
+from agent.events import PromptEvent
+from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from agent.models import ToolError, ToolOutput, ToolPending, ToolSuccess
+from agent.plugins import Plugin
+from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.tools import Approval, tool
+from tests.conftest import agent_worker
+
+CALLS: Counter[str] = Counter()
+
+
+class PayInput(BaseModel):
+    to: str
+    amount: float
+
+
+def _policy(args: PayInput) -> Approval | None:
+    if args.amount > 100:
+        return Approval(reason=f"Sending ${args.amount:g} requires approval.")
+    return None
+
+
+@tool("payment.send", approval=_policy)
+async def pay(args: PayInput, ctx: ToolContext) -> dict[str, object]:
+    """Send money."""
+    CALLS[ctx.idempotency_key] += 1
+    return {"sent": args.amount, "to": args.to}
+
+
+class EchoInput(BaseModel):
+    value: str
+
+
+@tool("echo.say")
+async def echo(args: EchoInput, ctx: ToolContext) -> str:
+    """Echo a value."""
+    return args.value
+
+
+@tool("vault.open", approval=Approval(reason="Opening the vault needs two eyes.", approvers=["carol"]))
+async def open_vault(args: EchoInput, ctx: ToolContext) -> str:
+    """Open the vault."""
+    return f"opened {args.value}"
+
+
+class EventRecorder(Plugin):
+    name = "recorder"
+    events: list[PromptEvent] = []
+
+    async def on_event(self, event: PromptEvent) -> None:
+        type(self).events.append(event)
+
+
+@tool("slow.wait")
+async def slow(args: EchoInput, ctx: ToolContext) -> str:
+    """Take a while."""
+    await asyncio.sleep(1.5)
+    return args.value
+
+
+plugins = [Plugin("pay", tools=[pay, echo, open_vault, slow])]
+
+
+def _final_after_results(request: ModelRequest) -> ModelResponse:
+    results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
+    return text("; ".join(f"{r.tool}={'ERR' if r.is_error else 'OK'}:{r.content}" for r in results))
+
+
+def scripted(*first_round_calls: tuple[str, object]) -> ScriptedModel:
+    def script(request: ModelRequest) -> ModelResponse:
+        if request.round == 1:
+            return tool_calls(*first_round_calls)  # type: ignore[arg-type]
+        return _final_after_results(request)
+
+    return ScriptedModel(script)
+
+
+async def test_small_payment_runs_without_approval(dev_env: WorkflowEnvironment) -> None:
+    async with agent_worker(dev_env, plugins=plugins, model=scripted(("payment.send", {"to": "bob", "amount": 20}))) as c:
+        prompt = await c.run("pay bob 20")
+    call = prompt.output[0]
+    assert isinstance(call, ToolOutput) and call.result == ToolSuccess(output={"sent": 20.0, "to": "bob"})
+    assert call.decision is None
+
+
+async def test_approve_runs_tool_once_and_replaces_pending_in_place(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("payment.send", {"to": "bob", "amount": 250}))
+    async with agent_worker(dev_env, plugins=[*plugins, EventRecorder()], model=model) as c:
+        handle = await c.start("pay bob 250", user_id="u1")
+        waiting = await handle.wait_until("waiting_for_approval")
+        assert waiting.state == "waiting_for_approval"
+        pending = waiting.output[0]
+        assert isinstance(pending, ToolOutput) and isinstance(pending.result, ToolPending)
+        assert pending.result.reason == "Sending $250 requires approval."
+        listed = await handle.pending_approvals()
+        assert [(p.tool_call_id, p.tool, p.input, p.reason) for p in listed] == [
+            (pending.id, "payment.send", {"to": "bob", "amount": 250}, "Sending $250 requires approval.")]
+        assert [c.prompt_id for c in await _eventually_waiting(c, handle.id)] == [handle.id]
+        await handle.approve(pending.id, by="alice")
+        prompt = await handle.result()
+    entry = prompt.output[0]
+    assert isinstance(entry, ToolOutput) and entry.id == pending.id
+    assert entry.result == ToolSuccess(output={"sent": 250.0, "to": "bob"})
+    assert entry.decision is not None and entry.decision.decision == "approved" and entry.decision.by == "alice"
+    assert CALLS[f"{handle.id}/{pending.id}"] == 1
+    assert prompt.output[-1].text.startswith("payment.send=OK")  # type: ignore[union-attr]
+    assert [e.kind for e in EventRecorder.events if e.prompt_id == handle.id] == ["approval_requested"]
+    assert prompt.state == "completed"
+
+
+async def _eventually_waiting(client, prompt_id: str):  # visibility is eventually consistent
+    for _ in range(100):
+        found = [w for w in await client.waiting_prompts() if w.prompt_id == prompt_id]
+        if found:
+            return found
+        await asyncio.sleep(0.1)
+    return []
+
+
+async def test_reject_records_error_in_place_and_model_adapts(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("payment.send", {"to": "bob", "amount": 500}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
+        handle = await c.start("pay bob 500")
+        waiting = await handle.wait_until("waiting_for_approval")
+        call_id = waiting.output[0].id  # type: ignore[union-attr]
+        await handle.reject(call_id, by="alice", reason="too expensive")
+        prompt = await handle.result()
+    entry = prompt.output[0]
+    assert isinstance(entry, ToolOutput) and isinstance(entry.result, ToolError)
+    assert entry.result.error == "The call was rejected by alice: too expensive"
+    seen = [m for m in model.requests[1].messages if isinstance(m, ToolResultMessage)]
+    assert [(m.is_error, m.content) for m in seen] == [(True, "Error: The call was rejected by alice: too expensive")]
+    assert CALLS[f"{handle.id}/{call_id}"] == 0
+
+
+async def test_approve_with_corrected_input(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("payment.send", {"to": "bob", "amount": 900}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
+        good = await c.start("pay")
+        call_id = (await good.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
+        resolved = await good.approve(call_id, by="alice", input={"to": "bob", "amount": 150}, wait=True)
+        assert resolved is not None and resolved.result == ToolSuccess(output={"sent": 150.0, "to": "bob"})
+        prompt = await good.result()
+        entry = prompt.output[0]
+        assert isinstance(entry, ToolOutput) and entry.input == {"to": "bob", "amount": 150}
+        assert entry.decision is not None and entry.decision.original_input == {"to": "bob", "amount": 900}
+
+        bad = await c.start("pay")
+        call_id = (await bad.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
+        resolved = await bad.approve(call_id, input={"to": "bob", "amount": "lots"}, wait=True)
+        assert resolved is not None and isinstance(resolved.result, ToolError)
+        assert "Invalid arguments for tool 'payment.send'" in resolved.result.error
+        assert (await bad.result()).state == "completed"
+
+
+async def test_batch_second_call_pauses_third_deferred(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("echo.say", {"value": "one"}), ("payment.send", {"to": "x", "amount": 300}),
+                     ("echo.say", {"value": "three"}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
+        handle = await c.start("batch")
+        waiting = await handle.wait_until("waiting_for_approval")
+        assert [o.tool for o in waiting.output] == ["echo.say", "payment.send"]  # type: ignore[union-attr]
+        assert waiting.output[0].result == ToolSuccess(output="one")  # type: ignore[union-attr]
+        await handle.approve(waiting.output[1].id)  # type: ignore[union-attr]
+        prompt = await handle.result()
+    tools = [o for o in prompt.output if isinstance(o, ToolOutput)]
+    assert [(t.tool, t.result.type) for t in tools] == [  # type: ignore[union-attr]
+        ("echo.say", "success"), ("payment.send", "success"), ("echo.say", "success")]
+    assert tools[2].started_at >= tools[1].finished_at  # type: ignore[operator]
+
+
+async def test_batch_with_two_approvals_pauses_twice(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("payment.send", {"to": "a", "amount": 200}), ("payment.send", {"to": "b", "amount": 300}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
+        handle = await c.start("two payments")
+        first = await handle.wait_until("waiting_for_approval")
+        assert len(first.output) == 1
+        await handle.approve(first.output[0].id, wait=True)  # type: ignore[union-attr]
+        second = await handle.wait_until("waiting_for_approval")
+        assert len(second.output) == 2 and isinstance(second.output[1].result, ToolPending)  # type: ignore[union-attr]
+        await handle.reject(second.output[1].id, reason="no")  # type: ignore[union-attr]
+        prompt = await handle.result()
+    results = [o.result.type for o in prompt.output if isinstance(o, ToolOutput)]  # type: ignore[union-attr]
+    assert results == ["success", "error"]
+
+
+async def _history_length(handle) -> int:
+    return len((await handle.workflow.fetch_history()).events)
+
+
+async def test_update_path_rejects_bad_decisions_without_history(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("vault.open", {"value": "gold"}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
+        handle = await c.start("open it")
+        call_id = (await handle.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
+        before = await _history_length(handle)
+        with pytest.raises(DecisionRefused) as unknown:
+            await handle.approve("call-nope", by="carol", wait=True)
+        assert "unknown tool call 'call-nope'" in str(unknown.value)
+        with pytest.raises(DecisionRefused) as not_allowed:
+            await handle.approve(call_id, by="mallory", wait=True)
+        assert "mallory may not decide" in str(not_allowed.value)
+        assert await _history_length(handle) == before
+        resolved = await handle.approve(call_id, by="carol", wait=True)
+        assert resolved is not None and resolved.result == ToolSuccess(output="opened gold")
+        with pytest.raises(DecisionRefused) as twice:
+            await handle.reject(call_id, by="carol", wait=True)
+        assert "already decided" in str(twice.value)
+        prompt = await handle.result()
+        with pytest.raises(DecisionRefused, match="already completed"):
+            await handle.approve("call-late", wait=True)
+    assert prompt.state == "completed"
+
+
+async def test_signal_path_ignores_bad_decisions_and_records_them(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("vault.open", {"value": "gold"}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
+        handle = await c.start("open it")
+        call_id = (await handle.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
+        await handle.approve("call-nope", by="carol")
+        await handle.reject(call_id, by="mallory", reason="mine")
+        await handle.workflow.signal("approve", {"tool_call": "missing-field"})  # malformed: dropped by SDK
+        still = await handle.get()
+        for _ in range(50):
+            if len(still.audit) >= 2:
+                break
+            await asyncio.sleep(0.05)
+            still = await handle.get()
+        assert still.state == "waiting_for_approval"
+        assert [a.kind for a in still.audit] == ["ignored_approve", "ignored_reject"]
+        await handle.approve(call_id, by="carol")
+        prompt = await handle.result()
+        with pytest.raises(DecisionRefused, match="completed"):  # a finished prompt refuses signals outright
+            await handle.approve(call_id, by="carol")
+    assert prompt.state == "completed"
+    assert prompt.output[0].result == ToolSuccess(output="opened gold")  # type: ignore[union-attr]
+
+
+async def test_decision_while_running_is_refused(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("slow.wait", {"value": "x"}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
+        handle = await c.start("wait")
+        for _ in range(100):
+            prompt = await handle.get()
+            if prompt.output:
+                break
+            await asyncio.sleep(0.05)
+        call_id = prompt.output[0].id  # type: ignore[union-attr]
+        with pytest.raises(DecisionRefused, match=r"\(running\) has no pending approval"):
+            await handle.approve(call_id, wait=True)
+        assert (await handle.result()).state == "completed"
