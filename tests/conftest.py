@@ -15,8 +15,8 @@ from agent.client import AgentClient
 from agent.config import Settings
 from agent.plugins import Plugin
 from agent.providers.base import ModelProvider
-from workers.binaries import temporal_cli_path
-from workers.devserver import extra_args_for_start_local
+from workers.binaries import temporal_cli_path, test_server_path
+from workers.devserver import extra_args_for_start_local, register_search_attributes
 from workers.worker import build_runtime, create_worker
 
 
@@ -28,6 +28,17 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_extra_args=extra_args_for_start_local(),
     )
     async with env:
+        yield env
+
+
+@pytest_asyncio.fixture(scope="session")
+async def skip_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server: waits of days take milliseconds."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=test_server_path(), data_converter=pydantic_data_converter,
+    )
+    async with env:
+        await register_search_attributes(env.client)
         yield env
 
 
