@@ -1,0 +1,62 @@
+"""Deterministic prompt scenarios shared by the history recorder and the replay tests."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from agent.context import ToolContext
+from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.plugins import Plugin
+from agent.providers.base import FatalModelError
+from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.tools import Approval, tool
+
+
+class Amount(BaseModel):
+    amount: int
+
+
+class Words(BaseModel):
+    words: str
+
+
+@tool("demo.echo")
+async def echo(args: Words, ctx: ToolContext) -> str:
+    """Echo words back, with a widget and a file."""
+    ctx.display_widget("echo", {"words": args.words}, fallback_text=args.words)
+    ctx.add_file("echo.txt", args.words, summary="the echoed words")
+    return args.words
+
+
+@tool("demo.pay", approval=lambda args: Approval(reason=f"Paying {args.amount} needs approval.") if args.amount > 100
+      else None)
+async def pay(args: Amount, ctx: ToolContext) -> str:
+    """Pay an amount."""
+    return f"paid {args.amount}"
+
+
+plugin = Plugin("scenarios", tools=[echo, pay], instructions="Scenario plugin.")
+
+# Each scenario: the user's input selects a script; round N answers from the list.
+SCRIPTS: dict[str, list[ModelResponse]] = {
+    "completed": [tool_calls(("demo.echo", {"words": "hello"})), tool_calls(("demo.pay", {"amount": 5})),
+                  text("done")],
+    "approval": [tool_calls(("demo.pay", {"amount": 500})), text("after decision")],
+    "batch": [tool_calls(("demo.echo", {"words": "a"}), ("demo.pay", {"amount": 300}), ("demo.echo", {"words": "b"})),
+              text("batch done")],
+    "invalid": [tool_calls(("demo.pay", {"amount": "x"}), ("demo.nope", {})), text("fed back")],
+}
+
+
+def _script(request: ModelRequest) -> ModelResponse:
+    user = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
+    if user == "fail":
+        raise FatalModelError("scenario: model refused the request (400)", status=400)
+    script = SCRIPTS[user.split()[0]]
+    if request.round > len(script):
+        results = [m.content for m in request.messages if isinstance(m, ToolResultMessage)]
+        return text(" | ".join(results))
+    return script[request.round - 1]
+
+
+model = ScriptedModel(_script)

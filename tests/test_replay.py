@@ -1,0 +1,32 @@
+"""Recorded histories (tests/histories/*.json) must replay against the current workflow code.
+
+A failure here means a deploy would break prompts that are running or waiting right now: guard the
+change with `workflow.patched(...)` (see README, "Changing workflow code safely").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows import WORKFLOWS
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_with_correction",
+            "prompt_rejected", "prompt_deferred_batch", "prompt_invalid_calls", "prompt_failed"}
+
+
+def test_every_interesting_path_has_a_recorded_history() -> None:
+    assert EXPECTED <= {p.stem for p in HISTORIES}
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_history_replays_against_current_code(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
