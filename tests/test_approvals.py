@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 from pydantic import BaseModel
-from agent.client import DecisionRefused
 from temporalio.testing import WorkflowEnvironment
 
+from agent.client import DecisionRefused
 from agent.context import ToolContext
 from agent.events import PromptEvent
 from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
@@ -89,7 +89,8 @@ def scripted(*first_round_calls: tuple[str, object]) -> ScriptedModel:
 
 
 async def test_small_payment_runs_without_approval(dev_env: WorkflowEnvironment) -> None:
-    async with agent_worker(dev_env, plugins=plugins, model=scripted(("payment.send", {"to": "bob", "amount": 20}))) as c:
+    model = scripted(("payment.send", {"to": "bob", "amount": 20}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         prompt = await c.run("pay bob 20")
     call = prompt.output[0]
     assert isinstance(call, ToolOutput) and call.result == ToolSuccess(output={"sent": 20.0, "to": "bob"})

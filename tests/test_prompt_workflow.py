@@ -138,8 +138,8 @@ async def test_plugin_state_written_by_tool_is_read_by_prepare(dev_env: Workflow
     ])
     async with agent_worker(dev_env, plugins=[NotesPlugin()], model=model) as client:
         prompt = await client.run("remember things")
-    assert [("There are %d saved notes." % n) in r.instructions for n, r in zip([0, 1, 2], model.requests, strict=True)] \
-        == [True, True, True]
+    for saved, request in zip([0, 1, 2], model.requests, strict=True):
+        assert f"There are {saved} saved notes." in request.instructions
     assert prompt.plugin_state["notes"] == {"notes": ["buy milk", "call mum"], "prepared_rounds": 3}
 
 
