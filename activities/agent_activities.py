@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -13,9 +16,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.runtime import AgentRuntime, PluginPrepareError
 from agent.context import ToolContext, copy_state
+from agent.context_window import ContextLimit, trim_messages
 from agent.logging import get_logger
-from agent.messages import ModelRequest, ModelToolCall, ToolSpec, UserMessage
+from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolSpec, UserMessage
 from agent.models import Prompt, ToolError, ToolSuccess
+from agent.output_schema import OutputSchema
+from agent.plugins import ToolCallInfo
 from agent.projection import project_prompts
 from agent.protocol import (
     EMIT_EVENT_ACTIVITY,
@@ -34,6 +40,7 @@ from agent.tools import Tool, ToolInputError
 
 log = get_logger("dagent.activities")
 
+HEARTBEAT_INTERVAL_SECONDS = 5.0
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
 
 
@@ -61,8 +68,13 @@ class AgentActivities:
         except PluginPrepareError as exc:
             logger.error("plugin prepare failed", error=str(exc))
             raise ApplicationError(str(exc), type="PluginPrepareError", non_retryable=True) from exc
-        instructions = "\n\n".join(part for part in [inp.instructions or "", *prepared.context] if part)
+        schema = _output_schema(inp)
+        instructions = "\n\n".join(part for part in [inp.instructions or "", *prepared.context,
+                                                       schema.instruction() if schema else ""] if part)
         messages = project_prompts(inp.history, prompt.model_copy(update={"plugin_state": {}}))
+        if inp.context_max_messages or inp.context_max_tokens:
+            limit = ContextLimit(max_messages=inp.context_max_messages, max_tokens=inp.context_max_tokens)
+            messages = trim_messages(messages, limit)
         if not messages:
             messages = [UserMessage(text=NO_INPUT_MESSAGE)]
         request = ModelRequest(
@@ -70,9 +82,11 @@ class AgentActivities:
             tools=[ToolSpec(id=t.id, description=t.description, parameters=t.parameters_schema())
                    for t, _ in prepared.tools.values()],
         )
+        request = await self._before_model(request)
         provider = self.runtime.provider_for(prompt.model)
         try:
             response = await provider.complete(request)
+            response = await self._after_model(request, response)
         except RetryableModelError as exc:
             logger.warning("model call failed, will retry", error=str(exc), status=exc.status)
             delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None
@@ -82,10 +96,25 @@ class AgentActivities:
             raise ApplicationError(str(exc), type="FatalModelError", non_retryable=True) from exc
         logger.info("model responded", tool_calls=len(response.tool_calls), model=response.model)
         calls = [_plan_call(call, prepared.tools) for call in response.tool_calls]
+        data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
+        model_name = response.model or provider.name
+        usage = response.usage
+        if usage.cost is None and (cost := self.runtime.prices.cost(model_name, usage)) is not None:
+            usage = usage.model_copy(update={"cost": cost})
         return RoundResult(
-            text=response.text, calls=calls, usage=response.usage, plugin_state=prepared.plugin_state,
-            model=response.model or provider.name, event_hooks=self.runtime.handles_events,
+            text=response.text, calls=calls, usage=usage, plugin_state=prepared.plugin_state,
+            model=model_name, event_hooks=self.runtime.handles_events, data=data, output_error=output_error,
         )
+
+    async def _before_model(self, request: ModelRequest) -> ModelRequest:
+        for plugin in self.runtime.plugins:
+            request = await plugin.before_model(request) or request
+        return request
+
+    async def _after_model(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
+        for plugin in self.runtime.plugins:
+            response = await plugin.after_model(request, response) or response
+        return response
 
     @activity.defn(name=INVOKE_TOOL_ACTIVITY)
     async def invoke_tool(self, inv: ToolInvocation) -> ToolInvocationResult:
@@ -96,8 +125,29 @@ class AgentActivities:
         tool = await self.runtime.find_tool(call.tool, call.plugin, lookup_prompt)
         if tool is None:
             return _error(f"Tool '{call.tool}' is not available on this worker.")
+        info_for_hooks = ToolCallInfo(prompt_id=inv.prompt_id, user_id=inv.user_id,
+                                      conversation_id=inv.conversation_id, tool_call_id=call.id, tool=call.tool,
+                                      input=inv.input)
+        for plugin in self.runtime.plugins:
+            decided = await plugin.before_tool(info_for_hooks)
+            if isinstance(decided, ToolCallInfo):
+                info_for_hooks = decided
+            elif decided is not None:
+                return ToolInvocationResult(result=await self._after_tool(info_for_hooks, decided))
+        outcome = await self._run_tool(tool, inv, info_for_hooks.input, logger)
+        outcome.result = await self._after_tool(info_for_hooks, outcome.result)
+        return outcome
+
+    async def _after_tool(self, call: ToolCallInfo, result: ToolSuccess | ToolError) -> ToolSuccess | ToolError:
+        for plugin in self.runtime.plugins:
+            result = await plugin.after_tool(call, result) or result
+        return result
+
+    async def _run_tool(self, tool: Tool[Any], inv: ToolInvocation, arguments: JsonValue,
+                        logger: Any) -> ToolInvocationResult:
+        call = inv.call
         try:
-            args = tool.validate_input(inv.input)
+            args = tool.validate_input(arguments)
         except ToolInputError as exc:
             return _error(str(exc))
         state_before = copy_state(inv.plugin_state)
@@ -110,7 +160,8 @@ class AgentActivities:
             progress=lambda message, fraction: activity.heartbeat({"message": message, "fraction": fraction}),
         )
         try:
-            raw_output = await tool.fn(args, ctx)
+            async with _heartbeating():
+                raw_output = await tool.fn(args, ctx)
         except Exception as exc:
             if info.attempt < tool.max_attempts:
                 logger.warning("tool raised, will retry", error=f"{type(exc).__name__}: {exc}")
@@ -136,6 +187,32 @@ class AgentActivities:
                 await plugin.on_event(delivery.event)
             except Exception as exc:
                 logger.error("plugin event hook failed", plugin=plugin.name, error=f"{type(exc).__name__}: {exc}")
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
+    """Heartbeat while a tool runs: a dead worker is noticed within the heartbeat timeout, and a
+    cancelled prompt's cancellation reaches the tool."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+def _output_schema(inp: RoundInput) -> OutputSchema | None:
+    if inp.output_schema is None:
+        return None
+    try:
+        return OutputSchema.resolve(inp.output_schema)
+    except Exception as exc:
+        raise ApplicationError(f"invalid output schema: {exc}", type="InvalidOutputSchema", non_retryable=True) from exc
 
 
 def _error(message: str, side_outputs: ToolContext | None = None) -> ToolInvocationResult:

@@ -10,6 +10,7 @@ from typing import Any
 from agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
 from agent.models import Prompt
 from agent.plugins import Plugin
+from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
 from agent.tools import Tool
 
@@ -34,6 +35,7 @@ class AgentRuntime:
     services: Services = field(default_factory=Services)
     file_store: FileStore = field(default_factory=lambda: DirectoryFileStore(Path(".dagent/files")))
     max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
+    prices: PriceTable = field(default_factory=PriceTable)
 
     def provider_for(self, tier: str) -> ModelProvider:
         provider = self.providers.get(tier) or self.providers.get("normal")

@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from pydantic import JsonValue
@@ -21,11 +22,20 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent.config import Settings
 from agent.models import TERMINAL_STATES, ModelTier, Prompt, PromptOutput, ToolOutput
-from agent.protocol import ApproveRequest, PendingApproval, PromptRequest, RejectRequest
+from agent.protocol import (
+    EVENTS_TOPIC,
+    ApproveRequest,
+    PendingApproval,
+    PromptRequest,
+    RejectRequest,
+    SteerRequest,
+    StreamEvent,
+)
 
 PROMPT_WORKFLOW = "PromptWorkflow"
 
@@ -48,8 +58,9 @@ class WaitingPrompt:
 class PromptHandle:
     """One prompt (= one `PromptWorkflow` execution, workflow id = prompt id)."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Prompt]) -> None:
+    def __init__(self, handle: WorkflowHandle[Any, Prompt], client: Client) -> None:
         self._handle = handle
+        self._client = client
 
     @property
     def id(self) -> str:
@@ -110,6 +121,21 @@ class PromptHandle:
     async def cancel(self) -> None:
         await self._handle.cancel()
 
+    async def steer(self, message: str) -> None:
+        """Inject a user message: delivered after the tool call in flight; the rest of the batch is skipped."""
+        await self._handle.signal("steer", SteerRequest(message=message))
+
+    async def events(self, from_offset: int = 0) -> AsyncIterator[tuple[int, StreamEvent]]:
+        """Live events `(sequence number, event)` from `from_offset` on, until the prompt finishes.
+
+        Durable and offset-addressed: attach late, or resume after a disconnect from the last sequence
+        number + 1, without missing or repeating an event.
+        """
+        stream = WorkflowStreamClient.create(self._client, self.id)
+        async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=StreamEvent,
+                                           poll_cooldown=timedelta(milliseconds=50)):
+            yield item.offset, item.data
+
     async def follow(self, poll_interval: float = 0.1) -> AsyncIterator[tuple[int, PromptOutput, Prompt]]:
         """Yield `(index, entry, prompt)` for every new or changed output entry until the prompt finishes."""
         seen: list[str] = []
@@ -144,25 +170,27 @@ class AgentClient:
     async def start(self, input: str | None, *, user_id: str = "anonymous", model: ModelTier = "normal",
                     prompt_id: str | None = None, conversation_id: str | None = None,
                     instructions: str | None = None, max_rounds: int | None = None,
-                    history: list[Prompt] | None = None) -> PromptHandle:
+                    history: list[Prompt] | None = None, **options: Any) -> PromptHandle:
+        """Start a prompt. `options` are further `PromptRequest` fields (output_schema, output_retries,
+        context_max_messages, context_max_tokens, plugin_state, visible)."""
         prompt_id = prompt_id or new_prompt_id()
+        if max_rounds is not None:
+            options["max_rounds"] = max_rounds
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
                                 conversation_id=conversation_id, instructions=instructions,
-                                history=history or [])
-        if max_rounds is not None:
-            request.max_rounds = max_rounds
+                                history=history or [], **options)
         handle = await self.client.start_workflow(
             PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
             static_summary=f"prompt by {user_id}: {(input or '(system)')[:60]}", result_type=Prompt,
         )
-        return PromptHandle(handle)
+        return PromptHandle(handle, self.client)
 
     async def run(self, input: str | None, **options: object) -> Prompt:
         handle = await self.start(input, **options)  # type: ignore[arg-type]
         return await handle.result()
 
     def prompt(self, prompt_id: str) -> PromptHandle:
-        return PromptHandle(self.client.get_workflow_handle(prompt_id, result_type=Prompt))
+        return PromptHandle(self.client.get_workflow_handle(prompt_id, result_type=Prompt), self.client)
 
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""

@@ -71,7 +71,7 @@ ToolResult = Annotated[ToolSuccess | ToolError | ToolPending, Field(discriminato
 class Decision(_Model):
     """Who decided a pending call, when, and how."""
 
-    decision: Literal["approved", "rejected", "expired"]
+    decision: Literal["approved", "rejected", "expired", "superseded"]
     by: str | None = None
     at: datetime
     reason: str | None = None
@@ -121,6 +121,15 @@ class WidgetOutput(_Model):
     fallback_text: str = ""
 
 
+class MessageOutput(_Model):
+    """A message that arrived mid-prompt: a user's steer, or a system note (e.g. why an answer was refused)."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system"] = "user"
+    text: str
+    source: Literal["steer", "output_validation", "trigger"] = "steer"
+
+
 class DataOutput(_Model):
     """The final structured answer when an output schema is set."""
 
@@ -129,7 +138,7 @@ class DataOutput(_Model):
 
 
 PromptOutput = Annotated[
-    TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput, Field(discriminator="type")
+    TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput, Field(discriminator="type")
 ]
 PROMPT_OUTPUT_ADAPTER: TypeAdapter[PromptOutput] = TypeAdapter(PromptOutput)
 
@@ -172,3 +181,7 @@ class Conversation(_Model):
     user_id: str
     prompt_ids: list[str] = Field(default_factory=list)
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
+    running_prompt_id: str | None = None
+    queued: list[str] = Field(default_factory=list, description="Inputs waiting for the running prompt to end.")
+    usage: Usage = Field(default_factory=Usage)
+    runs: int = Field(default=1, description="Workflow runs so far (continue-as-new starts a new one).")

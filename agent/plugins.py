@@ -7,8 +7,12 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, JsonValue
+
 from agent.context import PrepareContext
 from agent.events import PromptEvent
+from agent.messages import ModelRequest, ModelResponse
+from agent.models import ToolError, ToolSuccess
 from agent.tools import Tool
 
 
@@ -44,9 +48,37 @@ class Plugin:
     async def on_event(self, event: PromptEvent) -> None:
         """Called for notable prompt events (e.g. an approval request). Default: nothing."""
 
+    async def before_model(self, request: ModelRequest) -> ModelRequest | None:
+        """Runs before every model call; return a changed request, or None to keep it."""
+        return None
+
+    async def after_model(self, request: ModelRequest, response: ModelResponse) -> ModelResponse | None:
+        """Runs after every model call; return a changed response, or None to keep it."""
+        return None
+
+    async def before_tool(self, call: ToolCallInfo) -> ToolCallInfo | ToolSuccess | ToolError | None:
+        """Runs before a tool call: return changed arguments (a ToolCallInfo), a result to use instead of
+        running the tool (ToolSuccess, or ToolError to skip it), or None to go ahead unchanged."""
+        return None
+
+    async def after_tool(self, call: ToolCallInfo, result: ToolSuccess | ToolError) -> ToolSuccess | ToolError | None:
+        """Runs after a tool call; return a changed result, or None to keep it."""
+        return None
+
     @property
     def handles_events(self) -> bool:
         return type(self).on_event is not Plugin.on_event
+
+
+class ToolCallInfo(BaseModel):
+    """What tool hooks see of a call."""
+
+    prompt_id: str
+    user_id: str
+    conversation_id: str | None = None
+    tool_call_id: str
+    tool: str
+    input: JsonValue
 
 
 def load_plugin(path: str) -> Plugin:

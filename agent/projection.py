@@ -17,6 +17,7 @@ from agent.messages import AssistantMessage, Message, ToolCallMessage, ToolResul
 from agent.models import (
     DataOutput,
     FileOutput,
+    MessageOutput,
     Prompt,
     PromptOutput,
     TextOutput,
@@ -47,6 +48,8 @@ def project_output(entry: PromptOutput) -> list[Message]:
             return []
         case DataOutput():
             return [AssistantMessage(text=render_tool_output(entry.data))]
+        case MessageOutput():
+            return [UserMessage(text=entry.text if entry.role == "user" else f"[system] {entry.text}")]
         case _:
             assert_never(entry)
 

@@ -13,16 +13,21 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent.events import PromptEvent
 from agent.models import (
+    DataOutput,
     FileOutput,
+    MessageOutput,
     ModelTier,
     Prompt,
+    TextOutput,
     ToolError,
+    ToolOutput,
     ToolSuccess,
     Usage,
     WidgetOutput,
 )
 
 DEFAULT_MAX_ROUNDS = 10
+PromptOutputUnion = TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput
 
 
 class _Model(BaseModel):
@@ -42,6 +47,17 @@ class PromptRequest(_Model):
     history: list[Prompt] = Field(default_factory=list)
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
+    output_schema: dict[str, JsonValue] | str | None = Field(
+        default=None, description="JSON schema, or 'module:PydanticModel', for a structured final answer.")
+    output_retries: int = Field(default=2, ge=0, le=10)
+    context_max_messages: int | None = Field(default=None, ge=1)
+    context_max_tokens: int | None = Field(default=None, ge=1)
+    fail_workflow_on_error: bool = Field(
+        default=True, description="A failed prompt fails its workflow; False returns the failed record instead.")
+
+
+class SteerRequest(_Model):
+    message: str = Field(min_length=1)
 
 
 class ApproveRequest(_Model):
@@ -94,6 +110,9 @@ class RoundInput(_Model):
     history: list[Prompt] = Field(default_factory=list)
     instructions: str | None = None
     round: int
+    output_schema: dict[str, JsonValue] | str | None = None
+    context_max_messages: int | None = None
+    context_max_tokens: int | None = None
 
 
 class RoundResult(_Model):
@@ -103,6 +122,8 @@ class RoundResult(_Model):
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     model: str = ""
     event_hooks: bool = False
+    data: JsonValue = None
+    output_error: str | None = Field(default=None, description="Why the final answer failed the output schema.")
 
 
 class ToolInvocation(_Model):
@@ -129,7 +150,50 @@ class EventDelivery(_Model):
     event: PromptEvent
 
 
+class StreamEvent(_Model):
+    """One entry of a prompt's live event stream; the stream offset is its sequence number."""
+
+    kind: Literal["output_added", "output_updated", "state_changed", "approval_requested"]
+    index: int | None = None
+    output: Annotated[PromptOutputUnion, Field(discriminator="type")] | None = None
+    state: str | None = None
+
+
+# --- conversations ------------------------------------------------------------------------------
+
+
+class ConversationRequest(_Model):
+    """Input of `ConversationWorkflow`; also what continue-as-new carries to the next run."""
+
+    conversation_id: str | None = Field(default=None, description="Defaults to the workflow id.")
+    user_id: str = "anonymous"
+    model: ModelTier = "normal"
+    instructions: str | None = None
+    max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
+    prompts_per_run: int = Field(default=100, ge=1, description="Continue-as-new after this many prompts.")
+    history: list[Prompt] = Field(default_factory=list)
+    plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
+    queued: list[QueuedInput] = Field(default_factory=list)
+    next_sequence: int = 1
+    runs: int = 1
+
+
+class QueuedInput(_Model):
+    prompt_id: str
+    input: str | None = None
+    instructions: str | None = None
+    user_id: str | None = None
+
+
+class SendRequest(_Model):
+    input: str = Field(min_length=1)
+    user_id: str | None = None
+
+
 # Activity names: stable forever once deployed (renaming one breaks replay of running prompts).
 MODEL_ROUND_ACTIVITY = "dagent.model_round"
 INVOKE_TOOL_ACTIVITY = "dagent.invoke_tool"
 EMIT_EVENT_ACTIVITY = "dagent.emit_event"
+EVENTS_TOPIC = "events"  # the topic of a prompt's workflow stream
+
+ConversationRequest.model_rebuild()

@@ -7,7 +7,16 @@ from typing import assert_never
 
 from pydantic import JsonValue
 
-from agent.models import DataOutput, FileOutput, Prompt, PromptOutput, TextOutput, ToolOutput, WidgetOutput
+from agent.models import (
+    DataOutput,
+    FileOutput,
+    MessageOutput,
+    Prompt,
+    PromptOutput,
+    TextOutput,
+    ToolOutput,
+    WidgetOutput,
+)
 
 MAX_VALUE_CHARS = 160
 
@@ -39,6 +48,8 @@ def describe_output(entry: PromptOutput) -> str:
             return f"widget  {entry.widget}: {entry.fallback_text or short(entry.data)}"
         case DataOutput():
             return f"data    {short(entry.data)}"
+        case MessageOutput():
+            return f"{entry.role:<7} {entry.text}"
         case _:
             assert_never(entry)
     return ""

@@ -17,6 +17,7 @@ from activities.runtime import AgentRuntime
 from agent.config import Settings
 from agent.context import DirectoryFileStore, Services
 from agent.plugins import Plugin, load_plugins
+from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
 from agent.providers.registry import resolve_provider
 from workflows import WORKFLOWS
@@ -34,7 +35,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
     return AgentRuntime(
         plugins=list(plugins) if plugins is not None else load_plugins(settings.plugins),
         providers=dict(providers), services=Services(services),
-        file_store=DirectoryFileStore(Path(settings.file_dir)),
+        file_store=DirectoryFileStore(Path(settings.file_dir)), prices=PriceTable.from_env(env),
     )
 
 

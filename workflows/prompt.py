@@ -14,19 +14,26 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from temporalio.contrib.workflow_streams import WorkflowStream
+
     from agent.events import PromptEvent
     from agent.models import (
         AuditEntry,
+        DataOutput,
         Decision,
+        MessageOutput,
         Prompt,
+        PromptOutput,
         PromptState,
         TextOutput,
         ToolError,
         ToolOutput,
         ToolPending,
+        ToolSuccess,
     )
     from agent.protocol import (
         EMIT_EVENT_ACTIVITY,
+        EVENTS_TOPIC,
         INVOKE_TOOL_ACTIVITY,
         MODEL_ROUND_ACTIVITY,
         ApprovalRequirement,
@@ -38,6 +45,8 @@ with workflow.unsafe.imports_passed_through():
         RejectRequest,
         RoundInput,
         RoundResult,
+        SteerRequest,
+        StreamEvent,
         ToolInvocation,
         ToolInvocationResult,
     )
@@ -46,14 +55,24 @@ with workflow.unsafe.imports_passed_through():
 MODEL_TIMEOUT = timedelta(minutes=5)
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8, non_retryable_error_types=["FatalModelError", "PluginPrepareError"],
+    maximum_attempts=8, non_retryable_error_types=["FatalModelError", "PluginPrepareError", "InvalidOutputSchema"],
 )
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 INFRASTRUCTURE_ATTEMPTS = 2  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
+TOOL_HEARTBEAT_TIMEOUT = timedelta(seconds=20)  # a killed worker's tool call is retried after this, not its timeout
+SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
+
+
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 class PromptFailed(Exception):
     pass
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    return isinstance(exc, asyncio.CancelledError | CancelledError) or (
+        isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError))
 
 
 def _failure_reason(exc: BaseException) -> str:
@@ -74,6 +93,10 @@ class PromptWorkflow:
         self._decisions: dict[str, Decision] = {}
         self._waiting: ToolOutput | None = None
         self._event_hooks = False
+        self._steers: list[str] = []
+        self._output_attempts = 0
+        self._stream = WorkflowStream()
+        self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
 
     # --- run --------------------------------------------------------------------------------------
 
@@ -82,35 +105,62 @@ class PromptWorkflow:
         self._set_state("running")
         try:
             await self._run_rounds()
-        except (ActivityError, PromptFailed) as exc:
+        except (ActivityError, PromptFailed, asyncio.CancelledError) as exc:
+            if _is_cancellation(exc):
+                self._interrupt("The prompt was cancelled before this call finished.")
+                self._finish("cancelled")
+                raise asyncio.CancelledError from None
             self._finish("failed", error=_failure_reason(exc))
-        except asyncio.CancelledError:
-            self._finish("cancelled")
-            raise
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if self._prompt.state == "failed":
+        if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
             raise ApplicationError(self._prompt.error or "prompt failed", type="PromptFailed", non_retryable=True)
         return self._prompt
 
     async def _run_rounds(self) -> None:
         for round_number in range(1, self._request.max_rounds + 1):
             self._prompt.rounds = round_number
+            self._deliver_steers()
             result = await self._call_model(round_number)
             if result.text:
-                self._prompt.output.append(TextOutput(text=result.text))
+                self._append(TextOutput(text=result.text))
+            if self._steers:
+                self._skip(result.calls)
+                continue
             if not result.calls:
-                self._finish("completed")
-                return
-            for call in result.calls:
+                if self._accept_final(result):
+                    self._finish("completed")
+                    return
+                continue
+            for index, call in enumerate(result.calls):
+                if self._steers:
+                    self._skip(result.calls[index:])
+                    break
                 await self._process_call(call)
         self._prompt.force_completed = True
         self._finish("completed")
 
+    def _accept_final(self, result: RoundResult) -> bool:
+        """True when the answer is final; False to let the model try again after a schema failure."""
+        if result.output_error is None:
+            if self._request.output_schema is not None:
+                self._append(DataOutput(data=result.data))
+            return True
+        if self._output_attempts >= self._request.output_retries:
+            raise PromptFailed(f"the final answer did not match the output schema: {result.output_error}")
+        self._output_attempts += 1
+        self._append(MessageOutput(role="system", source="output_validation", text=(
+            f"Your final answer did not match the required output schema: {result.output_error}. "
+            "Answer again with only a JSON value that matches the schema.")))
+        return False
+
     async def _call_model(self, round_number: int) -> RoundResult:
+        request = self._request
         result = await workflow.execute_activity(
             MODEL_ROUND_ACTIVITY,
-            RoundInput(prompt=self._prompt, history=self._request.history,
-                       instructions=self._request.instructions, round=round_number),
+            RoundInput(prompt=self._prompt, history=request.history, instructions=request.instructions,
+                       round=round_number, output_schema=request.output_schema,
+                       context_max_messages=request.context_max_messages,
+                       context_max_tokens=request.context_max_tokens),
             result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT, retry_policy=MODEL_RETRY,
             summary=f"model {self._prompt.model} round {round_number}",
         )
@@ -122,19 +172,17 @@ class PromptWorkflow:
     async def _process_call(self, call: PlannedCall) -> None:
         entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
                            started_at=workflow.now())
-        self._prompt.output.append(entry)
+        self._append(entry)
         if call.error is not None:
-            entry.result, entry.finished_at = ToolError(error=call.error), workflow.now()
+            self._resolve(entry, ToolError(error=call.error))
             return
-        arguments = call.input
         if call.approval is not None:
             decision = await self._await_decision(entry, call.approval)
             entry.decision = decision
             if decision.decision != "approved":
-                entry.result, entry.finished_at = ToolError(error=self._refusal_text(decision)), workflow.now()
+                self._resolve(entry, ToolError(error=self._refusal_text(decision)))
                 return
-            arguments = entry.input  # the approver may have corrected it
-        await self._invoke(entry, call, arguments)
+        await self._invoke(entry, call, entry.input)  # the approver may have corrected the input
 
     async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
         entry.started_at = workflow.now()
@@ -148,20 +196,43 @@ class PromptWorkflow:
                                input=arguments, plugin_state=plugin_state),
                 result_type=ToolInvocationResult,
                 start_to_close_timeout=timedelta(seconds=call.timeout_seconds),
+                heartbeat_timeout=TOOL_HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1),
                                          maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS),
                 summary=f"tool {call.tool}",
             )
         except ActivityError as exc:
-            if isinstance(exc.cause, CancelledError):
+            if _is_cancellation(exc):
                 raise
             outcome = ToolInvocationResult(result=ToolError(error=f"Tool call failed: {_failure_reason(exc)}"))
-        entry.result, entry.finished_at = outcome.result, workflow.now()
-        self._prompt.output.extend(outcome.side_outputs)
+        self._resolve(entry, outcome.result)
+        for side_output in outcome.side_outputs:
+            self._append(side_output)
         if outcome.state_changed and call.plugin:
             self._prompt.plugin_state[call.plugin] = outcome.plugin_state
         if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
             raise PromptFailed(f"tool '{call.tool}' failed: {outcome.result.error}")
+
+    # --- steering -----------------------------------------------------------------------------------
+
+    @workflow.signal
+    def steer(self, request: SteerRequest) -> None:
+        if self._prompt.state in TERMINAL:
+            self._ignore("steer", f"prompt {self._prompt.id} is already {self._prompt.state}")
+            return
+        self._steers.append(request.message)
+
+    def _deliver_steers(self) -> None:
+        for message in self._steers:
+            self._append(MessageOutput(role="user", source="steer", text=message))
+        self._steers.clear()
+
+    def _skip(self, calls: list[PlannedCall]) -> None:
+        for call in calls:
+            entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
+                               started_at=workflow.now())
+            self._append(entry)
+            self._resolve(entry, ToolError(error=SKIPPED_BY_STEER))
 
     # --- approvals --------------------------------------------------------------------------------
 
@@ -171,19 +242,22 @@ class PromptWorkflow:
         entry.result = ToolPending(reason=approval.reason, requested_at=now,
                                    expires_at=now + expires_in if expires_in else None,
                                    approvers=approval.approvers)
+        self._touch(entry)
         self._waiting = entry
         self._set_state("waiting_for_approval")
+        self._events.publish(StreamEvent(kind="approval_requested", index=self._index(entry), output=entry))
         await self._emit(PromptEvent(kind="approval_requested", prompt_id=self._prompt.id,
                                      user_id=self._prompt.user_id, conversation_id=self._prompt.conversation_id,
                                      tool_call_id=entry.id, tool=entry.tool, input=entry.input,
                                      reason=approval.reason))
         try:
-            await workflow.wait_condition(lambda: entry.id in self._decisions, timeout=expires_in,
-                                          timeout_summary=f"approval expiry {entry.tool}")
-            decision = self._decisions[entry.id]
-        except asyncio.TimeoutError:
+            await workflow.wait_condition(lambda: entry.id in self._decisions or bool(self._steers),
+                                          timeout=expires_in, timeout_summary=f"approval expiry {entry.tool}")
+            decision = self._decisions.get(entry.id) or Decision(
+                decision="superseded", at=workflow.now(), reason="the user sent a new message")
+        except TimeoutError:
             decision = Decision(decision="expired", at=workflow.now(), reason="approval expired")
-            self._decisions[entry.id] = decision
+        self._decisions[entry.id] = decision
         self._waiting = None
         self._set_state("running")
         return decision
@@ -192,6 +266,8 @@ class PromptWorkflow:
     def _refusal_text(decision: Decision) -> str:
         if decision.decision == "expired":
             return "The call was not run: approval expired before anyone decided."
+        if decision.decision == "superseded":
+            return "The call was not run: the user sent a new message instead of deciding."
         by = f" by {decision.by}" if decision.by else ""
         reason = f": {decision.reason}" if decision.reason else ""
         return f"The call was rejected{by}{reason}"
@@ -288,7 +364,27 @@ class PromptWorkflow:
                                 requested_at=pending.requested_at, expires_at=pending.expires_at,
                                 approvers=pending.approvers)]
 
-    # --- helpers ----------------------------------------------------------------------------------
+    # --- recording ----------------------------------------------------------------------------------
+
+    def _append(self, entry: PromptOutput) -> None:
+        self._prompt.output.append(entry)
+        self._events.publish(StreamEvent(kind="output_added", index=len(self._prompt.output) - 1, output=entry))
+
+    def _index(self, entry: PromptOutput) -> int:
+        return next(i for i, e in enumerate(self._prompt.output) if e is entry)
+
+    def _touch(self, entry: PromptOutput) -> None:
+        self._events.publish(StreamEvent(kind="output_updated", index=self._index(entry), output=entry))
+
+    def _resolve(self, entry: ToolOutput, result: ToolSuccess | ToolError) -> None:
+        entry.result, entry.finished_at = result, workflow.now()
+        self._touch(entry)
+
+    def _interrupt(self, reason: str) -> None:
+        for entry in self._prompt.output:
+            if isinstance(entry, ToolOutput) and (entry.result is None or isinstance(entry.result, ToolPending)):
+                self._resolve(entry, ToolError(error=reason))
+        self._waiting = None
 
     def _unique_call_id(self, call_id: str) -> str:
         candidate, n = call_id or "call", 1
@@ -300,6 +396,7 @@ class PromptWorkflow:
     def _set_state(self, state: PromptState) -> None:
         self._prompt.state = state
         workflow.upsert_search_attributes(prompt_search_attributes(self._prompt))
+        self._events.publish(StreamEvent(kind="state_changed", state=state))
 
     def _finish(self, state: PromptState, error: str | None = None) -> None:
         self._prompt.finished_at = workflow.now()
@@ -316,6 +413,6 @@ class PromptWorkflow:
                 retry_policy=EVENT_RETRY, summary=f"event {event.kind}",
             )
         except ActivityError as exc:
-            if isinstance(exc.cause, CancelledError):
+            if _is_cancellation(exc):
                 raise
             workflow.logger.warning("event %s not delivered: %s", event.kind, _failure_reason(exc))

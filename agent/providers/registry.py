@@ -18,7 +18,7 @@ from agent.providers.scripted import ScriptedModel
 VALID_FORMS = (
     "openai:<model> (OpenAI Responses API; needs OPENAI_API_KEY, optional OPENAI_BASE_URL)",
     "openai-chat:<model> (Chat Completions; base URL from DAGENT_OPENAI_CHAT_BASE_URL or OPENAI_BASE_URL, "
-    "optional OPENAI_API_KEY)",
+    "OPENAI_API_KEY optional for local servers)",
     "anthropic:<model> (Anthropic Messages API; needs ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL)",
     "scripted:<module>:<attr> (a ScriptedModel, a list of ModelResponse, or a function of the request)",
 )
@@ -67,8 +67,12 @@ def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.
                                            base_url=env.get("OPENAI_BASE_URL") or None, timeout=timeout)
         case "openai-chat":
             base_url = env.get("DAGENT_OPENAI_CHAT_BASE_URL") or env.get("OPENAI_BASE_URL") or None
-            return OpenAIChatProvider(model=model, api_key=env.get("OPENAI_API_KEY") or LOCAL_API_KEY,
-                                      base_url=base_url, timeout=timeout)
+            api_key = env.get("OPENAI_API_KEY") or None
+            if base_url is None and api_key is None:
+                raise _invalid(spec, "set DAGENT_OPENAI_CHAT_BASE_URL (or OPENAI_BASE_URL) for a local server, "
+                                     "or OPENAI_API_KEY for api.openai.com")
+            return OpenAIChatProvider(model=model, api_key=api_key or LOCAL_API_KEY, base_url=base_url,
+                                      timeout=timeout)
         case "anthropic":
             return AnthropicMessagesProvider(model=model, api_key=_required(env, "ANTHROPIC_API_KEY", spec),
                                              base_url=env.get("ANTHROPIC_BASE_URL") or None, timeout=timeout)
