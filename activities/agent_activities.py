@@ -18,7 +18,7 @@ from activities.runtime import AgentRuntime, PluginPrepareError
 from agent.context import ToolContext, copy_state
 from agent.context_window import ContextLimit, trim_messages
 from agent.logging import get_logger
-from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolSpec, UserMessage
+from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolSpec
 from agent.models import Prompt, ToolError, ToolSuccess
 from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
@@ -71,12 +71,12 @@ class AgentActivities:
         schema = _output_schema(inp)
         instructions = "\n\n".join(part for part in [inp.instructions or "", *prepared.context,
                                                        schema.instruction() if schema else ""] if part)
-        messages = project_prompts(inp.history, prompt.model_copy(update={"plugin_state": {}}))
+        # A system-initiated prompt has no user message; a neutral one keeps every provider's turn order valid.
+        current = prompt.model_copy(update={"plugin_state": {}, "input": prompt.input or NO_INPUT_MESSAGE})
+        messages = project_prompts(inp.history, current)
         if inp.context_max_messages or inp.context_max_tokens:
             limit = ContextLimit(max_messages=inp.context_max_messages, max_tokens=inp.context_max_tokens)
             messages = trim_messages(messages, limit)
-        if not messages:
-            messages = [UserMessage(text=NO_INPUT_MESSAGE)]
         request = ModelRequest(
             instructions=instructions, messages=messages, round=inp.round, prompt_id=prompt.id,
             tools=[ToolSpec(id=t.id, description=t.description, parameters=t.parameters_schema())

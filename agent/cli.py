@@ -76,13 +76,11 @@ def server(
     from workers.devserver import DevServer
 
     dev = DevServer(port=port, ui_port=ui_port, db_file=db_file)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # so sigwait receives them
     dev.start()
     console.print(f"Temporal dev server on {dev.address}  UI: {dev.ui_url}  db: {dev.db_file}")
     console.print(f"Log: {dev.log_file}. Ctrl-C stops it.")
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    except KeyboardInterrupt:
-        pass
+    signal.sigwait({signal.SIGINT, signal.SIGTERM})
     dev.stop()
     _exit(0)
 

@@ -21,23 +21,27 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent.config import Settings
-from agent.models import TERMINAL_STATES, ModelTier, Prompt, PromptOutput, ToolOutput
+from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
 from agent.protocol import (
     EVENTS_TOPIC,
     ApproveRequest,
+    ConversationRequest,
     PendingApproval,
     PromptRequest,
     RejectRequest,
+    SendRequest,
     SteerRequest,
     StreamEvent,
 )
 
 PROMPT_WORKFLOW = "PromptWorkflow"
+CONVERSATION_WORKFLOW = "ConversationWorkflow"
 
 
 class DecisionRefused(Exception):
@@ -155,6 +159,41 @@ class PromptHandle:
             await asyncio.sleep(poll_interval)
 
 
+class ConversationHandle:
+    """One conversation (= one `ConversationWorkflow`, workflow id = conversation id)."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Conversation], client: Client) -> None:
+        self._handle = handle
+        self._client = client
+
+    @property
+    def id(self) -> str:
+        return self._handle.id
+
+    async def send(self, text: str, *, user_id: str | None = None) -> PromptHandle:
+        """Queue a user input; returns the handle of the prompt it becomes (it may wait its turn)."""
+        prompt_id = await self._handle.execute_update("send_input", SendRequest(input=text, user_id=user_id),
+                                                      result_type=str)
+        return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
+
+    async def get(self) -> Conversation:
+        return await self._handle.query("get_conversation", result_type=Conversation)
+
+    async def prompt_started(self, prompt_id: str, timeout: float = 30.0) -> PromptHandle:
+        """Wait until the conversation has started `prompt_id` (queued prompts start later)."""
+        async with asyncio.timeout(timeout):
+            while True:
+                conversation = await self.get()
+                if prompt_id == conversation.running_prompt_id or prompt_id in conversation.prompt_ids:
+                    return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
+                await asyncio.sleep(0.05)
+
+    async def close(self) -> Conversation:
+        """Finish after the queued prompts; returns the final conversation."""
+        await self._handle.signal("close")
+        return await self._handle.result()
+
+
 class AgentClient:
     def __init__(self, client: Client, settings: Settings | None = None) -> None:
         self.client = client
@@ -188,6 +227,23 @@ class AgentClient:
     async def run(self, input: str | None, **options: object) -> Prompt:
         handle = await self.start(input, **options)  # type: ignore[arg-type]
         return await handle.result()
+
+    async def start_conversation(self, *, user_id: str = "anonymous", conversation_id: str | None = None,
+                                 model: ModelTier = "normal", **options: Any) -> ConversationHandle:
+        """Start (or attach to, if it runs already) a conversation. `options`: further
+        `ConversationRequest` fields (instructions, max_rounds, prompts_per_run, plugin_state)."""
+        conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
+        request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
+        handle = await self.client.start_workflow(
+            CONVERSATION_WORKFLOW, request, id=conversation_id, task_queue=self.settings.task_queue,
+            result_type=Conversation, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"conversation of {user_id}",
+        )
+        return ConversationHandle(handle, self.client)
+
+    def conversation(self, conversation_id: str) -> ConversationHandle:
+        return ConversationHandle(self.client.get_workflow_handle(conversation_id, result_type=Conversation),
+                                  self.client)
 
     def prompt(self, prompt_id: str) -> PromptHandle:
         return PromptHandle(self.client.get_workflow_handle(prompt_id, result_type=Prompt), self.client)

@@ -176,6 +176,7 @@ class ConversationRequest(_Model):
     queued: list[QueuedInput] = Field(default_factory=list)
     next_sequence: int = 1
     runs: int = 1
+    closing: bool = False
 
 
 class QueuedInput(_Model):

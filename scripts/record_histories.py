@@ -33,7 +33,7 @@ async def _save(name: str, handle: WorkflowHandle) -> None:  # type: ignore[type
 
 async def _first_pending(handle: PromptHandle) -> str:
     prompt = await handle.wait_until("waiting_for_approval")
-    return [p.tool_call_id for p in await handle.pending_approvals()][0] if prompt.state != "completed" else ""
+    return next(p.tool_call_id for p in await handle.pending_approvals()) if prompt.state != "completed" else ""
 
 
 async def main() -> None:

@@ -35,7 +35,7 @@ def cli_env(dev_env: WorkflowEnvironment, tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def worker_process(cli_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115
+    log = open(tmp_path / "worker.log", "wb")
     proc = subprocess.Popen([*DAGENT, "worker"], env=cli_env, stdout=log, stderr=subprocess.STDOUT)
     yield proc
     proc.terminate()

@@ -78,7 +78,8 @@ def after_round_one(*calls: tuple[str, object], final: str = "done") -> Scripted
 
 async def test_steer_skips_rest_of_batch_and_next_round_sees_message(dev_env: WorkflowEnvironment) -> None:
     STARTED.clear()
-    model = after_round_one(("clock.wait", {"seconds": 1.0}), ("echo.say", {"value": "b"}), ("echo.say", {"value": "c"}))
+    model = after_round_one(("clock.wait", {"seconds": 1.0}), ("echo.say", {"value": "b"}),
+                            ("echo.say", {"value": "c"}))
     async with agent_worker(dev_env, plugins=[tools_plugin], model=model) as client:
         handle = await client.start("do three things")
         await asyncio.wait_for(STARTED.wait(), 10)
@@ -223,7 +224,8 @@ async def test_context_limit_trims_history_without_splitting_calls(dev_env: Work
 
 async def test_watcher_attached_mid_prompt_gets_every_event_once(dev_env: WorkflowEnvironment) -> None:
     STARTED.clear()
-    model = after_round_one(("echo.say", {"value": "a"}), ("clock.wait", {"seconds": 1.0}), ("echo.say", {"value": "c"}))
+    model = after_round_one(("echo.say", {"value": "a"}), ("clock.wait", {"seconds": 1.0}),
+                            ("echo.say", {"value": "c"}))
     async with agent_worker(dev_env, plugins=[tools_plugin], model=model) as client:
         handle = await client.start("watch me")
         await asyncio.wait_for(STARTED.wait(), 10)

@@ -1,7 +1,8 @@
 """Temporal workflows of Durable Agent."""
 
+from workflows.conversation import ConversationWorkflow
 from workflows.prompt import PromptWorkflow
 
-WORKFLOWS: list[type] = [PromptWorkflow]
+WORKFLOWS: list[type] = [PromptWorkflow, ConversationWorkflow]
 
-__all__ = ["WORKFLOWS", "PromptWorkflow"]
+__all__ = ["WORKFLOWS", "ConversationWorkflow", "PromptWorkflow"]

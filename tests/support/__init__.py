@@ -1,0 +1,1 @@
+"""Helpers importable by worker subprocesses in tests (`PYTHONPATH=<repo root>`, `tests.support.*`)."""

@@ -1,0 +1,120 @@
+"""A side-effecting plugin and a scripted model for the durability tests, loadable by a worker subprocess:
+
+    DAGENT_PLUGINS=tests.support.ledger:plugin
+    DAGENT_MODEL_NORMAL=scripted:tests.support.ledger:model
+    DAGENT_TEST_LEDGER=/abs/path/ledger.jsonl
+
+Every line of the ledger file is a JSON object with `kind`, `key` (the call's idempotency key), `pid` (the
+worker process that wrote it) and the tool's input:
+
+- `ledger.charge` (needs approval) writes a `charge.attempt` line every time it runs, and a `charge` line
+  (the effect) only if no `charge` line with its key exists yet: the idempotent-effect pattern a real
+  side-effecting tool uses (check-and-append under an exclusive file lock).
+- `ledger.note` (no approval) writes a `note` line every time it runs: a raw execution count.
+
+The model calls `ledger.note` then `ledger.charge` in round 1, and in round 2 summarises the results.
+Results never contain pids, keys or times, so two runs of the same prompt give equal outputs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent.context import ToolContext
+from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.plugins import Plugin
+from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.tools import Approval, tool
+
+LEDGER_ENV = "DAGENT_TEST_LEDGER"
+CHARGE_AMOUNT = 42.5
+NOTE_TEXT = "about to charge"
+
+
+def ledger_path() -> Path:
+    path = os.environ.get(LEDGER_ENV)
+    if not path:
+        raise RuntimeError(f"{LEDGER_ENV} is not set: the ledger tools need a file to write to")
+    return Path(path)
+
+
+def read_ledger(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every line of a ledger file (an empty list if it does not exist yet)."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _append(record: dict[str, Any], *, unless_kind_and_key_exist: bool = False) -> bool:
+    """Append one line under an exclusive lock; with the flag, skip it if the same kind+key is there."""
+    path = ledger_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            if unless_kind_and_key_exist:
+                f.seek(0)
+                for line in f.read().splitlines():
+                    if not line.strip():
+                        continue
+                    existing = json.loads(line)
+                    if existing.get("kind") == record["kind"] and existing.get("key") == record["key"]:
+                        return False
+            f.seek(0, os.SEEK_END)
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            return True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class ChargeInput(BaseModel):
+    amount: float = Field(gt=0, description="Amount to charge, in US dollars")
+
+
+class NoteInput(BaseModel):
+    text: str
+
+
+@tool("ledger.charge", approval=Approval(reason="Charging money requires approval."))
+async def charge(args: ChargeInput, ctx: ToolContext) -> dict[str, object]:
+    """Charge an amount, exactly once per tool call (keyed by the call's idempotency key)."""
+    base = {"key": ctx.idempotency_key, "pid": os.getpid(), "amount": args.amount}
+    _append({"kind": "charge.attempt", **base, "attempt": ctx.attempt})
+    _append({"kind": "charge", **base}, unless_kind_and_key_exist=True)
+    return {"status": "charged", "amount": args.amount}
+
+
+@tool("ledger.note")
+async def note(args: NoteInput, ctx: ToolContext) -> dict[str, object]:
+    """Write a note into the ledger (every run writes a line)."""
+    _append({"kind": "note", "key": ctx.idempotency_key, "pid": os.getpid(), "text": args.text})
+    return {"noted": args.text}
+
+
+plugin = Plugin("ledger", tools=[charge, note], instructions="You keep the ledger.")
+
+
+def _script(request: ModelRequest) -> ModelResponse:
+    results: list[ToolResultMessage] = []
+    for message in request.messages:
+        if isinstance(message, UserMessage):
+            results.clear()
+        elif isinstance(message, ToolResultMessage):
+            results.append(message)
+    if not results:
+        return tool_calls(("ledger.note", {"text": NOTE_TEXT}), ("ledger.charge", {"amount": CHARGE_AMOUNT}),
+                          text="Noting, then charging.")
+    return text("Done. " + "; ".join(f"{r.tool}={'ERR' if r.is_error else 'OK'}:{r.content}" for r in results))
+
+
+model = ScriptedModel(_script, model="scripted-ledger")
