@@ -27,6 +27,7 @@ from agent.models import (
 )
 
 DEFAULT_MAX_ROUNDS = 10
+MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start
 PromptOutputUnion = TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput
 
 
@@ -42,7 +43,8 @@ class PromptRequest(_Model):
     conversation_id: str | None = None
     model: ModelTier = "normal"
     visible: bool = True
-    input: str | None = None
+    input: str | None = Field(default=None, min_length=1, max_length=MAX_INPUT_CHARS,
+                              description="The user's message; None for system-initiated prompts.")
     instructions: str | None = None
     history: list[Prompt] = Field(default_factory=list)
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
@@ -57,7 +59,7 @@ class PromptRequest(_Model):
 
 
 class SteerRequest(_Model):
-    message: str = Field(min_length=1)
+    message: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
 
 
 class ApproveRequest(_Model):
@@ -187,7 +189,7 @@ class QueuedInput(_Model):
 
 
 class SendRequest(_Model):
-    input: str = Field(min_length=1)
+    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
     user_id: str | None = None
 
 

@@ -1,7 +1,7 @@
-"""Record workflow histories for the replay tests: `python scripts/record_histories.py`.
+"""Record workflow histories for the replay tests: `python scripts/record_histories.py [--force]`.
 
-Re-record when a workflow change is *meant* to be incompatible and has been guarded with
-`workflow.patched` (keep the old files too: they prove old histories still replay).
+Existing files are kept (they are the proof that histories recorded by older code still replay);
+only missing ones are written. `--force` rewrites them all.
 """
 
 from __future__ import annotations
@@ -25,9 +25,18 @@ from workers.worker import build_runtime, connect, create_worker  # noqa: E402
 OUT = ROOT / "tests" / "histories"
 
 
-async def _save(name: str, handle: WorkflowHandle) -> None:  # type: ignore[type-arg]
+FORCE = "--force" in sys.argv
+
+
+async def _save(name: str, handle: WorkflowHandle, run_id: str | None = None) -> None:  # type: ignore[type-arg]
+    path = OUT / f"{name}.json"
+    if path.exists() and not FORCE:
+        print(f"kept {name}")
+        return
+    if run_id is not None:
+        handle = handle._client.get_workflow_handle(handle.id, run_id=run_id)
     history = await handle.fetch_history()
-    (OUT / f"{name}.json").write_text(history.to_json())
+    path.write_text(history.to_json())
     print(f"recorded {name}: {len(history.events)} events")
 
 
@@ -75,6 +84,28 @@ async def main() -> None:
             failed = await agent.start("fail", prompt_id="hist-failed")
             await failed.result()
             await _save("prompt_failed", failed.workflow)
+
+            steered = await agent.start("approval", prompt_id="hist-steered")
+            await _first_pending(steered)
+            await steered.steer("never mind, just say hi")
+            await steered.result()
+            await _save("prompt_steered_while_waiting", steered.workflow)
+
+            cancelled = await agent.start("approval", prompt_id="hist-cancelled")
+            await _first_pending(cancelled)
+            await cancelled.cancel()
+            await cancelled.result()
+            await _save("prompt_cancelled_while_waiting", cancelled.workflow)
+
+            conversation = await agent.start_conversation(conversation_id="hist-conversation", user_id="u1",
+                                                          prompts_per_run=1)
+            for text in ("completed one", "completed two"):
+                await conversation.send(text)
+            await conversation.close()
+            runs = [e async for e in client.list_workflows("WorkflowId = 'hist-conversation'")]
+            first_run = min(runs, key=lambda e: e.start_time)
+            await _save("conversation_continued_as_new", conversation._handle, run_id=first_run.run_id)
+            await _save("conversation_closed", conversation._handle)
     sys.stdout.flush()
     os._exit(0)
 

@@ -17,7 +17,9 @@ from workflows import WORKFLOWS
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_with_correction",
-            "prompt_rejected", "prompt_deferred_batch", "prompt_invalid_calls", "prompt_failed"}
+            "prompt_rejected", "prompt_deferred_batch", "prompt_invalid_calls", "prompt_failed",
+            "prompt_steered_while_waiting", "prompt_cancelled_while_waiting", "conversation_continued_as_new",
+            "conversation_closed"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:

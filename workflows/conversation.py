@@ -8,21 +8,23 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from agent.models import Conversation, Prompt, Usage
     from agent.protocol import ConversationRequest, PromptRequest, QueuedInput, SendRequest
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
-    from workflows.prompt import PromptWorkflow
+    from workflows.inputs import decode_input
     from workflows.search_attributes import CONVERSATION_ID, USER_ID
 
 
 @workflow.defn(name="ConversationWorkflow")
 class ConversationWorkflow:
     @workflow.init
-    def __init__(self, request: ConversationRequest) -> None:
-        self._request = request
+    def __init__(self, request: RawValue) -> None:
+        self._request, self._input_error = decode_input(request, ConversationRequest)
+        request = self._request
         self._id = request.conversation_id or workflow.info().workflow_id
         self._history: list[Prompt] = list(request.history)
         self._plugin_state = dict(request.plugin_state)
@@ -33,8 +35,11 @@ class ConversationWorkflow:
         self._prompts_this_run = 0
 
     @workflow.run
-    async def run(self, request: ConversationRequest) -> Conversation:
-        workflow.upsert_search_attributes([CONVERSATION_ID.value_set(self._id), USER_ID.value_set(request.user_id)])
+    async def run(self, request: RawValue) -> Conversation:
+        if self._input_error:
+            raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
+        workflow.upsert_search_attributes(
+            [CONVERSATION_ID.value_set(self._id), USER_ID.value_set(self._request.user_id)])
         while True:
             due = next_due(read_triggers(self._plugin_state))
             wait = max(due.fire_at - workflow.now(), timedelta(0)) if due and due.fire_at else None
@@ -97,12 +102,12 @@ class ConversationWorkflow:
         instructions = "\n\n".join(p for p in [request.instructions or "", item.instructions or ""] if p) or None
         try:
             child = await workflow.start_child_workflow(
-                PromptWorkflow.run,
+                "PromptWorkflow",
                 PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
                               conversation_id=self._id, model=request.model, input=item.input,
                               instructions=instructions, history=self._history, plugin_state=self._plugin_state,
                               max_rounds=request.max_rounds, fail_workflow_on_error=False),
-                id=item.prompt_id, static_summary=f"prompt {item.prompt_id}",
+                id=item.prompt_id, static_summary=f"prompt {item.prompt_id}", result_type=Prompt,
             )
             self._running = item.prompt_id
             prompt = await child
@@ -141,7 +146,7 @@ class ConversationWorkflow:
             "conversation_id": self._id, "history": self._history, "plugin_state": self._plugin_state,
             "queued": self._queue, "next_sequence": self._next_sequence, "runs": self._request.runs + 1,
             "closing": self._closing,
-        })
+        })  # a model, not a RawValue: the next run's decode_input accepts both
 
     def _snapshot(self) -> Conversation:
         usage = Usage()

@@ -10,7 +10,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ToolInvocation,
         ToolInvocationResult,
     )
+    from workflows.inputs import decode_input
     from workflows.search_attributes import prompt_search_attributes
 
 MODEL_TIMEOUT = timedelta(minutes=5)
@@ -83,8 +84,9 @@ def _failure_reason(exc: BaseException) -> str:
 @workflow.defn(name="PromptWorkflow")
 class PromptWorkflow:
     @workflow.init
-    def __init__(self, request: PromptRequest) -> None:
-        self._request = request
+    def __init__(self, request: RawValue) -> None:
+        self._request, self._input_error = decode_input(request, PromptRequest)
+        request = self._request
         self._prompt = Prompt(
             id=request.prompt_id or workflow.info().workflow_id, user_id=request.user_id,
             conversation_id=request.conversation_id, model=request.model, visible=request.visible,
@@ -101,7 +103,10 @@ class PromptWorkflow:
     # --- run --------------------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, request: PromptRequest) -> Prompt:
+    async def run(self, request: RawValue) -> Prompt:
+        if self._input_error:
+            self._finish("failed", error=self._input_error)
+            raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
         self._set_state("running")
         try:
             await self._run_rounds()
