@@ -12,6 +12,7 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel, JsonValue
 from temporalio import activity
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 
 from activities.runtime import AgentRuntime, PluginPrepareError
@@ -24,6 +25,7 @@ from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
 from agent.projection import project_prompts
 from agent.protocol import (
+    DELTAS_TOPIC,
     EMIT_EVENT_ACTIVITY,
     INVOKE_TOOL_ACTIVITY,
     MODEL_ROUND_ACTIVITY,
@@ -32,10 +34,11 @@ from agent.protocol import (
     PlannedCall,
     RoundInput,
     RoundResult,
+    TextDelta,
     ToolInvocation,
     ToolInvocationResult,
 )
-from agent.providers.base import FatalModelError, RetryableModelError
+from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
 from agent.tools import Tool, ToolInputError
 
 log = get_logger("dagent.activities")
@@ -85,7 +88,10 @@ class AgentActivities:
         request = await self._before_model(request)
         provider = self.runtime.provider_for(prompt.model)
         try:
-            response = await provider.complete(request)
+            if self.runtime.streams_text(provider):
+                response = await self._stream_model(provider, request)
+            else:
+                response = await provider.complete(request)
             response = await self._after_model(request, response)
         except RetryableModelError as exc:
             logger.warning("model call failed, will retry", error=str(exc), status=exc.status)
@@ -105,6 +111,22 @@ class AgentActivities:
             text=response.text, calls=calls, usage=usage, plugin_state=prepared.plugin_state,
             model=model_name, event_hooks=self.runtime.handles_events, data=data, output_error=output_error,
         )
+
+    async def _stream_model(self, provider: ModelProvider, request: ModelRequest) -> ModelResponse:
+        """Call the model streaming, publishing text deltas to the prompt's stream in batches."""
+        attempt = activity.info().attempt
+        offset = 0
+        batch = timedelta(seconds=self.runtime.delta_batch_interval)
+        async with WorkflowStreamClient.from_within_activity(batch_interval=batch) as stream:
+            deltas = stream.topic(DELTAS_TOPIC, type=TextDelta)
+
+            async def on_text(text: str) -> None:
+                nonlocal offset
+                deltas.publish(TextDelta(round=request.round, attempt=attempt, offset=offset, text=text))
+                offset += len(text)
+                activity.heartbeat()
+
+            return await provider.stream(request, on_text)  # type: ignore[attr-defined,no-any-return]
 
     async def _before_model(self, request: ModelRequest) -> ModelRequest:
         for plugin in self.runtime.plugins:

@@ -36,6 +36,13 @@ class AgentRuntime:
     file_store: FileStore = field(default_factory=lambda: DirectoryFileStore(Path(".dagent/files")))
     max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
     prices: PriceTable = field(default_factory=PriceTable)
+    stream_text: bool | None = None  # None: stream from real providers, not from scripted ones
+    delta_batch_interval: float = 0.2
+
+    def streams_text(self, provider: ModelProvider) -> bool:
+        if not callable(getattr(provider, "stream", None)):
+            return False
+        return self.stream_text if self.stream_text is not None else provider.name != "scripted"
 
     def provider_for(self, tier: str) -> ModelProvider:
         provider = self.providers.get(tier) or self.providers.get("normal")

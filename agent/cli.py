@@ -17,7 +17,8 @@ from rich.console import Console
 from agent.client import AgentClient, DecisionRefused, PromptHandle
 from agent.config import Settings
 from agent.logging import configure_logging
-from agent.models import TERMINAL_STATES, ModelTier, ToolOutput, ToolPending
+from agent.models import TERMINAL_STATES, ModelTier, ToolOutput
+from agent.protocol import StreamEvent, TextDelta
 from agent.render import describe_output, describe_prompt
 
 app = typer.Typer(help="Durable Agent: LLM agents that never lose their place.", no_args_is_help=True,
@@ -128,21 +129,53 @@ async def _ask(question: str) -> bool:
     return await asyncio.to_thread(typer.confirm, question, default=False)
 
 
-async def _follow(handle: PromptHandle, *, interactive: bool, approver: str) -> str:
-    """Print outputs as they appear; on a pending approval ask (TTY) or print how to decide."""
-    async for index, entry, prompt in handle.follow():
-        console.print(f"[{index}] {describe_output(entry)}")
-        if not (isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending)):
+class _Printer:
+    """Prints a prompt's live events; streamed text deltas appear as they arrive."""
+
+    def __init__(self) -> None:
+        self.shown: dict[int, int] = {}  # round -> characters of streamed text already printed
+        self.streaming = False
+
+    def delta(self, delta: TextDelta) -> None:
+        already = self.shown.get(delta.round, 0)
+        fresh = delta.text[max(already - delta.offset, 0):] if delta.offset + len(delta.text) > already else ""
+        if fresh:
+            if not self.streaming:
+                console.print("…       ", end="")
+            console.print(fresh, end="")
+            self.streaming = True
+            self.shown[delta.round] = delta.offset + len(delta.text)
+
+    def event(self, event: StreamEvent) -> None:
+        if self.streaming:
+            console.print()
+            self.streaming = False
+        if event.kind == "state_changed":
+            console.print(f"state   {event.state}")
+        elif event.output is not None and event.kind != "approval_requested":
+            console.print(f"[{event.index}] {describe_output(event.output)}")
+
+
+async def _follow(handle: PromptHandle, *, interactive: bool | None, approver: str, from_offset: int = 0) -> str:
+    """Print the prompt's events as they happen. On an approval request: ask (interactive), print how to
+    decide and return (False), or just keep watching (None)."""
+    printer = _Printer()
+    async for _, item in handle.live(from_offset):
+        if isinstance(item, TextDelta):
+            printer.delta(item)
+            continue
+        printer.event(item)
+        entry = item.output
+        if item.kind != "approval_requested" or not isinstance(entry, ToolOutput):
             continue
         if interactive:
-            approved = await _ask(f"Approve {entry.tool} {json.dumps(entry.input)}?")
-            if approved:
+            if await _ask(f"Approve {entry.tool} {json.dumps(entry.input)}?"):
                 await handle.approve(entry.id, by=approver)
             else:
                 await handle.reject(entry.id, by=approver, reason="rejected at the terminal")
-            continue
-        _print_decision_commands(handle.id, entry.id)
-        return prompt.state
+        elif interactive is False:
+            _print_decision_commands(handle.id, entry.id)
+            return "waiting_for_approval"
     return (await handle.get()).state
 
 
@@ -178,12 +211,57 @@ def run(
         console.print(f"Temporal UI: {settings.workflow_url(handle.id)}")
         state = await _follow(handle, interactive=ask, approver=user)
         prompt = await handle.get()
+        if prompt.error:
+            console.print(f"error: {prompt.error}")
         if state in TERMINAL_STATES:
-            console.print(describe_prompt(prompt)[-1] if not prompt.error else f"error: {prompt.error}")
-            console.print(f"state: {prompt.state}")
-            return 0 if prompt.state == "completed" else 1
+            console.print(next(line for line in describe_prompt(prompt) if line.startswith("usage")))
         console.print(f"state: {prompt.state}")
-        return 0
+        return 1 if prompt.state in ("failed", "cancelled") else 0
+
+    _run_async(main)
+
+
+@app.command()
+def watch(
+    prompt_id: Annotated[str, typer.Argument(help="Prompt (workflow) id")],
+    address: AddressOption = None,
+    from_offset: Annotated[int, typer.Option("--from", help="Resume from this event sequence number")] = 0,
+) -> None:
+    """Follow a prompt live: every output, state change and approval request, and streamed model text."""
+    settings = _settings(address)
+
+    async def main() -> int:
+        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        state = await _follow(handle, interactive=None, approver="", from_offset=from_offset)
+        return 1 if state in ("failed", "cancelled") else 0
+
+    _run_async(main)
+
+
+@app.command()
+def chat(
+    address: AddressOption = None,
+    user: Annotated[str, typer.Option(help="User id")] = os.environ.get("USER", "anonymous"),
+    conversation_id: Annotated[str | None, typer.Option("--conversation", help="Resume this conversation")] = None,
+) -> None:
+    """An interactive conversation: each line you type is a prompt with the whole conversation as history.
+    Approvals are asked inline. Empty line or Ctrl-D ends the session (the conversation stays open)."""
+    settings = _settings(address)
+
+    async def main() -> int:
+        client = await AgentClient.connect(settings)
+        conversation = await client.start_conversation(user_id=user, conversation_id=conversation_id)
+        console.print(f"conversation {conversation.id}  (resume with: dagent chat --conversation {conversation.id})")
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "you> ")
+            except EOFError:
+                line = ""
+            if not line.strip():
+                return 0
+            prompt = await conversation.send(line, user_id=user)
+            await conversation.prompt_started(prompt.id, timeout=300)
+            await _follow(prompt, interactive=True, approver=user)
 
     _run_async(main)
 

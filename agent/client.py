@@ -21,7 +21,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import RawValue, WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
@@ -29,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent.config import Settings
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
 from agent.protocol import (
+    DELTAS_TOPIC,
     EVENTS_TOPIC,
     ApproveRequest,
     ConversationRequest,
@@ -38,6 +39,7 @@ from agent.protocol import (
     SendRequest,
     SteerRequest,
     StreamEvent,
+    TextDelta,
 )
 
 PROMPT_WORKFLOW = "PromptWorkflow"
@@ -139,6 +141,15 @@ class PromptHandle:
         async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=StreamEvent,
                                            poll_cooldown=timedelta(milliseconds=50)):
             yield item.offset, item.data
+
+    async def live(self, from_offset: int = 0) -> AsyncIterator[tuple[int, StreamEvent | TextDelta]]:
+        """Like `events`, interleaved with the model's text deltas as it streams (when the worker streams)."""
+        stream = WorkflowStreamClient.create(self._client, self.id)
+        converter = self._client.data_converter.payload_converter
+        async for item in stream.subscribe([EVENTS_TOPIC, DELTAS_TOPIC], from_offset, result_type=RawValue,
+                                           poll_cooldown=timedelta(milliseconds=50)):
+            kind = TextDelta if item.topic == DELTAS_TOPIC else StreamEvent
+            yield item.offset, converter.from_payload(item.data.payload, kind)
 
     async def follow(self, poll_interval: float = 0.1) -> AsyncIterator[tuple[int, PromptOutput, Prompt]]:
         """Yield `(index, entry, prompt)` for every new or changed output entry until the prompt finishes."""

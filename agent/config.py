@@ -12,6 +12,12 @@ DEMO_MODEL = "scripted:plugins.demo:demo_model"
 DEMO_PLUGINS = "plugins.demo:plugin"
 
 
+def _tristate(value: str | None) -> bool | None:
+    if value is None or value.strip().lower() in ("", "auto"):
+        return None
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
 class Settings(BaseModel):
     """Everything a client or worker needs to know. Read with `Settings.from_env()`.
 
@@ -30,6 +36,7 @@ class Settings(BaseModel):
     file_dir: str = ".dagent/files"
     ui_url: str = "http://127.0.0.1:8233"
     log_level: str = "INFO"
+    stream_text: bool | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -47,6 +54,7 @@ class Settings(BaseModel):
             file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
             ui_url=env.get("DAGENT_UI_URL", defaults.ui_url),
             log_level=env.get("DAGENT_LOG_LEVEL", defaults.log_level),
+            stream_text=_tristate(env.get("DAGENT_STREAM_TEXT")),
         )
 
     @property

@@ -161,6 +161,16 @@ class StreamEvent(_Model):
     state: str | None = None
 
 
+class TextDelta(_Model):
+    """A piece of model text while it streams. `offset` is its position in the round's text: a retried
+    model call starts again at 0, so a watcher shows only text past what it already showed."""
+
+    round: int
+    attempt: int
+    offset: int
+    text: str
+
+
 # --- conversations ------------------------------------------------------------------------------
 
 
@@ -198,5 +208,6 @@ MODEL_ROUND_ACTIVITY = "dagent.model_round"
 INVOKE_TOOL_ACTIVITY = "dagent.invoke_tool"
 EMIT_EVENT_ACTIVITY = "dagent.emit_event"
 EVENTS_TOPIC = "events"  # the topic of a prompt's workflow stream
+DELTAS_TOPIC = "deltas"  # model text as it streams, published by the model activity
 
 ConversationRequest.model_rebuild()

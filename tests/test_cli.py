@@ -100,3 +100,29 @@ def test_bad_command_input_gets_clear_errors(cli_env: dict[str, str]) -> None:
     assert bad_json.returncode != 0 and "--input must be a JSON object" in bad_json.stderr
     bad_tier = dagent("run", "hi", "--model", "huge", env=cli_env)
     assert bad_tier.returncode != 0 and "normal" in bad_tier.stderr
+
+
+def test_watch_follows_a_waiting_prompt_to_completion(cli_env: dict[str, str],
+                                                      worker_process: subprocess.Popen[bytes]) -> None:
+    started = dagent("run", "Plan my trip", "--no-interactive", env=cli_env)
+    prompt_id = re.search(r"^prompt (prompt-\w+)$", started.stdout, re.M).group(1)  # type: ignore[union-attr]
+    call_id = re.search(r"dagent approve \S+ (\S+)", started.stdout).group(1)  # type: ignore[union-attr]
+    watcher = subprocess.Popen([*DAGENT, "watch", prompt_id], env=cli_env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    assert dagent("approve", prompt_id, call_id, "--by", "ops", env=cli_env).returncode == 0
+    out, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, err
+    assert "[0] text    Let me check the forecast" in out  # replayed from the start of the stream
+    assert "waiting for approval" in out and '"status": "sent"' in out
+    assert out.rstrip().endswith("state   completed")
+
+
+def test_chat_runs_a_conversation_with_inline_approval(cli_env: dict[str, str],
+                                                       worker_process: subprocess.Popen[bytes]) -> None:
+    chat = subprocess.run([*DAGENT, "chat", "--user", "chatter"], env=cli_env, input="Plan my trip\ny\n\n",
+                          capture_output=True, text=True, timeout=90)
+    assert chat.returncode == 0, chat.stderr
+    assert re.search(r"^conversation conv-\w+", chat.stdout, re.M)
+    assert "Approve payment.send" in chat.stdout
+    assert "The deposit is paid." in chat.stdout

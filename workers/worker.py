@@ -36,6 +36,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         plugins=list(plugins) if plugins is not None else load_plugins(settings.plugins),
         providers=dict(providers), services=Services(services),
         file_store=DirectoryFileStore(Path(settings.file_dir)), prices=PriceTable.from_env(env),
+        stream_text=settings.stream_text,
     )
 
 

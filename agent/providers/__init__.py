@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent.providers.anthropic_messages import AnthropicMessagesProvider
-    from agent.providers.base import FatalModelError, ModelError, ModelProvider, RetryableModelError
+    from agent.providers.base import (
+        FatalModelError,
+        ModelError,
+        ModelProvider,
+        RetryableModelError,
+        StreamingModelProvider,
+        TextSink,
+    )
     from agent.providers.errors import to_model_error
     from agent.providers.naming import ToolNameMap
     from agent.providers.openai_chat import OpenAIChatProvider
@@ -28,6 +35,8 @@ _EXPORTS = {
     "OpenAIResponsesProvider": "agent.providers.openai_responses",
     "RetryableModelError": "agent.providers.base",
     "ScriptedModel": "agent.providers.scripted",
+    "StreamingModelProvider": "agent.providers.base",
+    "TextSink": "agent.providers.base",
     "ToolNameMap": "agent.providers.naming",
     "resolve_provider": "agent.providers.registry",
     "to_model_error": "agent.providers.errors",
@@ -42,6 +51,8 @@ __all__ = [
     "OpenAIResponsesProvider",
     "RetryableModelError",
     "ScriptedModel",
+    "StreamingModelProvider",
+    "TextSink",
     "ToolNameMap",
     "resolve_provider",
     "to_model_error",

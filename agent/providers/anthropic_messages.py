@@ -3,10 +3,18 @@
 Instructions go in `system`. Tool calls are `tool_use` blocks in assistant messages, tool results are
 `tool_result` blocks in user messages, and consecutive same-role messages are merged so roles alternate and
 every `tool_result` sits in the user message right after the assistant message holding its `tool_use`.
+
+`stream` sends `stream=True` and rebuilds the message from the raw events (`AnthropicStreamAccumulator`):
+text deltas are forwarded as they arrive, `input_json_delta` fragments are joined and decoded once at the
+end (so malformed input gives the same `arguments_error` as `complete`), and usage is taken from
+`message_start` and overwritten by the cumulative counts in `message_delta`. A stream without
+`message_stop` was cut short and is retryable.
 """
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
@@ -22,9 +30,11 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models import Usage
-from agent.providers.errors import to_model_error
+from agent.providers.base import ModelError, TextSink
+from agent.providers.errors import to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
 from agent.providers.openai_responses import NO_KEY, decode_arguments
+from agent.providers.streaming import event_type, guarded_events, open_stream
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
@@ -88,15 +98,32 @@ def parse_usage(response: Message) -> Usage:
     usage = response.usage
     if usage is None:
         return Usage(model_calls=1)
-    cache_read = usage.cache_read_input_tokens or 0
-    cache_write = usage.cache_creation_input_tokens or 0
+    return usage_from(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                      cache_read=usage.cache_read_input_tokens, cache_write=usage.cache_creation_input_tokens,
+                      thinking=getattr(usage.output_tokens_details, "thinking_tokens", None))
+
+
+def usage_from(*, input_tokens: int | None, output_tokens: int | None, cache_read: int | None,
+               cache_write: int | None, thinking: int | None) -> Usage:
+    cache_read = cache_read or 0
     return Usage(
-        input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
-        output_tokens=usage.output_tokens or 0,
+        input_tokens=(input_tokens or 0) + cache_read + (cache_write or 0),
+        output_tokens=output_tokens or 0,
         cached_tokens=cache_read,
-        reasoning_tokens=getattr(usage.output_tokens_details, "thinking_tokens", None) or 0,
+        reasoning_tokens=thinking or 0,
         model_calls=1,
     )
+
+
+def tool_call(block_id: str, name: str, raw: object, *, names: ToolNameMap) -> ModelToolCall:
+    tool = names.from_provider(name)
+    if isinstance(raw, str):  # a lenient server may send the input as a JSON string (or: streamed fragments)
+        arguments, error = decode_arguments(raw, tool=tool)
+    elif isinstance(raw, dict):
+        arguments, error = raw, None
+    else:
+        arguments, error = None, f"arguments for tool {tool!r} must be a JSON object, got {type(raw).__name__}"
+    return ModelToolCall(id=block_id, tool=tool, arguments=arguments, arguments_error=error)
 
 
 def parse_response(response: Message, *, names: ToolNameMap) -> ModelResponse:
@@ -106,19 +133,90 @@ def parse_response(response: Message, *, names: ToolNameMap) -> ModelResponse:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
-            tool = names.from_provider(block.name)
-            raw: object = block.input
-            if isinstance(raw, str):  # a lenient server may send the input as a JSON string
-                arguments, error = decode_arguments(raw, tool=tool)
-            elif isinstance(raw, dict):
-                arguments, error = raw, None
-            else:
-                arguments, error = None, (f"arguments for tool {tool!r} must be a JSON object, "
-                                          f"got {type(raw).__name__}")
-            calls.append(ModelToolCall(id=block.id, tool=tool, arguments=arguments, arguments_error=error))
+            calls.append(tool_call(block.id, block.name, block.input, names=names))
     text = "".join(texts)
     return ModelResponse(text=text or None, tool_calls=calls, usage=parse_usage(response),
                          model=str(response.model or ""))
+
+
+@dataclass
+class _Block:
+    type: str
+    text: list[str] = field(default_factory=list)
+    id: str = ""
+    name: str = ""
+    input: object = None
+    json: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AnthropicStreamAccumulator:
+    """Rebuilds a message from raw Messages stream events."""
+
+    model: str = ""
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    usage: dict[str, int | None] = field(default_factory=dict)
+    stopped: bool = False
+
+    def add(self, event: Any) -> str:
+        """Take one event in; returns its text delta ("" if none)."""
+        kind = event_type(event)
+        if kind == "message_start":
+            message = event.message
+            self.model = str(message.model or "")
+            usage = message.usage
+            if usage is not None:
+                self.usage = {
+                    "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                    "cache_read": usage.cache_read_input_tokens, "cache_write": usage.cache_creation_input_tokens,
+                    "thinking": getattr(usage.output_tokens_details, "thinking_tokens", None),
+                }
+        elif kind == "content_block_start":
+            block = event.content_block
+            self.blocks[event.index] = _Block(
+                type=str(block.type), id=str(getattr(block, "id", "") or ""),
+                name=str(getattr(block, "name", "") or ""), input=getattr(block, "input", None),
+            )
+            initial = getattr(block, "text", None) if block.type == "text" else None
+            if isinstance(initial, str) and initial:
+                self.blocks[event.index].text.append(initial)
+                return initial
+        elif kind == "content_block_delta":
+            block = self.blocks.get(event.index)
+            delta = event.delta
+            if block is None:
+                return ""
+            if delta.type == "text_delta" and block.type == "text" and delta.text:
+                block.text.append(delta.text)
+                return str(delta.text)
+            if delta.type == "input_json_delta" and block.type == "tool_use":
+                block.json.append(delta.partial_json or "")
+        elif kind == "message_delta":
+            usage = event.usage
+            if usage is not None:  # cumulative totals: overwrite; optional ones only when present
+                self.usage["output_tokens"] = usage.output_tokens
+                for key, value in (("input_tokens", usage.input_tokens),
+                                   ("cache_read", usage.cache_read_input_tokens),
+                                   ("cache_write", usage.cache_creation_input_tokens),
+                                   ("thinking", getattr(usage.output_tokens_details, "thinking_tokens", None))):
+                    if value is not None:
+                        self.usage[key] = value
+        elif kind == "message_stop":
+            self.stopped = True
+        return ""
+
+    def response(self, *, names: ToolNameMap) -> ModelResponse:
+        texts: list[str] = []
+        calls: list[ModelToolCall] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block.type == "text":
+                texts.append("".join(block.text))
+            elif block.type == "tool_use":
+                raw = "".join(block.json) if block.json else block.input
+                calls.append(tool_call(block.id, block.name, raw, names=names))
+        usage = usage_from(**self.usage) if self.usage else Usage(model_calls=1)
+        return ModelResponse(text="".join(texts) or None, tool_calls=calls, usage=usage, model=self.model)
 
 
 class AnthropicMessagesProvider:
@@ -135,6 +233,9 @@ class AnthropicMessagesProvider:
             api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
         )
 
+    def _error(self, exc: Exception) -> ModelError:
+        return to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key])
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
@@ -142,4 +243,24 @@ class AnthropicMessagesProvider:
             response = await self._client.messages.create(**kwargs)
             return parse_response(response, names=names)
         except Exception as exc:
-            raise to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key]) from None
+            raise self._error(exc) from None
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        names = ToolNameMap.for_request(request)
+        kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
+        events = await open_stream(self._client.messages.create(**kwargs, stream=True), self._error)
+        acc = AnthropicStreamAccumulator()
+        async with contextlib.aclosing(guarded_events(events, self._error)) as stream:
+            async for event in stream:
+                try:
+                    delta = acc.add(event)
+                except Exception as exc:
+                    raise self._error(exc) from None
+                if delta:
+                    await on_text(delta)
+        if not acc.stopped:
+            raise truncated_stream(provider=self.name, model=self.model, missing="message_stop")
+        try:
+            return acc.response(names=names)
+        except Exception as exc:
+            raise self._error(exc) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
 from agent.messages import ModelRequest, ModelResponse
@@ -37,3 +38,17 @@ class ModelProvider(Protocol):
     name: str
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+TextSink = Callable[[str], Awaitable[None]]
+"""Receives each text delta of a streamed model reply, in order; the deltas join to the reply's full text."""
+
+
+@runtime_checkable
+class StreamingModelProvider(ModelProvider, Protocol):
+    """A provider that can also stream: `stream` returns exactly what `complete` would (same text, tool calls,
+    usage), awaiting `on_text(delta)` for each text delta as it arrives. Errors are classified as in
+    `complete`, including ones that happen mid-stream; an exception raised by `on_text` itself propagates
+    unchanged."""
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse: ...

@@ -3,6 +3,10 @@
 Temporal owns retries, so this only classifies: 408/409/429/5xx, connection errors and timeouts are
 retryable (honouring `retry-after-ms` / `retry-after`); every other 4xx fails fast. Messages name the
 provider, model and status, and never contain the API key (it is scrubbed even if a server echoes it).
+
+Streams add errors that arrive after a 200: an error event inside the stream is classified by its error
+type / code (`overloaded_error`, `server_error`, `rate_limit_exceeded`, ... are retryable), a connection
+dropped mid-body is retryable, and so is a stream that ends before its final event.
 """
 
 from __future__ import annotations
@@ -12,11 +16,18 @@ from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
 
 import anthropic
+import httpx2
 import openai
 
 from agent.providers.base import FatalModelError, ModelError, RetryableModelError
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# Error types / codes sent inside a stream (after the 200) that a retry may cure.
+RETRYABLE_STREAM_CODES = frozenset({
+    "api_error", "internal_error", "internal_server_error", "overloaded", "overloaded_error",
+    "rate_limit_error", "rate_limit_exceeded", "server_error", "service_unavailable", "timeout",
+    "timeout_error", "too_many_requests", "vector_store_timeout",
+})
 _MAX_DETAIL = 500
 
 _STATUS_NAMES = {
@@ -80,6 +91,34 @@ def _scrub(text: str, secrets: Iterable[str | None]) -> str:
     return text[:_MAX_DETAIL]
 
 
+def _stream_codes(body: object) -> list[str]:
+    """`type` / `code` of an error body (`{"error": {...}}` or the inner object itself)."""
+    if not isinstance(body, Mapping):
+        return []
+    inner = body.get("error", body)
+    if not isinstance(inner, Mapping):
+        return []
+    return [str(inner[key]) for key in ("type", "code") if isinstance(inner.get(key), str | int)]
+
+
+def stream_error(
+    codes: Iterable[str | None], detail: str, *, provider: str, model: str, secrets: Iterable[str | None] = ()
+) -> ModelError:
+    """An error event received inside a stream, classified by its error type / code."""
+    known = [code for code in codes if code]
+    label = "/".join(dict.fromkeys(known)) or "error"
+    detail = _scrub(detail, list(secrets))
+    message = f"{provider} model {model!r}: error in stream ({label})" + (f": {detail}" if detail else "")
+    if any(code.lower() in RETRYABLE_STREAM_CODES for code in known):
+        return RetryableModelError(message)
+    return FatalModelError(message)
+
+
+def truncated_stream(*, provider: str, model: str, missing: str) -> RetryableModelError:
+    """The stream ended cleanly but before its final event: the reply is incomplete, so try again."""
+    return RetryableModelError(f"{provider} model {model!r}: stream ended before {missing}")
+
+
 def to_model_error(
     exc: Exception, *, provider: str, model: str, secrets: Iterable[str | None] = ()
 ) -> ModelError:
@@ -88,6 +127,10 @@ def to_model_error(
         return exc
     secrets = list(secrets)
     where = f"{provider} model {model!r}"
+    if isinstance(exc, anthropic.APIStatusError) and exc.status_code < 400:
+        # an `error` event inside a 200 stream (the SDK raises it with the stream's status)
+        detail = _body_detail(exc.body) or exc.message
+        return stream_error(_stream_codes(exc.body), detail, provider=provider, model=model, secrets=secrets)
     if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
         status = exc.status_code
         detail = _scrub(_body_detail(exc.body) or exc.message, secrets)
@@ -104,4 +147,12 @@ def to_model_error(
     if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
         return FatalModelError(f"{where}: unexpected response: {_scrub(str(exc), secrets)}",
                                status=exc.status_code)
+    if isinstance(exc, openai.APIError):
+        # an `{"error": ...}` chunk inside a 200 stream
+        codes = [exc.type, exc.code, *_stream_codes(exc.body)]
+        return stream_error(codes, exc.message, provider=provider, model=model, secrets=secrets)
+    if isinstance(exc, httpx2.TimeoutException):  # raised raw while reading a stream's body
+        return RetryableModelError(f"{where}: request timed out")
+    if isinstance(exc, httpx2.TransportError):
+        return RetryableModelError(f"{where}: connection error: {_scrub(str(exc), secrets)}")
     return FatalModelError(f"{where}: {type(exc).__name__}: {_scrub(str(exc), secrets)}")

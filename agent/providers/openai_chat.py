@@ -4,14 +4,22 @@ For Ollama, vLLM, llama.cpp servers or any other base_url.
 
 Instructions become a `system` message; an assistant text followed by tool calls becomes one assistant
 message with `tool_calls`; tool results become `tool` role messages.
+
+`stream` asks for `stream=True` with `stream_options.include_usage`, forwards content deltas, and gathers
+tool-call fragments by their `index` (`ChatStreamAccumulator`). Servers that send no usage chunk give the same
+`Usage(model_calls=1)` a non-streamed reply without usage gives. A stream that ends without a
+`finish_reason` was cut short and is retryable.
 """
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agent.messages import (
     AssistantMessage,
@@ -23,9 +31,11 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models import Usage
-from agent.providers.errors import to_model_error
+from agent.providers.base import ModelError, TextSink
+from agent.providers.errors import to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
 from agent.providers.openai_responses import DEFAULT_BASE_URL, NO_KEY, decode_arguments, encode_arguments
+from agent.providers.streaming import guarded_events, open_stream
 
 
 def build_messages(request: ModelRequest, *, names: ToolNameMap) -> list[dict[str, Any]]:
@@ -77,7 +87,10 @@ def build_request(request: ModelRequest, *, model: str, names: ToolNameMap) -> d
 
 
 def parse_usage(response: ChatCompletion) -> Usage:
-    usage = response.usage
+    return usage_from(response.usage)
+
+
+def usage_from(usage: CompletionUsage | None) -> Usage:
     if usage is None:
         return Usage(model_calls=1)
     return Usage(
@@ -98,12 +111,82 @@ def parse_response(response: ChatCompletion, *, names: ToolNameMap) -> ModelResp
         for i, call in enumerate(message.tool_calls or []):
             if call.type != "function":
                 continue
-            tool = names.from_provider(call.function.name)
-            arguments, error = decode_arguments(call.function.arguments, tool=tool)
-            calls.append(ModelToolCall(id=call.id or f"call_{i}", tool=tool, arguments=arguments,
-                                       arguments_error=error))
+            calls.append(tool_call(i, call.id, call.function.name, call.function.arguments, names=names))
     return ModelResponse(text=text, tool_calls=calls, usage=parse_usage(response),
                          model=str(response.model or ""))
+
+
+def tool_call(position: int, call_id: str | None, name: str, arguments: object, *,
+              names: ToolNameMap) -> ModelToolCall:
+    tool = names.from_provider(name)
+    parsed, error = decode_arguments(arguments, tool=tool)
+    return ModelToolCall(id=call_id or f"call_{position}", tool=tool, arguments=parsed, arguments_error=error)
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ChatStreamAccumulator:
+    """Rebuilds one choice (index 0) of a streamed chat completion from its chunks."""
+
+    model: str = ""
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: CompletionUsage | None = None
+    finish_reason: str | None = None
+
+    def add(self, chunk: ChatCompletionChunk) -> str:
+        """Take one chunk in; returns its text delta ("" if none)."""
+        if chunk.model and not self.model:
+            self.model = str(chunk.model)
+        if chunk.usage is not None:  # the last one wins (some servers repeat running totals)
+            self.usage = chunk.usage
+        delta_text = ""
+        for choice in chunk.choices or []:
+            if (choice.index or 0) != 0:
+                continue
+            if choice.finish_reason:
+                self.finish_reason = str(choice.finish_reason)
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                delta_text += delta.content
+            for fragment in delta.tool_calls or []:
+                self._add_call_fragment(fragment)
+        if delta_text:
+            self.text.append(delta_text)
+        return delta_text
+
+    def _add_call_fragment(self, fragment: Any) -> None:
+        index = fragment.index
+        if index is None:  # lenient servers: a new id starts a new call, anything else continues the last
+            is_new = bool(fragment.id) and all(call.id != fragment.id for call in self.calls.values())
+            if is_new or not self.calls:
+                index = len(self.calls)
+            else:
+                index = max(self.calls)
+        call = self.calls.setdefault(index, _PartialCall())
+        if fragment.id and not call.id:
+            call.id = fragment.id
+        function = fragment.function
+        if function is None:
+            return
+        if function.name and function.name != call.name:
+            call.name = function.name if not call.name else call.name + function.name
+        if function.arguments:
+            call.arguments.append(function.arguments)
+
+    def response(self, *, names: ToolNameMap) -> ModelResponse:
+        calls = [tool_call(i, call.id, call.name, "".join(call.arguments), names=names)
+                 for i, call in enumerate(self.calls[index] for index in sorted(self.calls))]
+        return ModelResponse(text="".join(self.text) or None, tool_calls=calls, usage=usage_from(self.usage),
+                             model=self.model)
 
 
 class OpenAIChatProvider:
@@ -119,6 +202,9 @@ class OpenAIChatProvider:
             api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
         )
 
+    def _error(self, exc: Exception) -> ModelError:
+        return to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key])
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names)
@@ -126,4 +212,25 @@ class OpenAIChatProvider:
             response = await self._client.chat.completions.create(**kwargs)
             return parse_response(response, names=names)
         except Exception as exc:
-            raise to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key]) from None
+            raise self._error(exc) from None
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        names = ToolNameMap.for_request(request)
+        kwargs = build_request(request, model=self.model, names=names)
+        call = self._client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
+        chunks = await open_stream(call, self._error)
+        acc = ChatStreamAccumulator()
+        async with contextlib.aclosing(guarded_events(chunks, self._error)) as stream:
+            async for chunk in stream:
+                try:
+                    delta = acc.add(chunk)
+                except Exception as exc:
+                    raise self._error(exc) from None
+                if delta:
+                    await on_text(delta)
+        if acc.finish_reason is None:
+            raise truncated_stream(provider=self.name, model=self.model, missing="a finish_reason")
+        try:
+            return acc.response(names=names)
+        except Exception as exc:
+            raise self._error(exc) from None

@@ -2,10 +2,15 @@
 
 `build_request` and `parse_response` are pure and unit-testable; `OpenAIResponsesProvider` only adds the
 SDK call and error mapping. Requests are stateless (`store=False`): the full history is sent every time.
+
+`stream` sends the same request with `stream=True`, forwards `response.output_text.delta` (and refusal)
+deltas, and parses the final response carried by `response.completed` (or `response.incomplete`) with
+`parse_response`, so it returns exactly what `complete` would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -22,8 +27,10 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models import Usage
-from agent.providers.errors import to_model_error
+from agent.providers.base import ModelError, TextSink
+from agent.providers.errors import stream_error, to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
+from agent.providers.streaming import event_type, guarded_events, open_stream
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "not-needed"
@@ -133,6 +140,9 @@ class OpenAIResponsesProvider:
             api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
         )
 
+    def _error(self, exc: Exception) -> ModelError:
+        return to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key])
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names)
@@ -140,4 +150,37 @@ class OpenAIResponsesProvider:
             response = await self._client.responses.create(**kwargs)
             return parse_response(response, names=names)
         except Exception as exc:
-            raise to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key]) from None
+            raise self._error(exc) from None
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        names = ToolNameMap.for_request(request)
+        kwargs = build_request(request, model=self.model, names=names)
+        events = await open_stream(self._client.responses.create(**kwargs, stream=True), self._error)
+        final: Response | None = None
+        async with contextlib.aclosing(guarded_events(events, self._error)) as stream:
+            async for event in stream:
+                kind = event_type(event)
+                if kind in ("response.output_text.delta", "response.refusal.delta"):
+                    delta = getattr(event, "delta", None)
+                    if isinstance(delta, str) and delta:
+                        await on_text(delta)
+                elif kind in ("response.completed", "response.incomplete"):
+                    final = getattr(event, "response", None)
+                elif kind == "response.failed":
+                    raise self._failed(getattr(event, "response", None))
+                elif kind == "error":
+                    raise stream_error([getattr(event, "code", None)], str(getattr(event, "message", "") or ""),
+                                       provider=self.name, model=self.model, secrets=[self._api_key])
+        if final is None:
+            raise truncated_stream(provider=self.name, model=self.model, missing="response.completed")
+        try:
+            return parse_response(final, names=names)
+        except Exception as exc:
+            raise self._error(exc) from None
+
+    def _failed(self, response: object) -> ModelError:
+        error = getattr(response, "error", None)
+        code = getattr(error, "code", None)
+        message = getattr(error, "message", None)
+        return stream_error([str(code) if code else None], f"response failed: {message or 'no details'}",
+                            provider=self.name, model=self.model, secrets=[self._api_key])

@@ -3,12 +3,16 @@
 Built from a list of canned responses (round N gets item N-1, so it is stateless and retry-safe) or from a
 function of the request. Tool calls without an id get `call_r{round}_{i}`; a response without usage gets
 a rough one (characters // 4) so usage sums are testable. Every request is recorded in `.requests`.
+
+`stream` serves the same response as `complete` and hands its text to `on_text` word by word (each chunk
+keeps its trailing whitespace, so the chunks join to the exact text).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import JsonValue
@@ -24,9 +28,15 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models import Usage
-from agent.providers.base import FatalModelError, ModelError
+from agent.providers.base import FatalModelError, ModelError, TextSink
 
 ScriptFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+
+
+def split_words(text: str) -> list[str]:
+    """`"Hello big  world"` -> `["Hello ", "big  ", "world"]`; the chunks join back to `text`."""
+    return _WORDS.findall(text)
 
 
 def _message_chars(message: Message) -> int:
@@ -82,6 +92,15 @@ class ScriptedModel:
         self.requests: list[ModelRequest] = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self._serve(request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        response = await self._serve(request)
+        for chunk in split_words(response.text or ""):
+            await on_text(chunk)
+        return response
+
+    async def _serve(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request.model_copy(deep=True))
         response = await self._respond(request)
         calls = [

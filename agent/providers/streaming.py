@@ -1,0 +1,53 @@
+"""Shared plumbing for the providers' `stream` methods.
+
+Every failure raised by the SDK - when the request is sent, or at any point while the stream's body is read
+(an error event, a dropped connection, a read timeout) - goes through the provider's own error mapping, so a
+streamed call fails exactly like `complete`. An exception raised by the caller's `on_text` sink is not an SDK
+failure: it passes through `guarded_events` untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+from agent.providers.base import ModelError
+
+T = TypeVar("T")
+ErrorMapper = Callable[[Exception], ModelError]
+
+
+class _SDKStream(Protocol[T]):
+    def __aiter__(self) -> AsyncIterator[T]: ...
+
+    async def close(self) -> None: ...
+
+
+async def open_stream(call: Awaitable[T], to_error: ErrorMapper) -> T:
+    """Await the SDK call that starts a stream (an HTTP error status is raised here, before any event)."""
+    try:
+        return await call
+    except Exception as exc:
+        raise to_error(exc) from None
+
+
+async def guarded_events(stream: _SDKStream[T], to_error: ErrorMapper) -> AsyncIterator[T]:
+    """Yield the stream's events, mapping SDK failures with `to_error`; always closes the stream.
+
+    Use it under `contextlib.aclosing` so the HTTP response is released as soon as the consumer stops.
+    """
+    try:
+        async for event in stream:
+            yield event
+    except Exception as exc:
+        raise to_error(exc) from None
+    finally:
+        with contextlib.suppress(Exception):
+            await stream.close()
+
+
+def event_type(event: Any) -> str:
+    """An event's `type` (an SDK may hand over an event type it does not know as a loosely built object)."""
+    value = getattr(event, "type", None)
+    return value if isinstance(value, str) else ""
