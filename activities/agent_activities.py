@@ -16,6 +16,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 
 from activities.runtime import AgentRuntime, PluginPrepareError
+from activities.transcripts import TranscriptCache
 from agent.context import ToolContext, copy_state
 from agent.context_window import ContextLimit, trim_messages
 from agent.logging import get_logger
@@ -29,6 +30,7 @@ from agent.protocol import (
     EMIT_EVENT_ACTIVITY,
     INVOKE_TOOL_ACTIVITY,
     MODEL_ROUND_ACTIVITY,
+    TRANSCRIPT_QUERY,
     ApprovalRequirement,
     EventDelivery,
     PlannedCall,
@@ -37,6 +39,8 @@ from agent.protocol import (
     TextDelta,
     ToolInvocation,
     ToolInvocationResult,
+    TranscriptPage,
+    TranscriptPageRequest,
 )
 from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
 from agent.tools import Tool, ToolInputError
@@ -58,14 +62,16 @@ class AgentActivities:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
+        self.transcripts = TranscriptCache(_query_transcript_page)
 
     def all(self) -> list[Any]:
         return [self.model_round, self.invoke_tool, self.emit_event]
 
     @activity.defn(name=MODEL_ROUND_ACTIVITY)
     async def model_round(self, inp: RoundInput) -> RoundResult:
-        prompt = inp.prompt
-        logger = _bound_log(prompt_id=prompt.id, round=inp.round, tier=prompt.model)
+        logger = _bound_log(prompt_id=inp.prompt.id, round=inp.round, tier=inp.prompt.model)
+        history, outputs = await self.transcripts.load(activity.info().workflow_id or "", inp)
+        prompt = inp.prompt.model_copy(update={"output": outputs})
         try:
             prepared = await self.runtime.prepare(prompt, inp.round)
         except PluginPrepareError as exc:
@@ -76,7 +82,7 @@ class AgentActivities:
                                                        schema.instruction() if schema else ""] if part)
         # A system-initiated prompt has no user message; a neutral one keeps every provider's turn order valid.
         current = prompt.model_copy(update={"plugin_state": {}, "input": prompt.input or NO_INPUT_MESSAGE})
-        messages = project_prompts(inp.history, current)
+        messages = project_prompts(history, current)
         if inp.context_max_messages or inp.context_max_tokens:
             limit = ContextLimit(max_messages=inp.context_max_messages, max_tokens=inp.context_max_tokens)
             messages = trim_messages(messages, limit)
@@ -226,6 +232,12 @@ async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIt
         yield
     finally:
         task.cancel()
+
+
+async def _query_transcript_page(inp: RoundInput, request: TranscriptPageRequest) -> TranscriptPage:
+    info = activity.info()
+    handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=inp.run_id or None)
+    return await handle.query(TRANSCRIPT_QUERY, request, result_type=TranscriptPage)
 
 
 def _output_schema(inp: RoundInput) -> OutputSchema | None:

@@ -22,7 +22,6 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import RawValue, WorkflowIDConflictPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -214,7 +213,7 @@ class AgentClient:
     async def connect(cls, settings: Settings | None = None) -> AgentClient:
         settings = settings or Settings.from_env()
         client = await Client.connect(settings.temporal_address, namespace=settings.namespace,
-                                      data_converter=pydantic_data_converter)
+                                      data_converter=settings.data_converter())
         return cls(client, settings)
 
     async def start(self, input: str | None, *, user_id: str = "anonymous", model: ModelTier = "normal",

@@ -6,6 +6,9 @@ import os
 from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
+from temporalio.converter import DataConverter
+
+from agent.converter import data_converter
 
 DEFAULT_TASK_QUEUE = "durable-agent"
 DEMO_MODEL = "scripted:plugins.demo:demo_model"
@@ -37,6 +40,8 @@ class Settings(BaseModel):
     ui_url: str = "http://127.0.0.1:8233"
     log_level: str = "INFO"
     stream_text: bool | None = None
+    payload_dir: str = ".dagent/payloads"
+    payload_threshold: int = 256 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -55,7 +60,12 @@ class Settings(BaseModel):
             ui_url=env.get("DAGENT_UI_URL", defaults.ui_url),
             log_level=env.get("DAGENT_LOG_LEVEL", defaults.log_level),
             stream_text=_tristate(env.get("DAGENT_STREAM_TEXT")),
+            payload_dir=env.get("DAGENT_PAYLOAD_DIR", defaults.payload_dir),
+            payload_threshold=int(env.get("DAGENT_PAYLOAD_THRESHOLD", defaults.payload_threshold)),
         )
+
+    def data_converter(self) -> DataConverter:
+        return data_converter(self.payload_dir, threshold=self.payload_threshold)
 
     @property
     def model_tiers(self) -> dict[str, str]:

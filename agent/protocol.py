@@ -107,11 +107,24 @@ class PlannedCall(_Model):
     failure_mode: Literal["continue", "fail"] = "continue"
 
 
+class OutputChange(_Model):
+    index: int
+    output: Annotated[PromptOutputUnion, Field(discriminator="type")]
+
+
 class RoundInput(_Model):
+    """One model round. To keep history linear, the workflow sends only the output entries added or changed
+    since its previous round (`changes`); the worker keeps the rest in a cache, or reads it back with the
+    `transcript` query. With `changes=None`, `prompt.output` and `history` are complete (older workflows)."""
+
     prompt: Prompt
     history: list[Prompt] = Field(default_factory=list)
     instructions: str | None = None
     round: int
+    changes: list[OutputChange] | None = None
+    output_count: int = 0
+    history_count: int = 0
+    run_id: str = ""
     output_schema: dict[str, JsonValue] | str | None = None
     context_max_messages: int | None = None
     context_max_tokens: int | None = None
@@ -171,6 +184,24 @@ class TextDelta(_Model):
     text: str
 
 
+class TranscriptPageRequest(_Model):
+    start: int = Field(default=0, ge=0, description="Position in the flat list: history outputs, then this prompt's.")
+    max_bytes: int = Field(default=1_000_000, ge=1)
+
+
+class TranscriptItem(_Model):
+    prompt: int = Field(description="Index into the history; len(history) means the current prompt.")
+    output: Annotated[PromptOutputUnion, Field(discriminator="type")]
+
+
+class TranscriptPage(_Model):
+    history: list[Prompt] = Field(default_factory=list, description="History headers (no outputs); first page only.")
+    history_count: int
+    output_count: int
+    items: list[TranscriptItem]
+    next_start: int | None = None
+
+
 # --- conversations ------------------------------------------------------------------------------
 
 
@@ -207,6 +238,7 @@ class SendRequest(_Model):
 MODEL_ROUND_ACTIVITY = "dagent.model_round"
 INVOKE_TOOL_ACTIVITY = "dagent.invoke_tool"
 EMIT_EVENT_ACTIVITY = "dagent.emit_event"
+TRANSCRIPT_QUERY = "transcript"
 EVENTS_TOPIC = "events"  # the topic of a prompt's workflow stream
 DELTAS_TOPIC = "deltas"  # model text as it streams, published by the model activity
 

@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from agent.client import AgentClient
@@ -19,12 +18,14 @@ from workers.binaries import temporal_cli_path, test_server_path
 from workers.devserver import extra_args_for_start_local, register_search_attributes
 from workers.worker import build_runtime, create_worker
 
+TEST_SETTINGS = Settings(payload_dir=".dagent/test-payloads", file_dir=".dagent/test-files")
+
 
 @pytest_asyncio.fixture(scope="session")
 async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli_path(),
-        data_converter=pydantic_data_converter,
+        data_converter=TEST_SETTINGS.data_converter(),
         dev_server_extra_args=extra_args_for_start_local(),
     )
     async with env:
@@ -35,7 +36,7 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
 async def skip_env() -> AsyncIterator[WorkflowEnvironment]:
     """The time-skipping test server: waits of days take milliseconds."""
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=test_server_path(), data_converter=pydantic_data_converter,
+        test_server_existing_path=test_server_path(), data_converter=TEST_SETTINGS.data_converter(),
     )
     async with env:
         await register_search_attributes(env.client)
@@ -47,7 +48,7 @@ async def agent_worker(env: WorkflowEnvironment, *, plugins: Sequence[Plugin], m
                        high_model: ModelProvider | None = None, services: Mapping[str, Any] | None = None,
                        file_dir: str = ".dagent/test-files") -> AsyncIterator[AgentClient]:
     """A worker with these plugins and model on a fresh task queue, and a client bound to that queue."""
-    settings = Settings(task_queue=f"tq-{uuid.uuid4().hex[:10]}", file_dir=file_dir)
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}", "file_dir": file_dir})
     runtime = build_runtime(settings, plugins=plugins,
                             providers={"normal": model, "high": high_model or model}, services=services)
     async with create_worker(env.client, runtime, task_queue=settings.task_queue):

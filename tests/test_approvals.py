@@ -203,7 +203,7 @@ async def _history_length(handle) -> int:
 
 
 async def test_update_path_rejects_bad_decisions_without_history(dev_env: WorkflowEnvironment) -> None:
-    model = scripted(("vault.open", {"value": "gold"}))
+    model = scripted(("vault.open", {"value": "gold"}), ("vault.open", {"value": "silver"}))
     async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         handle = await c.start("open it")
         call_id = (await handle.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
@@ -217,9 +217,11 @@ async def test_update_path_rejects_bad_decisions_without_history(dev_env: Workfl
         assert await _history_length(handle) == before
         resolved = await handle.approve(call_id, by="carol", wait=True)
         assert resolved is not None and resolved.result == ToolSuccess(output="opened gold")
+        second = await handle.wait_until("waiting_for_approval")  # the batch's second call pauses again
         with pytest.raises(DecisionRefused) as twice:
             await handle.reject(call_id, by="carol", wait=True)
-        assert "already decided" in str(twice.value)
+        assert "already decided (approved)" in str(twice.value)
+        await handle.approve(second.output[1].id, by="carol")  # type: ignore[union-attr]
         prompt = await handle.result()
         with pytest.raises(DecisionRefused, match="already completed"):
             await handle.approve("call-late", wait=True)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
@@ -42,7 +41,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
 
 async def connect(settings: Settings) -> Client:
     return await Client.connect(settings.temporal_address, namespace=settings.namespace,
-                                data_converter=pydantic_data_converter)
+                                data_converter=settings.data_converter())
 
 
 def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, **options: Any) -> Worker:

@@ -36,9 +36,11 @@ with workflow.unsafe.imports_passed_through():
         EVENTS_TOPIC,
         INVOKE_TOOL_ACTIVITY,
         MODEL_ROUND_ACTIVITY,
+        TRANSCRIPT_QUERY,
         ApprovalRequirement,
         ApproveRequest,
         EventDelivery,
+        OutputChange,
         PendingApproval,
         PlannedCall,
         PromptRequest,
@@ -49,7 +51,10 @@ with workflow.unsafe.imports_passed_through():
         StreamEvent,
         ToolInvocation,
         ToolInvocationResult,
+        TranscriptPage,
+        TranscriptPageRequest,
     )
+    from agent.transcript import build_page
     from workflows.inputs import decode_input
     from workflows.search_attributes import prompt_search_attributes
 
@@ -97,6 +102,7 @@ class PromptWorkflow:
         self._event_hooks = False
         self._steers: list[str] = []
         self._output_attempts = 0
+        self._changed: set[int] = set()  # output indices added or changed since the last model round
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
 
@@ -160,10 +166,14 @@ class PromptWorkflow:
 
     async def _call_model(self, round_number: int) -> RoundResult:
         request = self._request
+        changes = [OutputChange(index=i, output=self._prompt.output[i]) for i in sorted(self._changed)]
+        self._changed.clear()
         result = await workflow.execute_activity(
             MODEL_ROUND_ACTIVITY,
-            RoundInput(prompt=self._prompt, history=request.history, instructions=request.instructions,
+            RoundInput(prompt=self._prompt.model_copy(update={"output": []}), instructions=request.instructions,
                        round=round_number, output_schema=request.output_schema,
+                       changes=changes, output_count=len(self._prompt.output),
+                       history_count=len(request.history), run_id=workflow.info().run_id,
                        context_max_messages=request.context_max_messages,
                        context_max_tokens=request.context_max_tokens),
             result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT, retry_policy=MODEL_RETRY,
@@ -359,6 +369,11 @@ class PromptWorkflow:
     def get_prompt(self) -> Prompt:
         return self._prompt
 
+    @workflow.query(name=TRANSCRIPT_QUERY)
+    def transcript(self, request: TranscriptPageRequest) -> TranscriptPage:
+        """History and outputs, paged: how a worker without a cached copy reads the model's context."""
+        return build_page(self._request.history, self._prompt.output, request.start, request.max_bytes)
+
     @workflow.query
     def pending_approvals(self) -> list[PendingApproval]:
         entry = self._waiting
@@ -373,13 +388,16 @@ class PromptWorkflow:
 
     def _append(self, entry: PromptOutput) -> None:
         self._prompt.output.append(entry)
+        self._changed.add(len(self._prompt.output) - 1)
         self._events.publish(StreamEvent(kind="output_added", index=len(self._prompt.output) - 1, output=entry))
 
     def _index(self, entry: PromptOutput) -> int:
         return next(i for i, e in enumerate(self._prompt.output) if e is entry)
 
     def _touch(self, entry: PromptOutput) -> None:
-        self._events.publish(StreamEvent(kind="output_updated", index=self._index(entry), output=entry))
+        index = self._index(entry)
+        self._changed.add(index)
+        self._events.publish(StreamEvent(kind="output_updated", index=index, output=entry))
 
     def _resolve(self, entry: ToolOutput, result: ToolSuccess | ToolError) -> None:
         entry.result, entry.finished_at = result, workflow.now()
