@@ -222,6 +222,10 @@ async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIt
     """Heartbeat while a tool runs: a dead worker is noticed within the heartbeat timeout, and a
     cancelled prompt's cancellation reaches the tool."""
 
+    if activity.info().is_local:  # local activities cannot heartbeat
+        yield
+        return
+
     async def beat() -> None:
         while True:
             activity.heartbeat()
@@ -277,7 +281,7 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> 
     tool, plugin = found
     planned = PlannedCall(id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
                           timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
-                          failure_mode=tool.failure_mode)
+                          failure_mode=tool.failure_mode, local=tool.local)
     if call.arguments_error:
         return planned.model_copy(update={"error": f"Invalid arguments for tool '{call.tool}': "
                                                    f"{call.arguments_error}"})

@@ -105,6 +105,7 @@ class PlannedCall(_Model):
     timeout_seconds: float = 60.0
     max_attempts: int = 1
     failure_mode: Literal["continue", "fail"] = "continue"
+    local: bool = False
 
 
 class OutputChange(_Model):

@@ -44,6 +44,7 @@ class Tool(Generic[InputT]):
     timeout: timedelta = timedelta(seconds=60)
     max_attempts: int = 1
     failure_mode: FailureMode = "continue"
+    local: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def parameters_schema(self) -> dict[str, JsonValue]:
@@ -96,11 +97,14 @@ def tool(
     timeout: timedelta = timedelta(seconds=60),
     max_attempts: int = 1,
     failure_mode: FailureMode = "continue",
+    local: bool = False,
 ) -> Callable[[ToolFunction[Any]], Tool[Any]]:
     """Decorate `async def fn(args: MyInput, ctx: ToolContext)` to make a `Tool`.
 
     The input model comes from the first parameter's annotation; the description defaults to the
-    function's docstring.
+    function's docstring. `local=True` runs the tool as a Temporal *local* activity, in the worker that
+    runs the prompt: much cheaper per call, for fast tools (well under the workflow task timeout, no
+    heartbeats). Changing a tool's `local` while prompts are running is a workflow change: see README.
     """
 
     def wrap(fn: ToolFunction[Any]) -> Tool[Any]:
@@ -118,6 +122,7 @@ def tool(
             timeout=timeout,
             max_attempts=max_attempts,
             failure_mode=failure_mode,
+            local=local,
         )
 
     return wrap

@@ -241,3 +241,25 @@ async def test_watcher_attached_mid_prompt_gets_every_event_once(dev_env: Workfl
     updated = [e for _, e in late if e.kind == "output_updated" and e.index == 1]
     assert updated and updated[-1].output == prompt.output[1]
     assert resumed == seqs[3:]
+
+
+@tool("fast.add", local=True)
+async def fast_add(args: Value, ctx: ToolContext) -> str:
+    """A fast tool that runs as a local activity."""
+    ctx.display_widget("sum", {"value": args.value})
+    return args.value + "!"
+
+
+async def test_local_tool_runs_as_local_activity(dev_env: WorkflowEnvironment) -> None:
+    model = after_round_one(("fast.add", {"value": "x"}), ("echo.say", {"value": "y"}))
+    async with agent_worker(dev_env, plugins=[Plugin("fast", tools=[fast_add, echo])], model=model) as client:
+        handle = await client.start("local please")
+        prompt = await handle.result()
+        history = await handle.workflow.fetch_history()
+    assert [o.type for o in prompt.output] == ["tool", "widget", "tool", "text"]
+    assert prompt.output[0].result == ToolSuccess(output="x!")  # type: ignore[union-attr]
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                 if e.HasField("activity_task_scheduled_event_attributes")]
+    assert scheduled == ["dagent.model_round", "dagent.invoke_tool", "dagent.model_round"]  # echo only
+    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    assert len(markers) == 1  # the local tool call

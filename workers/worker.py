@@ -22,6 +22,7 @@ from agent.providers.registry import resolve_provider
 from workflows import WORKFLOWS
 
 STICKY_TIMEOUT = timedelta(seconds=2)
+MAX_CACHED_WORKFLOWS = 200  # waiting prompts beyond this are evicted and cost no worker memory
 
 
 def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None,
@@ -50,5 +51,6 @@ def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, **o
     A crashed worker's prompts move to another worker after `STICKY_TIMEOUT` instead of the SDK's 10 s.
     """
     options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
+    options.setdefault("max_cached_workflows", int(os.environ.get("DAGENT_MAX_CACHED_WORKFLOWS", MAX_CACHED_WORKFLOWS)))
     return Worker(client, task_queue=task_queue, workflows=WORKFLOWS,
                   activities=AgentActivities(runtime).all(), **options)

@@ -202,20 +202,23 @@ class PromptWorkflow:
     async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
         entry.started_at = workflow.now()
         plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
+        invocation = ToolInvocation(
+            prompt_id=self._prompt.id, user_id=self._prompt.user_id, conversation_id=self._prompt.conversation_id,
+            workflow_id=workflow.info().workflow_id, call=call.model_copy(update={"id": entry.id}),
+            input=arguments, plugin_state=plugin_state)
+        retry = RetryPolicy(initial_interval=timedelta(seconds=1),
+                            maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
+        timeout = timedelta(seconds=call.timeout_seconds)
         try:
-            outcome = await workflow.execute_activity(
-                INVOKE_TOOL_ACTIVITY,
-                ToolInvocation(prompt_id=self._prompt.id, user_id=self._prompt.user_id,
-                               conversation_id=self._prompt.conversation_id,
-                               workflow_id=workflow.info().workflow_id, call=call.model_copy(update={"id": entry.id}),
-                               input=arguments, plugin_state=plugin_state),
-                result_type=ToolInvocationResult,
-                start_to_close_timeout=timedelta(seconds=call.timeout_seconds),
-                heartbeat_timeout=TOOL_HEARTBEAT_TIMEOUT,
-                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1),
-                                         maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS),
-                summary=f"tool {call.tool}",
-            )
+            if call.local:
+                outcome = await workflow.execute_local_activity(
+                    INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
+                    start_to_close_timeout=timeout, retry_policy=retry, summary=f"tool {call.tool}")
+            else:
+                outcome = await workflow.execute_activity(
+                    INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
+                    start_to_close_timeout=timeout, heartbeat_timeout=TOOL_HEARTBEAT_TIMEOUT, retry_policy=retry,
+                    summary=f"tool {call.tool}")
         except ActivityError as exc:
             if _is_cancellation(exc):
                 raise
