@@ -188,7 +188,7 @@ class AgentActivities:
             progress=lambda message, fraction: activity.heartbeat({"message": message, "fraction": fraction}),
         )
         try:
-            async with _heartbeating():
+            async with _heartbeating(min(HEARTBEAT_INTERVAL_SECONDS, call.heartbeat_timeout_seconds / 3)):
                 raw_output = await tool.fn(args, ctx)
         except Exception as exc:
             if info.attempt < tool.max_attempts:
@@ -281,7 +281,8 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> 
     tool, plugin = found
     planned = PlannedCall(id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
                           timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
-                          failure_mode=tool.failure_mode, local=tool.local)
+                          failure_mode=tool.failure_mode, local=tool.local,
+                          heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds())
     if call.arguments_error:
         return planned.model_copy(update={"error": f"Invalid arguments for tool '{call.tool}': "
                                                    f"{call.arguments_error}"})

@@ -106,6 +106,7 @@ class PlannedCall(_Model):
     max_attempts: int = 1
     failure_mode: Literal["continue", "fail"] = "continue"
     local: bool = False
+    heartbeat_timeout_seconds: float = 20.0
 
 
 class OutputChange(_Model):

@@ -45,6 +45,7 @@ class Tool(Generic[InputT]):
     max_attempts: int = 1
     failure_mode: FailureMode = "continue"
     local: bool = False
+    heartbeat_timeout: timedelta = timedelta(seconds=20)
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def parameters_schema(self) -> dict[str, JsonValue]:
@@ -98,6 +99,7 @@ def tool(
     max_attempts: int = 1,
     failure_mode: FailureMode = "continue",
     local: bool = False,
+    heartbeat_timeout: timedelta = timedelta(seconds=20),
 ) -> Callable[[ToolFunction[Any]], Tool[Any]]:
     """Decorate `async def fn(args: MyInput, ctx: ToolContext)` to make a `Tool`.
 
@@ -105,6 +107,8 @@ def tool(
     function's docstring. `local=True` runs the tool as a Temporal *local* activity, in the worker that
     runs the prompt: much cheaper per call, for fast tools (well under the workflow task timeout, no
     heartbeats). Changing a tool's `local` while prompts are running is a workflow change: see README.
+    A regular tool heartbeats while it runs; if its worker dies, the call is retried elsewhere after
+    `heartbeat_timeout` rather than after the whole `timeout`.
     """
 
     def wrap(fn: ToolFunction[Any]) -> Tool[Any]:
@@ -123,6 +127,7 @@ def tool(
             max_attempts=max_attempts,
             failure_mode=failure_mode,
             local=local,
+            heartbeat_timeout=heartbeat_timeout,
         )
 
     return wrap

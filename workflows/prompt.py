@@ -65,7 +65,6 @@ MODEL_RETRY = RetryPolicy(
 )
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 INFRASTRUCTURE_ATTEMPTS = 2  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
-TOOL_HEARTBEAT_TIMEOUT = timedelta(seconds=20)  # a killed worker's tool call is retried after this, not its timeout
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
 
@@ -217,7 +216,8 @@ class PromptWorkflow:
             else:
                 outcome = await workflow.execute_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
-                    start_to_close_timeout=timeout, heartbeat_timeout=TOOL_HEARTBEAT_TIMEOUT, retry_policy=retry,
+                    start_to_close_timeout=timeout, heartbeat_timeout=timedelta(seconds=call.heartbeat_timeout_seconds),
+                    retry_policy=retry,
                     summary=f"tool {call.tool}")
         except ActivityError as exc:
             if _is_cancellation(exc):
