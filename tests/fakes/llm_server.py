@@ -4,14 +4,22 @@ OpenAI Responses (`POST /v1/responses`), OpenAI Chat Completions (`POST /v1/chat
 Messages (`POST /v1/messages`), served by pytest-httpserver. Replies are queued per protocol and served in
 order; every JSON request body (and its headers) is recorded so tests can assert what the SDK sent. A
 request with nothing queued gets a 418 whose message says so, which the providers map to a fatal error.
+
+A request with `"stream": true` gets the same queued reply as real server-sent events in its protocol's wire
+format (`responses_events` / `chat_events` / `anthropic_events`): text in word-sized deltas, tool-call
+arguments in small fragments, usage where the protocol puts it. Error replies stay plain JSON with their
+status, as real servers answer before a stream starts. `SSEOptions` can cut a stream off (a dropped
+connection or a clean but early end), pause it until the test says go, or leave out the chat usage chunk.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,10 +56,32 @@ class FakeCall:
 
 
 @dataclass(frozen=True)
+class SSEOptions:
+    """How to stream a reply when the request asks for `stream: true`.
+
+    `cut_after`: send only this many SSE events, then end the stream - `cut="reset"` drops the connection
+    mid-body (the client sees an incomplete chunked body), `cut="eof"` ends the body cleanly but without the
+    protocol's final events, `cut="error"` sends the protocol's in-stream error event (type / code
+    `error_type`) and then ends the body. `pause_after` / `resume`: after that many events, wait (up to `pause_timeout`
+    seconds) until the test sets `resume`; whether it was set in time is appended to `FakeLLMServer.pauses`.
+    `usage=False`: a chat server that ignores `stream_options.include_usage`.
+    """
+
+    cut_after: int | None = None
+    cut: Literal["reset", "eof", "error"] = "reset"
+    error_type: str = "overloaded_error"
+    pause_after: int | None = None
+    resume: threading.Event | None = None
+    pause_timeout: float = 5.0
+    usage: bool = True
+
+
+@dataclass(frozen=True)
 class _Reply:
     status: int
     body: Any
     headers: Mapping[str, str]
+    sse: SSEOptions = field(default_factory=SSEOptions)
 
 
 @dataclass(frozen=True)
@@ -156,6 +186,166 @@ def error_body(protocol: WireProtocol, status: int, message: str) -> dict[str, A
                       "param": None, "code": None}}
 
 
+# --- streamed replies (server-sent events) per protocol -------------------------------------------
+
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+ARGUMENT_FRAGMENT = 5
+
+
+def text_pieces(text: str) -> list[str]:
+    """The text deltas a stream sends: word by word, each keeping its trailing whitespace."""
+    return _WORDS.findall(text)
+
+
+def argument_fragments(arguments: str) -> list[str]:
+    """Tool-call arguments in small fragments, so clients must join them."""
+    return [arguments[i:i + ARGUMENT_FRAGMENT] for i in range(0, len(arguments), ARGUMENT_FRAGMENT)]
+
+
+def _sse(event: str | None, data: Any) -> str:
+    head = f"event: {event}\n" if event else ""
+    payload = data if isinstance(data, str) else json.dumps(data)
+    return f"{head}data: {payload}\n\n"
+
+
+def responses_events(body: Mapping[str, Any]) -> list[str]:
+    """`POST /v1/responses` with `stream: true`: the Responses API's typed events, ending in `response.completed`
+    (or `response.incomplete` / `response.failed`, after the body's `status`) carrying `body` itself."""
+    sequence = itertools.count()
+    events: list[str] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append(_sse(kind, {"type": kind, "sequence_number": next(sequence), **fields}))
+
+    pending = {**body, "status": "in_progress", "output": [], "usage": None}
+    emit("response.created", response=pending)
+    emit("response.in_progress", response=pending)
+    for out_index, item in enumerate(body.get("output") or []):
+        if item.get("type") == "message":
+            emit("response.output_item.added", output_index=out_index,
+                 item={**item, "status": "in_progress", "content": []})
+            for part_index, part in enumerate(item.get("content") or []):
+                where = {"item_id": item["id"], "output_index": out_index, "content_index": part_index}
+                kind, key = ("output_text", "text") if part["type"] == "output_text" else ("refusal", "refusal")
+                emit("response.content_part.added", **where, part={**part, key: ""})
+                for piece in text_pieces(part[key]):
+                    extra = {"logprobs": []} if kind == "output_text" else {}
+                    emit(f"response.{kind}.delta", **where, delta=piece, **extra)
+                extra = {"logprobs": []} if kind == "output_text" else {}
+                emit(f"response.{kind}.done", **where, **{key: part[key]}, **extra)
+                emit("response.content_part.done", **where, part=part)
+        elif item.get("type") == "function_call":
+            emit("response.output_item.added", output_index=out_index,
+                 item={**item, "arguments": "", "status": "in_progress"})
+            for fragment in argument_fragments(item["arguments"]):
+                emit("response.function_call_arguments.delta", item_id=item["id"], output_index=out_index,
+                     delta=fragment)
+            emit("response.function_call_arguments.done", item_id=item["id"], output_index=out_index,
+                 name=item["name"], arguments=item["arguments"])
+        else:
+            emit("response.output_item.added", output_index=out_index, item=item)
+        emit("response.output_item.done", output_index=out_index, item=item)
+    final = {"failed": "response.failed", "incomplete": "response.incomplete"}.get(body.get("status", ""),
+                                                                                  "response.completed")
+    emit(final, response=body)
+    return events
+
+
+def chat_events(body: Mapping[str, Any], *, include_usage: bool) -> list[str]:
+    """`POST /v1/chat/completions` with `stream: true`: `chat.completion.chunk`s, tool calls by `index`, a
+    last chunk with `finish_reason`, a usage chunk (empty `choices`) if asked for, then `[DONE]`."""
+    base = {"id": body.get("id", "chatcmpl-fake"), "object": "chat.completion.chunk",
+            "created": body.get("created", 0), "model": body.get("model", FAKE_MODEL)}
+    if include_usage:
+        base["usage"] = None
+    events: list[str] = []
+
+    def emit(delta: dict[str, Any], finish_reason: str | None = None) -> None:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        events.append(_sse(None, {**base, "choices": [choice]}))
+
+    for choice in body.get("choices") or []:
+        message = choice.get("message") or {}
+        emit({"role": "assistant", "content": ""})
+        for piece in text_pieces(message.get("content") or ""):
+            emit({"content": piece})
+        for i, call in enumerate(message.get("tool_calls") or []):
+            function = call["function"]
+            emit({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                  "function": {"name": function["name"], "arguments": ""}}]})
+            for fragment in argument_fragments(function["arguments"]):
+                emit({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]})
+        emit({}, choice.get("finish_reason") or "stop")
+    if include_usage and body.get("usage") is not None:
+        events.append(_sse(None, {**base, "choices": [], "usage": body["usage"]}))
+    events.append(_sse(None, "[DONE]"))
+    return events
+
+
+def anthropic_events(body: Mapping[str, Any]) -> list[str]:
+    """`POST /v1/messages` with `stream: true`: `message_start` (input usage), a `ping`, per content block
+    start / deltas (`text_delta`, `input_json_delta`, `thinking_delta`) / stop, `message_delta` (stop reason,
+    output usage), `message_stop`."""
+    usage = dict(body.get("usage") or {})
+    events: list[str] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append(_sse(kind, {"type": kind, **fields}))
+
+    start_usage = {key: usage.get(key) for key in
+                   ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}
+    emit("message_start", message={**body, "content": [], "stop_reason": None, "stop_sequence": None,
+                                   "usage": {**start_usage, "output_tokens": 1}})
+    emit("ping")
+    for index, block in enumerate(body.get("content") or []):
+        kind = block.get("type")
+        if kind == "text":
+            emit("content_block_start", index=index, content_block={**block, "text": ""})
+            for piece in text_pieces(block["text"]):
+                emit("content_block_delta", index=index, delta={"type": "text_delta", "text": piece})
+        elif kind == "tool_use":
+            emit("content_block_start", index=index, content_block={**block, "input": {}})
+            raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            for fragment in argument_fragments(raw):
+                emit("content_block_delta", index=index,
+                     delta={"type": "input_json_delta", "partial_json": fragment})
+        elif kind == "thinking":
+            emit("content_block_start", index=index, content_block={**block, "thinking": "", "signature": ""})
+            emit("content_block_delta", index=index,
+                 delta={"type": "thinking_delta", "thinking": block.get("thinking", "")})
+            emit("content_block_delta", index=index,
+                 delta={"type": "signature_delta", "signature": block.get("signature", "")})
+        else:
+            emit("content_block_start", index=index, content_block=block)
+        emit("content_block_stop", index=index)
+    delta_usage: dict[str, Any] = {"output_tokens": usage.get("output_tokens", 0)}
+    if usage.get("output_tokens_details") is not None:
+        delta_usage["output_tokens_details"] = usage["output_tokens_details"]
+    emit("message_delta", delta={"stop_reason": body.get("stop_reason"), "stop_sequence": None},
+         usage=delta_usage)
+    emit("message_stop")
+    return events
+
+
+def stream_error_event(protocol: WireProtocol, error_type: str, message: str = "fake stream error") -> str:
+    """The error a server sends inside an already-started (200) stream."""
+    if protocol == "responses":
+        return _sse("error", {"type": "error", "code": error_type, "message": message, "param": None,
+                              "sequence_number": 999})
+    if protocol == "chat":
+        return _sse(None, {"error": {"message": message, "type": error_type, "param": None, "code": None}})
+    return _sse("error", {"type": "error", "error": {"type": error_type, "message": message}})
+
+
+def sse_events(protocol: WireProtocol, body: Mapping[str, Any], *, include_usage: bool = True) -> list[str]:
+    """The SSE events (each a complete `event:`/`data:` block) that stream `body` in `protocol`'s format."""
+    if protocol == "responses":
+        return responses_events(body)
+    if protocol == "chat":
+        return chat_events(body, include_usage=include_usage)
+    return anthropic_events(body)
+
+
 # --- the server ---------------------------------------------------------------------------------
 
 
@@ -167,6 +357,7 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._queues: dict[WireProtocol, deque[_Reply]] = {p: deque() for p in PROTOCOLS}
         self._requests: dict[WireProtocol, list[RecordedRequest]] = {p: [] for p in PROTOCOLS}
+        self.pauses: list[bool] = []  # per `SSEOptions.pause_after`: was `resume` set before the timeout?
 
     # lifecycle
 
@@ -193,6 +384,7 @@ class FakeLLMServer:
             for protocol in PROTOCOLS:
                 self._queues[protocol].clear()
                 self._requests[protocol].clear()
+            self.pauses.clear()
         self.server.clear()
         self._register()
 
@@ -207,19 +399,20 @@ class FakeLLMServer:
     # queueing replies
 
     def reply_raw(self, protocol: WireProtocol, body: Any, *, status: int = 200,
-                  headers: Mapping[str, str] | None = None) -> None:
+                  headers: Mapping[str, str] | None = None, sse: SSEOptions | None = None) -> None:
+        """Queue `body` as is (streamed with `sse_events` if the request asks for a stream and status < 400)."""
         with self._lock:
-            self._queues[protocol].append(_Reply(status, body, dict(headers or {})))
+            self._queues[protocol].append(_Reply(status, body, dict(headers or {}), sse or SSEOptions()))
 
     def reply_text(self, protocol: WireProtocol, text: str, *, usage: FakeUsage | None = None,
-                   model: str = FAKE_MODEL) -> None:
-        self.reply_raw(protocol, _BODIES[protocol](text, [], usage or FakeUsage(), model))
+                   model: str = FAKE_MODEL, sse: SSEOptions | None = None) -> None:
+        self.reply_raw(protocol, _BODIES[protocol](text, [], usage or FakeUsage(), model), sse=sse)
 
     def reply_tool_calls(self, protocol: WireProtocol, calls: Sequence[FakeCall | tuple[str, Any]], *,
                          text: str | None = None, usage: FakeUsage | None = None,
-                         model: str = FAKE_MODEL) -> None:
+                         model: str = FAKE_MODEL, sse: SSEOptions | None = None) -> None:
         fake_calls = [c if isinstance(c, FakeCall) else FakeCall(name=c[0], arguments=c[1]) for c in calls]
-        self.reply_raw(protocol, _BODIES[protocol](text, fake_calls, usage or FakeUsage(), model))
+        self.reply_raw(protocol, _BODIES[protocol](text, fake_calls, usage or FakeUsage(), model), sse=sse)
 
     def reply_error(self, protocol: WireProtocol, status: int, *, message: str = "fake error",
                     headers: Mapping[str, str] | None = None) -> None:
@@ -255,7 +448,33 @@ class FakeLLMServer:
                 reply = self._queues[protocol].popleft() if self._queues[protocol] else None
             if reply is None:
                 reply = _Reply(418, error_body(protocol, 418, f"fake server: no {protocol} reply queued"), {})
+            if isinstance(body, dict) and body.get("stream") is True and reply.status < 400:
+                return self._stream(protocol, body, reply)
             return Response(json.dumps(reply.body), status=reply.status, headers=dict(reply.headers),
                             content_type="application/json")
 
         return handle
+
+    def _stream(self, protocol: WireProtocol, request_body: Mapping[str, Any], reply: _Reply) -> Response:
+        options = reply.sse
+        include_usage = bool((request_body.get("stream_options") or {}).get("include_usage")) and options.usage
+        events = sse_events(protocol, reply.body, include_usage=include_usage)
+
+        def generate() -> Iterator[bytes]:
+            for sent, event in enumerate(events):
+                if options.cut_after is not None and sent >= options.cut_after:
+                    if options.cut == "reset":
+                        # werkzeug treats this as the client going away: it stops without the final
+                        # zero-length chunk and closes the socket, so the client sees a truncated body.
+                        raise ConnectionResetError("fake server: stream cut off")
+                    if options.cut == "error":
+                        yield stream_error_event(protocol, options.error_type).encode()
+                    return
+                if options.pause_after is not None and sent == options.pause_after:
+                    resumed = options.resume.wait(options.pause_timeout) if options.resume else False
+                    with self._lock:
+                        self.pauses.append(resumed)
+                yield event.encode()
+
+        headers = {"Cache-Control": "no-cache", **reply.headers}
+        return Response(generate(), status=reply.status, headers=headers, content_type="text/event-stream")

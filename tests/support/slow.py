@@ -24,7 +24,7 @@ class Job(BaseModel):
 @tool("slow.work", timeout=timedelta(minutes=5), heartbeat_timeout=timedelta(seconds=3))
 async def slow_work(args: Job, ctx: ToolContext) -> str:
     """Work for a long time."""
-    with Path(os.environ["DAGENT_TEST_LEDGER"]).open("a") as ledger:
+    with Path(os.environ["DAGENT_TEST_LEDGER"]).open("a") as ledger:  # noqa: ASYNC230
         ledger.write(json.dumps({"attempt": ctx.attempt, "pid": os.getpid()}) + "\n")
     if ctx.attempt == 1:
         await asyncio.sleep(60)
