@@ -22,13 +22,17 @@ class Note(BaseModel):
     note: str
 
 
+GATE = asyncio.Event()  # memo.add waits on it, so a test can hold a prompt running while inputs queue up
+GATE.set()
+
+
 @tool("memo.add")
 async def add_memo(args: Note, ctx: ToolContext) -> int:
     """Remember a note for later prompts."""
     memos = ctx.state.setdefault("memos", [])
     assert isinstance(memos, list)
     memos.append(args.note)
-    await asyncio.sleep(0.3)  # long enough for follow-up inputs to queue up behind this prompt
+    await asyncio.wait_for(GATE.wait(), 60)
     return len(memos)
 
 
@@ -55,13 +59,16 @@ def memo_script(request: ModelRequest) -> ModelResponse:
 
 async def test_history_queue_and_state_carry_across_prompts(dev_env: WorkflowEnvironment) -> None:
     model = ScriptedModel(memo_script)
+    GATE.clear()
     async with agent_worker(dev_env, plugins=[memo_plugin], model=model) as client:
         conversation = await client.start_conversation(user_id="ann")
         first = await conversation.send("buy milk")
         second = await conversation.send("call mum")  # arrives while the first runs: queued
         third = await conversation.send("water plants")
         assert [first.id[-4:], second.id[-4:], third.id[-4:]] == ["0001", "0002", "0003"]
+        await conversation.prompt_started(first.id)
         snapshot = await conversation.get()
+        GATE.set()
         assert snapshot.running_prompt_id == first.id and snapshot.queued == ["call mum", "water plants"]
         results = [await (await conversation.prompt_started(p.id)).result() for p in (first, second, third)]
         final = await conversation.close()

@@ -263,3 +263,20 @@ async def test_local_tool_runs_as_local_activity(dev_env: WorkflowEnvironment) -
     assert scheduled == ["dagent.model_round", "dagent.invoke_tool", "dagent.model_round"]  # echo only
     markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
     assert len(markers) == 1  # the local tool call
+
+
+async def test_streamed_text_deltas_reach_a_watcher(dev_env: WorkflowEnvironment) -> None:
+    from agent.protocol import TextDelta
+
+    model = ScriptedModel([text("The quick brown fox jumps over the lazy dog.")])
+    settings = Settings(task_queue="stream-deltas")
+    runtime = AgentRuntime(plugins=[tools_plugin], providers={"normal": model}, stream_text=True)
+    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue):
+        handle = await AgentClient(dev_env.client, settings).start("stream it")
+        items = [item async for _, item in handle.live()]
+        prompt = await handle.result()
+    deltas = [i for i in items if isinstance(i, TextDelta)]
+    assert len(deltas) > 1 and all(d.round == 1 and d.attempt == 1 for d in deltas)
+    assert "".join(d.text for d in deltas) == prompt.output[-1].text  # type: ignore[union-attr]
+    assert [d.offset for d in deltas] == [sum(len(x.text) for x in deltas[:i]) for i in range(len(deltas))]
+    assert prompt.output[-1].text == "The quick brown fox jumps over the lazy dog."  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import JsonValue
@@ -79,6 +80,9 @@ def tool_calls(
     )
 
 
+MAX_RECORDED_REQUESTS = 1000
+
+
 class ScriptedModel:
     """A `ModelProvider` that answers from a script instead of a network call."""
 
@@ -89,7 +93,8 @@ class ScriptedModel:
     def __init__(self, script: Sequence[ModelResponse] | ScriptFunction, *, model: str = "scripted"):
         self.model = model
         self._script = script
-        self.requests: list[ModelRequest] = []
+        # The most recent requests, for tests to assert on; bounded so a long-running worker does not grow.
+        self.requests: deque[ModelRequest] = deque(maxlen=MAX_RECORDED_REQUESTS)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await self._serve(request)
