@@ -16,7 +16,7 @@ from agent.plugins import Plugin
 from agent.providers.base import ModelProvider
 from workers.binaries import temporal_cli_path, test_server_path
 from workers.devserver import extra_args_for_start_local, register_search_attributes
-from workers.worker import build_runtime, create_worker
+from workers.worker import build_runtime, create_worker, workflow_runner
 
 TEST_SETTINGS = Settings(payload_dir=".dagent/test-payloads", file_dir=".dagent/test-files")
 
@@ -51,5 +51,7 @@ async def agent_worker(env: WorkflowEnvironment, *, plugins: Sequence[Plugin], m
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}", "file_dir": file_dir})
     runtime = build_runtime(settings, plugins=plugins,
                             providers={"normal": model, "high": high_model or model}, services=services)
-    async with create_worker(env.client, runtime, task_queue=settings.task_queue):
+    # The strict sandbox: any non-deterministic call in workflow code fails the test.
+    async with create_worker(env.client, runtime, task_queue=settings.task_queue,
+                             workflow_runner=workflow_runner("strict")):
         yield AgentClient(env.client, settings)

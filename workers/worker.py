@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.agent_activities import AgentActivities
 from activities.runtime import AgentRuntime
@@ -22,7 +23,7 @@ from agent.providers.registry import resolve_provider
 from workflows import WORKFLOWS
 
 STICKY_TIMEOUT = timedelta(seconds=2)
-MAX_CACHED_WORKFLOWS = 200  # waiting prompts beyond this are evicted and cost no worker memory
+MAX_CACHED_WORKFLOWS = 100  # waiting prompts beyond this are evicted and cost no worker memory
 
 
 def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None,
@@ -45,12 +46,32 @@ async def connect(settings: Settings) -> Client:
                                 data_converter=settings.data_converter())
 
 
+def workflow_runner(mode: str = "off") -> WorkflowRunner:
+    """How workflow code runs: `off` (default), `on`, or `strict` (DAGENT_WORKFLOW_SANDBOX).
+
+    Only this project's workflow code runs in a worker's workflows (tools, plugins and providers run in
+    activities), so the sandbox guards our code alone, and CI does that: every test worker and the replay
+    tests run the workflows under the `strict` sandbox, failing on any non-deterministic call. Deployed
+    workers skip the sandbox's per-activation cost (about 40 % of a round with a local tool). `on` keeps
+    the sandbox but passes our workflow modules through (re-importing them per workflow instance cost
+    ~280 KB per cached prompt).
+    """
+    if mode == "strict":
+        return SandboxedWorkflowRunner()
+    if mode == "on":
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows"))
+    if mode == "off":
+        return UnsandboxedWorkflowRunner()
+    raise ValueError(f"DAGENT_WORKFLOW_SANDBOX must be off, on or strict, not {mode!r}")
+
+
 def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, **options: Any) -> Worker:
     """A worker running every workflow and activity of Durable Agent on `task_queue`.
 
     A crashed worker's prompts move to another worker after `STICKY_TIMEOUT` instead of the SDK's 10 s.
     """
     options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
+    options.setdefault("workflow_runner", workflow_runner(os.environ.get("DAGENT_WORKFLOW_SANDBOX", "off")))
     options.setdefault("max_cached_workflows", int(os.environ.get("DAGENT_MAX_CACHED_WORKFLOWS", MAX_CACHED_WORKFLOWS)))
     return Worker(client, task_queue=task_queue, workflows=WORKFLOWS,
                   activities=AgentActivities(runtime).all(), **options)
