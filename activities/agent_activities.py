@@ -94,10 +94,11 @@ class AgentActivities:
         request = await self._before_model(request)
         provider = self.runtime.provider_for(prompt.model)
         try:
-            if self.runtime.streams_text(provider):
-                response = await self._stream_model(provider, request)
-            else:
-                response = await provider.complete(request)
+            async with _heartbeating():
+                if self.runtime.streams_text(provider):
+                    response = await self._stream_model(provider, request)
+                else:
+                    response = await provider.complete(request)
             response = await self._after_model(request, response)
         except RetryableModelError as exc:
             logger.warning("model call failed, will retry", error=str(exc), status=exc.status)

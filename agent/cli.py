@@ -48,7 +48,12 @@ def _run_async(main: Callable[[], Awaitable[int | None]]) -> None:
         err_console.print(f"[red]error:[/red] {exc}")
         code = 2
     except RuntimeError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        causes = []
+        cause = exc.__cause__
+        while cause is not None and len(causes) < 5:
+            causes.append(f"{type(cause).__name__}: {cause}")
+            cause = cause.__cause__
+        err_console.print(f"[red]error:[/red] {exc}" + "".join(f"\n  caused by {c}" for c in causes))
         code = 1
     _exit(code or 0)
 

@@ -59,12 +59,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.search_attributes import prompt_search_attributes
 
 MODEL_TIMEOUT = timedelta(minutes=5)
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=30)  # a model call on a dead worker is retried after this
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60),
     maximum_attempts=8, non_retryable_error_types=["FatalModelError", "PluginPrepareError", "InvalidOutputSchema"],
 )
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
-INFRASTRUCTURE_ATTEMPTS = 2  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
+INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
 
@@ -175,7 +176,8 @@ class PromptWorkflow:
                        history_count=len(request.history), run_id=workflow.info().run_id,
                        context_max_messages=request.context_max_messages,
                        context_max_tokens=request.context_max_tokens),
-            result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT, retry_policy=MODEL_RETRY,
+            result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT, heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+            retry_policy=MODEL_RETRY,
             summary=f"model {self._prompt.model} round {round_number}",
         )
         self._prompt.usage = self._prompt.usage + result.usage

@@ -9,11 +9,11 @@ import importlib
 from collections.abc import Mapping, Sequence
 
 from agent.messages import ModelResponse
-from agent.providers.anthropic_messages import AnthropicMessagesProvider
 from agent.providers.base import ModelProvider
-from agent.providers.openai_chat import OpenAIChatProvider
-from agent.providers.openai_responses import OpenAIResponsesProvider
 from agent.providers.scripted import ScriptedModel
+
+# The SDK-backed providers are imported where they are built: importing openai and anthropic takes
+# seconds, which a worker with only scripted tiers (and its crash-restart time) should not pay.
 
 VALID_FORMS = (
     "openai:<model> (OpenAI Responses API; needs OPENAI_API_KEY, optional OPENAI_BASE_URL)",
@@ -63,6 +63,8 @@ def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.
         raise _invalid(spec, "expected <provider>:<model>")
     match provider:
         case "openai":
+            from agent.providers.openai_responses import OpenAIResponsesProvider
+
             return OpenAIResponsesProvider(model=model, api_key=_required(env, "OPENAI_API_KEY", spec),
                                            base_url=env.get("OPENAI_BASE_URL") or None, timeout=timeout)
         case "openai-chat":
@@ -71,9 +73,13 @@ def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.
             if base_url is None and api_key is None:
                 raise _invalid(spec, "set DAGENT_OPENAI_CHAT_BASE_URL (or OPENAI_BASE_URL) for a local server, "
                                      "or OPENAI_API_KEY for api.openai.com")
+            from agent.providers.openai_chat import OpenAIChatProvider
+
             return OpenAIChatProvider(model=model, api_key=api_key or LOCAL_API_KEY, base_url=base_url,
                                       timeout=timeout)
         case "anthropic":
+            from agent.providers.anthropic_messages import AnthropicMessagesProvider
+
             return AnthropicMessagesProvider(model=model, api_key=_required(env, "ANTHROPIC_API_KEY", spec),
                                              base_url=env.get("ANTHROPIC_BASE_URL") or None, timeout=timeout)
         case "scripted":

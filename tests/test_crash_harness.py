@@ -1,0 +1,44 @@
+"""The crash harness at CI size (SPEC §8: a worker or the Temporal server killed at any point).
+
+- Worker target: 10 prompts while 20 SIGKILLs land on the workers (3 kept running, each killed one replaced
+  by a new process) - inside model calls, tool calls, approval waits and right after calls end.
+- Server target: 5 prompts while the dev server is SIGKILLed and restarted 5 times on its SQLite file.
+
+Each run checks, against a crash-free reference run of the same prompts: every prompt completes with the
+same output array (nothing duplicated or lost, same order), usage counted once per completed model call,
+and every approved charge applied exactly once (the tool honours its idempotency key), rejected ones never.
+Soak runs: `python -m tests.crash.harness --long` (see tests/crash/harness.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.crash.harness import HarnessReport, run_harness_async
+
+
+def _check(report: HarnessReport, kills: int) -> None:
+    print("\n" + report.summary())
+    assert report.ok, report.summary()
+    assert report.kills_done == kills, report.summary()
+    assert report.completed == report.prompts
+    assert not (report.duplicates or report.losses or report.mismatches)
+
+
+@pytest.mark.timeout(170)
+async def test_worker_sigkilled_at_random_moments(tmp_path: Path) -> None:
+    report = await run_harness_async(seed=11, prompts=10, kills=20, target="worker", workdir=tmp_path, pool=3)
+    _check(report, 20)
+    phases = report.phase_counts()
+    # The targeted kills make these near-certain; if one is missing the run did not test what it claims.
+    assert phases["model"] >= 1 and phases["tool"] >= 1 and phases["approval"] >= 1, report.summary()
+    assert report.charges_approved > 0 and report.charges_rejected > 0
+
+
+@pytest.mark.timeout(120)
+async def test_server_sigkilled_at_random_moments(tmp_path: Path) -> None:
+    # Seed 29 aims its 5 kills at: between, approval, tool, model, between.
+    report = await run_harness_async(seed=29, prompts=5, kills=5, target="server", workdir=tmp_path)
+    _check(report, 5)
