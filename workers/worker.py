@@ -23,7 +23,7 @@ from agent.providers.registry import resolve_provider
 from workflows import WORKFLOWS
 
 STICKY_TIMEOUT = timedelta(seconds=2)
-MAX_CACHED_WORKFLOWS = 100  # waiting prompts beyond this are evicted and cost no worker memory
+MAX_CACHED_WORKFLOWS = 64  # waiting prompts beyond this are evicted and cost no worker memory
 
 
 def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None,

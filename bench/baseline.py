@@ -1,0 +1,148 @@
+"""The baseline: a minimal hand-rolled agent loop on Temporal, as one would write it without a framework.
+
+Each round runs one model activity that receives the whole transcript as its input, then one activity per
+tool call; a call that needs approval sets the ``PromptState`` search attribute (so waiting prompts can be
+listed) and waits for an ``approve`` signal first. Same scripted model logic and
+same trivial tool as the Durable Agent side (``bench.scenario``), same pydantic data converter and the
+SDK's default worker options (sandboxed workflow runner, 1,000 cached workflows).
+
+Run a worker with ``python -m bench.baseline --address HOST:PORT --task-queue Q`` (until SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    from bench.scenario import Scenario, next_step, tool_output
+
+WORKFLOW_NAME = "BaselineWorkflow"
+# The same Keyword attribute the dev server registers for the project, so that waiting prompts can be
+# listed (and counted by the benchmark) the way any real implementation would have to offer.
+PROMPT_STATE = SearchAttributeKey.for_keyword("PromptState")
+
+
+class Message(BaseModel):
+    role: Literal["user", "assistant", "tool_call", "tool_result"]
+    content: str = ""
+    call_id: str = ""
+    arguments: dict[str, int | bool] = Field(default_factory=dict)
+
+
+class BaselineInput(BaseModel):
+    input: str
+    max_rounds: int
+
+
+class ToolCall(BaseModel):
+    id: str
+    arguments: dict[str, int | bool]
+
+
+class ModelInput(BaseModel):
+    transcript: list[Message]
+    round: int
+
+
+class ModelOutput(BaseModel):
+    text: str | None = None
+    calls: list[ToolCall] = Field(default_factory=list)
+
+
+class BaselineState(BaseModel):
+    state: Literal["running", "waiting_for_approval", "completed"]
+    rounds: int
+    transcript: list[Message]
+
+
+@activity.defn(name="baseline.model")
+async def model_activity(inp: ModelInput) -> ModelOutput:
+    user = next(m.content for m in inp.transcript if m.role == "user")
+    done = sum(1 for m in inp.transcript if m.role == "tool_result")
+    step = next_step(Scenario.parse(user), done)
+    if step.arguments is None:
+        return ModelOutput(text=step.text)
+    return ModelOutput(calls=[ToolCall(id=f"call_r{inp.round}_0", arguments=step.arguments)])
+
+
+@activity.defn(name="baseline.tool")
+async def tool_activity(call: ToolCall) -> str:
+    return tool_output(int(call.arguments["seq"]), int(call.arguments["size"]))
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class BaselineWorkflow:
+    @workflow.init
+    def __init__(self, inp: BaselineInput) -> None:
+        self.transcript = [Message(role="user", content=inp.input)]
+        self.state: Literal["running", "waiting_for_approval", "completed"] = "running"
+        self.rounds = 0
+        self.approved: set[str] = set()
+
+    @workflow.run
+    async def run(self, inp: BaselineInput) -> list[Message]:
+        for round_number in range(1, inp.max_rounds + 1):
+            self.rounds = round_number
+            out = await workflow.execute_activity(
+                model_activity, ModelInput(transcript=self.transcript, round=round_number),
+                start_to_close_timeout=timedelta(minutes=5))
+            if out.text:
+                self.transcript.append(Message(role="assistant", content=out.text))
+            if not out.calls:
+                break
+            for call in out.calls:
+                self.transcript.append(Message(role="tool_call", call_id=call.id, arguments=call.arguments))
+                if call.arguments.get("approve"):
+                    self.state = "waiting_for_approval"
+                    workflow.upsert_search_attributes([PROMPT_STATE.value_set(self.state)])
+                    await workflow.wait_condition(lambda call_id=call.id: call_id in self.approved)
+                    self.state = "running"
+                    workflow.upsert_search_attributes([PROMPT_STATE.value_set(self.state)])
+                result = await workflow.execute_activity(
+                    tool_activity, call, start_to_close_timeout=timedelta(minutes=1))
+                self.transcript.append(Message(role="tool_result", call_id=call.id, content=result))
+        self.state = "completed"
+        return self.transcript
+
+    @workflow.signal
+    def approve(self, call_id: str) -> None:
+        self.approved.add(call_id)
+
+    @workflow.query
+    def get_state(self) -> BaselineState:
+        return BaselineState(state=self.state, rounds=self.rounds, transcript=self.transcript)
+
+
+async def _serve(address: str, task_queue: str) -> None:
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with Worker(client, task_queue=task_queue, workflows=[BaselineWorkflow],
+                      activities=[model_activity, tool_activity]):
+        print(f"baseline worker on {address} queue={task_queue}", flush=True)
+        await stop.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--task-queue", required=True)
+    args = parser.parse_args()
+    asyncio.run(_serve(args.address, args.task_queue))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Durable Agent side of the benchmark: a plugin with the trivial tool and the scripted model.
+
+Loaded by the worker subprocess with ``DAGENT_PLUGINS=bench.plugin:plugin`` and
+``DAGENT_MODEL_NORMAL=scripted:bench.plugin:model``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel
+
+from agent.context import ToolContext
+from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.plugins import Plugin
+from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.tools import Approval, tool
+from bench.scenario import TOOL_ID, Scenario, next_step, tool_output
+
+
+class EchoInput(BaseModel):
+    seq: int
+    size: int = 16
+    approve: bool = False
+
+
+def _approval(args: EchoInput) -> Approval | None:
+    return Approval(reason="bench: this call needs approval") if args.approve else None
+
+
+# BENCH_LOCAL_TOOL=1 (`bench.run --local-tool`) declares the tool local (a Temporal local activity).
+LOCAL_TOOL = os.environ.get("BENCH_LOCAL_TOOL", "") == "1"
+
+
+@tool(TOOL_ID, approval=_approval, local=LOCAL_TOOL)
+async def echo(args: EchoInput, ctx: ToolContext) -> str:
+    """Return `size` bytes of text."""
+    return tool_output(args.seq, args.size)
+
+
+plugin = Plugin("bench", tools=[echo])
+
+
+def _script(request: ModelRequest) -> ModelResponse:
+    # ScriptedModel keeps a deep copy of every request in `.requests` (for tests). In a long-running
+    # benchmark worker that is an unbounded, quadratic leak that no real provider has, so drop it.
+    model.requests.clear()
+    user = next((m.text for m in request.messages if isinstance(m, UserMessage)), None)
+    done = sum(1 for m in request.messages if isinstance(m, ToolResultMessage))
+    step = next_step(Scenario.parse(user), done)
+    if step.arguments is None:
+        return text(step.text or "")
+    return tool_calls((TOOL_ID, dict(step.arguments)))
+
+
+model = ScriptedModel(_script, model="bench-scripted")
