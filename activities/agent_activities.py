@@ -107,7 +107,7 @@ class AgentActivities:
         except FatalModelError as exc:
             logger.error("model call failed", error=str(exc), status=exc.status)
             raise ApplicationError(str(exc), type="FatalModelError", non_retryable=True) from exc
-        logger.info("model responded", tool_calls=len(response.tool_calls), model=response.model)
+        logger.debug("model responded", tool_calls=len(response.tool_calls), model=response.model)
         calls = [_plan_call(call, prepared.tools) for call in response.tool_calls]
         data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
         model_name = response.model or provider.name
@@ -201,7 +201,7 @@ class AgentActivities:
             output = _jsonable(raw_output, self.runtime.max_tool_output_bytes)
         except ValueError as exc:
             return _error(str(exc), side_outputs=ctx)
-        logger.info("tool finished")
+        logger.debug("tool finished")
         changed = ctx.state != state_before
         return ToolInvocationResult(result=ToolSuccess(output=output), side_outputs=list(ctx.side_outputs),
                                     plugin_state=ctx.state if changed else None, state_changed=changed)
