@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
@@ -14,6 +15,7 @@ from agent.client import AgentClient
 from agent.config import Settings
 from agent.plugins import Plugin
 from agent.providers.base import ModelProvider
+from tests.fakes.llm_server import PROTOCOLS, FakeLLMServer, WireProtocol
 from workers.binaries import temporal_cli_path, test_server_path
 from workers.devserver import extra_args_for_start_local, register_search_attributes
 from workers.worker import build_runtime, create_worker, workflow_runner
@@ -55,3 +57,23 @@ async def agent_worker(env: WorkflowEnvironment, *, plugins: Sequence[Plugin], m
     async with create_worker(env.client, runtime, task_queue=settings.task_queue,
                              workflow_runner=workflow_runner("strict")):
         yield AgentClient(env.client, settings)
+
+
+# --- provider tests: one fake LLM server per test module ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def llm(server: FakeLLMServer) -> FakeLLMServer:
+    server.reset()
+    return server
+
+
+@pytest.fixture(params=PROTOCOLS)
+def protocol(request: pytest.FixtureRequest) -> WireProtocol:
+    return request.param  # type: ignore[no-any-return]

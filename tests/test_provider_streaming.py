@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,10 +25,7 @@ from agent.messages import (
 )
 from agent.models import Usage
 from agent.providers import (
-    AnthropicMessagesProvider,
     FatalModelError,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
     RetryableModelError,
     ScriptedModel,
     StreamingModelProvider,
@@ -36,61 +33,16 @@ from agent.providers import (
 )
 from agent.providers.openai_chat import ChatStreamAccumulator
 from agent.providers.scripted import split_words, text, tool_calls
-from tests.fakes import PROTOCOLS, FakeCall, FakeLLMServer, FakeUsage, SSEOptions, WireProtocol
+from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, SSEOptions, WireProtocol
 from tests.fakes.llm_server import anthropic_body, responses_body, text_pieces
+from tests.fakes.providers import API_KEY, PROVIDER_CLASSES, WEATHER, ask, make_provider
 
-API_KEY = "sk-test-SECRET-key-0123456789abcdef"
-AnyProvider = OpenAIResponsesProvider | OpenAIChatProvider | AnthropicMessagesProvider
-PROVIDER_CLASSES: dict[WireProtocol, type[AnyProvider]] = {
-    "responses": OpenAIResponsesProvider,
-    "chat": OpenAIChatProvider,
-    "anthropic": AnthropicMessagesProvider,
-}
-WEATHER = ToolSpec(
-    id="weather.get",
-    description="Current weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
 TOOLS = [
     ToolSpec(id="trigger.create", description="Create a trigger", parameters={"type": "object"}),
     ToolSpec(id="trigger_create", description="Legacy name", parameters={}),
     WEATHER,
 ]
 LONG_TEXT = "The weather in Paris is  sunny, 18°C — lovely.\nIn Lyon: light rain ☔ all day. "
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def llm(server: FakeLLMServer) -> FakeLLMServer:
-    server.reset()
-    return server
-
-
-@pytest.fixture(params=PROTOCOLS)
-def protocol(request: pytest.FixtureRequest) -> WireProtocol:
-    return request.param  # type: ignore[no-any-return]
-
-
-_PROVIDERS: dict[tuple[str, WireProtocol], AnyProvider] = {}
-
-
-def make_provider(llm: FakeLLMServer, protocol: WireProtocol) -> Any:
-    base_url = llm.base_url(protocol)
-    key = (base_url, protocol)
-    if key not in _PROVIDERS:
-        _PROVIDERS[key] = PROVIDER_CLASSES[protocol](model="test-model", api_key=API_KEY, base_url=base_url,
-                                                     timeout=5.0)
-    return _PROVIDERS[key]
-
-
-def ask(question: str = "What's the weather in Paris?", **kwargs: Any) -> ModelRequest:
-    return ModelRequest(instructions="You are helpful.", messages=[UserMessage(text=question)], tools=[WEATHER],
-                        **kwargs)
 
 
 class Deltas:

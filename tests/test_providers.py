@@ -7,7 +7,6 @@ import re
 import socket
 import sys
 import types
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -47,57 +46,11 @@ from agent.providers import (
 )
 from agent.providers.errors import parse_retry_after
 from agent.providers.scripted import text, tool_calls
-from tests.fakes import PROTOCOLS, FakeCall, FakeLLMServer, FakeUsage, WireProtocol
+from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, WireProtocol
 from tests.fakes.llm_server import anthropic_body, chat_body, responses_body
+from tests.fakes.providers import API_KEY, PROVIDER_CLASSES, WEATHER, ask, make_provider
 
-API_KEY = "sk-test-SECRET-key-0123456789abcdef"
 LEGAL = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-AnyProvider = OpenAIResponsesProvider | OpenAIChatProvider | AnthropicMessagesProvider
-PROVIDER_CLASSES: dict[WireProtocol, type[AnyProvider]] = {
-    "responses": OpenAIResponsesProvider,
-    "chat": OpenAIChatProvider,
-    "anthropic": AnthropicMessagesProvider,
-}
-WEATHER = ToolSpec(
-    id="weather.get",
-    description="Current weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def llm(server: FakeLLMServer) -> FakeLLMServer:
-    server.reset()
-    return server
-
-
-@pytest.fixture(params=PROTOCOLS)
-def protocol(request: pytest.FixtureRequest) -> WireProtocol:
-    return request.param  # type: ignore[no-any-return]
-
-
-_PROVIDERS: dict[tuple[str, WireProtocol], AnyProvider] = {}
-
-
-def make_provider(llm: FakeLLMServer, protocol: WireProtocol) -> Any:
-    """One provider per server and protocol, as a worker would keep them (building an SDK client is slow)."""
-    base_url = llm.base_url(protocol)
-    key = (base_url, protocol)
-    if key not in _PROVIDERS:
-        _PROVIDERS[key] = PROVIDER_CLASSES[protocol](model="test-model", api_key=API_KEY, base_url=base_url,
-                                                     timeout=5.0)
-    return _PROVIDERS[key]
-
-
-def ask(text: str = "What's the weather in Paris?", **kwargs: Any) -> ModelRequest:
-    return ModelRequest(instructions="You are helpful.", messages=[UserMessage(text=text)], tools=[WEATHER],
-                        **kwargs)
 
 
 def sent_tool_names(protocol: WireProtocol, body: dict[str, Any]) -> list[str]:
