@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
 
     from agent.events import PromptEvent
     from agent.models import (
+        TERMINAL_STATES,
         AuditEntry,
         DataOutput,
         Decision,
@@ -67,9 +68,6 @@ MODEL_RETRY = RetryPolicy(
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
-
-
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 class PromptFailed(Exception):
@@ -237,7 +235,7 @@ class PromptWorkflow:
 
     @workflow.signal
     def steer(self, request: SteerRequest) -> None:
-        if self._prompt.state in TERMINAL:
+        if self._prompt.state in TERMINAL_STATES:
             self._ignore("steer", f"prompt {self._prompt.id} is already {self._prompt.state}")
             return
         self._steers.append(request.message)
