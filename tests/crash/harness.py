@@ -84,6 +84,7 @@ from agent.config import Settings
 from agent.models import Prompt, ToolOutput, ToolPending
 from agent.protocol import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
 from tests.crash import scenario
+from tests.support.jsonl import read_lines
 from workers.devserver import DevServer
 
 Target = Literal["worker", "server"]
@@ -1034,7 +1035,7 @@ class Harness:
 
     async def check(self, reference: list[Tracked], crash: list[Tracked]) -> None:
         report = self.report
-        ledger = scenario.read_lines(self.crash_dir / scenario.LEDGER_FILE)
+        ledger = read_lines(self.crash_dir / scenario.LEDGER_FILE)
         effects = Counter(line["key"] for line in ledger if line["kind"] == "charge")
         attempts = Counter(line["key"] for line in ledger if line["kind"] == "charge.attempt")
         lookups = Counter(line["key"] for line in ledger if line["kind"] == "lookup")

@@ -28,7 +28,6 @@ exactly `rounds x CALL_USAGE`; a model call counted twice (or lost) shows.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import re
@@ -48,6 +47,7 @@ from agent.plugins import Plugin
 from agent.providers.base import FatalModelError
 from agent.providers.scripted import ScriptedModel, tool_calls
 from agent.tools import Approval, tool
+from tests.support.jsonl import append_line
 
 CRASH_DIR_ENV = "DAGENT_CRASH_DIR"
 LEDGER_FILE = "ledger.jsonl"
@@ -127,22 +127,6 @@ def crash_dir() -> Path:
     return Path(path)
 
 
-def read_lines(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every complete JSON line of a file (empty if missing; a torn last line from a kill is skipped)."""
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        return []
-    out: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
-
-
 def _journal(ev: str, kind: str, key: str) -> None:
     line = json.dumps({"ev": ev, "kind": kind, "key": key, "pid": os.getpid(), "t": time.time()}) + "\n"
     fd = os.open(crash_dir() / JOURNAL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -153,26 +137,7 @@ def _journal(ev: str, kind: str, key: str) -> None:
 
 
 def _ledger_append(record: dict[str, Any], *, unless_kind_and_key_exist: bool = False) -> bool:
-    path = crash_dir() / LEDGER_FILE
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            if unless_kind_and_key_exist:
-                f.seek(0)
-                for line in f.read().splitlines():
-                    try:
-                        existing = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    if existing.get("kind") == record["kind"] and existing.get("key") == record["key"]:
-                        return False
-            f.seek(0, os.SEEK_END)
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-            return True
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return append_line(crash_dir() / LEDGER_FILE, record, unless_kind_and_key_exist=unless_kind_and_key_exist)
 
 
 def _spread(text: str, low_ms: int, high_ms: int) -> float:

@@ -18,8 +18,6 @@ Results never contain pids, keys or times, so two runs of the same prompt give e
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserM
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, tool
+from tests.support.jsonl import append_line, read_lines
 
 LEDGER_ENV = "DAGENT_TEST_LEDGER"
 CHARGE_AMOUNT = 42.5
@@ -46,35 +45,11 @@ def ledger_path() -> Path:
 
 def read_ledger(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every line of a ledger file (an empty list if it does not exist yet)."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in lines if line.strip()]
+    return read_lines(path)
 
 
 def _append(record: dict[str, Any], *, unless_kind_and_key_exist: bool = False) -> bool:
-    """Append one line under an exclusive lock; with the flag, skip it if the same kind+key is there."""
-    path = ledger_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            if unless_kind_and_key_exist:
-                f.seek(0)
-                for line in f.read().splitlines():
-                    if not line.strip():
-                        continue
-                    existing = json.loads(line)
-                    if existing.get("kind") == record["kind"] and existing.get("key") == record["key"]:
-                        return False
-            f.seek(0, os.SEEK_END)
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-            return True
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return append_line(ledger_path(), record, unless_kind_and_key_exist=unless_kind_and_key_exist)
 
 
 class ChargeInput(BaseModel):
