@@ -13,7 +13,6 @@ end (so malformed input gives the same `arguments_error` as `complete`), and usa
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +33,7 @@ from agent.providers.base import ModelError, TextSink
 from agent.providers.errors import to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
 from agent.providers.openai_responses import NO_KEY, decode_arguments
-from agent.providers.streaming import event_type, guarded_events, open_stream
+from agent.providers.streaming import accumulate, event_type, open_stream
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
@@ -250,14 +249,7 @@ class AnthropicMessagesProvider:
         kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
         events = await open_stream(self._client.messages.create(**kwargs, stream=True), self._error)
         acc = AnthropicStreamAccumulator()
-        async with contextlib.aclosing(guarded_events(events, self._error)) as stream:
-            async for event in stream:
-                try:
-                    delta = acc.add(event)
-                except Exception as exc:
-                    raise self._error(exc) from None
-                if delta:
-                    await on_text(delta)
+        await accumulate(events, acc, on_text, self._error)
         if not acc.stopped:
             raise truncated_stream(provider=self.name, model=self.model, missing="message_stop")
         try:

@@ -13,7 +13,6 @@ tool-call fragments by their `index` (`ChatStreamAccumulator`). Servers that sen
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +34,7 @@ from agent.providers.base import ModelError, TextSink
 from agent.providers.errors import to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
 from agent.providers.openai_responses import DEFAULT_BASE_URL, NO_KEY, decode_arguments, encode_arguments
-from agent.providers.streaming import guarded_events, open_stream
+from agent.providers.streaming import accumulate, open_stream
 
 
 def build_messages(request: ModelRequest, *, names: ToolNameMap) -> list[dict[str, Any]]:
@@ -220,14 +219,7 @@ class OpenAIChatProvider:
         call = self._client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
         chunks = await open_stream(call, self._error)
         acc = ChatStreamAccumulator()
-        async with contextlib.aclosing(guarded_events(chunks, self._error)) as stream:
-            async for chunk in stream:
-                try:
-                    delta = acc.add(chunk)
-                except Exception as exc:
-                    raise self._error(exc) from None
-                if delta:
-                    await on_text(delta)
+        await accumulate(chunks, acc, on_text, self._error)
         if acc.finish_reason is None:
             raise truncated_stream(provider=self.name, model=self.model, missing="a finish_reason")
         try:

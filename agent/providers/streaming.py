@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 from agent.providers.base import ModelError
 
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 ErrorMapper = Callable[[Exception], ModelError]
 
 
@@ -45,6 +46,26 @@ async def guarded_events(stream: _SDKStream[T], to_error: ErrorMapper) -> AsyncI
     finally:
         with contextlib.suppress(Exception):
             await stream.close()
+
+
+class Accumulator(Protocol[T_contra]):
+    def add(self, event: T_contra) -> str | None: ...
+
+
+async def accumulate(stream: _SDKStream[T], acc: Accumulator[T], on_text: Callable[[str], Awaitable[None]],
+                     to_error: ErrorMapper) -> None:
+    """Feed every event of `stream` to `acc`, passing the text deltas it returns to `on_text`.
+
+    SDK and accumulator failures map through `to_error`; an exception from `on_text` passes unchanged.
+    """
+    async with contextlib.aclosing(guarded_events(stream, to_error)) as events:
+        async for event in events:
+            try:
+                delta = acc.add(event)
+            except Exception as exc:
+                raise to_error(exc) from None
+            if delta:
+                await on_text(delta)
 
 
 def event_type(event: Any) -> str:
