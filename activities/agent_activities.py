@@ -25,7 +25,9 @@ from agent.models import Prompt, ToolError, ToolSuccess
 from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
 from agent.projection import project_prompts
-from agent.protocol import (
+from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
+from agent.tools import Tool, ToolInputError
+from workflows.protocol import (
     DELTAS_TOPIC,
     EMIT_EVENT_ACTIVITY,
     INVOKE_TOOL_ACTIVITY,
@@ -42,8 +44,6 @@ from agent.protocol import (
     TranscriptPage,
     TranscriptPageRequest,
 )
-from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
-from agent.tools import Tool, ToolInputError
 
 log = get_logger("dagent.activities")
 

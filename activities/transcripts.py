@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.models import Prompt, PromptOutput
-from agent.protocol import RoundInput, TranscriptPage, TranscriptPageRequest
-from agent.transcript import apply_changes, assemble
+from workflows.protocol import RoundInput, TranscriptPage, TranscriptPageRequest
+from workflows.transcript import apply_changes, assemble
 
 FetchPage = Callable[[RoundInput, TranscriptPageRequest], Awaitable[TranscriptPage]]
 

@@ -19,15 +19,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.client import AgentClient
-from agent.config import Settings
 from agent.context import ToolContext
 from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
 from agent.models import ToolOutput
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
+from client import AgentClient
 from workers.devserver import DevServer
+from workers.settings import Settings
 from workers.worker import build_runtime, connect, create_worker
 
 

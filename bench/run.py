@@ -6,7 +6,7 @@
 
 Starts its own headless dev server (``DevServer``: the flags of ``dagent server``, i.e. search attributes,
 dynamic config and a SQLite ``--db-filename``; the file lives in /dev/shm unless ``--db-dir`` says
-otherwise), runs every worker in its own subprocess (the project's: ``python -m agent.cli worker`` with
+otherwise), runs every worker in its own subprocess (the project's: ``python -m cli worker`` with
 ``bench.plugin``; the baseline's: ``python -m bench.baseline``) so its RSS can be read from
 ``/proc/<pid>/status``, measures both sides with the same scripted model logic (``bench.scenario``), prints
 a table and writes the raw numbers to ``bench/results/latest.json``.
@@ -61,13 +61,13 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent.client import AgentClient, PromptHandle
-from agent.config import Settings
 from agent.models import ToolOutput, ToolPending, ToolSuccess
 from bench.baseline import WORKFLOW_NAME as BASELINE_WORKFLOW
 from bench.baseline import BaselineInput, BaselineState, Message
 from bench.scenario import Scenario
+from client import AgentClient, PromptHandle
 from workers.devserver import DevServer
+from workers.settings import Settings
 from workers.worker import connect
 
 REPO = Path(__file__).resolve().parent.parent
@@ -248,7 +248,7 @@ class ProductSide(Side):
     name = PRODUCT
 
     def worker_command(self) -> list[str]:
-        return [sys.executable, "-m", "agent.cli", "worker"]
+        return [sys.executable, "-m", "cli", "worker"]
 
     def worker_env(self) -> dict[str, str]:
         env = super().worker_env()
@@ -963,7 +963,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     version_after = code_version()
     print(table)
     print()
-    print(f"{PRODUCT} = this project (PromptWorkflow via agent.cli worker); {BASELINE} = bench/baseline.py. "
+    print(f"{PRODUCT} = this project (PromptWorkflow via `dagent worker`); {BASELINE} = bench/baseline.py. "
           f"ratio = {PRODUCT} / {BASELINE}.")
     print("History bytes = sum of HistoryEvent.ByteSize() over fetch_history(); payloads the project's data "
           "converter stores outside history are listed separately (server's external_payload_size_bytes).")

@@ -16,10 +16,10 @@ sys.path.insert(0, str(ROOT))
 
 from temporalio.client import WorkflowHandle  # noqa: E402
 
-from agent.client import AgentClient, PromptHandle  # noqa: E402
-from agent.config import Settings  # noqa: E402
+from client import AgentClient, PromptHandle  # noqa: E402
 from tests import scenarios  # noqa: E402
 from workers.devserver import DevServer  # noqa: E402
+from workers.settings import Settings  # noqa: E402
 from workers.worker import build_runtime, connect, create_worker  # noqa: E402
 
 OUT = ROOT / "tests" / "histories"

@@ -11,13 +11,13 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from agent.client import AgentClient
-from agent.config import Settings
 from agent.plugins import Plugin
 from agent.providers.base import ModelProvider
+from client import AgentClient
 from tests.fakes.llm_server import PROTOCOLS, FakeLLMServer, WireProtocol
 from workers.binaries import temporal_cli_path, test_server_path
 from workers.devserver import extra_args_for_start_local, register_search_attributes
+from workers.settings import Settings
 from workers.worker import build_runtime, create_worker, workflow_runner
 
 TEST_SETTINGS = Settings(payload_dir=".dagent/test-payloads", file_dir=".dagent/test-files")

@@ -9,7 +9,6 @@ import pytest
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from agent.client import DecisionRefused
 from agent.context import ToolContext
 from agent.events import PromptEvent
 from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
@@ -17,6 +16,7 @@ from agent.models import ToolError, ToolOutput, ToolPending, ToolSuccess
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, tool
+from client import DecisionRefused
 from tests.conftest import agent_worker
 
 CALLS: Counter[str] = Counter()

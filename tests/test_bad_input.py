@@ -12,8 +12,6 @@ from pydantic import BaseModel, ValidationError
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from agent.client import AgentClient
-from agent.config import Settings
 from agent.context import PrepareContext, ToolContext
 from agent.messages import ModelRequest, ModelResponse, ModelToolCall
 from agent.models import ToolError, ToolOutput, ToolSuccess
@@ -21,8 +19,10 @@ from agent.plugins import Plugin
 from agent.providers.base import RetryableModelError
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
+from client import AgentClient
 from tests.conftest import agent_worker
 from workers.binaries import temporal_cli_path
+from workers.settings import Settings
 from workers.worker import build_runtime, create_worker
 
 

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from workers.binaries import temporal_cli_path
 
-DAGENT = [sys.executable, "-m", "agent.cli"]
+DAGENT = [sys.executable, "-m", "cli"]
 
 
 @pytest.fixture

@@ -28,11 +28,11 @@ import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent.client import AgentClient, PromptHandle
-from agent.config import Settings
 from agent.models import Prompt, ToolOutput, ToolPending, ToolSuccess
+from client import AgentClient, PromptHandle
 from tests.support.ledger import CHARGE_AMOUNT, read_ledger
 from workers.devserver import DevServer
+from workers.settings import Settings
 
 T = TypeVar("T")
 
@@ -44,13 +44,13 @@ STICKY_GUARD_S = 7.0  # the SDK's default sticky timeout (10 s) would exceed thi
 
 
 class WorkerProcess:
-    """`python -m agent.cli worker` as a subprocess, output in a log file."""
+    """`python -m cli worker` as a subprocess, output in a log file."""
 
     def __init__(self, name: str, env: dict[str, str], cwd: Path) -> None:
         self.name = name
         self.log_path = cwd / f"{name}.log"
         self._log = open(self.log_path, "wb")  # closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "worker"], env=env, cwd=cwd,
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env, cwd=cwd,
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
     @property

@@ -11,8 +11,6 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from activities.runtime import AgentRuntime
-from agent.client import AgentClient
-from agent.config import Settings
 from agent.context import ToolContext
 from agent.messages import ModelRequest, ModelResponse, ToolCallMessage, ToolResultMessage, UserMessage
 from agent.models import DataOutput, MessageOutput, ToolError, ToolOutput, ToolSuccess, Usage
@@ -20,7 +18,9 @@ from agent.plugins import Plugin, ToolCallInfo
 from agent.pricing import Price, PriceTable
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
+from client import AgentClient
 from tests.conftest import agent_worker
+from workers.settings import Settings
 from workers.worker import create_worker
 
 STARTED = asyncio.Event()
@@ -266,7 +266,7 @@ async def test_local_tool_runs_as_local_activity(dev_env: WorkflowEnvironment) -
 
 
 async def test_streamed_text_deltas_reach_a_watcher(dev_env: WorkflowEnvironment) -> None:
-    from agent.protocol import TextDelta
+    from workflows.protocol import TextDelta
 
     model = ScriptedModel([text("The quick brown fox jumps over the lazy dog.")])
     settings = Settings(task_queue="stream-deltas")

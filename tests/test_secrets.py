@@ -1,6 +1,6 @@
 """No secret (API key) ever lands in workflow history or logs (SPEC §8); logs carry no full payloads.
 
-Two worker processes (`python -m agent.cli worker`) run with fake OpenAI and Anthropic keys in their
+Two worker processes (`python -m cli worker`) run with fake OpenAI and Anthropic keys in their
 environment. The normal tier is scripted (tests/support/ledger.py); the high tier is a real provider,
 `openai:gpt-test` on one worker and `anthropic:claude-test` on the other, pointed at a local fake server
 that answers 401 with an error message that echoes the key back (worse than the real APIs, which mask it).
@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from agent.client import AgentClient, PromptHandle
-from agent.config import Settings
 from agent.models import Prompt, ToolOutput, ToolPending
+from client import AgentClient, PromptHandle
 from tests.crash.harness import REPO_ROOT, WorkerProc
 from tests.fakes import FakeLLMServer
 from workers.devserver import DevServer
+from workers.settings import Settings
 
 OPENAI_KEY = "sk-test-SECRET-123"
 ANTHROPIC_KEY = "sk-ant-test-SECRET-456"
@@ -84,7 +84,7 @@ async def setup(tmp_path: Path, fake_llm: FakeLLMServer) -> AsyncIterator[Setup]
         queues = {name: f"secrets-{name}-{uuid.uuid4().hex[:6]}" for name in PROVIDERS}
         starts = [WorkerProc.start(f"worker-{name}", {**base, "DAGENT_TASK_QUEUE": queues[name],
                                                       "DAGENT_MODEL_HIGH": spec},
-                                   tmp_path / f"worker-{name}.log")  # exec: python -m agent.cli worker
+                                   tmp_path / f"worker-{name}.log")  # exec: python -m cli worker
                   for name, (_, spec) in PROVIDERS.items()]
         for name, worker in zip(PROVIDERS, await asyncio.gather(*starts), strict=True):
             workers[name] = worker

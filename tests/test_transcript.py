@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 from activities.transcripts import TranscriptCache
 from agent.models import Prompt, TextOutput, ToolOutput, ToolSuccess
-from agent.protocol import OutputChange, RoundInput, TranscriptPage, TranscriptPageRequest
-from agent.transcript import apply_changes, assemble, build_page
+from workflows.protocol import OutputChange, RoundInput, TranscriptPage, TranscriptPageRequest
+from workflows.transcript import apply_changes, assemble, build_page
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agent.client import AgentClient
-from agent.config import Settings
 from agent.models import ToolOutput, ToolPending
-from agent.render import describe_output, describe_prompt
+from cli.render import describe_output, describe_prompt
+from client import AgentClient
 from workers.devserver import DevServer, free_port
+from workers.settings import Settings
 from workers.worker import build_runtime, connect, create_worker
 
 PREFERRED_PORT, PREFERRED_UI_PORT = 7233, 8233

@@ -14,12 +14,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.agent_activities import AgentActivities
 from activities.runtime import AgentRuntime
-from agent.config import Settings
 from agent.context import DirectoryFileStore, Services
 from agent.plugins import Plugin, load_plugins
 from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
 from agent.providers.registry import resolve_provider
+from workers.settings import Settings
 from workflows import WORKFLOWS
 
 STICKY_TIMEOUT = timedelta(seconds=2)

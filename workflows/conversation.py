@@ -13,9 +13,9 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from agent.models import Conversation, Prompt, Usage
-    from agent.protocol import ConversationRequest, PromptRequest, QueuedInput, SendRequest
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
     from workflows.inputs import decode_input
+    from workflows.protocol import ConversationRequest, PromptRequest, QueuedInput, SendRequest
     from workflows.search_attributes import CONVERSATION_ID, USER_ID
 
 

@@ -32,7 +32,8 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
-    from agent.protocol import (
+    from workflows.inputs import decode_input
+    from workflows.protocol import (
         EMIT_EVENT_ACTIVITY,
         EVENTS_TOPIC,
         INVOKE_TOOL_ACTIVITY,
@@ -55,9 +56,8 @@ with workflow.unsafe.imports_passed_through():
         TranscriptPage,
         TranscriptPageRequest,
     )
-    from agent.transcript import build_page
-    from workflows.inputs import decode_input
     from workflows.search_attributes import prompt_search_attributes
+    from workflows.transcript import build_page
 
 MODEL_TIMEOUT = timedelta(minutes=5)
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=30)  # a model call on a dead worker is retried after this

@@ -40,10 +40,10 @@ runs bounded, a watchdog shortens the start-to-close timeout of such an attempt 
 for `stuck_after_s` (10 s; a scripted model call takes at most 0.4 s). Every one is listed in the report.
 
 Workers: by default forked from a small fork server (the "zygote", a subprocess that has imported the
-worker's modules once) and running the same entry point as `python -m agent.cli worker`: a fresh interpreter
+worker's modules once) and running the same entry point as `python -m cli worker`: a fresh interpreter
 spends 5-8 s importing on a loaded 2-core box, a fork is ready in 1-3 s. The zygote is restarted whenever
 project code changed since it started, so it never forks stale code. `--exec` starts real
-`python -m agent.cli worker` subprocesses instead.
+`python -m cli worker` subprocesses instead.
 """
 
 from __future__ import annotations
@@ -79,13 +79,13 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
 from temporalio.api.workflowservice.v1 import UpdateActivityOptionsRequest
 from temporalio.service import RPCError
 
-from agent.client import AgentClient, DecisionRefused, PromptHandle
-from agent.config import Settings
 from agent.models import Prompt, ToolOutput, ToolPending
-from agent.protocol import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
+from client import AgentClient, DecisionRefused, PromptHandle
 from tests.crash import scenario
 from tests.support.jsonl import read_lines
 from workers.devserver import DevServer
+from workers.settings import Settings
+from workflows.protocol import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
 
 Target = Literal["worker", "server"]
 Spawn = Literal["fork", "exec"]
@@ -111,7 +111,7 @@ BETWEEN_WINDOW_S = 0.15  # a kill this soon after a call ended lands while its r
 APPROVER = "crash-harness"
 REJECT_REASON = "declined by the crash harness"
 RESCUE_TIMEOUT = Duration(seconds=3)
-ZYGOTE_PRELOAD = ["agent.cli", "workers.worker", "tests.crash.scenario"]
+ZYGOTE_PRELOAD = ["cli.app", "workers.worker", "tests.crash.scenario"]
 SOURCE_DIRS = ("agent", "activities", "workflows", "workers", "plugins", "tests/crash")
 
 
@@ -241,7 +241,7 @@ class HarnessReport:
 
 
 def _zygote_child(command: dict[str, Any]) -> None:  # pragma: no cover - runs in a forked child
-    """A forked worker: exactly what `python -m agent.cli worker` runs, its output into the log file."""
+    """A forked worker: exactly what `python -m cli worker` runs, its output into the log file."""
     try:
         fd = os.open(command["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
@@ -253,7 +253,7 @@ def _zygote_child(command: dict[str, Any]) -> None:  # pragma: no cover - runs i
         os.environ.clear()
         os.environ.update(command["env"])
         sys.argv = list(command["argv"])
-        from agent.cli import app
+        from cli.app import app
 
         app()
     finally:
@@ -390,12 +390,12 @@ def zygote() -> Zygote:
 
 def _exec_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "agent.cli", "worker"], env=env, cwd=REPO_ROOT,
+        return subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env, cwd=REPO_ROOT,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
 
 class WorkerProc:
-    """One worker process: forked by the zygote, or exec'd as `python -m agent.cli worker`."""
+    """One worker process: forked by the zygote, or exec'd as `python -m cli worker`."""
 
     def __init__(self, name: str, log_path: Path, pid: int, *, popen: subprocess.Popen[bytes] | None = None,
                  forked_by: Zygote | None = None) -> None:
@@ -411,7 +411,7 @@ class WorkerProc:
 
     @classmethod
     async def start(cls, name: str, env: dict[str, str], log_path: Path, forker: Zygote | None = None) -> WorkerProc:
-        """Fork from `forker`, or (without one) exec `python -m agent.cli worker`."""
+        """Fork from `forker`, or (without one) exec `python -m cli worker`."""
         if forker is None:
             popen = await asyncio.to_thread(_exec_worker, env, log_path)
             return cls(name, log_path, popen.pid, popen=popen)
@@ -1202,7 +1202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="runs with seeds seed, seed+1, ... (--long: 5)")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a new temp directory")
     parser.add_argument("--exec", dest="spawn", action="store_const", const="exec", default="fork",
-                        help="start workers as `python -m agent.cli worker` (slower) instead of forking")
+                        help="start workers as `python -m cli worker` (slower) instead of forking")
     parser.add_argument("--no-rescue", dest="rescue", action="store_false",
                         help="do not shorten the 5 min timeout of model calls killed with their worker")
     parser.add_argument("--pool", type=int, default=3,

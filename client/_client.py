@@ -25,9 +25,9 @@ from temporalio.common import RawValue, WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent.config import Settings
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
-from agent.protocol import (
+from workers.settings import Settings
+from workflows.protocol import (
     DELTAS_TOPIC,
     EVENTS_TOPIC,
     ApproveRequest,

@@ -14,12 +14,12 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from agent.client import AgentClient, DecisionRefused, PromptHandle
-from agent.config import Settings
 from agent.logging import configure_logging
 from agent.models import TERMINAL_STATES, ModelTier, ToolOutput
-from agent.protocol import StreamEvent, TextDelta
-from agent.render import describe_output, describe_prompt
+from cli.render import describe_output, describe_prompt
+from client import AgentClient, DecisionRefused, PromptHandle
+from workers.settings import Settings
+from workflows.protocol import StreamEvent, TextDelta
 
 app = typer.Typer(help="Durable Agent: LLM agents that never lose their place.", no_args_is_help=True,
                   add_completion=False)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict
 from temporalio.converter import DataConverter
 
-from agent.converter import data_converter
+from workers.storage import data_converter
 
 DEFAULT_TASK_QUEUE = "durable-agent"
 DEMO_MODEL = "scripted:plugins.demo:demo_model"

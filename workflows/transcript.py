@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.models import Prompt, PromptOutput
-from agent.protocol import OutputChange, TranscriptItem, TranscriptPage
+from workflows.protocol import OutputChange, TranscriptItem, TranscriptPage
 
 
 def build_page(history: Sequence[Prompt], outputs: Sequence[PromptOutput], start: int,
