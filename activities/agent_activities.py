@@ -21,6 +21,7 @@ from agent.context import ToolContext, copy_state
 from agent.context_window import ContextLimit, trim_messages
 from agent.logging import get_logger
 from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolSpec
+from agent.model_settings import ModelSettings
 from agent.models import Prompt, ToolError, ToolSuccess
 from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
@@ -86,8 +87,10 @@ class AgentActivities:
         if inp.context_max_messages or inp.context_max_tokens:
             limit = ContextLimit(max_messages=inp.context_max_messages, max_tokens=inp.context_max_tokens)
             messages = trim_messages(messages, limit)
+        settings = self.runtime.settings_for(prompt)
         request = ModelRequest(
             instructions=instructions, messages=messages, round=inp.round, prompt_id=prompt.id,
+            settings=settings, cache_key=prompt.conversation_id or prompt.id,
             tools=[ToolSpec(id=t.id, description=t.description, parameters=t.parameters_schema())
                    for t, _ in prepared.tools.values()],
         )
@@ -117,6 +120,8 @@ class AgentActivities:
         return RoundResult(
             text=response.text, calls=calls, usage=usage, plugin_state=prepared.plugin_state,
             model=model_name, event_hooks=self.runtime.handles_events, data=data, output_error=output_error,
+            spec=f"{provider.name}:{getattr(provider, 'model', '')}".rstrip(":"),
+            settings=request.settings if request.settings != ModelSettings() else None,
         )
 
     async def _stream_model(self, provider: ModelProvider, request: ModelRequest) -> ModelResponse:

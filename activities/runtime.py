@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
+from agent.model_settings import ModelSettings
 from agent.models import Prompt
 from agent.plugins import Plugin
 from agent.pricing import PriceTable
@@ -32,6 +33,7 @@ class PreparedRound:
 class AgentRuntime:
     plugins: list[Plugin]
     providers: Mapping[str, ModelProvider]
+    model_settings: Mapping[str, ModelSettings] = field(default_factory=dict)
     services: Services = field(default_factory=Services)
     file_store: FileStore = field(default_factory=lambda: DirectoryFileStore(Path(".dagent/files")))
     max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
@@ -49,6 +51,11 @@ class AgentRuntime:
         if provider is None:
             raise LookupError(f"no model configured for tier {tier!r}")
         return provider
+
+    def settings_for(self, prompt: Prompt) -> ModelSettings:
+        """The prompt's tier settings with the prompt's own settings on top."""
+        tier = self.model_settings.get(prompt.model) or self.model_settings.get("normal") or ModelSettings()
+        return tier.merged(prompt.model_settings)
 
     @property
     def handles_events(self) -> bool:

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from agent.model_settings import ModelSettings
 from agent.models import Usage
 
 
@@ -61,6 +62,13 @@ class ModelRequest(_Model):
     tools: list[ToolSpec] = Field(default_factory=list)
     round: int = 1
     prompt_id: str = ""
+    settings: ModelSettings = Field(default_factory=ModelSettings)
+    cache_key: str = Field(default="", description="Groups requests sharing a prefix (OpenAI prompt_cache_key).")
+
+    def forced_tool(self) -> str | None:
+        """The tool id `settings.tool_choice` forces, or None for auto / required / none."""
+        choice = self.settings.tool_choice
+        return None if choice is None or choice in ("auto", "required", "none") else choice
 
 
 class ModelToolCall(_Model):

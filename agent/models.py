@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
+from agent.model_settings import ModelSettings
+
 PromptState = Literal["running", "waiting_for_approval", "completed", "failed", "cancelled"]
 ModelTier = Literal["normal", "high"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
@@ -143,6 +145,16 @@ PromptOutput = Annotated[
 PROMPT_OUTPUT_ADAPTER: TypeAdapter[PromptOutput] = TypeAdapter(PromptOutput)
 
 
+class ModelRound(_Model):
+    """Which model answered one round, with which settings."""
+
+    round: int
+    model: str = Field(description="The `provider:model` that answered (the tier's spec, or a fallback's).")
+    response_model: str = Field(default="", description="The model name the provider reported.")
+    fallback: int = Field(default=0, description="Position in the tier's fallback chain (0: the first model).")
+    settings: ModelSettings | None = Field(default=None, description="The settings sent, when any were set.")
+
+
 class AuditEntry(_Model):
     """Something the workflow received and refused (e.g. a signal for an unknown tool call)."""
 
@@ -156,6 +168,8 @@ class Prompt(_Model):
     user_id: str
     conversation_id: str | None = None
     model: ModelTier = "normal"
+    model_settings: ModelSettings | None = Field(default=None, description="This prompt's settings (over its tier's).")
+    model_rounds: list[ModelRound] = Field(default_factory=list)
     visible: bool = True
     state: PromptState = "running"
     input: str | None = None

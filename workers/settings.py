@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict
 from temporalio.converter import DataConverter
 
+from agent.model_settings import ModelSettings, check_settings_json
 from workers.storage import data_converter
 
 DEFAULT_TASK_QUEUE = "durable-agent"
@@ -19,6 +20,11 @@ def _tristate(value: str | None) -> bool | None:
     if value is None or value.strip().lower() in ("", "auto"):
         return None
     return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _model_settings(env: Mapping[str, str], var: str) -> ModelSettings | None:
+    value = env.get(var, "").strip()
+    return check_settings_json(value, source=var) if value else None
 
 
 class Settings(BaseModel):
@@ -35,6 +41,8 @@ class Settings(BaseModel):
     task_queue: str = DEFAULT_TASK_QUEUE
     model_normal: str = DEMO_MODEL
     model_high: str = ""
+    model_settings_normal: ModelSettings | None = None
+    model_settings_high: ModelSettings | None = None
     plugins: tuple[str, ...] = (DEMO_PLUGINS,)
     file_dir: str = ".dagent/files"
     ui_url: str = "http://127.0.0.1:8233"
@@ -54,6 +62,8 @@ class Settings(BaseModel):
             task_queue=env.get("DAGENT_TASK_QUEUE", defaults.task_queue),
             model_normal=env.get("DAGENT_MODEL_NORMAL", defaults.model_normal),
             model_high=env.get("DAGENT_MODEL_HIGH", defaults.model_high),
+            model_settings_normal=_model_settings(env, "DAGENT_MODEL_SETTINGS_NORMAL"),
+            model_settings_high=_model_settings(env, "DAGENT_MODEL_SETTINGS_HIGH"),
             plugins=tuple(p.strip() for p in plugins.split(",") if p.strip()) if plugins is not None
             else defaults.plugins,
             file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
@@ -70,6 +80,13 @@ class Settings(BaseModel):
     @property
     def model_tiers(self) -> dict[str, str]:
         return {"normal": self.model_normal, "high": self.model_high or self.model_normal}
+
+    @property
+    def tier_settings(self) -> dict[str, ModelSettings]:
+        """Each tier's model settings; the high tier falls back to the normal tier's, as its model does."""
+        normal = self.model_settings_normal or ModelSettings()
+        high = self.model_settings_high or (normal if not self.model_high else ModelSettings())
+        return {"normal": normal, "high": high}
 
     def workflow_url(self, workflow_id: str) -> str:
         return f"{self.ui_url.rstrip('/')}/namespaces/{self.namespace}/workflows/{workflow_id}"

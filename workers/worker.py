@@ -35,7 +35,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         providers = {tier: resolve_provider(spec, env) for tier, spec in settings.model_tiers.items()}
     return AgentRuntime(
         plugins=list(plugins) if plugins is not None else load_plugins(settings.plugins),
-        providers=dict(providers), services=Services(services),
+        providers=dict(providers), model_settings=settings.tier_settings, services=Services(services),
         file_store=DirectoryFileStore(Path(settings.file_dir)), prices=PriceTable.from_env(env),
         stream_text=settings.stream_text,
     )

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         DataOutput,
         Decision,
         MessageOutput,
+        ModelRound,
         Prompt,
         PromptOutput,
         PromptState,
@@ -93,6 +94,7 @@ class PromptWorkflow:
         self._prompt = Prompt(
             id=request.prompt_id or workflow.info().workflow_id, user_id=request.user_id,
             conversation_id=request.conversation_id, model=request.model, visible=request.visible,
+            model_settings=request.model_settings,
             input=request.input, created_at=workflow.now(), plugin_state=dict(request.plugin_state),
         )
         self._decisions: dict[str, Decision] = {}
@@ -176,12 +178,20 @@ class PromptWorkflow:
                        context_max_tokens=request.context_max_tokens),
             result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT, heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
             retry_policy=MODEL_RETRY,
-            summary=f"model {self._prompt.model} round {round_number}",
+            summary=self._model_summary(round_number),
         )
+        self._prompt.model_rounds.append(ModelRound(round=round_number, model=result.spec or result.model,
+                                                    response_model=result.model, fallback=result.fallback,
+                                                    settings=result.settings))
         self._prompt.usage = self._prompt.usage + result.usage
         self._prompt.plugin_state = dict(result.plugin_state)
         self._event_hooks = result.event_hooks
         return result
+
+    def _model_summary(self, round_number: int) -> str:
+        summary = f"model {self._prompt.model} round {round_number}"
+        settings = self._prompt.model_settings.summary() if self._prompt.model_settings else ""
+        return f"{summary} ({settings})" if settings else summary
 
     async def _process_call(self, call: PlannedCall) -> None:
         entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,

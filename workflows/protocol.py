@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent.events import PromptEvent
+from agent.model_settings import ModelSettings
 from agent.models import (
     DataOutput,
     FileOutput,
@@ -42,6 +43,7 @@ class PromptRequest(_Model):
     user_id: str = "anonymous"
     conversation_id: str | None = None
     model: ModelTier = "normal"
+    model_settings: ModelSettings | None = Field(default=None, description="Over the tier's settings.")
     visible: bool = True
     input: str | None = Field(default=None, min_length=1, max_length=MAX_INPUT_CHARS,
                               description="The user's message; None for system-initiated prompts.")
@@ -138,6 +140,9 @@ class RoundResult(_Model):
     usage: Usage = Field(default_factory=Usage)
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     model: str = ""
+    spec: str = Field(default="", description="The provider:model that answered.")
+    fallback: int = 0
+    settings: ModelSettings | None = None
     event_hooks: bool = False
     data: JsonValue = None
     output_error: str | None = Field(default=None, description="Why the final answer failed the output schema.")
@@ -213,6 +218,7 @@ class ConversationRequest(_Model):
     conversation_id: str | None = Field(default=None, description="Defaults to the workflow id.")
     user_id: str = "anonymous"
     model: ModelTier = "normal"
+    model_settings: ModelSettings | None = None
     instructions: str | None = None
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
     prompts_per_run: int = Field(default=100, ge=1, description="Continue-as-new after this many prompts.")

@@ -33,10 +33,11 @@ from agent.providers.base import ModelError, TextSink
 from agent.providers.errors import to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
 from agent.providers.openai_responses import NO_KEY, decode_arguments
+from agent.providers.options import forced_tool_name, with_extra
 from agent.providers.streaming import accumulate, event_type, open_stream
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-DEFAULT_MAX_TOKENS = 4096
+DEFAULT_MAX_TOKENS = 4096  # when neither the tier nor the prompt sets max_output_tokens (the API requires one)
 
 
 def _tool_input(arguments: object) -> dict[str, Any]:
@@ -89,6 +90,45 @@ def build_request(request: ModelRequest, *, model: str, names: ToolNameMap,
             }
             for spec in request.tools
         ]
+    return with_extra(apply_settings(kwargs, request, names, default_max_tokens=max_tokens), request)
+
+
+def apply_settings(kwargs: dict[str, Any], request: ModelRequest, names: ToolNameMap, *,
+                   default_max_tokens: int) -> dict[str, Any]:
+    """Messages API fields for `request.settings`. It has no `seed`. A thinking budget turns on extended
+    thinking (`thinking.type=enabled`); an effort alone turns on adaptive thinking with `output_config.effort`
+    (`minimal` is sent as `low`). `temperature` / `top_p` go in the body (this SDK has no arguments for them).
+    """
+    settings = request.settings
+    budget = settings.reasoning_budget_tokens
+    if settings.max_output_tokens is not None:
+        kwargs["max_tokens"] = settings.max_output_tokens
+    elif budget is not None:
+        kwargs["max_tokens"] = budget + default_max_tokens
+    if budget is not None:
+        kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    elif settings.reasoning_effort is not None:
+        kwargs["thinking"] = {"type": "adaptive"}
+    if settings.reasoning_effort is not None:
+        kwargs["output_config"] = {"effort": "low" if settings.reasoning_effort == "minimal"
+                                   else settings.reasoning_effort}
+    if settings.stop is not None:
+        kwargs["stop_sequences"] = settings.stop
+    sampling = {key: value for key, value in (("temperature", settings.temperature), ("top_p", settings.top_p))
+                if value is not None}
+    if sampling:
+        kwargs["extra_body"] = sampling
+    if request.tools:
+        forced = forced_tool_name(request, names)
+        choice: dict[str, Any] = {}
+        if forced is not None:
+            choice = {"type": "tool", "name": forced}
+        elif settings.tool_choice is not None:
+            choice = {"type": {"auto": "auto", "required": "any", "none": "none"}[settings.tool_choice]}
+        if settings.parallel_tool_calls is False and choice.get("type") != "none":
+            choice = {"type": "auto", **choice, "disable_parallel_tool_use": True}
+        if choice:
+            kwargs["tool_choice"] = choice
     return kwargs
 
 

@@ -34,6 +34,7 @@ from agent.providers.base import ModelError, TextSink
 from agent.providers.errors import to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
 from agent.providers.openai_responses import DEFAULT_BASE_URL, NO_KEY, decode_arguments, encode_arguments
+from agent.providers.options import forced_tool_name, with_extra
 from agent.providers.streaming import accumulate, open_stream
 
 
@@ -82,6 +83,26 @@ def build_request(request: ModelRequest, *, model: str, names: ToolNameMap) -> d
             }
             for spec in request.tools
         ]
+    return with_extra(apply_settings(kwargs, request, names), request)
+
+
+def apply_settings(kwargs: dict[str, Any], request: ModelRequest, names: ToolNameMap) -> dict[str, Any]:
+    """Chat Completions fields for `request.settings`. Prompt caching is automatic on api.openai.com, and
+    `prompt_cache_key` is not sent: local OpenAI-compatible servers may reject fields they do not know."""
+    settings = request.settings
+    for key, value in (("temperature", settings.temperature), ("top_p", settings.top_p),
+                         ("max_completion_tokens", settings.max_output_tokens), ("stop", settings.stop),
+                         ("seed", settings.seed), ("reasoning_effort", settings.reasoning_effort)):
+        if value is not None:
+            kwargs[key] = value
+    if request.tools:
+        if settings.parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = settings.parallel_tool_calls
+        forced = forced_tool_name(request, names)
+        if forced is not None:
+            kwargs["tool_choice"] = {"type": "function", "function": {"name": forced}}
+        elif settings.tool_choice is not None:
+            kwargs["tool_choice"] = settings.tool_choice
     return kwargs
 
 

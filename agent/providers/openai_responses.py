@@ -30,6 +30,7 @@ from agent.models import Usage
 from agent.providers.base import ModelError, TextSink
 from agent.providers.errors import stream_error, to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
+from agent.providers.options import forced_tool_name, with_extra
 from agent.providers.streaming import event_type, guarded_events, open_stream
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -89,6 +90,35 @@ def build_request(request: ModelRequest, *, model: str, names: ToolNameMap) -> d
             }
             for spec in request.tools
         ]
+    return with_extra(apply_settings(kwargs, request, names), request)
+
+
+def apply_settings(kwargs: dict[str, Any], request: ModelRequest, names: ToolNameMap) -> dict[str, Any]:
+    """Responses API fields for `request.settings` (it has no `stop` or `seed`: those are left out)."""
+    settings = request.settings
+    for key, value in (("temperature", settings.temperature), ("top_p", settings.top_p),
+                         ("max_output_tokens", settings.max_output_tokens)):
+        if value is not None:
+            kwargs[key] = value
+    reasoning: dict[str, Any] = {}
+    if settings.reasoning_effort:
+        reasoning["effort"] = settings.reasoning_effort
+    if settings.reasoning_summary:
+        reasoning["summary"] = settings.reasoning_summary
+    if reasoning:
+        kwargs["reasoning"] = reasoning
+        # store=False keeps nothing server-side: the reasoning comes back encrypted so it can be sent again.
+        kwargs["include"] = ["reasoning.encrypted_content"]
+    if request.tools:
+        if settings.parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = settings.parallel_tool_calls
+        forced = forced_tool_name(request, names)
+        if forced is not None:
+            kwargs["tool_choice"] = {"type": "function", "name": forced}
+        elif settings.tool_choice is not None:
+            kwargs["tool_choice"] = settings.tool_choice
+    if settings.caching and request.cache_key:
+        kwargs["prompt_cache_key"] = request.cache_key
     return kwargs
 
 
