@@ -33,6 +33,7 @@ from workflows.protocol import (
     EMIT_EVENT_ACTIVITY,
     INVOKE_TOOL_ACTIVITY,
     MODEL_ROUND_ACTIVITY,
+    REASONING_TOPIC,
     TRANSCRIPT_QUERY,
     ApprovalRequirement,
     EventDelivery,
@@ -118,7 +119,8 @@ class AgentActivities:
         if usage.cost is None and (cost := self.runtime.prices.cost(model_name, usage)) is not None:
             usage = usage.model_copy(update={"cost": cost})
         return RoundResult(
-            text=response.text, calls=calls, usage=usage, plugin_state=prepared.plugin_state,
+            reasoning=response.reasoning, text=response.text, calls=calls, usage=usage,
+            plugin_state=prepared.plugin_state,
             model=model_name, event_hooks=self.runtime.handles_events, data=data, output_error=output_error,
             spec=f"{provider.name}:{getattr(provider, 'model', '')}".rstrip(":"),
             settings=request.settings if request.settings != ModelSettings() else None,
@@ -129,8 +131,10 @@ class AgentActivities:
         attempt = activity.info().attempt
         offset = 0
         batch = timedelta(seconds=self.runtime.delta_batch_interval)
+        reasoning_offset = 0
         async with WorkflowStreamClient.from_within_activity(batch_interval=batch) as stream:
             deltas = stream.topic(DELTAS_TOPIC, type=TextDelta)
+            reasoning = stream.topic(REASONING_TOPIC, type=TextDelta)
 
             async def on_text(text: str) -> None:
                 nonlocal offset
@@ -138,7 +142,13 @@ class AgentActivities:
                 offset += len(text)
                 activity.heartbeat()
 
-            return await provider.stream(request, on_text)  # type: ignore[attr-defined,no-any-return]
+            async def on_reasoning(text: str) -> None:
+                nonlocal reasoning_offset
+                reasoning.publish(TextDelta(round=request.round, attempt=attempt, offset=reasoning_offset, text=text))
+                reasoning_offset += len(text)
+                activity.heartbeat()
+
+            return await provider.stream(request, on_text, on_reasoning)  # type: ignore[attr-defined,no-any-return]
 
     async def _before_model(self, request: ModelRequest) -> ModelRequest:
         for plugin in self.runtime.plugins:

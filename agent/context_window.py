@@ -27,7 +27,14 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.messages import AssistantMessage, Message, ToolCallMessage, ToolResultMessage, UserMessage
+from agent.messages import (
+    AssistantMessage,
+    Message,
+    ReasoningMessage,
+    ToolCallMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 
 CHARS_PER_TOKEN = 4
 
@@ -54,6 +61,8 @@ def _message_chars(message: Message) -> int:
             return len(message.tool) + len(json.dumps(message.arguments, ensure_ascii=False))
         case ToolResultMessage():
             return len(message.tool) + len(message.content)
+        case ReasoningMessage():
+            return len(json.dumps(message.item, ensure_ascii=False))
     raise TypeError(f"not a message: {type(message).__name__}")
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent.model_settings import ModelSettings
-from agent.models import Usage
+from agent.models import ReasoningOutput, Usage
 
 
 class _Model(BaseModel):
@@ -41,8 +41,17 @@ class ToolResultMessage(_Model):
     is_error: bool = False
 
 
+class ReasoningMessage(_Model):
+    """A provider's reasoning item from an earlier round. Only that provider's adapter sends it back."""
+
+    kind: Literal["reasoning"] = "reasoning"
+    provider: str
+    item: dict[str, JsonValue]
+
+
 Message = Annotated[
-    UserMessage | AssistantMessage | ToolCallMessage | ToolResultMessage, Field(discriminator="kind")
+    UserMessage | AssistantMessage | ToolCallMessage | ToolResultMessage | ReasoningMessage,
+    Field(discriminator="kind"),
 ]
 
 
@@ -81,6 +90,7 @@ class ModelToolCall(_Model):
 
 
 class ModelResponse(_Model):
+    reasoning: list[ReasoningOutput] = Field(default_factory=list)
     text: str | None = None
     tool_calls: list[ModelToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)

@@ -139,8 +139,22 @@ class DataOutput(_Model):
     data: JsonValue
 
 
+class ReasoningOutput(_Model):
+    """The model's reasoning in one round, before its answer. `summary` is what a user may read (an OpenAI
+    reasoning summary, Anthropic's thinking text; empty when redacted or not asked for); `item` is the
+    provider's own block, kept verbatim (encrypted content, signature) so the projection can send it back
+    to the same provider. Other providers never see it."""
+
+    type: Literal["reasoning"] = "reasoning"
+    provider: str = Field(description="The provider family whose item this is: openai or anthropic.")
+    model: str = ""
+    summary: str = ""
+    item: dict[str, JsonValue] = Field(default_factory=dict)
+
+
 PromptOutput = Annotated[
-    TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput, Field(discriminator="type")
+    TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput | ReasoningOutput,
+    Field(discriminator="type"),
 ]
 PROMPT_OUTPUT_ADAPTER: TypeAdapter[PromptOutput] = TypeAdapter(PromptOutput)
 

@@ -1,7 +1,8 @@
 """Projection: the full prompt record -> the neutral message list the model sees.
 
 A lossy, pure function. `text` -> assistant; `tool` -> call + result pair; `file` -> assistant summary;
-`widget` -> skipped; `data` -> assistant JSON. A tool call still waiting (pending or in flight) has no
+`widget` -> skipped; `data` -> assistant JSON; `reasoning` -> the provider's own item, which only that
+provider's adapter sends back (the others skip it). A tool call still waiting (pending or in flight) has no
 result the model could see, so it is left out entirely rather than sent half-done.
 """
 
@@ -13,13 +14,21 @@ from typing import assert_never
 
 from pydantic import JsonValue
 
-from agent.messages import AssistantMessage, Message, ToolCallMessage, ToolResultMessage, UserMessage
+from agent.messages import (
+    AssistantMessage,
+    Message,
+    ReasoningMessage,
+    ToolCallMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from agent.models import (
     DataOutput,
     FileOutput,
     MessageOutput,
     Prompt,
     PromptOutput,
+    ReasoningOutput,
     TextOutput,
     ToolError,
     ToolOutput,
@@ -50,6 +59,8 @@ def project_output(entry: PromptOutput) -> list[Message]:
             return [AssistantMessage(text=render_tool_output(entry.data))]
         case MessageOutput():
             return [UserMessage(text=entry.text if entry.role == "user" else f"[system] {entry.text}")]
+        case ReasoningOutput():
+            return [ReasoningMessage(provider=entry.provider, item=entry.item)] if entry.item else []
         case _:
             assert_never(entry)
 

@@ -13,6 +13,7 @@ from agent.models import (
     MessageOutput,
     Prompt,
     PromptOutput,
+    ReasoningOutput,
     TextOutput,
     ToolOutput,
     WidgetOutput,
@@ -50,6 +51,8 @@ def describe_output(entry: PromptOutput) -> str:
             return f"data    {short(entry.data)}"
         case MessageOutput():
             return f"{entry.role:<7} {entry.text}"
+        case ReasoningOutput():
+            return f"reason  {entry.summary or '(reasoning not shown)'}"
         case _:
             assert_never(entry)
     return ""

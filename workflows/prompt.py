@@ -132,6 +132,8 @@ class PromptWorkflow:
             self._prompt.rounds = round_number
             self._deliver_steers()
             result = await self._call_model(round_number)
+            for reasoning in result.reasoning:
+                self._append(reasoning)
             if result.text:
                 self._append(TextOutput(text=result.text))
             if self._steers:

@@ -19,6 +19,7 @@ from agent.models import (
     MessageOutput,
     ModelTier,
     Prompt,
+    ReasoningOutput,
     TextOutput,
     ToolError,
     ToolOutput,
@@ -29,7 +30,8 @@ from agent.models import (
 
 DEFAULT_MAX_ROUNDS = 10
 MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start
-PromptOutputUnion = TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput
+PromptOutputUnion = (TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput
+                     | ReasoningOutput)
 
 
 class _Model(BaseModel):
@@ -135,6 +137,7 @@ class RoundInput(_Model):
 
 
 class RoundResult(_Model):
+    reasoning: list[ReasoningOutput] = Field(default_factory=list)
     text: str | None = None
     calls: list[PlannedCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
@@ -249,5 +252,6 @@ EMIT_EVENT_ACTIVITY = "dagent.emit_event"
 TRANSCRIPT_QUERY = "transcript"
 EVENTS_TOPIC = "events"  # the topic of a prompt's workflow stream
 DELTAS_TOPIC = "deltas"  # model text as it streams, published by the model activity
+REASONING_TOPIC = "reasoning"  # reasoning summaries as they stream (TextDelta), a topic of their own
 
 ConversationRequest.model_rebuild()

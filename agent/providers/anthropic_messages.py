@@ -8,7 +8,10 @@ every `tool_result` sits in the user message right after the assistant message h
 text deltas are forwarded as they arrive, `input_json_delta` fragments are joined and decoded once at the
 end (so malformed input gives the same `arguments_error` as `complete`), and usage is taken from
 `message_start` and overwritten by the cumulative counts in `message_delta`. A stream without
-`message_stop` was cut short and is retryable.
+`message_stop` was cut short and is retryable. Thinking deltas go to `on_reasoning`.
+
+`thinking` and `redacted_thinking` blocks come back as `ReasoningOutput`s holding the block itself (text and
+signature, or the encrypted data), which `build_messages` sends back unchanged in later rounds.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from agent.messages import (
     ModelRequest,
     ModelResponse,
     ModelToolCall,
+    ReasoningMessage,
     ToolCallMessage,
     ToolResultMessage,
     UserMessage,
 )
-from agent.models import Usage
+from agent.models import ReasoningOutput, Usage
 from agent.providers.base import ModelError, TextSink
 from agent.providers.errors import to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
@@ -36,6 +40,7 @@ from agent.providers.openai_responses import NO_KEY, decode_arguments
 from agent.providers.options import forced_tool_name, with_extra
 from agent.providers.streaming import accumulate, event_type, open_stream
 
+PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096  # when neither the tier nor the prompt sets max_output_tokens (the API requires one)
 
@@ -72,6 +77,11 @@ def build_messages(request: ModelRequest, *, names: ToolNameMap) -> list[dict[st
                 if message.is_error:
                     block["is_error"] = True
                 add("user", block)
+            case ReasoningMessage():
+                # thinking / redacted_thinking blocks go back unchanged (the signature covers them), first in
+                # their assistant message; other providers' reasoning is never sent.
+                if message.provider == PROVIDER:
+                    add("assistant", dict(message.item))
     return out
 
 
@@ -165,17 +175,30 @@ def tool_call(block_id: str, name: str, raw: object, *, names: ToolNameMap) -> M
     return ModelToolCall(id=block_id, tool=tool, arguments=arguments, arguments_error=error)
 
 
+def thinking_output(block_type: str, *, thinking: str, signature: str, data: str, model: str) -> ReasoningOutput:
+    if block_type == "redacted_thinking":
+        return ReasoningOutput(provider=PROVIDER, model=model, item={"type": "redacted_thinking", "data": data})
+    return ReasoningOutput(provider=PROVIDER, model=model, summary=thinking,
+                           item={"type": "thinking", "thinking": thinking, "signature": signature})
+
+
 def parse_response(response: Message, *, names: ToolNameMap) -> ModelResponse:
     texts: list[str] = []
     calls: list[ModelToolCall] = []
+    reasoning: list[ReasoningOutput] = []
+    model = str(response.model or "")
     for block in response.content or []:
-        if block.type == "text":
+        if block.type in ("thinking", "redacted_thinking"):
+            reasoning.append(thinking_output(block.type, thinking=getattr(block, "thinking", "") or "",
+                                             signature=getattr(block, "signature", "") or "",
+                                             data=getattr(block, "data", "") or "", model=model))
+        elif block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
             calls.append(tool_call(block.id, block.name, block.input, names=names))
     text = "".join(texts)
-    return ModelResponse(text=text or None, tool_calls=calls, usage=parse_usage(response),
-                         model=str(response.model or ""))
+    return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, usage=parse_usage(response),
+                         model=model)
 
 
 @dataclass
@@ -186,6 +209,8 @@ class _Block:
     name: str = ""
     input: object = None
     json: list[str] = field(default_factory=list)
+    signature: str = ""
+    data: str = ""
 
 
 @dataclass
@@ -196,6 +221,7 @@ class AnthropicStreamAccumulator:
     blocks: dict[int, _Block] = field(default_factory=dict)
     usage: dict[str, int | None] = field(default_factory=dict)
     stopped: bool = False
+    reasoning_deltas: list[str] = field(default_factory=list)  # thinking text since `accumulate` last looked
 
     def add(self, event: Any) -> str:
         """Take one event in; returns its text delta ("" if none)."""
@@ -215,7 +241,12 @@ class AnthropicStreamAccumulator:
             self.blocks[event.index] = _Block(
                 type=str(block.type), id=str(getattr(block, "id", "") or ""),
                 name=str(getattr(block, "name", "") or ""), input=getattr(block, "input", None),
+                signature=str(getattr(block, "signature", "") or ""), data=str(getattr(block, "data", "") or ""),
             )
+            thinking = getattr(block, "thinking", None) if block.type == "thinking" else None
+            if isinstance(thinking, str) and thinking:
+                self.blocks[event.index].text.append(thinking)
+                self.reasoning_deltas.append(thinking)
             initial = getattr(block, "text", None) if block.type == "text" else None
             if isinstance(initial, str) and initial:
                 self.blocks[event.index].text.append(initial)
@@ -230,6 +261,11 @@ class AnthropicStreamAccumulator:
                 return str(delta.text)
             if delta.type == "input_json_delta" and block.type == "tool_use":
                 block.json.append(delta.partial_json or "")
+            if delta.type == "thinking_delta" and block.type == "thinking" and delta.thinking:
+                block.text.append(delta.thinking)
+                self.reasoning_deltas.append(str(delta.thinking))
+            if delta.type == "signature_delta" and block.type == "thinking":
+                block.signature += delta.signature or ""
         elif kind == "message_delta":
             usage = event.usage
             if usage is not None:  # cumulative totals: overwrite; optional ones only when present
@@ -247,15 +283,20 @@ class AnthropicStreamAccumulator:
     def response(self, *, names: ToolNameMap) -> ModelResponse:
         texts: list[str] = []
         calls: list[ModelToolCall] = []
+        reasoning: list[ReasoningOutput] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
-            if block.type == "text":
+            if block.type in ("thinking", "redacted_thinking"):
+                reasoning.append(thinking_output(block.type, thinking="".join(block.text), signature=block.signature,
+                                                 data=block.data, model=self.model))
+            elif block.type == "text":
                 texts.append("".join(block.text))
             elif block.type == "tool_use":
                 raw = "".join(block.json) if block.json else block.input
                 calls.append(tool_call(block.id, block.name, raw, names=names))
         usage = usage_from(**self.usage) if self.usage else Usage(model_calls=1)
-        return ModelResponse(text="".join(texts) or None, tool_calls=calls, usage=usage, model=self.model)
+        return ModelResponse(reasoning=reasoning, text="".join(texts) or None, tool_calls=calls, usage=usage,
+                             model=self.model)
 
 
 class AnthropicMessagesProvider:
@@ -284,12 +325,13 @@ class AnthropicMessagesProvider:
         except Exception as exc:
             raise self._error(exc) from None
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+    async def stream(self, request: ModelRequest, on_text: TextSink,
+                     on_reasoning: TextSink | None = None) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
         events = await open_stream(self._client.messages.create(**kwargs, stream=True), self._error)
         acc = AnthropicStreamAccumulator()
-        await accumulate(events, acc, on_text, self._error)
+        await accumulate(events, acc, on_text, self._error, on_reasoning=on_reasoning)
         if not acc.stopped:
             raise truncated_stream(provider=self.name, model=self.model, missing="message_stop")
         try:

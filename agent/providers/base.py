@@ -49,6 +49,7 @@ class StreamingModelProvider(ModelProvider, Protocol):
     """A provider that can also stream: `stream` returns exactly what `complete` would (same text, tool calls,
     usage), awaiting `on_text(delta)` for each text delta as it arrives. Errors are classified as in
     `complete`, including ones that happen mid-stream; an exception raised by `on_text` itself propagates
-    unchanged."""
+    unchanged. Reasoning summary / thinking deltas go to `on_reasoning` when given."""
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse: ...
+    async def stream(self, request: ModelRequest, on_text: TextSink,
+                     on_reasoning: TextSink | None = None) -> ModelResponse: ...

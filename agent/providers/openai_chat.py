@@ -25,6 +25,7 @@ from agent.messages import (
     ModelRequest,
     ModelResponse,
     ModelToolCall,
+    ReasoningMessage,
     ToolCallMessage,
     ToolResultMessage,
     UserMessage,
@@ -66,6 +67,8 @@ def build_messages(request: ModelRequest, *, names: ToolNameMap) -> list[dict[st
                     out.append({"role": "assistant", "content": None, "tool_calls": [call]})
             case ToolResultMessage():
                 out.append({"role": "tool", "tool_call_id": message.call_id, "content": message.content})
+            case ReasoningMessage():
+                pass  # Chat Completions takes no reasoning items back: reasoning is skipped here
     return out
 
 
@@ -234,7 +237,8 @@ class OpenAIChatProvider:
         except Exception as exc:
             raise self._error(exc) from None
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+    async def stream(self, request: ModelRequest, on_text: TextSink,
+                     on_reasoning: TextSink | None = None) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names)
         call = self._client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})

@@ -3,9 +3,14 @@
 `build_request` and `parse_response` are pure and unit-testable; `OpenAIResponsesProvider` only adds the
 SDK call and error mapping. Requests are stateless (`store=False`): the full history is sent every time.
 
+Reasoning items come back as `ReasoningOutput`s (their summary for the user, the item itself to send back
+in later rounds: with `store=False` it is only accepted with its `encrypted_content`, which settings with a
+reasoning effort or summary ask for via `include`).
+
 `stream` sends the same request with `stream=True`, forwards `response.output_text.delta` (and refusal)
-deltas, and parses the final response carried by `response.completed` (or `response.incomplete`) with
-`parse_response`, so it returns exactly what `complete` would.
+deltas and reasoning summary deltas (to `on_reasoning`), and parses the final response carried by
+`response.completed` (or `response.incomplete`) with `parse_response`, so it returns exactly what `complete`
+would.
 """
 
 from __future__ import annotations
@@ -22,17 +27,19 @@ from agent.messages import (
     ModelRequest,
     ModelResponse,
     ModelToolCall,
+    ReasoningMessage,
     ToolCallMessage,
     ToolResultMessage,
     UserMessage,
 )
-from agent.models import Usage
+from agent.models import ReasoningOutput, Usage
 from agent.providers.base import ModelError, TextSink
 from agent.providers.errors import stream_error, to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
 from agent.providers.options import forced_tool_name, with_extra
 from agent.providers.streaming import event_type, guarded_events, open_stream
 
+PROVIDER = "openai"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "not-needed"
 
@@ -76,6 +83,11 @@ def build_request(request: ModelRequest, *, model: str, names: ToolNameMap) -> d
             case ToolResultMessage():
                 items.append({"type": "function_call_output", "call_id": message.call_id,
                               "output": message.content})
+            case ReasoningMessage():
+                # Without server-side storage (store=False) only an item carrying its encrypted content can be
+                # sent back; other providers' reasoning is never sent.
+                if message.provider == PROVIDER and message.item.get("encrypted_content"):
+                    items.append(dict(message.item))
     kwargs: dict[str, Any] = {"model": model, "input": items, "store": False}
     if request.instructions:
         kwargs["instructions"] = request.instructions
@@ -137,11 +149,26 @@ def parse_usage(response: Response) -> Usage:
     )
 
 
+def reasoning_output(item: Any, model: str) -> ReasoningOutput:
+    """A `reasoning` output item, kept as the input item the Responses API takes back."""
+    summary = [{"type": "summary_text", "text": part.text} for part in item.summary or []]
+    kept: dict[str, Any] = {"type": "reasoning", "id": item.id, "summary": summary}
+    if item.content:
+        kept["content"] = [{"type": "reasoning_text", "text": part.text} for part in item.content]
+    if item.encrypted_content:
+        kept["encrypted_content"] = item.encrypted_content
+    return ReasoningOutput(provider=PROVIDER, model=model, item=kept,
+                           summary="\n\n".join(part["text"] for part in summary))
+
+
 def parse_response(response: Response, *, names: ToolNameMap) -> ModelResponse:
     texts: list[str] = []
     calls: list[ModelToolCall] = []
+    reasoning: list[ReasoningOutput] = []
     for item in response.output or []:
-        if item.type == "message":
+        if item.type == "reasoning":
+            reasoning.append(reasoning_output(item, str(response.model or "")))
+        elif item.type == "message":
             for part in item.content:
                 if part.type == "output_text":
                     texts.append(part.text)
@@ -153,7 +180,7 @@ def parse_response(response: Response, *, names: ToolNameMap) -> ModelResponse:
             calls.append(ModelToolCall(id=item.call_id, tool=tool, arguments=arguments,
                                        arguments_error=error))
     text = "".join(texts)
-    return ModelResponse(text=text or None, tool_calls=calls, usage=parse_usage(response),
+    return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, usage=parse_usage(response),
                          model=str(response.model or ""))
 
 
@@ -182,7 +209,8 @@ class OpenAIResponsesProvider:
         except Exception as exc:
             raise self._error(exc) from None
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+    async def stream(self, request: ModelRequest, on_text: TextSink,
+                     on_reasoning: TextSink | None = None) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names)
         events = await open_stream(self._client.responses.create(**kwargs, stream=True), self._error)
@@ -194,6 +222,13 @@ class OpenAIResponsesProvider:
                     delta = getattr(event, "delta", None)
                     if isinstance(delta, str) and delta:
                         await on_text(delta)
+                elif kind == "response.reasoning_summary_text.delta" and on_reasoning is not None:
+                    delta = getattr(event, "delta", None)
+                    if isinstance(delta, str) and delta:
+                        await on_reasoning(delta)
+                elif kind == "response.reasoning_summary_part.added" and on_reasoning is not None:
+                    if (getattr(event, "summary_index", 0) or 0) > 0:  # parts join with a blank line
+                        await on_reasoning("\n\n")
                 elif kind in ("response.completed", "response.incomplete"):
                     final = getattr(event, "response", None)
                 elif kind == "response.failed":

@@ -24,6 +24,7 @@ from agent.messages import (
     ModelRequest,
     ModelResponse,
     ModelToolCall,
+    ReasoningMessage,
     ToolCallMessage,
     ToolResultMessage,
     UserMessage,
@@ -48,6 +49,8 @@ def _message_chars(message: Message) -> int:
             return len(message.tool) + len(json.dumps(message.arguments))
         case ToolResultMessage():
             return len(message.content)
+        case ReasoningMessage():
+            return len(json.dumps(message.item, ensure_ascii=False))
 
 
 def estimate_usage(request: ModelRequest, response: ModelResponse) -> Usage:
@@ -99,8 +102,12 @@ class ScriptedModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await self._serve(request)
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+    async def stream(self, request: ModelRequest, on_text: TextSink,
+                     on_reasoning: TextSink | None = None) -> ModelResponse:
         response = await self._serve(request)
+        for reasoning in response.reasoning if on_reasoning is not None else []:
+            for chunk in split_words(reasoning.summary):
+                await on_reasoning(chunk)
         for chunk in split_words(response.text or ""):
             await on_text(chunk)
         return response

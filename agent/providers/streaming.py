@@ -53,8 +53,9 @@ class Accumulator(Protocol[T_contra]):
 
 
 async def accumulate(stream: _SDKStream[T], acc: Accumulator[T], on_text: Callable[[str], Awaitable[None]],
-                     to_error: ErrorMapper) -> None:
-    """Feed every event of `stream` to `acc`, passing the text deltas it returns to `on_text`.
+                     to_error: ErrorMapper, *, on_reasoning: Callable[[str], Awaitable[None]] | None = None) -> None:
+    """Feed every event of `stream` to `acc`, passing the text deltas it returns to `on_text` and the reasoning
+    deltas it collects in `acc.reasoning_deltas` (if it has that list) to `on_reasoning`.
 
     SDK and accumulator failures map through `to_error`; an exception from `on_text` passes unchanged.
     """
@@ -66,6 +67,13 @@ async def accumulate(stream: _SDKStream[T], acc: Accumulator[T], on_text: Callab
                 raise to_error(exc) from None
             if delta:
                 await on_text(delta)
+            pending: list[str] | None = getattr(acc, "reasoning_deltas", None)
+            if pending:
+                chunks = list(pending)
+                pending.clear()
+                if on_reasoning is not None:
+                    for chunk in chunks:
+                        await on_reasoning(chunk)
 
 
 def event_type(event: Any) -> str:

@@ -178,6 +178,21 @@ _ANTHROPIC_ERROR_TYPES = {
 }
 
 
+def with_reasoning(protocol: WireProtocol, body: dict[str, Any], *, summary: str, secret: str,
+                   redacted: bool = False) -> dict[str, Any]:
+    """`body` with one reasoning item first: an OpenAI `reasoning` item (summary + `encrypted_content`) or an
+    Anthropic `thinking` block (text + `signature`), or a `redacted_thinking` block (`data`)."""
+    if protocol == "responses":
+        item = {"type": "reasoning", "id": "rs_fake", "summary": [{"type": "summary_text", "text": summary}],
+                "encrypted_content": secret}
+        return {**body, "output": [item, *body["output"]]}
+    if protocol == "anthropic":
+        block = ({"type": "redacted_thinking", "data": secret} if redacted
+                 else {"type": "thinking", "thinking": summary, "signature": secret})
+        return {**body, "content": [block, *body["content"]]}
+    raise ValueError("Chat Completions has no reasoning items")
+
+
 def error_body(protocol: WireProtocol, status: int, message: str) -> dict[str, Any]:
     if protocol == "anthropic":
         kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
@@ -242,6 +257,15 @@ def responses_events(body: Mapping[str, Any]) -> list[str]:
                      delta=fragment)
             emit("response.function_call_arguments.done", item_id=item["id"], output_index=out_index,
                  name=item["name"], arguments=item["arguments"])
+        elif item.get("type") == "reasoning":
+            emit("response.output_item.added", output_index=out_index, item={**item, "summary": []})
+            for summary_index, part in enumerate(item.get("summary") or []):
+                where = {"item_id": item["id"], "output_index": out_index, "summary_index": summary_index}
+                emit("response.reasoning_summary_part.added", **where, part={**part, "text": ""})
+                for piece in text_pieces(part["text"]):
+                    emit("response.reasoning_summary_text.delta", **where, delta=piece)
+                emit("response.reasoning_summary_text.done", **where, text=part["text"])
+                emit("response.reasoning_summary_part.done", **where, part=part)
         else:
             emit("response.output_item.added", output_index=out_index, item=item)
         emit("response.output_item.done", output_index=out_index, item=item)
@@ -311,8 +335,8 @@ def anthropic_events(body: Mapping[str, Any]) -> list[str]:
                      delta={"type": "input_json_delta", "partial_json": fragment})
         elif kind == "thinking":
             emit("content_block_start", index=index, content_block={**block, "thinking": "", "signature": ""})
-            emit("content_block_delta", index=index,
-                 delta={"type": "thinking_delta", "thinking": block.get("thinking", "")})
+            for piece in text_pieces(block.get("thinking", "")):
+                emit("content_block_delta", index=index, delta={"type": "thinking_delta", "thinking": piece})
             emit("content_block_delta", index=index,
                  delta={"type": "signature_delta", "signature": block.get("signature", "")})
         else:

@@ -1,0 +1,168 @@
+"""Reasoning round-trips: OpenAI Responses reasoning items (with `encrypted_content`, since `store=False`)
+and Anthropic thinking / redacted_thinking blocks (with signatures) are kept in the prompt record as
+`reasoning` outputs, sent back unchanged to the provider that made them, skipped for every other provider,
+and their summaries stream to their own topic. Real SDKs against the local fake server."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.testing import WorkflowEnvironment
+
+from agent.context import ToolContext
+from agent.messages import ModelRequest, ReasoningMessage, ToolCallMessage, ToolResultMessage, UserMessage
+from agent.model_settings import ModelSettings
+from agent.models import ReasoningOutput, TextOutput, ToolOutput
+from agent.plugins import Plugin
+from agent.providers import ToolNameMap, anthropic_messages, openai_chat, openai_responses
+from agent.tools import tool
+from tests.conftest import agent_worker
+from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, WireProtocol
+from tests.fakes.llm_server import anthropic_body, responses_body, with_reasoning
+from tests.fakes.providers import ask, make_provider
+from workflows.protocol import REASONING_TOPIC, TextDelta
+
+ENCRYPTED = "gAAAAB-encrypted-reasoning-0123456789"
+SIGNATURE = "EqQBCkYIARgCIkB-signature"
+
+
+class City(BaseModel):
+    city: str
+
+
+@tool("weather.get")
+async def weather(args: City, ctx: ToolContext) -> str:
+    """Current weather for a city."""
+    return f"sunny in {args.city}"
+
+
+PLUGIN = Plugin("weather", tools=[weather])
+
+
+def _queue_two_rounds(llm: FakeLLMServer, protocol: WireProtocol, *, redacted: bool = False) -> None:
+    build = responses_body if protocol == "responses" else anthropic_body
+    first = build(None, [FakeCall("weather_get", {"city": "Paris"}, id="call_1")], FakeUsage(10, 5), "m-1")
+    llm.reply_raw(protocol, with_reasoning(protocol, first, summary="Need the weather tool.", secret=ENCRYPTED
+                                           if protocol == "responses" else SIGNATURE, redacted=redacted))
+    second = build("It is sunny.", [], FakeUsage(20, 5), "m-1")
+    llm.reply_raw(protocol, with_reasoning(protocol, second, summary="The tool answered.", secret="second"))
+
+
+async def test_openai_reasoning_items_round_trip_through_a_prompt(dev_env: WorkflowEnvironment,
+                                                                  llm: FakeLLMServer) -> None:
+    _queue_two_rounds(llm, "responses")
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=make_provider(llm, "responses")) as client:
+        prompt = await client.run("Weather in Paris?", model_settings=ModelSettings(reasoning_effort="medium",
+                                                                                     reasoning_summary="auto"))
+    assert prompt.state == "completed"
+    kinds = [type(o).__name__ for o in prompt.output]
+    assert kinds == ["ReasoningOutput", "ToolOutput", "ReasoningOutput", "TextOutput"]
+    first = prompt.output[0]
+    assert isinstance(first, ReasoningOutput)
+    assert (first.provider, first.summary) == ("openai", "Need the weather tool.")
+    first_body, second_body = llm.bodies("responses")
+    assert first_body["reasoning"] == {"effort": "medium", "summary": "auto"}
+    assert first_body["include"] == ["reasoning.encrypted_content"] and first_body["store"] is False
+    # round 2 sends the reasoning item back verbatim, right before the function call it led to
+    assert second_body["input"][1:] == [
+        {"type": "reasoning", "id": "rs_fake", "summary": [{"type": "summary_text", "text": "Need the weather tool."}],
+         "encrypted_content": ENCRYPTED},
+        {"type": "function_call", "call_id": "call_1", "name": "weather_get", "arguments": '{"city":"Paris"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny in Paris"},
+    ]
+
+
+async def test_anthropic_thinking_round_trips_with_its_signature(dev_env: WorkflowEnvironment,
+                                                                 llm: FakeLLMServer) -> None:
+    _queue_two_rounds(llm, "anthropic")
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=make_provider(llm, "anthropic")) as client:
+        prompt = await client.run("Weather in Paris?", model_settings=ModelSettings(reasoning_budget_tokens=2048))
+    assert prompt.state == "completed"
+    assert isinstance(prompt.output[0], ReasoningOutput) and prompt.output[0].summary == "Need the weather tool."
+    assert isinstance(prompt.output[1], ToolOutput) and isinstance(prompt.output[-1], TextOutput)
+    second = llm.bodies("anthropic")[1]
+    assert second["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert second["messages"][1] == {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "Need the weather tool.", "signature": SIGNATURE},
+        {"type": "tool_use", "id": "call_1", "name": "weather_get", "input": {"city": "Paris"}},
+    ]}
+
+
+async def test_anthropic_redacted_thinking_round_trips(dev_env: WorkflowEnvironment, llm: FakeLLMServer) -> None:
+    _queue_two_rounds(llm, "anthropic", redacted=True)
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=make_provider(llm, "anthropic")) as client:
+        prompt = await client.run("Weather in Paris?")
+    redacted = prompt.output[0]
+    assert isinstance(redacted, ReasoningOutput) and redacted.summary == ""
+    assert llm.bodies("anthropic")[1]["messages"][1]["content"][0] == {"type": "redacted_thinking",
+                                                                      "data": SIGNATURE}
+
+
+def _history_with(provider: str, item: dict[str, Any]) -> ModelRequest:
+    return ModelRequest(messages=[
+        UserMessage(text="hi"), ReasoningMessage(provider=provider, item=item),
+        ToolCallMessage(call_id="c1", tool="weather.get", arguments={"city": "Oslo"}),
+        ToolResultMessage(call_id="c1", tool="weather.get", content="cold"),
+    ])
+
+
+def test_other_providers_reasoning_is_skipped() -> None:
+    openai_item = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"}
+    thinking = {"type": "thinking", "thinking": "t", "signature": "s"}
+    names = ToolNameMap(["weather.get"])
+    to_anthropic = anthropic_messages.build_messages(_history_with("openai", openai_item), names=names)
+    assert [b["type"] for m in to_anthropic for b in m["content"]] == ["text", "tool_use", "tool_result"]
+    to_openai = openai_responses.build_request(_history_with("anthropic", thinking), model="m", names=names)
+    assert [i.get("type", i.get("role")) for i in to_openai["input"]] == ["user", "function_call",
+                                                                          "function_call_output"]
+    to_chat = openai_chat.build_messages(_history_with("openai", openai_item), names=names)
+    assert [m["role"] for m in to_chat] == ["user", "assistant", "tool"]
+    # an OpenAI item without encrypted content cannot be sent back when nothing is stored server-side
+    unencrypted = {"type": "reasoning", "id": "rs_1", "summary": []}
+    sent = openai_responses.build_request(_history_with("openai", unencrypted), model="m", names=names)
+    assert all(i.get("type") != "reasoning" for i in sent["input"])
+
+
+async def test_streamed_reasoning_summaries(llm: FakeLLMServer, protocol: WireProtocol) -> None:
+    if protocol == "chat":
+        return  # Chat Completions has no reasoning items
+    build = responses_body if protocol == "responses" else anthropic_body
+    body = with_reasoning(protocol, build("Done.", [], FakeUsage(3, 1), "m"), summary="Think it  through.",
+                          secret="sig")
+    llm.reply_raw(protocol, body)
+    llm.reply_raw(protocol, body)
+    provider = make_provider(llm, protocol)
+    texts: list[str] = []
+    thoughts: list[str] = []
+
+    async def on_text(delta: str) -> None:
+        texts.append(delta)
+
+    async def on_reasoning(delta: str) -> None:
+        thoughts.append(delta)
+
+    streamed = await provider.stream(ask(), on_text, on_reasoning)
+    completed = await provider.complete(ask())
+    assert len(thoughts) > 1 and "".join(thoughts) == "Think it  through."
+    assert "".join(texts) == "Done."
+    assert streamed.reasoning == completed.reasoning
+    assert streamed.reasoning[0].summary == "Think it  through."
+
+
+async def test_reasoning_deltas_reach_their_own_topic(dev_env: WorkflowEnvironment, llm: FakeLLMServer) -> None:
+    body = with_reasoning("anthropic", anthropic_body("Done.", [], FakeUsage(3, 1), "m"),
+                          summary="Step one. Step two.", secret="sig")
+    llm.reply_raw("anthropic", body)
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=make_provider(llm, "anthropic")) as client:
+        handle = await client.start("think")
+        stream = WorkflowStreamClient.create(dev_env.client, handle.id)
+        deltas = [item.data async for item in stream.subscribe([REASONING_TOPIC], 0, result_type=TextDelta,
+                                                               poll_cooldown=timedelta(milliseconds=50))]
+        prompt = await handle.result()
+    assert prompt.state == "completed"
+    assert len(deltas) > 1 and "".join(d.text for d in deltas) == "Step one. Step two."
+    assert [d.offset for d in deltas] == [sum(len(x.text) for x in deltas[:i]) for i in range(len(deltas))]
+    assert [o.type for o in prompt.output] == ["reasoning", "text"]
