@@ -28,6 +28,7 @@ class Usage(_Model):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = Field(default=0, description="Prompt tokens written to the cache (Anthropic).")
     reasoning_tokens: int = 0
     model_calls: int = 0
     cost: float | None = None
@@ -38,6 +39,7 @@ class Usage(_Model):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             model_calls=self.model_calls + other.model_calls,
             cost=cost,

@@ -4,13 +4,15 @@ Pure, no Temporal imports. Prices are US dollars per million tokens. A price tab
 name (as providers report it in `ModelResponse.model`) to its price::
 
     {"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25},
-     "claude-sonnet-4-5": {"input": 3, "output": 15, "cached_input": 0.3}}
+     "claude-sonnet-4-5": {"input": 3, "output": 15, "cached_input": 0.3, "cache_write": 3.75}}
 
 Workers read it from `DAGENT_PRICES`, which holds either that JSON inline or the path of a file with it.
 
 Token conventions follow `Usage`: `input_tokens` counts every prompt token, cached ones included, and
-`cached_tokens` is the cached part of it; reasoning tokens are already part of `output_tokens`. So a call
-costs `(input - cached) * input + cached * cached_input + output * output`, per million tokens.
+`cached_tokens` (read from the cache) and `cache_write_tokens` (written to it, Anthropic) are parts of it;
+reasoning tokens are already part of `output_tokens`. So a call costs
+`(input - cached - written) * input + cached * cached_input + written * cache_write + output * output`, per
+million tokens.
 """
 
 from __future__ import annotations
@@ -30,19 +32,25 @@ _SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
 class Price(BaseModel):
-    """US dollars per million tokens. `cached_input` defaults to the `input` price when not given."""
+    """US dollars per million tokens. `cached_input` and `cache_write` default to the `input` price when not
+    given (Anthropic charges 1.25x input for 5-minute cache writes: set `cache_write` to price them)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cached_input: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
     def cost(self, usage: Usage) -> float:
-        cached = min(max(usage.cached_tokens, 0), max(usage.input_tokens, 0))
-        uncached = max(usage.input_tokens, 0) - cached
+        total = max(usage.input_tokens, 0)
+        cached = min(max(usage.cached_tokens, 0), total)
+        written = min(max(usage.cache_write_tokens, 0), total - cached)
+        uncached = total - cached - written
         cached_price = self.input if self.cached_input is None else self.cached_input
-        return (uncached * self.input + cached * cached_price + max(usage.output_tokens, 0) * self.output) / PER_TOKENS
+        write_price = self.input if self.cache_write is None else self.cache_write
+        return (uncached * self.input + cached * cached_price + written * write_price
+                + max(usage.output_tokens, 0) * self.output) / PER_TOKENS
 
 
 class PriceTable(RootModel[dict[str, Price]]):

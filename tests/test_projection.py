@@ -15,6 +15,7 @@ from agent.messages import (
     ToolSpec,
     UserMessage,
 )
+from agent.model_settings import ModelSettings
 from agent.models import (
     DataOutput,
     FileOutput,
@@ -250,7 +251,7 @@ def test_chat_merges_parallel_calls_after_text() -> None:
 
 
 def test_anthropic_payload() -> None:
-    request = projected_request()
+    request = projected_request().model_copy(update={"settings": ModelSettings(prompt_cache=False)})
     kwargs = anthropic_messages.build_request(request, model="claude", names=ToolNameMap.for_request(request))
     assert kwargs["model"] == "claude"
     assert kwargs["max_tokens"] == 4096

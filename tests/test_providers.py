@@ -78,10 +78,11 @@ async def test_text_reply(llm: FakeLLMServer, protocol: WireProtocol) -> None:
         assert body["messages"] == [{"role": "system", "content": "You are helpful."},
                                     {"role": "user", "content": "What's the weather in Paris?"}]
     else:
-        assert body["system"] == "You are helpful."
+        # prompt caching is on by default: breakpoints after the instructions and after the last message
+        assert body["system"] == [{"type": "text", "text": "You are helpful.", "cache_control": {"type": "ephemeral"}}]
         assert body["max_tokens"] == 4096
-        assert body["messages"] == [{"role": "user",
-                                     "content": [{"type": "text", "text": "What's the weather in Paris?"}]}]
+        assert body["messages"] == [{"role": "user", "content": [
+            {"type": "text", "text": "What's the weather in Paris?", "cache_control": {"type": "ephemeral"}}]}]
 
 
 async def test_api_key_sent_in_header(llm: FakeLLMServer, protocol: WireProtocol) -> None:

@@ -100,7 +100,33 @@ def build_request(request: ModelRequest, *, model: str, names: ToolNameMap,
             }
             for spec in request.tools
         ]
+    if request.settings.caching:
+        add_cache_breakpoints(kwargs)
     return with_extra(apply_settings(kwargs, request, names, default_max_tokens=max_tokens), request)
+
+
+CACHE_BREAKPOINT = {"type": "ephemeral"}
+_UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+def add_cache_breakpoints(kwargs: dict[str, Any]) -> None:
+    """Mark the stable prefix for prompt caching (at most 2 of the 4 breakpoints Anthropic allows).
+
+    The cache prefix runs tools -> system -> messages. One breakpoint ends the instructions (or, without
+    any, the tool list), so they are cached across prompts; one ends the last message, so the next round of
+    the same prompt reads every earlier round from the cache (Anthropic looks back up to 20 blocks from a
+    breakpoint for the longest cached prefix). Prefixes shorter than the model's minimum are simply not
+    cached.
+    """
+    if "system" in kwargs:
+        kwargs["system"] = [{"type": "text", "text": kwargs["system"], "cache_control": CACHE_BREAKPOINT}]
+    elif kwargs.get("tools"):
+        kwargs["tools"][-1] = {**kwargs["tools"][-1], "cache_control": CACHE_BREAKPOINT}
+    messages = kwargs.get("messages") or []
+    if messages:
+        last = messages[-1]["content"]
+        if last and last[-1].get("type") not in _UNCACHEABLE_BLOCKS and last[-1].get("text", "x"):
+            last[-1] = {**last[-1], "cache_control": CACHE_BREAKPOINT}
 
 
 def apply_settings(kwargs: dict[str, Any], request: ModelRequest, names: ToolNameMap, *,
@@ -159,6 +185,7 @@ def usage_from(*, input_tokens: int | None, output_tokens: int | None, cache_rea
         input_tokens=(input_tokens or 0) + cache_read + (cache_write or 0),
         output_tokens=output_tokens or 0,
         cached_tokens=cache_read,
+        cache_write_tokens=cache_write or 0,
         reasoning_tokens=thinking or 0,
         model_calls=1,
     )
