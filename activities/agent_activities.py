@@ -32,6 +32,7 @@ from workflows.protocol import (
     DELTAS_TOPIC,
     EMIT_EVENT_ACTIVITY,
     INVOKE_TOOL_ACTIVITY,
+    MODEL_FALLBACK_ERROR,
     MODEL_ROUND_ACTIVITY,
     REASONING_TOPIC,
     TRANSCRIPT_QUERY,
@@ -96,7 +97,15 @@ class AgentActivities:
                    for t, _ in prepared.tools.values()],
         )
         request = await self._before_model(request)
-        provider = self.runtime.provider_for(prompt.model)
+        chain = self.runtime.chain_for(prompt.model)
+        position = min(inp.fallback, len(chain) - 1)
+        provider = chain[position]
+        fallback = chain[position + 1] if position + 1 < len(chain) else None
+        budget_spent = activity.info().attempt > self.runtime.fallback_after_attempts
+        if fallback is not None and budget_spent:  # e.g. earlier attempts timed out: no error reached us
+            raise _fall_back(position + 1, fallback, f"{_spec(provider)} did not answer within "
+                                                     f"{self.runtime.fallback_after_attempts} attempts")
+        logger = logger.bind(model=_spec(provider), fallback=position)
         try:
             async with _heartbeating():
                 if self.runtime.streams_text(provider):
@@ -105,10 +114,18 @@ class AgentActivities:
                     response = await provider.complete(request)
             response = await self._after_model(request, response)
         except RetryableModelError as exc:
+            if fallback is not None and activity.info().attempt >= self.runtime.fallback_after_attempts:
+                logger.warning("model call failed, falling back", error=str(exc), status=exc.status,
+                               next_model=_spec(fallback))
+                raise _fall_back(position + 1, fallback, str(exc)) from exc
             logger.warning("model call failed, will retry", error=str(exc), status=exc.status)
             delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None
             raise ApplicationError(str(exc), type="RetryableModelError", next_retry_delay=delay) from exc
         except FatalModelError as exc:
+            if fallback is not None:
+                logger.warning("model call failed, falling back", error=str(exc), status=exc.status,
+                               next_model=_spec(fallback))
+                raise _fall_back(position + 1, fallback, str(exc)) from exc
             logger.error("model call failed", error=str(exc), status=exc.status)
             raise ApplicationError(str(exc), type="FatalModelError", non_retryable=True) from exc
         logger.debug("model responded", tool_calls=len(response.tool_calls), model=response.model)
@@ -122,7 +139,7 @@ class AgentActivities:
             reasoning=response.reasoning, text=response.text, calls=calls, usage=usage,
             plugin_state=prepared.plugin_state,
             model=model_name, event_hooks=self.runtime.handles_events, data=data, output_error=output_error,
-            spec=f"{provider.name}:{getattr(provider, 'model', '')}".rstrip(":"),
+            spec=_spec(provider), fallback=position,
             settings=request.settings if request.settings != ModelSettings() else None,
         )
 
@@ -258,6 +275,17 @@ async def _query_transcript_page(inp: RoundInput, request: TranscriptPageRequest
     info = activity.info()
     handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=inp.run_id or None)
     return await handle.query(TRANSCRIPT_QUERY, request, result_type=TranscriptPage)
+
+
+def _spec(provider: ModelProvider) -> str:
+    """`provider:model`, as configured (the record's name for who answered)."""
+    return f"{provider.name}:{getattr(provider, 'model', '')}".rstrip(":")
+
+
+def _fall_back(position: int, provider: ModelProvider, reason: str) -> ApplicationError:
+    """Ends this model's attempts; the workflow calls the round again with the chain's next model."""
+    return ApplicationError(f"{reason}; falling back to {_spec(provider)}", position, _spec(provider),
+                            type=MODEL_FALLBACK_ERROR, non_retryable=True)
 
 
 def _output_schema(inp: RoundInput) -> OutputSchema | None:

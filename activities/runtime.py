@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,13 +32,14 @@ class PreparedRound:
 @dataclass
 class AgentRuntime:
     plugins: list[Plugin]
-    providers: Mapping[str, ModelProvider]
+    providers: Mapping[str, ModelProvider | Sequence[ModelProvider]]  # a sequence is a fallback chain
     model_settings: Mapping[str, ModelSettings] = field(default_factory=dict)
     services: Services = field(default_factory=Services)
     file_store: FileStore = field(default_factory=lambda: DirectoryFileStore(Path(".dagent/files")))
     max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
     prices: PriceTable = field(default_factory=PriceTable)
     stream_text: bool | None = None  # None: stream from real providers, not from scripted ones
+    fallback_after_attempts: int = 3  # retryable failures of one model before its fallback is used
     delta_batch_interval: float = 0.2
 
     def streams_text(self, provider: ModelProvider) -> bool:
@@ -47,10 +48,17 @@ class AgentRuntime:
         return self.stream_text if self.stream_text is not None else provider.name != "scripted"
 
     def provider_for(self, tier: str) -> ModelProvider:
-        provider = self.providers.get(tier) or self.providers.get("normal")
-        if provider is None:
+        return self.chain_for(tier)[0]
+
+    def chain_for(self, tier: str) -> list[ModelProvider]:
+        """The tier's models in fallback order (one model is a chain of one)."""
+        configured = self.providers.get(tier) or self.providers.get("normal")
+        if configured is None:
             raise LookupError(f"no model configured for tier {tier!r}")
-        return provider
+        chain = list(configured) if isinstance(configured, Sequence) else [configured]
+        if not chain:
+            raise LookupError(f"the model chain of tier {tier!r} is empty")
+        return chain
 
     def settings_for(self, prompt: Prompt) -> ModelSettings:
         """The prompt's tier settings with the prompt's own settings on top."""

@@ -43,6 +43,7 @@ class Settings(BaseModel):
     model_high: str = ""
     model_settings_normal: ModelSettings | None = None
     model_settings_high: ModelSettings | None = None
+    model_fallback_attempts: int = 3
     plugins: tuple[str, ...] = (DEMO_PLUGINS,)
     file_dir: str = ".dagent/files"
     ui_url: str = "http://127.0.0.1:8233"
@@ -64,6 +65,7 @@ class Settings(BaseModel):
             model_high=env.get("DAGENT_MODEL_HIGH", defaults.model_high),
             model_settings_normal=_model_settings(env, "DAGENT_MODEL_SETTINGS_NORMAL"),
             model_settings_high=_model_settings(env, "DAGENT_MODEL_SETTINGS_HIGH"),
+            model_fallback_attempts=int(env.get("DAGENT_MODEL_FALLBACK_ATTEMPTS", defaults.model_fallback_attempts)),
             plugins=tuple(p.strip() for p in plugins.split(",") if p.strip()) if plugins is not None
             else defaults.plugins,
             file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),

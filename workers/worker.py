@@ -18,7 +18,7 @@ from agent.context import DirectoryFileStore, Services
 from agent.plugins import Plugin, load_plugins
 from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
-from agent.providers.registry import resolve_provider
+from agent.providers.registry import resolve_chain
 from workers.settings import Settings
 from workflows import WORKFLOWS
 
@@ -27,17 +27,17 @@ MAX_CACHED_WORKFLOWS = 64  # waiting prompts beyond this are evicted and cost no
 
 
 def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None,
-                  providers: Mapping[str, ModelProvider] | None = None,
+                  providers: Mapping[str, ModelProvider | Sequence[ModelProvider]] | None = None,
                   services: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> AgentRuntime:
     """The runtime from settings; explicit `plugins`/`providers` override the configured ones."""
     env = os.environ if env is None else env
     if providers is None:
-        providers = {tier: resolve_provider(spec, env) for tier, spec in settings.model_tiers.items()}
+        providers = {tier: resolve_chain(spec, env) for tier, spec in settings.model_tiers.items()}
     return AgentRuntime(
         plugins=list(plugins) if plugins is not None else load_plugins(settings.plugins),
         providers=dict(providers), model_settings=settings.tier_settings, services=Services(services),
         file_store=DirectoryFileStore(Path(settings.file_dir)), prices=PriceTable.from_env(env),
-        stream_text=settings.stream_text,
+        stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
     )
 
 

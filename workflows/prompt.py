@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         EMIT_EVENT_ACTIVITY,
         EVENTS_TOPIC,
         INVOKE_TOOL_ACTIVITY,
+        MODEL_FALLBACK_ERROR,
         MODEL_ROUND_ACTIVITY,
         TRANSCRIPT_QUERY,
         ApprovalRequirement,
@@ -78,6 +79,17 @@ class PromptFailed(Exception):
 def _is_cancellation(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.CancelledError | CancelledError) or (
         isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError))
+
+
+def _fallback_target(exc: ActivityError) -> tuple[int, str] | None:
+    """(position, spec) of the next model when the round failed over to a fallback, else None."""
+    cause = exc.cause
+    if not isinstance(cause, ApplicationError) or cause.type != MODEL_FALLBACK_ERROR:
+        return None
+    details = list(cause.details)
+    if len(details) < 2 or not isinstance(details[0], int):
+        return None
+    return details[0], str(details[1])
 
 
 def _failure_reason(exc: BaseException) -> str:
@@ -170,18 +182,28 @@ class PromptWorkflow:
         request = self._request
         changes = [OutputChange(index=i, output=self._prompt.output[i]) for i in sorted(self._changed)]
         self._changed.clear()
-        result = await workflow.execute_activity(
-            MODEL_ROUND_ACTIVITY,
-            RoundInput(prompt=self._prompt.model_copy(update={"output": []}), instructions=request.instructions,
-                       round=round_number, output_schema=request.output_schema,
-                       changes=changes, output_count=len(self._prompt.output),
-                       history_count=len(request.history), run_id=workflow.info().run_id,
-                       context_max_messages=request.context_max_messages,
-                       context_max_tokens=request.context_max_tokens),
-            result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT, heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
-            retry_policy=MODEL_RETRY,
-            summary=self._model_summary(round_number),
-        )
+        round_input = RoundInput(
+            prompt=self._prompt.model_copy(update={"output": []}), instructions=request.instructions,
+            round=round_number, output_schema=request.output_schema, changes=changes,
+            output_count=len(self._prompt.output), history_count=len(request.history), run_id=workflow.info().run_id,
+            context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens)
+        next_model = ""
+        while True:
+            try:
+                result = await workflow.execute_activity(
+                    MODEL_ROUND_ACTIVITY, round_input,
+                    result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT,
+                    heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
+                    summary=self._model_summary(round_number, round_input.fallback, next_model),
+                )
+                break
+            except ActivityError as exc:
+                # Only a worker configured with a fallback chain raises this, so histories without it replay.
+                target = _fallback_target(exc)
+                if target is None or target[0] <= round_input.fallback:
+                    raise
+                position, next_model = target
+                round_input = round_input.model_copy(update={"fallback": position})
         self._prompt.model_rounds.append(ModelRound(round=round_number, model=result.spec or result.model,
                                                     response_model=result.model, fallback=result.fallback,
                                                     settings=result.settings))
@@ -190,10 +212,12 @@ class PromptWorkflow:
         self._event_hooks = result.event_hooks
         return result
 
-    def _model_summary(self, round_number: int) -> str:
+    def _model_summary(self, round_number: int, fallback: int = 0, model: str = "") -> str:
         summary = f"model {self._prompt.model} round {round_number}"
-        settings = self._prompt.model_settings.summary() if self._prompt.model_settings else ""
-        return f"{summary} ({settings})" if settings else summary
+        details = [f"fallback {fallback}: {model}"] if fallback else []
+        if self._prompt.model_settings and (settings := self._prompt.model_settings.summary()):
+            details.append(settings)
+        return f"{summary} ({'; '.join(details)})" if details else summary
 
     async def _process_call(self, call: PlannedCall) -> None:
         entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,

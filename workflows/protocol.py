@@ -134,6 +134,7 @@ class RoundInput(_Model):
     output_schema: dict[str, JsonValue] | str | None = None
     context_max_messages: int | None = None
     context_max_tokens: int | None = None
+    fallback: int = Field(default=0, description="Which model of the tier's fallback chain to call.")
 
 
 class RoundResult(_Model):
@@ -247,6 +248,7 @@ class SendRequest(_Model):
 
 # Activity names: stable forever once deployed (renaming one breaks replay of running prompts).
 MODEL_ROUND_ACTIVITY = "dagent.model_round"
+MODEL_FALLBACK_ERROR = "ModelFallback"  # the model round failed; details: [next position in the chain, its spec]
 INVOKE_TOOL_ACTIVITY = "dagent.invoke_tool"
 EMIT_EVENT_ACTIVITY = "dagent.emit_event"
 TRANSCRIPT_QUERY = "transcript"

@@ -21,6 +21,7 @@ VALID_FORMS = (
     "OPENAI_API_KEY optional for local servers)",
     "anthropic:<model> (Anthropic Messages API; needs ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL)",
     "scripted:<module>:<attr> (a ScriptedModel, a list of ModelResponse, or a function of the request)",
+    "<spec>,<spec>,... (a fallback chain: the next model answers when one fails)",
 )
 LOCAL_API_KEY = "not-needed"
 
@@ -54,6 +55,14 @@ def _load_scripted(target: str, spec: str) -> ScriptedModel:
         return ScriptedModel(value)
     raise _invalid(spec, f"{module_name}:{attr} is a {type(value).__name__}, "
                          "not a ScriptedModel, a list of ModelResponse or a function")
+
+
+def resolve_chain(spec: str, env: Mapping[str, str], *, timeout: float = 120.0) -> list[ModelProvider]:
+    """A tier's models in fallback order: `openai:gpt-5,anthropic:claude-sonnet-4-5` (one spec: a chain of one)."""
+    parts = [part.strip() for part in spec.split(",")]
+    if not all(parts):
+        raise _invalid(spec, "a fallback chain is provider:model specs separated by commas, none empty")
+    return [resolve_provider(part, env, timeout=timeout) for part in parts]
 
 
 def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.0) -> ModelProvider:
