@@ -28,14 +28,9 @@ from agent.plugins import ToolCallInfo
 from agent.projection import project_prompts
 from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
 from agent.tools import Tool, ToolInputError
+from workflows import names
+from workflows.names import DELTAS_TOPIC, EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
 from workflows.protocol import (
-    DELTAS_TOPIC,
-    EMIT_EVENT_ACTIVITY,
-    INVOKE_TOOL_ACTIVITY,
-    MODEL_FALLBACK_ERROR,
-    MODEL_ROUND_ACTIVITY,
-    REASONING_TOPIC,
-    TRANSCRIPT_QUERY,
     ApprovalRequirement,
     EventDelivery,
     PlannedCall,
@@ -79,7 +74,7 @@ class AgentActivities:
             prepared = await self.runtime.prepare(prompt, inp.round)
         except PluginPrepareError as exc:
             logger.error("plugin prepare failed", error=str(exc))
-            raise ApplicationError(str(exc), type="PluginPrepareError", non_retryable=True) from exc
+            raise ApplicationError(str(exc), type=names.PLUGIN_PREPARE_ERROR, non_retryable=True) from exc
         schema = _output_schema(inp)
         instructions = "\n\n".join(part for part in [inp.instructions or "", *prepared.context,
                                                        schema.instruction() if schema else ""] if part)
@@ -120,14 +115,14 @@ class AgentActivities:
                 raise _fall_back(position + 1, fallback, str(exc)) from exc
             logger.warning("model call failed, will retry", error=str(exc), status=exc.status)
             delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None
-            raise ApplicationError(str(exc), type="RetryableModelError", next_retry_delay=delay) from exc
+            raise ApplicationError(str(exc), type=names.RETRYABLE_MODEL_ERROR, next_retry_delay=delay) from exc
         except FatalModelError as exc:
             if fallback is not None:
                 logger.warning("model call failed, falling back", error=str(exc), status=exc.status,
                                next_model=_spec(fallback))
                 raise _fall_back(position + 1, fallback, str(exc)) from exc
             logger.error("model call failed", error=str(exc), status=exc.status)
-            raise ApplicationError(str(exc), type="FatalModelError", non_retryable=True) from exc
+            raise ApplicationError(str(exc), type=names.FATAL_MODEL_ERROR, non_retryable=True) from exc
         logger.debug("model responded", tool_calls=len(response.tool_calls), model=response.model)
         calls = [_plan_call(call, prepared.tools) for call in response.tool_calls]
         data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
@@ -151,7 +146,7 @@ class AgentActivities:
         reasoning_offset = 0
         async with WorkflowStreamClient.from_within_activity(batch_interval=batch) as stream:
             deltas = stream.topic(DELTAS_TOPIC, type=TextDelta)
-            reasoning = stream.topic(REASONING_TOPIC, type=TextDelta)
+            reasoning = stream.topic(names.REASONING_TOPIC, type=TextDelta)
 
             async def on_text(text: str) -> None:
                 nonlocal offset
@@ -226,7 +221,7 @@ class AgentActivities:
         except Exception as exc:
             if info.attempt < tool.max_attempts:
                 logger.warning("tool raised, will retry", error=f"{type(exc).__name__}: {exc}")
-                raise ApplicationError(f"{type(exc).__name__}: {exc}", type="ToolRaised") from exc
+                raise ApplicationError(f"{type(exc).__name__}: {exc}", type=names.TOOL_RAISED_ERROR) from exc
             logger.warning("tool raised", error=f"{type(exc).__name__}: {exc}")
             return _error(f"{type(exc).__name__}: {exc}", side_outputs=ctx)
         try:
@@ -274,7 +269,7 @@ async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIt
 async def _query_transcript_page(inp: RoundInput, request: TranscriptPageRequest) -> TranscriptPage:
     info = activity.info()
     handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=inp.run_id or None)
-    return await handle.query(TRANSCRIPT_QUERY, request, result_type=TranscriptPage)
+    return await handle.query(names.TRANSCRIPT_QUERY, request, result_type=TranscriptPage)
 
 
 def _spec(provider: ModelProvider) -> str:
@@ -285,7 +280,7 @@ def _spec(provider: ModelProvider) -> str:
 def _fall_back(position: int, provider: ModelProvider, reason: str) -> ApplicationError:
     """Ends this model's attempts; the workflow calls the round again with the chain's next model."""
     return ApplicationError(f"{reason}; falling back to {_spec(provider)}", position, _spec(provider),
-                            type=MODEL_FALLBACK_ERROR, non_retryable=True)
+                            type=names.MODEL_FALLBACK_ERROR, non_retryable=True)
 
 
 def _output_schema(inp: RoundInput) -> OutputSchema | None:
@@ -294,7 +289,8 @@ def _output_schema(inp: RoundInput) -> OutputSchema | None:
     try:
         return OutputSchema.resolve(inp.output_schema)
     except Exception as exc:
-        raise ApplicationError(f"invalid output schema: {exc}", type="InvalidOutputSchema", non_retryable=True) from exc
+        raise ApplicationError(f"invalid output schema: {exc}", type=names.INVALID_OUTPUT_SCHEMA_ERROR,
+                               non_retryable=True) from exc
 
 
 def _error(message: str, side_outputs: ToolContext | None = None) -> ToolInvocationResult:

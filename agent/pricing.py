@@ -17,7 +17,6 @@ million tokens.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,10 +66,14 @@ class PriceTable(RootModel[dict[str, Price]]):
             raise ValueError(f"invalid price table: {exc}") from exc
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> PriceTable:
-        """Read `DAGENT_PRICES`: inline JSON (starts with `{`) or a path to a JSON file. Unset -> empty."""
-        env = os.environ if env is None else env
-        value = env.get(PRICES_ENV, "").strip()
+    def from_env(cls, env: Mapping[str, str]) -> PriceTable:
+        """Read `DAGENT_PRICES` from `env`: inline JSON (starts with `{`) or a path to a JSON file."""
+        return cls.load(env.get(PRICES_ENV, ""))
+
+    @classmethod
+    def load(cls, value: str) -> PriceTable:
+        """A `DAGENT_PRICES` value: inline JSON (starts with `{`) or a path to a JSON file. Empty -> empty."""
+        value = value.strip()
         if not value:
             return cls()
         if value.startswith("{"):

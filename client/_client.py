@@ -26,10 +26,11 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
+from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
+from workflows import names
+from workflows.names import CONVERSATION_WORKFLOW, DELTAS_TOPIC, EVENTS_TOPIC, PROMPT_WORKFLOW
 from workflows.protocol import (
-    DELTAS_TOPIC,
-    EVENTS_TOPIC,
     ApproveRequest,
     ConversationRequest,
     PendingApproval,
@@ -40,9 +41,6 @@ from workflows.protocol import (
     StreamEvent,
     TextDelta,
 )
-
-PROMPT_WORKFLOW = "PromptWorkflow"
-CONVERSATION_WORKFLOW = "ConversationWorkflow"
 
 
 class DecisionRefused(Exception):
@@ -77,7 +75,7 @@ class PromptHandle:
 
     async def get(self) -> Prompt:
         """The full record as it is now (a query: writes nothing to history)."""
-        return await self._handle.query("get_prompt", result_type=Prompt)
+        return await self._handle.query(names.GET_PROMPT_QUERY, result_type=Prompt)
 
     async def result(self) -> Prompt:
         """Wait until the prompt finishes; a failed or cancelled prompt returns its record too."""
@@ -95,25 +93,26 @@ class PromptHandle:
             await asyncio.sleep(poll_interval)
 
     async def pending_approvals(self) -> list[PendingApproval]:
-        return await self._handle.query("pending_approvals", result_type=list[PendingApproval])
+        return await self._handle.query(names.PENDING_APPROVALS_QUERY, result_type=list[PendingApproval])
 
     async def approve(self, tool_call_id: str, *, by: str | None = None,
                       input: dict[str, JsonValue] | None = None, wait: bool = False) -> ToolOutput | None:
         """Approve a pending call. With `wait=True` an update is used: a bad request raises at once with
         the reason, and the call's resolved output is returned."""
         request = ApproveRequest(tool_call_id=tool_call_id, by=by, input=input)
-        return await self._decide("approve", request, wait=wait)
+        return await self._decide(names.APPROVE_SIGNAL, names.APPROVE_CALL_UPDATE, request, wait=wait)
 
     async def reject(self, tool_call_id: str, *, by: str | None = None, reason: str | None = None,
                      wait: bool = False) -> ToolOutput | None:
         request = RejectRequest(tool_call_id=tool_call_id, by=by, reason=reason)
-        return await self._decide("reject", request, wait=wait)
+        return await self._decide(names.REJECT_SIGNAL, names.REJECT_CALL_UPDATE, request, wait=wait)
 
-    async def _decide(self, kind: str, request: ApproveRequest | RejectRequest, *, wait: bool) -> ToolOutput | None:
+    async def _decide(self, signal: str, update: str, request: ApproveRequest | RejectRequest, *,
+                      wait: bool) -> ToolOutput | None:
         try:
             if wait:
-                return await self._handle.execute_update(f"{kind}_call", request, result_type=ToolOutput)
-            await self._handle.signal(kind, request)
+                return await self._handle.execute_update(update, request, result_type=ToolOutput)
+            await self._handle.signal(signal, request)
             return None
         except WorkflowUpdateFailedError as exc:
             cause = exc.cause
@@ -128,7 +127,7 @@ class PromptHandle:
 
     async def steer(self, message: str) -> None:
         """Inject a user message: delivered after the tool call in flight; the rest of the batch is skipped."""
-        await self._handle.signal("steer", SteerRequest(message=message))
+        await self._handle.signal(names.STEER_SIGNAL, SteerRequest(message=message))
 
     async def events(self, from_offset: int = 0) -> AsyncIterator[tuple[int, StreamEvent]]:
         """Live events `(sequence number, event)` from `from_offset` on, until the prompt finishes.
@@ -182,12 +181,12 @@ class ConversationHandle:
 
     async def send(self, text: str, *, user_id: str | None = None) -> PromptHandle:
         """Queue a user input; returns the handle of the prompt it becomes (it may wait its turn)."""
-        prompt_id = await self._handle.execute_update("send_input", SendRequest(input=text, user_id=user_id),
+        prompt_id = await self._handle.execute_update(names.SEND_INPUT_UPDATE, SendRequest(input=text, user_id=user_id),
                                                       result_type=str)
         return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
 
     async def get(self) -> Conversation:
-        return await self._handle.query("get_conversation", result_type=Conversation)
+        return await self._handle.query(names.GET_CONVERSATION_QUERY, result_type=Conversation)
 
     async def prompt_started(self, prompt_id: str, timeout: float = 30.0) -> PromptHandle:
         """Wait until the conversation has started `prompt_id` (queued prompts start later)."""
@@ -200,7 +199,7 @@ class ConversationHandle:
 
     async def close(self) -> Conversation:
         """Finish after the queued prompts; returns the final conversation."""
-        await self._handle.signal("close")
+        await self._handle.signal(names.CLOSE_SIGNAL)
         return await self._handle.result()
 
 
@@ -213,7 +212,7 @@ class AgentClient:
     async def connect(cls, settings: Settings | None = None) -> AgentClient:
         settings = settings or Settings.from_env()
         client = await Client.connect(settings.temporal_address, namespace=settings.namespace,
-                                      data_converter=settings.data_converter())
+                                      plugins=[DurableAgentPlugin(settings)])
         return cls(client, settings)
 
     async def start(self, input: str | None, *, user_id: str = "anonymous", model: ModelTier = "normal",
@@ -260,25 +259,15 @@ class AgentClient:
 
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""
-        query = f"WorkflowType = '{PROMPT_WORKFLOW}' AND PromptState = 'waiting_for_approval' " \
+        query = f"WorkflowType = '{PROMPT_WORKFLOW}' AND {names.PROMPT_STATE.name} = 'waiting_for_approval' " \
                 f"AND ExecutionStatus = 'Running'"
         if user_id:
-            query += f" AND UserId = '{user_id}'"
+            query += f" AND {names.USER_ID.name} = '{user_id}'"
         found: list[WaitingPrompt] = []
         async for execution in self.client.list_workflows(query):
             if execution.status != WorkflowExecutionStatus.RUNNING:
                 continue
             attrs = execution.typed_search_attributes
-            found.append(WaitingPrompt(
-                prompt_id=execution.id,
-                user_id=_keyword(attrs, "UserId"),
-                conversation_id=_keyword(attrs, "ConversationId"),
-            ))
+            found.append(WaitingPrompt(prompt_id=execution.id, user_id=attrs.get(names.USER_ID),
+                                       conversation_id=attrs.get(names.CONVERSATION_ID)))
         return found
-
-
-def _keyword(attrs: object, name: str) -> str | None:
-    for pair in attrs:  # type: ignore[attr-defined]
-        if pair.key.name == name:
-            return str(pair.value)
-    return None

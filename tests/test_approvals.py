@@ -17,7 +17,7 @@ from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, tool
 from client import DecisionRefused
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 
 CALLS: Counter[str] = Counter()
 

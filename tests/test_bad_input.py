@@ -20,7 +20,7 @@ from agent.providers.base import RetryableModelError
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
 from client import AgentClient
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 from workers.binaries import temporal_cli_path
 from workers.settings import Settings
 from workers.worker import build_runtime, create_worker

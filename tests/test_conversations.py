@@ -15,7 +15,7 @@ from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
 from plugins.triggers import plugin as triggers_plugin
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 
 
 class Note(BaseModel):

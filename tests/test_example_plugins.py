@@ -11,7 +11,7 @@ from agent.models import FileOutput, ToolError, ToolOutput, ToolSuccess, WidgetO
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from plugins import files, skills, widgets
 from plugins.widgets import fallback_text
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 
 
 def tool_ids(request: ModelRequest) -> list[str]:

@@ -13,7 +13,7 @@ from agent.models import ToolError, ToolOutput, ToolPending, ToolSuccess
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, tool
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 
 
 class TransferInput(BaseModel):

@@ -19,7 +19,7 @@ from agent.pricing import Price, PriceTable
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
 from client import AgentClient
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 from workers.settings import Settings
 from workers.worker import create_worker
 

@@ -13,7 +13,7 @@ from agent.plugins import Plugin
 from agent.providers.base import FatalModelError
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 
 
 class AddInput(BaseModel):

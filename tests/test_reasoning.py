@@ -23,7 +23,8 @@ from tests.conftest import agent_worker
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, WireProtocol
 from tests.fakes.llm_server import anthropic_body, responses_body, with_reasoning
 from tests.fakes.providers import ask, make_provider
-from workflows.protocol import REASONING_TOPIC, TextDelta
+from workflows.names import REASONING_TOPIC
+from workflows.protocol import TextDelta
 
 ENCRYPTED = "gAAAAB-encrypted-reasoning-0123456789"
 SIGNATURE = "EqQBCkYIARgCIkB-signature"

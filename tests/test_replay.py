@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from workflows import WORKFLOWS
+from tests.support.workers import TEST_SETTINGS
+from workers.plugin import DurableAgentPlugin
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_with_correction",
@@ -29,6 +29,6 @@ def test_every_interesting_path_has_a_recorded_history() -> None:
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_history_replays_against_current_code(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())  # noqa: ASYNC240
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin(TEST_SETTINGS)])  # the worker's configuration
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"

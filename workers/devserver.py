@@ -35,9 +35,11 @@ from typing import Self
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.service import RPCError, RPCStatusCode
 
 from workers.binaries import temporal_cli_path
+from workflows.names import SEARCH_ATTRIBUTE_KEYS
 
 __all__ = [
     "DYNAMIC_CONFIG",
@@ -51,12 +53,14 @@ __all__ = [
     "search_attribute_args",
 ]
 
-#: Custom search attributes every prompt workflow may set (name -> Temporal type).
-SEARCH_ATTRIBUTES: dict[str, str] = {
-    "PromptState": "Keyword",
-    "UserId": "Keyword",
-    "ConversationId": "Keyword",
-}
+_CLI_TYPE_NAMES = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.TEXT: "Text",
+                   SearchAttributeIndexedValueType.INT: "Int", SearchAttributeIndexedValueType.BOOL: "Bool",
+                   SearchAttributeIndexedValueType.DOUBLE: "Double",
+                   SearchAttributeIndexedValueType.DATETIME: "Datetime",
+                   SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList"}
+
+#: Custom search attributes every prompt workflow may set (name -> Temporal type), from workflows/names.py.
+SEARCH_ATTRIBUTES: dict[str, str] = {key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in SEARCH_ATTRIBUTE_KEYS}
 
 #: Dynamic config passed to the dev server (values are JSON, as the CLI requires).
 #: Updates are needed for approve/steer; the transfer-processor poll rate keeps many concurrent

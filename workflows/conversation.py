@@ -14,12 +14,13 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError
 with workflow.unsafe.imports_passed_through():
     from agent.models import Conversation, Prompt, Usage
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
+    from workflows import names
     from workflows.inputs import decode_input
+    from workflows.names import CONVERSATION_ID, USER_ID
     from workflows.protocol import ConversationRequest, PromptRequest, QueuedInput, SendRequest
-    from workflows.search_attributes import CONVERSATION_ID, USER_ID
 
 
-@workflow.defn(name="ConversationWorkflow")
+@workflow.defn(name=names.CONVERSATION_WORKFLOW)
 class ConversationWorkflow:
     @workflow.init
     def __init__(self, request: RawValue) -> None:
@@ -37,7 +38,7 @@ class ConversationWorkflow:
     @workflow.run
     async def run(self, request: RawValue) -> Conversation:
         if self._input_error:
-            raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
+            raise ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
         workflow.upsert_search_attributes(
             [CONVERSATION_ID.value_set(self._id), USER_ID.value_set(self._request.user_id)])
         while True:
@@ -61,7 +62,7 @@ class ConversationWorkflow:
 
     # --- inputs -------------------------------------------------------------------------------------
 
-    @workflow.signal
+    @workflow.signal(name=names.SEND_SIGNAL)
     def send(self, request: SendRequest) -> None:
         if self._closing:
             workflow.logger.warning("conversation %s is closing; input dropped: %d chars", self._id,
@@ -69,7 +70,7 @@ class ConversationWorkflow:
             return
         self._enqueue(request.input, user_id=request.user_id)
 
-    @workflow.update
+    @workflow.update(name=names.SEND_INPUT_UPDATE)
     def send_input(self, request: SendRequest) -> str:
         """Queue an input and return the id its prompt will have (it runs when earlier ones finish)."""
         return self._enqueue(request.input, user_id=request.user_id).prompt_id
@@ -79,12 +80,12 @@ class ConversationWorkflow:
         if self._closing:
             raise ValueError(f"conversation {self._id} is closing and takes no more input")
 
-    @workflow.signal
+    @workflow.signal(name=names.CLOSE_SIGNAL)
     def close(self) -> None:
         """Finish after the running and queued prompts; triggers not yet fired are dropped."""
         self._closing = True
 
-    @workflow.query
+    @workflow.query(name=names.GET_CONVERSATION_QUERY)
     def get_conversation(self) -> Conversation:
         return self._snapshot()
 
@@ -102,7 +103,7 @@ class ConversationWorkflow:
         instructions = "\n\n".join(p for p in [request.instructions or "", item.instructions or ""] if p) or None
         try:
             child = await workflow.start_child_workflow(
-                "PromptWorkflow",
+                names.PROMPT_WORKFLOW,
                 PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
                               conversation_id=self._id, model=request.model, input=item.input,
                               model_settings=request.model_settings,

@@ -33,14 +33,10 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
+    from workflows import names
     from workflows.inputs import decode_input
+    from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
     from workflows.protocol import (
-        EMIT_EVENT_ACTIVITY,
-        EVENTS_TOPIC,
-        INVOKE_TOOL_ACTIVITY,
-        MODEL_FALLBACK_ERROR,
-        MODEL_ROUND_ACTIVITY,
-        TRANSCRIPT_QUERY,
         ApprovalRequirement,
         ApproveRequest,
         EventDelivery,
@@ -65,7 +61,8 @@ MODEL_TIMEOUT = timedelta(minutes=5)
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=30)  # a model call on a dead worker is retried after this
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8, non_retryable_error_types=["FatalModelError", "PluginPrepareError", "InvalidOutputSchema"],
+    maximum_attempts=8, non_retryable_error_types=[
+        names.FATAL_MODEL_ERROR, names.PLUGIN_PREPARE_ERROR, names.INVALID_OUTPUT_SCHEMA_ERROR],
 )
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
@@ -84,7 +81,7 @@ def _is_cancellation(exc: BaseException) -> bool:
 def _fallback_target(exc: ActivityError) -> tuple[int, str] | None:
     """(position, spec) of the next model when the round failed over to a fallback, else None."""
     cause = exc.cause
-    if not isinstance(cause, ApplicationError) or cause.type != MODEL_FALLBACK_ERROR:
+    if not isinstance(cause, ApplicationError) or cause.type != names.MODEL_FALLBACK_ERROR:
         return None
     details = list(cause.details)
     if len(details) < 2 or not isinstance(details[0], int):
@@ -97,7 +94,7 @@ def _failure_reason(exc: BaseException) -> str:
     return getattr(cause, "message", None) or str(cause) or type(cause).__name__
 
 
-@workflow.defn(name="PromptWorkflow")
+@workflow.defn(name=names.PROMPT_WORKFLOW)
 class PromptWorkflow:
     @workflow.init
     def __init__(self, request: RawValue) -> None:
@@ -124,7 +121,7 @@ class PromptWorkflow:
     async def run(self, request: RawValue) -> Prompt:
         if self._input_error:
             self._finish("failed", error=self._input_error)
-            raise ApplicationError(self._input_error, type="InvalidInput", non_retryable=True)
+            raise ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
         self._set_state("running")
         try:
             await self._run_rounds()
@@ -136,7 +133,8 @@ class PromptWorkflow:
             self._finish("failed", error=_failure_reason(exc))
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
-            raise ApplicationError(self._prompt.error or "prompt failed", type="PromptFailed", non_retryable=True)
+            raise ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
+                                   non_retryable=True)
         return self._prompt
 
     async def _run_rounds(self) -> None:
@@ -269,7 +267,7 @@ class PromptWorkflow:
 
     # --- steering -----------------------------------------------------------------------------------
 
-    @workflow.signal
+    @workflow.signal(name=names.STEER_SIGNAL)
     def steer(self, request: SteerRequest) -> None:
         if self._prompt.state in TERMINAL_STATES:
             self._ignore("steer", f"prompt {self._prompt.id} is already {self._prompt.state}")
@@ -360,7 +358,7 @@ class PromptWorkflow:
         workflow.logger.warning("ignored %s signal: %s", kind, problem)
         self._prompt.audit.append(AuditEntry(at=workflow.now(), kind=f"ignored_{kind}", detail=problem))
 
-    @workflow.signal
+    @workflow.signal(name=names.APPROVE_SIGNAL)
     def approve(self, request: ApproveRequest) -> None:
         problem = self._decision_problem(request.tool_call_id, request.by)
         if problem:
@@ -368,7 +366,7 @@ class PromptWorkflow:
         else:
             self._accept_approval(request)
 
-    @workflow.signal
+    @workflow.signal(name=names.REJECT_SIGNAL)
     def reject(self, request: RejectRequest) -> None:
         problem = self._decision_problem(request.tool_call_id, request.by)
         if problem:
@@ -376,7 +374,7 @@ class PromptWorkflow:
         else:
             self._accept_rejection(request)
 
-    @workflow.update
+    @workflow.update(name=names.APPROVE_CALL_UPDATE)
     async def approve_call(self, request: ApproveRequest) -> ToolOutput:
         self._accept_approval(request)
         return await self._resolved(request.tool_call_id)
@@ -386,7 +384,7 @@ class PromptWorkflow:
         if problem := self._decision_problem(request.tool_call_id, request.by):
             raise ValueError(problem)
 
-    @workflow.update
+    @workflow.update(name=names.REJECT_CALL_UPDATE)
     async def reject_call(self, request: RejectRequest) -> ToolOutput:
         self._accept_rejection(request)
         return await self._resolved(request.tool_call_id)
@@ -404,16 +402,16 @@ class PromptWorkflow:
 
     # --- queries ----------------------------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(name=names.GET_PROMPT_QUERY)
     def get_prompt(self) -> Prompt:
         return self._prompt
 
-    @workflow.query(name=TRANSCRIPT_QUERY)
+    @workflow.query(name=names.TRANSCRIPT_QUERY)
     def transcript(self, request: TranscriptPageRequest) -> TranscriptPage:
         """History and outputs, paged: how a worker without a cached copy reads the model's context."""
         return build_page(self._request.history, self._prompt.output, request.start, request.max_bytes)
 
-    @workflow.query
+    @workflow.query(name=names.PENDING_APPROVALS_QUERY)
     def pending_approvals(self) -> list[PendingApproval]:
         entry = self._waiting
         if entry is None or not isinstance(entry.result, ToolPending):

@@ -246,14 +246,4 @@ class SendRequest(_Model):
     user_id: str | None = None
 
 
-# Activity names: stable forever once deployed (renaming one breaks replay of running prompts).
-MODEL_ROUND_ACTIVITY = "dagent.model_round"
-MODEL_FALLBACK_ERROR = "ModelFallback"  # the model round failed; details: [next position in the chain, its spec]
-INVOKE_TOOL_ACTIVITY = "dagent.invoke_tool"
-EMIT_EVENT_ACTIVITY = "dagent.emit_event"
-TRANSCRIPT_QUERY = "transcript"
-EVENTS_TOPIC = "events"  # the topic of a prompt's workflow stream
-DELTAS_TOPIC = "deltas"  # model text as it streams, published by the model activity
-REASONING_TOPIC = "reasoning"  # reasoning summaries as they stream (TextDelta), a topic of their own
-
 ConversationRequest.model_rebuild()

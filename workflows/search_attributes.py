@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+from temporalio.common import SearchAttributeUpdate
 
 from agent.models import Prompt
-
-PROMPT_STATE = SearchAttributeKey.for_keyword("PromptState")
-USER_ID = SearchAttributeKey.for_keyword("UserId")
-CONVERSATION_ID = SearchAttributeKey.for_keyword("ConversationId")
+from workflows.names import CONVERSATION_ID, PROMPT_STATE, USER_ID
 
 
 def prompt_search_attributes(prompt: Prompt) -> list[SearchAttributeUpdate]:

@@ -85,7 +85,7 @@ from tests.crash import scenario
 from tests.support.jsonl import read_lines
 from workers.devserver import DevServer
 from workers.settings import Settings
-from workflows.protocol import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
+from workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
 
 Target = Literal["worker", "server"]
 Spawn = Literal["fork", "exec"]

@@ -1,0 +1,96 @@
+"""`DurableAgentPlugin`: the one Temporal configuration of Durable Agent, for client, worker and replayer.
+
+    client = await Client.connect(address, plugins=[DurableAgentPlugin(settings, runtime=runtime)])
+    worker = Worker(client, task_queue=settings.task_queue)  # inherits the client's plugin
+    replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin(settings)])
+
+It carries the data converter (pydantic JSON + external payload storage), the workflows, the activities
+(when given a runtime), the workflow runner, the worker's cache and sticky-queue options and the workflow
+failure types. A worker inherits the plugin of the client it is built on (Temporal applies a client's
+plugins to its workers) and must be built on such a client: a worker uses its client's data converter,
+and without external storage it could not read the payloads kept outside history. Applied twice, the
+plugin registers each workflow once. Worker options it sets (runner, cache size) come from `Settings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio.client import Client
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities.agent_activities import AgentActivities
+from activities.runtime import AgentRuntime
+from agent.errors import DurableAgentError
+from workers.settings import Settings, WorkflowSandbox
+from workflows import WORKFLOWS
+
+PLUGIN_NAME = "durable-agent"
+STICKY_TIMEOUT = timedelta(seconds=2)  # a crashed worker's prompts move on after 2 s, not the SDK's 10 s
+T = TypeVar("T")
+FAILURE_TYPES: tuple[type[BaseException], ...] = (DurableAgentError,)
+
+
+def workflow_runner(mode: WorkflowSandbox = "off") -> WorkflowRunner:
+    """How workflow code runs: `off` (default), `on`, or `strict` (Settings.workflow_sandbox).
+
+    Only this project's workflow code runs in a worker's workflows (tools, plugins and providers run in
+    activities), so the sandbox guards our code alone, and CI does that: every test worker and the replay
+    tests run the workflows under the `strict` sandbox, failing on any non-deterministic call. Deployed
+    workers skip the sandbox's per-activation cost (about 40 % of a round with a local tool). `on` keeps
+    the sandbox but passes our workflow modules through (re-importing them per workflow instance cost
+    ~280 KB per cached prompt).
+    """
+    if mode == "strict":
+        return SandboxedWorkflowRunner()
+    if mode == "on":
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows"))
+    if mode == "off":
+        return UnsandboxedWorkflowRunner()
+    raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
+
+
+def _append_missing(items: Sequence[T]) -> Callable[[Sequence[T] | None], Sequence[T]]:
+    """Append `items` not already configured, so the plugin can be applied by client and worker both."""
+    def append(existing: Sequence[T] | None) -> Sequence[T]:
+        present = list(existing or [])
+        return present + [item for item in items if item not in present]
+    return append
+
+
+class DurableAgentPlugin(SimplePlugin):
+    """Durable Agent's converter, workflows, activities, runner and failure types, from one `Settings`."""
+
+    def __init__(self, settings: Settings | None = None, *, runtime: AgentRuntime | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self.runtime = runtime
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=self.settings.data_converter(),
+            workflows=_append_missing(WORKFLOWS),
+            activities=AgentActivities(runtime).all() if runtime is not None else None,
+            workflow_runner=workflow_runner(self.settings.workflow_sandbox),
+            workflow_failure_exception_types=_append_missing(FAILURE_TYPES),
+        )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """See base class. Also sets the sticky-queue timeout and the workflow cache size."""
+        if carried_plugin(config["client"]) is None:  # type: ignore[typeddict-item]
+            raise ValueError("build the worker on a client connected with plugins=[DurableAgentPlugin(...)]: "
+                             "the worker needs that client's data converter")
+        config = super().configure_worker(config)
+        config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
+        config["max_cached_workflows"] = self.settings.max_cached_workflows
+        return config
+
+
+def carried_plugin(client: Client) -> DurableAgentPlugin | None:
+    """The `DurableAgentPlugin` a client was connected with, if any (its workers inherit it)."""
+    return next((p for p in client.config()["plugins"] if isinstance(p, DurableAgentPlugin)), None)
+
+
+__all__ = ["FAILURE_TYPES", "PLUGIN_NAME", "STICKY_TIMEOUT", "DurableAgentPlugin", "carried_plugin", "workflow_runner"]

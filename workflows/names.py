@@ -1,0 +1,59 @@
+"""Every name that crosses the wire: the public contract between workflows, activities, clients and tools.
+
+Recorded histories and running workflows store these strings, not Python names, so each one is stable
+forever once deployed: renaming one breaks replay of prompts that are running or waiting right now. Use
+these constants everywhere (workflow decorators, activity definitions, the client, the CLI, tests); any
+Temporal SDK or the `temporal` CLI reaches the same workflows by these names.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from temporalio.common import SearchAttributeKey
+
+# --- workflow types -----------------------------------------------------------------------------------
+PROMPT_WORKFLOW: Final = "PromptWorkflow"
+CONVERSATION_WORKFLOW: Final = "ConversationWorkflow"
+
+# --- PromptWorkflow handlers --------------------------------------------------------------------------
+STEER_SIGNAL: Final = "steer"
+APPROVE_SIGNAL: Final = "approve"
+REJECT_SIGNAL: Final = "reject"
+APPROVE_CALL_UPDATE: Final = "approve_call"
+REJECT_CALL_UPDATE: Final = "reject_call"
+GET_PROMPT_QUERY: Final = "get_prompt"
+PENDING_APPROVALS_QUERY: Final = "pending_approvals"
+TRANSCRIPT_QUERY: Final = "transcript"
+
+# --- ConversationWorkflow handlers --------------------------------------------------------------------
+SEND_SIGNAL: Final = "send"
+CLOSE_SIGNAL: Final = "close"
+SEND_INPUT_UPDATE: Final = "send_input"
+GET_CONVERSATION_QUERY: Final = "get_conversation"
+
+# --- activities ---------------------------------------------------------------------------------------
+MODEL_ROUND_ACTIVITY: Final = "dagent.model_round"
+INVOKE_TOOL_ACTIVITY: Final = "dagent.invoke_tool"
+EMIT_EVENT_ACTIVITY: Final = "dagent.emit_event"
+
+# --- workflow stream topics (temporalio.contrib.workflow_streams) -------------------------------------
+EVENTS_TOPIC: Final = "events"  # a prompt's live events, published by the workflow
+DELTAS_TOPIC: Final = "deltas"  # model text as it streams, published by the model activity
+REASONING_TOPIC: Final = "reasoning"  # reasoning summaries as they stream (TextDelta), a topic of their own
+
+# --- search attributes (registered by workers/devserver.py and deploy/temporal-setup.sh) ---------------
+PROMPT_STATE: Final = SearchAttributeKey.for_keyword("PromptState")
+USER_ID: Final = SearchAttributeKey.for_keyword("UserId")
+CONVERSATION_ID: Final = SearchAttributeKey.for_keyword("ConversationId")
+SEARCH_ATTRIBUTE_KEYS: Final = (PROMPT_STATE, USER_ID, CONVERSATION_ID)
+
+# --- ApplicationError types (retry lists and failure handling match on these) -------------------------
+INVALID_INPUT_ERROR: Final = "InvalidInput"  # a workflow input that does not decode
+PROMPT_FAILED_ERROR: Final = "PromptFailed"  # a failed prompt failing its workflow
+FATAL_MODEL_ERROR: Final = "FatalModelError"  # the provider refused for good (bad key, bad request)
+RETRYABLE_MODEL_ERROR: Final = "RetryableModelError"  # rate limits, overload, network
+PLUGIN_PREPARE_ERROR: Final = "PluginPrepareError"  # a plugin's prepare hook raised
+INVALID_OUTPUT_SCHEMA_ERROR: Final = "InvalidOutputSchema"  # the prompt's output_schema is not usable
+TOOL_RAISED_ERROR: Final = "ToolRaised"  # a tool raised (retried up to the tool's attempts)
+MODEL_FALLBACK_ERROR: Final = "ModelFallback"  # the model round failed; details: [next chain position, its spec]
