@@ -112,6 +112,7 @@ async def test_trigger_fires_a_system_prompt_after_a_skipped_day(skip_env: Workf
     async with agent_worker(skip_env, plugins=[triggers_plugin], model=model) as client:
         conversation = await client.start_conversation(user_id="cy")
         prompt = await conversation.send("remind me tomorrow to stretch")
+        await conversation.prompt_started(prompt.id)  # its child workflow exists only once started
         waiting = await prompt.wait_until("waiting_for_approval")
         call = waiting.output[0]
         assert isinstance(call, ToolOutput) and call.tool == "trigger.create"
