@@ -22,7 +22,7 @@ from agent.context_window import ContextLimit, trim_messages
 from agent.logging import get_logger
 from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolSpec
 from agent.model_settings import ModelSettings
-from agent.models import Prompt, ToolError, ToolSuccess
+from agent.models import ToolError, ToolSuccess
 from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
 from agent.projection import project_prompts
@@ -176,11 +176,12 @@ class AgentActivities:
     async def invoke_tool(self, inv: ToolInvocation) -> ToolInvocationResult:
         call = inv.call
         logger = _bound_log(prompt_id=inv.prompt_id, tool=call.tool, tool_call_id=call.id)
-        lookup_prompt = Prompt(id=inv.prompt_id, user_id=inv.user_id, conversation_id=inv.conversation_id,
-                               plugin_state={call.plugin: inv.plugin_state} if call.plugin else {})
-        tool = await self.runtime.find_tool(call.tool, call.plugin, lookup_prompt)
+        tool = self.runtime.tools.find(call.plugin, call.tool)
         if tool is None:
-            return _error(f"Tool '{call.tool}' is not available on this worker.")
+            logger.warning("tool not in this worker's registry")
+            return _error(f"Tool '{call.tool}' is not available on this worker: its plugin "
+                          f"{call.plugin or '(none)'} does not list it in Plugin.tools, and this worker has not "
+                          "seen it offered by the plugin's prepare.")
         info_for_hooks = ToolCallInfo(prompt_id=inv.prompt_id, user_id=inv.user_id,
                                       conversation_id=inv.conversation_id, tool_call_id=call.id, tool=call.tool,
                                       input=inv.input)

@@ -1,4 +1,4 @@
-"""What a worker's activities need: plugins, model providers per tier, services and a file store."""
+"""What a worker's activities need: plugins, model providers per tier, services, a file store and the tool registry."""
 
 from __future__ import annotations
 
@@ -29,6 +29,29 @@ class PreparedRound:
     plugin_state: dict[str, Any]
 
 
+class ToolRegistry:
+    """Every tool this worker can run, by (plugin name, tool id), built once from the plugins' catalogues.
+
+    A tool a plugin's `prepare` offers without listing it in `Plugin.tools` (a dynamic tool) is added when
+    this worker's model round sees it; the tool activity only ever looks tools up here, so `prepare` runs
+    exactly once per round, in the model round, on the real prompt.
+    """
+
+    def __init__(self, plugins: Sequence[Plugin]) -> None:
+        self._tools: dict[tuple[str, str], Tool[Any]] = {}
+        for plugin in plugins:
+            for tool in plugin.tools:
+                self.add(plugin.name, tool)
+
+    def add(self, plugin_name: str, tool: Tool[Any]) -> None:
+        self._tools.setdefault((plugin_name, tool.id), tool)
+
+    def find(self, plugin_name: str | None, tool_id: str) -> Tool[Any] | None:
+        if plugin_name is not None:
+            return self._tools.get((plugin_name, tool_id))
+        return next((tool for (_, found_id), tool in self._tools.items() if found_id == tool_id), None)
+
+
 @dataclass
 class AgentRuntime:
     plugins: list[Plugin]
@@ -41,6 +64,10 @@ class AgentRuntime:
     stream_text: bool | None = None  # None: stream from real providers, not from scripted ones
     fallback_after_attempts: int = 3  # retryable failures of one model before its fallback is used
     delta_batch_interval: float = 0.2
+    tools: ToolRegistry = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tools = ToolRegistry(self.plugins)
 
     def streams_text(self, provider: ModelProvider) -> bool:
         if not callable(getattr(provider, "stream", None)):
@@ -89,17 +116,6 @@ class AgentRuntime:
                 state[plugin.name] = ctx.state
             for tool in ctx.tools:
                 tools[tool.id] = (tool, plugin.name)
+                self.tools.add(plugin.name, tool)
             context.extend(ctx.context)
         return PreparedRound(tools=tools, context=context, plugin_state=state)
-
-    async def find_tool(self, tool_id: str, plugin_name: str | None, prompt: Prompt) -> Tool[Any] | None:
-        """A tool by id: first the plugins' catalogues, then whatever `prepare` offers now."""
-        for plugin in self.plugins:
-            if plugin_name is not None and plugin.name != plugin_name:
-                continue
-            for tool in plugin.tools:
-                if tool.id == tool_id:
-                    return tool
-        prepared = await self.prepare(prompt, prompt.rounds)
-        found = prepared.tools.get(tool_id)
-        return found[0] if found else None
