@@ -15,18 +15,17 @@ from agent.plugins import Plugin
 from agent.providers.base import ModelProvider
 from agent.providers.registry import resolve_chain
 from client import AgentClient
-from tests.conftest import TEST_SETTINGS
 from tests.fakes import FakeLLMServer
 from tests.fakes.providers import API_KEY, make_provider
-from workers.worker import build_runtime, create_worker, workflow_runner
+from tests.support.workers import TEST_SETTINGS
+from workers.worker import build_runtime, create_worker
 
 
 async def _run(dev_env: WorkflowEnvironment, chain: Sequence[ModelProvider], *, budget: int = 2) -> tuple[Any, Any]:
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}"})
     runtime = build_runtime(settings, plugins=[Plugin("none")], providers={"normal": list(chain)})
     runtime.fallback_after_attempts = budget
-    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue,
-                             workflow_runner=workflow_runner("strict")):
+    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue):
         client = AgentClient(dev_env.client, settings)
         handle = await client.start("hello", fail_workflow_on_error=False)
         prompt = await handle.result()

@@ -15,11 +15,11 @@ from agent.model_settings import ModelSettings
 from agent.plugins import Plugin
 from agent.providers import FatalModelError
 from client import AgentClient
-from tests.conftest import TEST_SETTINGS
 from tests.fakes import FakeLLMServer, WireProtocol
 from tests.fakes.providers import ask, make_provider
+from tests.support.workers import TEST_SETTINGS
 from workers.settings import Settings
-from workers.worker import build_runtime, create_worker, workflow_runner
+from workers.worker import build_runtime, create_worker
 
 FULL = ModelSettings(temperature=0.3, top_p=0.9, max_output_tokens=900, stop=["END"], seed=7,
                      reasoning_effort="low", parallel_tool_calls=False, tool_choice="required",
@@ -120,8 +120,7 @@ async def test_prompt_settings_over_tier_settings_end_to_end(dev_env: WorkflowEn
     provider = make_provider(llm, "anthropic")
     runtime = build_runtime(settings, plugins=[Plugin("none")], providers={"normal": provider})
     llm.reply_text("anthropic", "done")
-    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue,
-                             workflow_runner=workflow_runner("strict")):
+    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue):
         client = AgentClient(dev_env.client, settings)
         with pytest.raises(ValidationError, match="top_p"):
             await client.start("hi", model_settings={"top_p": 0})

@@ -19,11 +19,11 @@ from agent.plugins import Plugin
 from agent.pricing import Price, PriceTable
 from agent.tools import tool
 from client import AgentClient
-from tests.conftest import TEST_SETTINGS
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage
 from tests.fakes.llm_server import anthropic_body
 from tests.fakes.providers import ask, make_provider
-from workers.worker import build_runtime, create_worker, workflow_runner
+from tests.support.workers import TEST_SETTINGS
+from workers.worker import build_runtime, create_worker
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -63,8 +63,7 @@ async def _run(dev_env: WorkflowEnvironment, provider: Any, text: str, *, instru
     runtime = build_runtime(settings, plugins=[Plugin("weather", tools=[weather])], providers={"normal": provider})
     if prices is not None:
         runtime.prices = prices
-    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue,
-                             workflow_runner=workflow_runner("strict")):
+    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue):
         return await AgentClient(dev_env.client, settings).run(text, instructions=instructions, **options)
 
 

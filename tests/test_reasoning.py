@@ -19,10 +19,10 @@ from agent.models import ReasoningOutput, TextOutput, ToolOutput
 from agent.plugins import Plugin
 from agent.providers import ToolNameMap, anthropic_messages, openai_chat, openai_responses
 from agent.tools import tool
-from tests.conftest import agent_worker
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, WireProtocol
 from tests.fakes.llm_server import anthropic_body, responses_body, with_reasoning
 from tests.fakes.providers import ask, make_provider
+from tests.support.workers import agent_worker
 from workflows.names import REASONING_TOPIC
 from workflows.protocol import TextDelta
 
