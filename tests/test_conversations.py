@@ -13,9 +13,10 @@ from agent.messages import AssistantMessage, ModelRequest, ModelResponse, ToolRe
 from agent.models import ToolOutput, ToolSuccess
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
+from agent.tools import Approval, tool
 from plugins.triggers import plugin as triggers_plugin
 from tests.support.workers import agent_worker
+from workflows.protocol import PromptRequest
 
 
 class Note(BaseModel):
@@ -133,3 +134,39 @@ async def test_trigger_fires_a_system_prompt_after_a_skipped_day(skip_env: Workf
     assert system.input is None and system.state == "completed"
     assert system.output[-1].text == "Reminder: stretch your legs"  # type: ignore[union-attr]
     assert after.plugin_state["triggers"]["triggers"][0]["status"] == "fired"  # type: ignore[index]
+
+
+@tool("vault.open", approval=Approval(reason="Opening the vault needs a person."))
+async def open_vault(args: Note, ctx: ToolContext) -> str:
+    """Open the vault."""
+    return "opened"
+
+
+def vault_script(request: ModelRequest) -> ModelResponse:
+    if user_texts(request)[-1] == "open the vault" and request.round == 1:
+        return tool_calls(("vault.open", {"note": "now"}))
+    return text("ok")
+
+
+async def test_a_cancelled_prompt_is_recorded_as_cancelled_in_the_conversation(dev_env: WorkflowEnvironment) -> None:
+    """Recognised from the child's failure type (a CancelledError), not from words in its message."""
+    seen: list[ModelRequest] = []
+
+    def script(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return vault_script(request)
+
+    async with agent_worker(dev_env, plugins=[Plugin("vault", tools=[open_vault])], model=ScriptedModel(script)) \
+            as client:
+        conversation = await client.start_conversation(user_id="cy")
+        first = await conversation.send("open the vault")
+        await conversation.prompt_started(first.id)
+        await first.wait_until("waiting_for_approval")
+        await first.cancel()
+        second = await conversation.send("never mind")
+        await conversation.prompt_started(second.id)
+        await second.result()
+        history = (await second.workflow.fetch_history()).events[0]
+    start_input = history.workflow_execution_started_event_attributes.input.payloads[0]
+    request = PromptRequest.model_validate_json(start_input.data)
+    assert [(p.id, p.state) for p in request.history] == [(first.id, "cancelled")]

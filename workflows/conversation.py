@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from agent.models import Conversation, Prompt, Usage
@@ -115,7 +115,7 @@ class ConversationWorkflow:
             prompt = await child
         except ChildWorkflowError as exc:
             prompt = Prompt(id=item.prompt_id, user_id=item.user_id or request.user_id, conversation_id=self._id,
-                            input=item.input, state="cancelled" if "cancel" in str(exc.cause).lower() else "failed",
+                            input=item.input, state="cancelled" if isinstance(exc.cause, CancelledError) else "failed",
                             error=str(exc.cause or exc))
         self._running = None
         self._prompts_this_run += 1
