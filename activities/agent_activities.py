@@ -32,8 +32,11 @@ from workflows import names
 from workflows.names import DELTAS_TOPIC, EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
 from workflows.protocol import (
     ApprovalRequirement,
+    CallNeedingApproval,
     EventDelivery,
+    InvalidCall,
     PlannedCall,
+    ReadyCall,
     RoundInput,
     RoundResult,
     TextDelta,
@@ -317,28 +320,28 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> 
     found = tools.get(call.tool)
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
-        return PlannedCall(id=call.id, tool=call.tool, input=call.arguments,
+        return InvalidCall(id=call.id, tool=call.tool, input=call.arguments,
                            error=f"Unknown tool '{call.tool}'. Available tools: {available}.")
     tool, plugin = found
-    planned = PlannedCall(id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
-                          timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
-                          failure_mode=tool.failure_mode, local=tool.local,
-                          heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds())
+    fields: dict[str, Any] = dict(
+        id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
+        timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
+        failure_mode=tool.failure_mode, local=tool.local,
+        heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds())
     if call.arguments_error:
-        return planned.model_copy(update={"error": f"Invalid arguments for tool '{call.tool}': "
-                                                   f"{call.arguments_error}"})
+        return InvalidCall(**fields, error=f"Invalid arguments for tool '{call.tool}': {call.arguments_error}")
     try:
         args = tool.validate_input(call.arguments)
     except ToolInputError as exc:
-        return planned.model_copy(update={"error": str(exc)})
+        return InvalidCall(**fields, error=str(exc))
     try:
         approval = tool.approval_for(args)
     except Exception as exc:
         # Fail closed: a policy that cannot decide leaves the decision to a human.
-        return planned.model_copy(update={"approval": ApprovalRequirement(
-            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.")})
+        return CallNeedingApproval(**fields, approval=ApprovalRequirement(
+            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide."))
     if approval is None:
-        return planned
+        return ReadyCall(**fields)
     expires = approval.expires_after.total_seconds() if approval.expires_after else None
-    return planned.model_copy(update={"approval": ApprovalRequirement(
-        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires)})
+    return CallNeedingApproval(**fields, approval=ApprovalRequirement(
+        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires))

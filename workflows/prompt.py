@@ -16,6 +16,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.workflow_streams import WorkflowStream
 
+    from agent.errors import PromptFailedError
     from agent.events import PromptEvent
     from agent.models import (
         TERMINAL_STATES,
@@ -39,14 +40,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows.protocol import (
         ApprovalRequirement,
         ApproveRequest,
+        CallNeedingApproval,
         EventDelivery,
+        FinalAnswer,
+        InvalidCall,
         OutputChange,
         PendingApproval,
         PlannedCall,
         PromptRequest,
         RejectRequest,
+        RetryForSchema,
         RoundInput,
         RoundResult,
+        RunnableCall,
+        RunTools,
         SteerRequest,
         StreamEvent,
         ToolInvocation,
@@ -67,10 +74,6 @@ MODEL_RETRY = RetryPolicy(
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
-
-
-class PromptFailed(Exception):
-    pass
 
 
 def _is_cancellation(exc: BaseException) -> bool:
@@ -125,7 +128,7 @@ class PromptWorkflow:
         self._set_state("running")
         try:
             await self._run_rounds()
-        except (ActivityError, PromptFailed, asyncio.CancelledError) as exc:
+        except (ActivityError, PromptFailedError, asyncio.CancelledError) as exc:
             if _is_cancellation(exc):
                 self._interrupt("The prompt was cancelled before this call finished.")
                 self._finish("cancelled")
@@ -146,35 +149,36 @@ class PromptWorkflow:
                 self._append(reasoning)
             if result.text:
                 self._append(TextOutput(text=result.text))
-            if self._steers:
+            if self._steers:  # a message from the user outdates this round's calls and answer
                 self._skip(result.calls)
                 continue
-            if not result.calls:
-                if self._accept_final(result):
+            match result.next_step():
+                case FinalAnswer(data=data):
+                    if self._request.output_schema is not None:
+                        self._append(DataOutput(data=data))
                     self._finish("completed")
                     return
-                continue
-            for index, call in enumerate(result.calls):
-                if self._steers:
-                    self._skip(result.calls[index:])
-                    break
-                await self._process_call(call)
+                case RetryForSchema(reason=reason):
+                    self._ask_again_for_schema(reason)
+                case RunTools(calls=calls):
+                    await self._run_calls(calls)
         self._prompt.force_completed = True
         self._finish("completed")
 
-    def _accept_final(self, result: RoundResult) -> bool:
-        """True when the answer is final; False to let the model try again after a schema failure."""
-        if result.output_error is None:
-            if self._request.output_schema is not None:
-                self._append(DataOutput(data=result.data))
-            return True
+    def _ask_again_for_schema(self, reason: str) -> None:
         if self._output_attempts >= self._request.output_retries:
-            raise PromptFailed(f"the final answer did not match the output schema: {result.output_error}")
+            raise PromptFailedError(f"the final answer did not match the output schema: {reason}")
         self._output_attempts += 1
         self._append(MessageOutput(role="system", source="output_validation", text=(
-            f"Your final answer did not match the required output schema: {result.output_error}. "
+            f"Your final answer did not match the required output schema: {reason}. "
             "Answer again with only a JSON value that matches the schema.")))
-        return False
+
+    async def _run_calls(self, calls: list[PlannedCall]) -> None:
+        for index, call in enumerate(calls):
+            if self._steers:
+                self._skip(calls[index:])
+                return
+            await self._process_call(call)
 
     async def _call_model(self, round_number: int) -> RoundResult:
         request = self._request
@@ -221,18 +225,19 @@ class PromptWorkflow:
         entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
                            started_at=workflow.now())
         self._append(entry)
-        if call.error is not None:
-            self._resolve(entry, ToolError(error=call.error))
-            return
-        if call.approval is not None:
-            decision = await self._await_decision(entry, call.approval)
-            entry.decision = decision
-            if decision.decision != "approved":
-                self._resolve(entry, ToolError(error=self._refusal_text(decision)))
+        match call:
+            case InvalidCall(error=error):
+                self._resolve(entry, ToolError(error=error))
                 return
+            case CallNeedingApproval(approval=approval):
+                decision = await self._await_decision(entry, approval)
+                entry.decision = decision
+                if decision.decision != "approved":
+                    self._resolve(entry, ToolError(error=self._refusal_text(decision)))
+                    return
         await self._invoke(entry, call, entry.input)  # the approver may have corrected the input
 
-    async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
+    async def _invoke(self, entry: ToolOutput, call: RunnableCall, arguments: object) -> None:
         entry.started_at = workflow.now()
         plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
         invocation = ToolInvocation(
@@ -241,7 +246,7 @@ class PromptWorkflow:
             input=arguments, plugin_state=plugin_state)
         retry = RetryPolicy(initial_interval=timedelta(seconds=1),
                             maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
-        timeout = timedelta(seconds=call.timeout_seconds)
+        timeout = call.timeout
         try:
             if call.local:
                 outcome = await workflow.execute_local_activity(
@@ -250,7 +255,7 @@ class PromptWorkflow:
             else:
                 outcome = await workflow.execute_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
-                    start_to_close_timeout=timeout, heartbeat_timeout=timedelta(seconds=call.heartbeat_timeout_seconds),
+                    start_to_close_timeout=timeout, heartbeat_timeout=call.heartbeat_timeout,
                     retry_policy=retry,
                     summary=f"tool {call.tool}")
         except ActivityError as exc:
@@ -263,7 +268,7 @@ class PromptWorkflow:
         if outcome.state_changed and call.plugin:
             self._prompt.plugin_state[call.plugin] = outcome.plugin_state
         if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
-            raise PromptFailed(f"tool '{call.tool}' failed: {outcome.result.error}")
+            raise PromptFailedError(f"tool '{call.tool}' failed: {outcome.result.error}")
 
     # --- steering -----------------------------------------------------------------------------------
 
@@ -290,7 +295,7 @@ class PromptWorkflow:
 
     async def _await_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
         now = workflow.now()
-        expires_in = timedelta(seconds=approval.expires_after_seconds) if approval.expires_after_seconds else None
+        expires_in = approval.expires_after
         entry.result = ToolPending(reason=approval.reason, requested_at=now,
                                    expires_at=now + expires_in if expires_in else None,
                                    approvers=approval.approvers)

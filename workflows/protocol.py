@@ -6,10 +6,11 @@ breaking running workflows.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Literal
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
 from agent.events import PromptEvent
 from agent.model_settings import ModelSettings
@@ -92,25 +93,74 @@ class PendingApproval(_Model):
 
 
 class ApprovalRequirement(_Model):
+    """What the workflow needs to ask for a decision: an approval policy's answer, in wire units."""
+
     reason: str
     approvers: list[str] | None = None
     expires_after_seconds: float | None = None
 
+    @property
+    def expires_after(self) -> timedelta | None:
+        return timedelta(seconds=self.expires_after_seconds) if self.expires_after_seconds else None
 
-class PlannedCall(_Model):
-    """A tool call from the model, checked by the worker: either an `error` or ready to run."""
+
+class _CallBase(_Model):
+    """A tool call from the model as the worker checked it. The wire keeps every field of every kind
+    (`error` and `approval` null where they do not apply), so recorded round results decode unchanged."""
 
     id: str
     tool: str
     input: JsonValue = None
     plugin: str | None = None
-    error: str | None = None
-    approval: ApprovalRequirement | None = None
     timeout_seconds: float = 60.0
     max_attempts: int = 1
     failure_mode: Literal["continue", "fail"] = "continue"
     local: bool = False
     heartbeat_timeout_seconds: float = 20.0
+
+    @property
+    def timeout(self) -> timedelta:
+        return timedelta(seconds=self.timeout_seconds)
+
+    @property
+    def heartbeat_timeout(self) -> timedelta:
+        return timedelta(seconds=self.heartbeat_timeout_seconds)
+
+
+class InvalidCall(_CallBase):
+    """Not run: unknown tool, or arguments that do not fit; `error` goes back to the model."""
+
+    error: str
+    approval: None = None
+
+
+class CallNeedingApproval(_CallBase):
+    """Runs only after a person approves it."""
+
+    error: None = None
+    approval: ApprovalRequirement
+
+
+class ReadyCall(_CallBase):
+    """Runs now."""
+
+    error: None = None
+    approval: None = None
+
+
+def _call_kind(value: Any) -> str:
+    get = value.get if isinstance(value, dict) else lambda name: getattr(value, name, None)
+    if get("error") is not None:
+        return "invalid"
+    return "approval" if get("approval") is not None else "ready"
+
+
+PlannedCall = Annotated[
+    Annotated[InvalidCall, Tag("invalid")] | Annotated[CallNeedingApproval, Tag("approval")]
+    | Annotated[ReadyCall, Tag("ready")],
+    Discriminator(_call_kind),
+]
+RunnableCall = CallNeedingApproval | ReadyCall
 
 
 class OutputChange(_Model):
@@ -150,6 +200,38 @@ class RoundResult(_Model):
     event_hooks: bool = False
     data: JsonValue = None
     output_error: str | None = Field(default=None, description="Why the final answer failed the output schema.")
+
+    def next_step(self) -> NextStep:
+        """What the prompt does next, decided by the worker: run tools, accept the answer, or ask again."""
+        if self.calls:
+            return RunTools(calls=self.calls)
+        if self.output_error is not None:
+            return RetryForSchema(reason=self.output_error)
+        return FinalAnswer(data=self.data)
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """No tool calls: the text (and, with an output schema, `data`) is the answer."""
+
+    data: JsonValue
+
+
+@dataclass(frozen=True)
+class RetryForSchema:
+    """The answer did not match the output schema: tell the model why and let it answer again."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """Run these calls in order (each one invalid, needing approval, or ready)."""
+
+    calls: list[PlannedCall]
+
+
+NextStep = FinalAnswer | RetryForSchema | RunTools
 
 
 class ToolInvocation(_Model):
