@@ -1,19 +1,27 @@
-"""Events plugins' `on_event` hooks receive."""
+"""The one event vocabulary: what a prompt's live stream carries and what plugins' `on_event` hooks receive."""
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import JsonValue
+
+from agent.models import PromptRef
 
 
-class PromptEvent(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class EventKind(StrEnum):
+    """Every kind of prompt event. The values are wire names: watchers and stored streams use them."""
 
-    kind: Literal["approval_requested", "approval_decided", "prompt_finished"]
-    prompt_id: str
-    user_id: str
-    conversation_id: str | None = None
+    OUTPUT_ADDED = "output_added"  # stream: a new output entry
+    OUTPUT_UPDATED = "output_updated"  # stream: an entry changed (a tool call got its result)
+    STATE_CHANGED = "state_changed"  # stream: the prompt's state
+    APPROVAL_REQUESTED = "approval_requested"  # stream and on_event: a call waits for a person
+
+
+class PromptEvent(PromptRef):
+    """What a plugin's `on_event` hook receives (today: approval requests, e.g. to notify approvers)."""
+
+    kind: EventKind
     tool_call_id: str | None = None
     tool: str | None = None
     input: JsonValue = None

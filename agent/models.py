@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent.model_settings import ModelSettings
 
@@ -158,7 +158,15 @@ PromptOutput = Annotated[
     TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput | ReasoningOutput,
     Field(discriminator="type"),
 ]
-PROMPT_OUTPUT_ADAPTER: TypeAdapter[PromptOutput] = TypeAdapter(PromptOutput)
+
+
+class PromptRef(_Model):
+    """Which prompt something belongs to: embedded (by inheritance, so wire fields stay flat) wherever
+    a payload or hook needs the prompt's identity."""
+
+    prompt_id: str
+    user_id: str
+    conversation_id: str | None = None
 
 
 class ModelRound(_Model):

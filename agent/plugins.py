@@ -7,12 +7,12 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, JsonValue
+from pydantic import JsonValue
 
 from agent.context import PrepareContext
 from agent.events import PromptEvent
 from agent.messages import ModelRequest, ModelResponse
-from agent.models import ToolError, ToolSuccess
+from agent.models import PromptRef, ToolError, ToolSuccess
 from agent.tools import Tool
 
 
@@ -70,12 +70,9 @@ class Plugin:
         return type(self).on_event is not Plugin.on_event
 
 
-class ToolCallInfo(BaseModel):
+class ToolCallInfo(PromptRef):
     """What tool hooks see of a call."""
 
-    prompt_id: str
-    user_id: str
-    conversation_id: str | None = None
     tool_call_id: str
     tool: str
     input: JsonValue

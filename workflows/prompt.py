@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.workflow_streams import WorkflowStream
 
     from agent.errors import PromptFailedError
-    from agent.events import PromptEvent
+    from agent.events import EventKind, PromptEvent
     from agent.models import (
         TERMINAL_STATES,
         AuditEntry,
@@ -302,8 +302,8 @@ class PromptWorkflow:
         self._touch(entry)
         self._waiting = entry
         self._set_state("waiting_for_approval")
-        self._events.publish(StreamEvent(kind="approval_requested", index=self._index(entry), output=entry))
-        await self._emit(PromptEvent(kind="approval_requested", prompt_id=self._prompt.id,
+        self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
+        await self._emit(PromptEvent(kind=EventKind.APPROVAL_REQUESTED, prompt_id=self._prompt.id,
                                      user_id=self._prompt.user_id, conversation_id=self._prompt.conversation_id,
                                      tool_call_id=entry.id, tool=entry.tool, input=entry.input,
                                      reason=approval.reason))
@@ -431,7 +431,7 @@ class PromptWorkflow:
     def _append(self, entry: PromptOutput) -> None:
         self._prompt.output.append(entry)
         self._changed.add(len(self._prompt.output) - 1)
-        self._events.publish(StreamEvent(kind="output_added", index=len(self._prompt.output) - 1, output=entry))
+        self._events.publish(StreamEvent(kind=EventKind.OUTPUT_ADDED, index=len(self._prompt.output) - 1, output=entry))
 
     def _index(self, entry: PromptOutput) -> int:
         return next(i for i, e in enumerate(self._prompt.output) if e is entry)
@@ -439,7 +439,7 @@ class PromptWorkflow:
     def _touch(self, entry: PromptOutput) -> None:
         index = self._index(entry)
         self._changed.add(index)
-        self._events.publish(StreamEvent(kind="output_updated", index=index, output=entry))
+        self._events.publish(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=index, output=entry))
 
     def _resolve(self, entry: ToolOutput, result: ToolSuccess | ToolError) -> None:
         entry.result, entry.finished_at = result, workflow.now()
@@ -461,7 +461,7 @@ class PromptWorkflow:
     def _set_state(self, state: PromptState) -> None:
         self._prompt.state = state
         workflow.upsert_search_attributes(prompt_search_attributes(self._prompt))
-        self._events.publish(StreamEvent(kind="state_changed", state=state))
+        self._events.publish(StreamEvent(kind=EventKind.STATE_CHANGED, state=state))
 
     def _finish(self, state: PromptState, error: str | None = None) -> None:
         self._prompt.finished_at = workflow.now()

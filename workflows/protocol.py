@@ -12,18 +12,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
-from agent.events import PromptEvent
+from agent.events import EventKind, PromptEvent
 from agent.model_settings import ModelSettings
 from agent.models import (
-    DataOutput,
     FileOutput,
-    MessageOutput,
     ModelTier,
     Prompt,
+    PromptOutput,
+    PromptRef,
     ReasoningOutput,
-    TextOutput,
     ToolError,
-    ToolOutput,
     ToolSuccess,
     Usage,
     WidgetOutput,
@@ -31,8 +29,6 @@ from agent.models import (
 
 DEFAULT_MAX_ROUNDS = 10
 MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start
-PromptOutputUnion = (TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput
-                     | ReasoningOutput)
 
 
 class _Model(BaseModel):
@@ -165,7 +161,7 @@ RunnableCall = CallNeedingApproval | ReadyCall
 
 class OutputChange(_Model):
     index: int
-    output: Annotated[PromptOutputUnion, Field(discriminator="type")]
+    output: PromptOutput
 
 
 class RoundInput(_Model):
@@ -234,10 +230,7 @@ class RunTools:
 NextStep = FinalAnswer | RetryForSchema | RunTools
 
 
-class ToolInvocation(_Model):
-    prompt_id: str
-    user_id: str
-    conversation_id: str | None = None
+class ToolInvocation(PromptRef):
     workflow_id: str
     call: PlannedCall
     input: JsonValue
@@ -261,9 +254,9 @@ class EventDelivery(_Model):
 class StreamEvent(_Model):
     """One entry of a prompt's live event stream; the stream offset is its sequence number."""
 
-    kind: Literal["output_added", "output_updated", "state_changed", "approval_requested"]
+    kind: EventKind
     index: int | None = None
-    output: Annotated[PromptOutputUnion, Field(discriminator="type")] | None = None
+    output: PromptOutput | None = None
     state: str | None = None
 
 
@@ -284,7 +277,7 @@ class TranscriptPageRequest(_Model):
 
 class TranscriptItem(_Model):
     prompt: int = Field(description="Index into the history; len(history) means the current prompt.")
-    output: Annotated[PromptOutputUnion, Field(discriminator="type")]
+    output: PromptOutput
 
 
 class TranscriptPage(_Model):
