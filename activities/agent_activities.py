@@ -15,10 +15,11 @@ from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 
-from activities.runtime import AgentRuntime, PluginPrepareError
+from activities.runtime import AgentRuntime
 from activities.transcripts import TranscriptCache
 from agent.context import ToolContext, copy_state
 from agent.context_window import ContextLimit, trim_messages
+from agent.errors import PluginPrepareError, ToolInputError
 from agent.logging import get_logger
 from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolSpec
 from agent.model_settings import ModelSettings
@@ -27,7 +28,7 @@ from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
 from agent.projection import project_prompts
 from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
-from agent.tools import Tool, ToolInputError
+from agent.tools import Tool
 from workflows import names
 from workflows.names import DELTAS_TOPIC, EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
 from workflows.protocol import (

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
+from agent.errors import PluginPrepareError
 from agent.model_settings import ModelSettings
 from agent.models import Prompt
 from agent.plugins import Plugin
@@ -16,10 +17,6 @@ from agent.providers.base import ModelProvider
 from agent.tools import Tool
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES = 256_000
-
-
-class PluginPrepareError(Exception):
-    """A plugin's `prepare` raised: the prompt fails with the plugin named in the reason."""
 
 
 @dataclass

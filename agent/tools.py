@@ -12,6 +12,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agent.context import ToolContext
+from agent.errors import ToolInputError
 
 InputT = TypeVar("InputT", bound=BaseModel)
 FailureMode = Literal["continue", "fail"]
@@ -69,10 +70,6 @@ class Tool(Generic[InputT]):
         if decided is True:
             return Approval()
         return decided if decided.required else None
-
-
-class ToolInputError(ValueError):
-    """The arguments do not fit the tool's input model."""
 
 
 def format_validation_error(tool_id: str, exc: ValidationError) -> str:

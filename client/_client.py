@@ -25,6 +25,7 @@ from temporalio.common import RawValue, WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
+from agent.errors import DecisionRefused
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
 from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
@@ -41,10 +42,6 @@ from workflows.protocol import (
     StreamEvent,
     TextDelta,
 )
-
-
-class DecisionRefused(Exception):
-    """An approve/reject the prompt would not take: unknown or decided call, not waiting, not allowed."""
 
 
 def new_prompt_id() -> str:

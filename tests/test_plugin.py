@@ -9,8 +9,10 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
+from agent.errors import DurableAgentError, PluginPrepareError, PromptFailedError
 from agent.models import Prompt
 from agent.plugins import Plugin
+from agent.providers.base import FatalModelError, RetryableModelError
 from agent.providers.scripted import ScriptedModel, text
 from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
@@ -63,3 +65,11 @@ def test_a_worker_on_a_client_without_the_plugin_is_refused(dev_env: WorkflowEnv
     plain = Client(dev_env.client.service_client, namespace=dev_env.client.namespace)
     with pytest.raises(ValueError, match="client connected with plugins=\\[DurableAgentPlugin"):
         Worker(plain, task_queue="never-polled", plugins=[DurableAgentPlugin(Settings())])
+
+
+def test_error_type_names_on_the_wire_are_the_error_classes_names() -> None:
+    """Retry lists and failure handling match ApplicationError types by these names: they must not drift."""
+    assert names.FATAL_MODEL_ERROR == FatalModelError.__name__
+    assert names.RETRYABLE_MODEL_ERROR == RetryableModelError.__name__
+    assert names.PLUGIN_PREPARE_ERROR == PluginPrepareError.__name__
+    assert issubclass(FatalModelError, DurableAgentError) and issubclass(PromptFailedError, DurableAgentError)

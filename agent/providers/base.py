@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
+from agent.errors import DurableAgentError
 from agent.messages import ModelRequest, ModelResponse
 
 
-class ModelError(Exception):
+class ModelError(DurableAgentError):
     """Base class for provider failures. `retryable` tells the activity layer what to do."""
 
     retryable: bool = False
