@@ -379,7 +379,7 @@ def demo(
                                                      help="Ask for the approval (default: when on a TTY)")] = None,
 ) -> None:
     """The quick start: embedded dev server + worker + a prompt that needs an approval."""
-    from workers.demo import run_demo
+    from cli.demo import run_demo
 
     configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
     ask = sys.stdin.isatty() if interactive is None else interactive
