@@ -45,8 +45,10 @@ def _script(request: ModelRequest) -> ModelResponse:
     # ScriptedModel keeps a deep copy of every request in `.requests` (for tests). In a long-running
     # benchmark worker that is an unbounded, quadratic leak that no real provider has, so drop it.
     model.requests.clear()
-    user = next((m.text for m in request.messages if isinstance(m, UserMessage)), None)
-    done = sum(1 for m in request.messages if isinstance(m, ToolResultMessage))
+    # This prompt's part of the transcript: after its user message (a conversation's history comes first).
+    last_user = max((i for i, m in enumerate(request.messages) if isinstance(m, UserMessage)), default=-1)
+    user = request.messages[last_user].text if last_user >= 0 else None  # type: ignore[union-attr]
+    done = sum(1 for m in request.messages[last_user + 1:] if isinstance(m, ToolResultMessage))
     step = next_step(Scenario.parse(user), done)
     if step.arguments is None:
         return text(step.text or "")

@@ -27,6 +27,9 @@ Sections (``--sections``):
   ``PromptState`` search attribute). One side at a time.
 * ``long`` - one prompt of 1,000 rounds with 10 KB outputs, terminated if still running after 200 s:
   completed or not, time, rounds done, history size (the baseline hits the 50 MB history limit).
+* ``conversation`` - this project only (the baseline has no conversations): a conversation of 500 one-round
+  turns; its total history + payload-store bytes, and per-turn latency at turn 10 vs turn 500
+  (``bench/conversation.py``).
 
 ``latency``, ``throughput``, ``waiting`` and ``long`` start fresh worker subprocesses (on new task queues);
 ``history`` and ``approval`` carry on with the latency section's workers (quick mode: ``throughput`` too).
@@ -64,6 +67,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent.models import ToolOutput, ToolPending, ToolSuccess
 from bench.baseline import WORKFLOW_NAME as BASELINE_WORKFLOW
 from bench.baseline import BaselineInput, BaselineState, Message
+from bench.conversation import measure_conversation
 from bench.scenario import Scenario
 from client import AgentClient, PromptHandle
 from workers.devserver import DevServer
@@ -72,7 +76,7 @@ from workers.worker import connect
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
-SECTIONS = ("latency", "history", "approval", "throughput", "waiting", "long")
+SECTIONS = ("latency", "history", "approval", "throughput", "waiting", "long", "conversation")
 PRODUCT, BASELINE = "durable-agent", "baseline"
 SMALL = 16  # bytes of tool output in the "small" scenarios
 T = TypeVar("T")
@@ -102,12 +106,14 @@ class Config:
     # sections that start fresh worker processes; the others carry on with the previous section's workers
     fresh_for: tuple[str, ...] = ("latency", "throughput", "waiting", "long")
     settle_s: float = 2.0  # pause before reading a worker's RSS
+    conversation_turns: int = 500
 
     @classmethod
     def quick(cls) -> Config:
         return cls(latency_rounds=(1, 5, 20), latency_repeats=2, throughput_prompts=20, throughput_repeats=1,
                    history_rounds=(5, 20, 100), big_rounds=10, approval_repeats=3, waiting_prompts=50,
-                   long_cap_s=3.0, fresh_for=("latency", "waiting", "long"), settle_s=0.5)
+                   long_cap_s=3.0, fresh_for=("latency", "waiting", "long"), settle_s=0.5,
+                   conversation_turns=30)
 
 
 def log(message: str) -> None:
@@ -495,6 +501,15 @@ class Bench:
         out["fresh_workers"] = fresh
         return out
 
+    async def conversation(self) -> dict[str, Any]:
+        await start_workers([self.product], "conversation")
+        out = await guarded(measure_conversation(
+            self.product.agent, self.product.client, turns=self.cfg.conversation_turns,
+            payload_dir=Path(product_settings(self.product.address, self.product.workdir).payload_dir)),
+            [self.product], 3600)
+        out["memory"] = stop_workers([self.product])
+        return out
+
     async def throughput(self) -> dict[str, Any]:
         cfg = self.cfg
         fresh = await start_workers(self.sides, "throughput", reuse="throughput" not in cfg.fresh_for)
@@ -796,9 +811,24 @@ def build_rows(results: dict[str, Any]) -> tuple[list[Row], dict[str, Any]]:
         ext_p, ext_b = p.get("external_payload_bytes", 0), b.get("external_payload_bytes", 0)
         if ext_p or ext_b:
             rows.append(Row("  + payloads stored outside history", mb(ext_p), mb(ext_b)))
+    conv = results.get("conversation")
+    if conv:
+        early, late = (str(m) if str(m) in conv["turn_ms"] else m for m in conv["marks"])
+        rows.append(Row(f"conversation of {conv['turns']} turns ({conv['runs']} runs): history + payload bytes",
+                        mb(conv["total_bytes"]), "-"))
+        rows.append(Row("  prompts' histories / conversation's / payload store",
+                        f"{mb(conv['prompt_history_bytes'])} / {mb(conv['conversation_history_bytes'])} / "
+                        f"{mb(conv['payload_store_bytes'])}", "-"))
+        t_early, t_late = conv["turn_ms"][early], conv["turn_ms"][late]
+        rows.append(Row(f"  turn latency at turn {early} vs turn {late} (median of 10)",
+                        f"{ms(t_early)} vs {ms(t_late)}", "-", fx(ratio(t_late, t_early)), "flat (~1x)"))
+        sizes = conv["child_history_bytes"]
+        if early in sizes and late in sizes:
+            rows.append(Row(f"  one turn's prompt history at turn {early} vs {late}",
+                            f"{mb(sizes[early])} vs {mb(sizes[late])}", "-", fx(ratio(sizes[late], sizes[early]))))
     for section in SECTIONS:
         data = results.get(section)
-        if not data:
+        if not data or section == "conversation":
             continue
         if section == "waiting":
             peaks = {PRODUCT: data[PRODUCT]["peak"], BASELINE: data[BASELINE]["peak"]}

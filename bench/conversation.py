@@ -1,0 +1,73 @@
+"""The conversation section: one long conversation, its total history + payload bytes, per-turn latency.
+
+Each turn is one `bench rounds=1` prompt (one tool round, two model calls) sent with `ConversationHandle.send`
+and awaited; the latency of a turn is send -> result. At the end every history the conversation produced
+is fetched: each child prompt's and each conversation run's (continue-as-new starts new runs). Bytes are
+`HistoryEvent.ByteSize()` summed, plus the files in the payload store (payloads kept outside history).
+The question it answers: does a turn cost the same at turn 500 as at turn 10 (flat), or grow with the
+conversation (each child prompt receiving copies of every earlier prompt)?
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from bench.scenario import Scenario
+from client import AgentClient
+
+WINDOW = 10  # turns averaged around the early and the late mark
+
+
+async def measure_conversation(agent: AgentClient, client: Client, *, turns: int, payload_dir: Path,
+                               marks: tuple[int, int] = (10, 500)) -> dict[str, Any]:
+    early, late = marks[0], min(marks[1], turns)
+    conversation = await agent.start_conversation(user_id="bench")
+    latencies: list[float] = []
+    child_bytes: dict[int, int] = {}
+    prompt_ids: list[str] = []
+    for turn in range(1, turns + 1):
+        t0 = time.perf_counter()
+        prompt = await conversation.send(Scenario(rounds=1).text())
+        await conversation.prompt_started(prompt.id, timeout=120)
+        record = await prompt.result()
+        latencies.append((time.perf_counter() - t0) * 1000)
+        if record.state != "completed":
+            raise RuntimeError(f"turn {turn}: {record.state} {record.error}")
+        prompt_ids.append(prompt.id)
+        if turn in (early, late):
+            history = await prompt.workflow.fetch_history()
+            child_bytes[turn] = sum(e.ByteSize() for e in history.events)
+    await conversation.close()
+    prompt_bytes = 0
+    for prompt_id in prompt_ids:
+        history = await client.get_workflow_handle(prompt_id).fetch_history()
+        prompt_bytes += sum(e.ByteSize() for e in history.events)
+    conversation_bytes, runs = 0, 0
+    async for execution in client.list_workflows(f"WorkflowId = '{conversation.id}'"):
+        history = await client.get_workflow_handle(conversation.id, run_id=execution.run_id).fetch_history()
+        conversation_bytes += sum(e.ByteSize() for e in history.events)
+        runs += 1
+    payload_bytes = _directory_bytes(payload_dir)
+
+    def around(mark: int) -> float:
+        start = max(0, mark - WINDOW // 2)
+        return statistics.median(latencies[start:start + WINDOW])
+
+    return {
+        "turns": turns, "marks": [early, late], "runs": runs,
+        "prompt_history_bytes": prompt_bytes, "conversation_history_bytes": conversation_bytes,
+        "payload_store_bytes": payload_bytes,
+        "total_bytes": prompt_bytes + conversation_bytes + payload_bytes,
+        "turn_ms": {early: around(early), late: around(late)},
+        "child_history_bytes": child_bytes,
+        "latencies_ms": latencies,
+    }
+
+
+def _directory_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.glob("*") if p.is_file()) if directory.is_dir() else 0
