@@ -1,0 +1,48 @@
+"""Benchmark settings: what each section measures and how often, and the names of the two sides."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+SECTIONS = ("latency", "history", "approval", "throughput", "waiting", "long", "conversation")
+PRODUCT, BASELINE = "durable-agent", "baseline"
+SMALL = 16  # bytes of tool output in the "small" scenarios
+
+
+@dataclass
+class Config:
+    latency_rounds: tuple[int, ...] = (1, 5, 20, 100)
+    latency_repeats: int = 5
+    throughput_prompts: int = 100
+    throughput_rounds: int = 3
+    throughput_repeats: int = 2
+    history_rounds: tuple[int, ...] = (5, 20, 100)
+    big_rounds: int = 50
+    big_size: int = 10_240
+    approval_repeats: int = 20
+    waiting_prompts: int = 2_000
+    long_rounds: int = 1_000
+    long_size: int = 10_240
+    long_cap_s: float = 200.0
+    start_concurrency: int = 50
+    waiting_batch: int = 50  # arrivals in the waiting test: bursts of this many prompts
+    # sections that start fresh worker processes; the others carry on with the previous section's workers
+    fresh_for: tuple[str, ...] = ("latency", "throughput", "waiting", "long")
+    settle_s: float = 2.0  # pause before reading a worker's RSS
+    conversation_turns: int = 500
+
+    @classmethod
+    def quick(cls) -> Config:
+        return cls(latency_rounds=(1, 5, 20), latency_repeats=2, throughput_prompts=20, throughput_repeats=1,
+                   history_rounds=(5, 20, 100), big_rounds=10, approval_repeats=3, waiting_prompts=50,
+                   long_cap_s=3.0, fresh_for=("latency", "waiting", "long"), settle_s=0.5,
+                   conversation_turns=30)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,191 @@
+"""The report: rows of figures with ratios and targets, rendered as a table."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from bench.config import BASELINE, PRODUCT, REPO, SECTIONS, SMALL
+
+
+@dataclass
+class Row:
+    metric: str
+    product: str
+    baseline: str
+    ratio: str = ""
+    target: str = ""
+    verdict: str = ""
+
+
+def ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} ms"
+
+
+def mb(v: float | None) -> str:
+    return "-" if v is None else f"{v / 1e6:.2f} MB" if v >= 1e5 else f"{v / 1e3:.1f} KB"
+
+
+def mib(v: float | None) -> str:
+    return "-" if v is None else f"{v / 2**20:.0f} MiB"
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def fx(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def verdict(ok: bool | None) -> str:
+    return "-" if ok is None else "PASS" if ok else "FAIL"
+
+
+def build_rows(results: dict[str, Any]) -> tuple[list[Row], dict[str, Any]]:
+    rows: list[Row] = []
+    targets: dict[str, Any] = {}
+
+    def target(key: str, value: float | bool | None, text: str, ok: bool | None) -> str:
+        targets[key] = {"value": value, "target": text, "pass": ok}
+        return verdict(ok)
+
+    lat = results.get("latency")
+    if lat:
+        for n in lat[PRODUCT]["median_ms"]:
+            p, b = lat[PRODUCT]["median_ms"][n], lat[BASELINE]["median_ms"][n]
+            rows.append(Row(f"latency, {n} tool round{'s' if n != 1 else ''} (median of {lat['repeats']})",
+                            ms(p), ms(b), fx(ratio(p, b))))
+        p, b = lat[PRODUCT]["per_round_ms"], lat[BASELINE]["per_round_ms"]
+        r = ratio(p, b)
+        rows.append(Row("per-round overhead (slope of medians)", ms(p), ms(b), fx(r), "<= 0.75x",
+                        target("per_round_overhead", r, "<= 0.75x baseline", None if r is None else r <= 0.75)))
+    thr = results.get("throughput")
+    if thr:
+        p, b = thr[PRODUCT]["prompts_per_s"], thr[BASELINE]["prompts_per_s"]
+        r = ratio(p, b)
+        rows.append(Row(f"throughput, {thr['prompts']} concurrent {thr['rounds']}-round prompts "
+                        f"(median of {thr['repeats']})", f"{p:.1f}/s", f"{b:.1f}/s", fx(r), ">= 1.3x",
+                        target("throughput", r, ">= 1.3x baseline", None if r is None else r >= 1.3)))
+    hist = results.get("history")
+    if hist:
+        keys = list(hist[PRODUCT])
+        for key in keys:
+            p, b = hist[PRODUCT][key], hist[BASELINE][key]
+            n, size = key.split("x")
+            label = f"history, {n} rounds" + (f" x {int(size) // 1024} KB outputs" if int(size) >= 1024 else "")
+            rows.append(Row(label + ": events", str(p["events"]), str(b["events"]),
+                            fx(ratio(p["events"], b["events"]))))
+            r = ratio(p["bytes"], b["bytes"])
+            big = int(size) >= 1024
+            rows.append(Row(label + ": bytes", mb(p["bytes"]), mb(b["bytes"]), fx(r), "<= 0.15x" if big else "",
+                            target("history_bytes_big", r, "<= 0.15x baseline", None if r is None else r <= 0.15)
+                            if big else ""))
+            ext_p, ext_b = p.get("external_payload_bytes", 0), b.get("external_payload_bytes", 0)
+            if ext_p or ext_b:  # payloads the data converter keeps outside history: count them too
+                rows.append(Row("  + payloads stored outside history", mb(ext_p), mb(ext_b)))
+                rows.append(Row("  = history + outside", mb(p["bytes"] + ext_p), mb(b["bytes"] + ext_b),
+                                fx(ratio(p["bytes"] + ext_p, b["bytes"] + ext_b))))
+        small = [k for k in keys if k.endswith(f"x{SMALL}")]
+        k100, k20 = next((k for k in small if k.startswith("100x")), None), next(
+            (k for k in small if k.startswith("20x")), None)
+        if k100 and k20:
+            p = hist[PRODUCT][k100]["bytes"] / hist[PRODUCT][k20]["bytes"]
+            b = hist[BASELINE][k100]["bytes"] / hist[BASELINE][k20]["bytes"]
+            rows.append(Row("history growth: bytes(100) / bytes(20)", f"{p:.3f}", f"{b:.3f}", "", "<= 5.5",
+                            target("history_growth", p, "bytes(100)/bytes(20) <= 5.5", p <= 5.5)))
+    app = results.get("approval")
+    if app:
+        p, b = app[PRODUCT]["approve_to_result_ms"], app[BASELINE]["approve_to_result_ms"]
+        rows.append(Row(f"approve -> result in query (median of {app['repeats']})", ms(p), ms(b), fx(ratio(p, b))))
+        base_round = app["baseline_round_ms"]
+        r = ratio(p, base_round)
+        rows.append(Row("approve -> result / one baseline round", ms(p), f"round {ms(base_round)}", fx(r),
+                        "<= 1.0x", target("approve_to_result", r, "<= 1.0x one baseline round",
+                                          None if r is None else r <= 1.0)))
+    wait = results.get("waiting")
+    if wait:
+        p, b = wait[PRODUCT], wait[BASELINE]
+        rows.append(Row("worker RSS idle", mib(p["idle_rss"]), mib(b["idle_rss"]),
+                        fx(ratio(p["idle_rss"], b["idle_rss"]))))
+        rows.append(Row(f"worker RSS, {wait['prompts']} prompts waiting", mib(p["waiting_rss"]),
+                        mib(b["waiting_rss"]), fx(ratio(p["waiting_rss"], b["waiting_rss"]))))
+        rows.append(Row("  waiting RSS / idle RSS (own worker)", f"{p['ratio']:.3f}", f"{b['ratio']:.3f}", "",
+                        "<= 1.3", target("waiting_rss", p["ratio"], "<= 1.3x idle", p["ratio"] <= 1.3)))
+    long = results.get("long")
+    if long:
+        p, b = long[PRODUCT], long[BASELINE]
+
+        def outcome(s: dict[str, Any]) -> str:
+            if s["completed"]:
+                return f"completed in {s['seconds']:.1f} s"
+            what = "capped" if s["capped"] else s["final_status"].lower()
+            return f"{what} at round {s['tool_rounds_done']} ({s['seconds']:.1f} s)"
+
+        rows.append(Row(f"{long['rounds']}-round prompt, {long['size'] // 1024} KB outputs", outcome(p), outcome(b),
+                        "", "completes", target("long_prompt", p["completed"], "completes", p["completed"])))
+        rows.append(Row("  its history (events / bytes)", f"{p['events']} / {mb(p['bytes'])}",
+                        f"{b['events']} / {mb(b['bytes'])}"))
+        ext_p, ext_b = p.get("external_payload_bytes", 0), b.get("external_payload_bytes", 0)
+        if ext_p or ext_b:
+            rows.append(Row("  + payloads stored outside history", mb(ext_p), mb(ext_b)))
+    conv = results.get("conversation")
+    if conv:
+        early, late = (str(m) if str(m) in conv["turn_ms"] else m for m in conv["marks"])
+        rows.append(Row(f"conversation of {conv['turns']} turns ({conv['runs']} runs): history + payload bytes",
+                        mb(conv["total_bytes"]), "-"))
+        rows.append(Row("  prompts' histories / conversation's / payload store",
+                        f"{mb(conv['prompt_history_bytes'])} / {mb(conv['conversation_history_bytes'])} / "
+                        f"{mb(conv['payload_store_bytes'])}", "-"))
+        t_early, t_late = conv["turn_ms"][early], conv["turn_ms"][late]
+        rows.append(Row(f"  turn latency at turn {early} vs turn {late} (median of 10)",
+                        f"{ms(t_early)} vs {ms(t_late)}", "-", fx(ratio(t_late, t_early)), "flat (~1x)"))
+        sizes = conv["child_history_bytes"]
+        if early in sizes and late in sizes:
+            rows.append(Row(f"  one turn's prompt history at turn {early} vs {late}",
+                            f"{mb(sizes[early])} vs {mb(sizes[late])}", "-", fx(ratio(sizes[late], sizes[early]))))
+    for section in SECTIONS:
+        data = results.get(section)
+        if not data or section == "conversation":
+            continue
+        if section == "waiting":
+            peaks = {PRODUCT: data[PRODUCT]["peak"], BASELINE: data[BASELINE]["peak"]}
+        elif section == "long":
+            peaks = {PRODUCT: data[PRODUCT]["memory"]["peak"], BASELINE: data[BASELINE]["memory"]["peak"]}
+        else:
+            peaks = {PRODUCT: data["memory"][PRODUCT]["peak"], BASELINE: data["memory"][BASELINE]["peak"]}
+        carried = "" if data.get("fresh_workers", True) else " (workers carried over)"
+        rows.append(Row(f"worker peak RSS (VmHWM), {section}{carried}", mib(peaks[PRODUCT]), mib(peaks[BASELINE]),
+                        fx(ratio(peaks[PRODUCT], peaks[BASELINE]))))
+    return rows, targets
+
+
+def code_version() -> dict[str, Any]:
+    """The project's git commit and uncommitted changes to its code (worker processes import it at start)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10,
+                                  check=False).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    changed = git("status", "--porcelain", "--", "agent", "workflows", "activities", "workers", "plugins")
+    digest = git("diff", "HEAD", "--", "agent", "workflows", "activities", "workers", "plugins")
+    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted": changed.splitlines(),
+            "diff_sha1": hashlib.sha1(digest.encode()).hexdigest()[:12] if digest else ""}
+
+
+def render(rows: list[Row]) -> str:
+    header = Row("metric", PRODUCT, BASELINE, "ratio", "target", "result")
+    table = [header, *rows]
+    widths = [max(len(getattr(r, f)) for r in table) for f in ("metric", "product", "baseline", "ratio", "target",
+                                                                 "verdict")]
+    lines = []
+    for i, r in enumerate(table):
+        cells = [r.metric, r.product, r.baseline, r.ratio, r.target, r.verdict]
+        lines.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(cells, widths,
+                                                                                                    strict=True))))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

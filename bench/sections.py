@@ -1,0 +1,248 @@
+"""The benchmark sections, one method each: latency, throughput, history, approval, waiting, long, conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from bench.config import SMALL, Config, log
+from bench.conversation import measure_conversation
+from bench.measure import (
+    bounded_gather,
+    cpu_seconds,
+    guarded,
+    history_stats,
+    median,
+    slope,
+    start_workers,
+    stop_workers,
+    tool_rounds_done,
+)
+from bench.scenario import Scenario
+from bench.sides import BaselineSide, ProductSide, Side, WorkerProcess, product_settings
+
+
+@dataclass
+class Bench:
+    cfg: Config
+    product: ProductSide
+    baseline: BaselineSide
+    server_pid: int
+    results: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sides(self) -> list[Side]:
+        return [self.product, self.baseline]
+
+    def interleaved(self, rep: int) -> list[Side]:
+        return self.sides if rep % 2 == 0 else self.sides[::-1]
+
+    async def latency(self) -> dict[str, Any]:
+        cfg = self.cfg
+        fresh = await start_workers(self.sides, "latency", reuse="latency" not in cfg.fresh_for)
+        samples: dict[str, dict[int, list[float]]] = {s.name: {n: [] for n in cfg.latency_rounds} for s in self.sides}
+        for n in cfg.latency_rounds:
+            for rep in range(cfg.latency_repeats):
+                for side in self.interleaved(rep):
+                    seconds = await guarded(side.run(Scenario(rounds=n)), self.sides, 300)
+                    samples[side.name][n].append(seconds * 1000)
+            log(f"  latency {n} rounds: " + ", ".join(
+                f"{name} {median(v[n]):.1f} ms" for name, v in samples.items()))
+        out: dict[str, Any] = {"unit": "ms", "repeats": cfg.latency_repeats, "samples": samples}
+        for name, by_rounds in samples.items():
+            medians = {n: median(v) for n, v in by_rounds.items()}
+            out[name] = {"median_ms": medians,
+                         "per_round_ms": slope([(float(n), m) for n, m in medians.items()])}
+        out["memory"] = stop_workers(self.sides, keep=True)
+        out["fresh_workers"] = fresh
+        return out
+
+    async def conversation(self) -> dict[str, Any]:
+        await start_workers([self.product], "conversation")
+        out = await guarded(measure_conversation(
+            self.product.agent, self.product.client, turns=self.cfg.conversation_turns,
+            payload_dir=Path(product_settings(self.product.address, self.product.workdir).payload_dir)),
+            [self.product], 3600)
+        out["memory"] = stop_workers([self.product])
+        return out
+
+    async def throughput(self) -> dict[str, Any]:
+        cfg = self.cfg
+        fresh = await start_workers(self.sides, "throughput", reuse="throughput" not in cfg.fresh_for)
+        rates: dict[str, list[float]] = {s.name: [] for s in self.sides}
+        for rep in range(cfg.throughput_repeats):
+            for side in self.interleaved(rep):
+                scenario = Scenario(rounds=cfg.throughput_rounds)
+
+                async def burst(side: Side = side, scenario: Scenario = scenario) -> None:
+                    runs = await asyncio.gather(*(side.start(scenario) for _ in range(cfg.throughput_prompts)))
+                    await asyncio.gather(*(side.finish(r) for r in runs))
+
+                t0 = time.perf_counter()
+                await guarded(burst(), self.sides, 300)
+                rates[side.name].append(cfg.throughput_prompts / (time.perf_counter() - t0))
+                log(f"  throughput {side.name}: {rates[side.name][-1]:.1f} prompts/s")
+        out: dict[str, Any] = {"prompts": cfg.throughput_prompts, "rounds": cfg.throughput_rounds,
+                               "repeats": cfg.throughput_repeats, "samples": rates}
+        for name, values in rates.items():
+            out[name] = {"prompts_per_s": median(values)}
+        out["memory"] = stop_workers(self.sides, keep=True)
+        out["fresh_workers"] = fresh
+        return out
+
+    async def history(self) -> dict[str, Any]:
+        cfg = self.cfg
+        fresh = await start_workers(self.sides, "history", reuse="history" not in cfg.fresh_for)
+        cases = [(n, SMALL) for n in cfg.history_rounds] + [(cfg.big_rounds, cfg.big_size)]
+        out: dict[str, Any] = {"bytes_measure": "sum of HistoryEvent.ByteSize() over fetch_history()"}
+        for side in self.sides:
+            per_case: dict[str, Any] = {}
+            for n, size in cases:
+                run = await side.start(Scenario(rounds=n, size=size))
+                t0 = time.perf_counter()
+                await guarded(side.finish(run), self.sides, 300)
+                stats = await history_stats(run.wf)
+                stats["latency_ms"] = (time.perf_counter() - t0) * 1000
+                per_case[f"{n}x{size}"] = stats
+                log(f"  history {side.name} {n} rounds x {size} B: {stats['events']} events, "
+                    f"{stats['bytes'] / 1e6:.2f} MB")
+            out[side.name] = per_case
+        out["memory"] = stop_workers(self.sides, keep=True)
+        out["fresh_workers"] = fresh
+        return out
+
+    async def approval(self, baseline_round_ms: float | None) -> dict[str, Any]:
+        cfg = self.cfg
+        fresh = await start_workers(self.sides, "approval", approval=True, reuse="approval" not in cfg.fresh_for)
+        samples: dict[str, list[float]] = {s.name: [] for s in self.sides}
+        for rep in range(cfg.approval_repeats):
+            for side in self.interleaved(rep):
+                samples[side.name].append(await guarded(self._approve_once(side), self.sides, 60) * 1000)
+        out: dict[str, Any] = {"unit": "ms", "repeats": cfg.approval_repeats, "samples": samples}
+        for name, values in samples.items():
+            out[name] = {"approve_to_result_ms": median(values)}
+            log(f"  approve->result {name}: {median(values):.1f} ms")
+        if baseline_round_ms is None:  # the latency section did not run: measure one baseline round here
+            ones = [await self.baseline.run(Scenario(rounds=1)) for _ in range(3)]
+            twenties = [await self.baseline.run(Scenario(rounds=20)) for _ in range(3)]
+            baseline_round_ms = (median(twenties) - median(ones)) / 19 * 1000
+            out["baseline_round_ms_source"] = "approval section: (median 20 rounds - median 1 round) / 19"
+        else:
+            out["baseline_round_ms_source"] = "latency section: per-round slope"
+        out["baseline_round_ms"] = baseline_round_ms
+        out["memory"] = stop_workers(self.sides, keep=True)
+        out["fresh_workers"] = fresh
+        return out
+
+    async def _approve_once(self, side: Side) -> float:
+        run = await side.start(Scenario(rounds=1, approve=1))
+        call_id = await side.wait_waiting(run)
+        await asyncio.sleep(0.05)  # let the worker go idle: time the decision, not the tail of the pause
+        t0 = time.perf_counter()
+        await side.approve(run, call_id)
+        while True:
+            if await side.result_visible(run, call_id):
+                break
+            await asyncio.sleep(0.005)  # each poll is a query the worker answers: do not flood it
+        elapsed = time.perf_counter() - t0
+        await side.finish(run)
+        return elapsed
+
+    async def waiting(self) -> dict[str, Any]:
+        """Worker RSS while many prompts wait for approval, against the same worker's idle RSS.
+        One side at a time, each on its own fresh worker process."""
+        cfg = self.cfg
+        stop_workers(self.sides)
+        out: dict[str, Any] = {"prompts": cfg.waiting_prompts, "batch": cfg.waiting_batch}
+        for side in self.sides:
+            await start_workers([side], "waiting", approval=True)
+            await asyncio.sleep(cfg.settle_s)
+            idle = self._worker(side).memory()
+            cpu0, server0 = cpu_seconds(self._worker(side).pid), cpu_seconds(self.server_pid)
+            seconds = await guarded(self._fill_waiting(side), [side], 500)
+            cpu = cpu_seconds(self._worker(side).pid) - cpu0
+            server_cpu = cpu_seconds(self.server_pid) - server0
+            await asyncio.sleep(cfg.settle_s)
+            loaded = self._worker(side).memory()
+            out[side.name] = {"idle_rss": idle["rss"], "waiting_rss": loaded["rss"], "peak": loaded["peak"],
+                              "ratio": loaded["rss"] / idle["rss"], "seconds_to_all_waiting": seconds,
+                              "worker_cpu_seconds": cpu, "server_cpu_seconds": server_cpu}
+            log(f"  waiting {side.name}: idle {idle['rss'] / 2**20:.0f} MiB, {cfg.waiting_prompts} waiting "
+                f"{loaded['rss'] / 2**20:.0f} MiB ({seconds:.1f} s to get them all waiting; CPU: worker {cpu:.1f} s, "
+                f"server {server_cpu:.1f} s)")
+            side.stop_worker()
+        return out
+
+    @staticmethod
+    def _worker(side: Side) -> WorkerProcess:
+        assert side.worker is not None
+        return side.worker
+
+    async def _fill_waiting(self, side: Side) -> float:
+        """Start the prompts in batches, each once the previous batch waits: a steady stream of arrivals
+        rather than 2,000 simultaneous starts (which would mostly measure a workflow-cache stampede)."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        started = 0
+        while started < cfg.waiting_prompts:
+            batch = min(cfg.waiting_batch, cfg.waiting_prompts - started)
+            await bounded_gather([lambda: side.start(Scenario(rounds=1, approve=1))] * batch, cfg.start_concurrency)
+            started += batch
+            await self._all_waiting(side, started)
+        return time.perf_counter() - t0
+
+    async def _all_waiting(self, side: Side, count: int) -> None:
+        """Count (visibility, one cheap call; queries would page evicted workflows back into the worker's
+        cache) until every prompt of this section's task queue has `PromptState = waiting_for_approval`."""
+        query = (f"TaskQueue = '{side.task_queue}' AND PromptState = 'waiting_for_approval' "
+                 f"AND ExecutionStatus = 'Running'")
+        while True:
+            if (await side.client.count_workflows(query)).count >= count:
+                return
+            await asyncio.sleep(0.25)
+
+    async def long(self) -> dict[str, Any]:
+        cfg = self.cfg
+        stop_workers(self.sides)
+        out: dict[str, Any] = {"rounds": cfg.long_rounds, "size": cfg.long_size, "cap_s": cfg.long_cap_s}
+        for side in self.sides:
+            await start_workers([side], "long")
+            run = await side.start(Scenario(rounds=cfg.long_rounds, size=cfg.long_size))
+            t0 = time.perf_counter()
+            status = WorkflowExecutionStatus.RUNNING
+            while time.perf_counter() - t0 < cfg.long_cap_s:
+                assert side.worker is not None
+                side.worker.check_alive()
+                status = (await run.wf.describe()).status or status
+                if status != WorkflowExecutionStatus.RUNNING:
+                    break
+                await asyncio.sleep(0.25)
+            elapsed = time.perf_counter() - t0
+            capped = status == WorkflowExecutionStatus.RUNNING
+            if capped:
+                try:
+                    await run.wf.terminate(reason=f"bench cap: still running after {cfg.long_cap_s:.0f} s")
+                except RPCError as exc:  # it finished between the last check and now
+                    if exc.status != RPCStatusCode.NOT_FOUND:
+                        raise
+                    status = (await run.wf.describe()).status or status
+                    capped = False
+            assert side.worker is not None
+            memory = side.worker.memory()
+            side.stop_worker()
+            stats = await history_stats(run.wf)
+            completed = status == WorkflowExecutionStatus.COMPLETED
+            if completed:
+                await side.finish(run)
+            stats.update({"completed": completed, "capped": capped, "seconds": elapsed, "final_status": status.name,
+                          "tool_rounds_done": tool_rounds_done(stats), "memory": memory})
+            out[side.name] = stats
+            log(f"  long {side.name}: {status.name} after {elapsed:.1f} s, {stats['tool_rounds_done']} tool rounds, "
+                f"{stats['bytes'] / 1e6:.1f} MB history{' (capped)' if capped else ''} {stats['close']}")
+        return out
