@@ -28,7 +28,8 @@ import pytest_asyncio
 
 from agent.models import Prompt, ToolOutput, ToolPending
 from client import AgentClient, PromptHandle
-from tests.crash.harness import REPO_ROOT, WorkerProc
+from tests.crash.constants import REPO_ROOT
+from tests.crash.workers import WorkerProc
 from tests.fakes import FakeLLMServer
 from workers.devserver import DevServer
 from workers.settings import Settings

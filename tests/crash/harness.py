@@ -32,7 +32,7 @@ only, so a failing seed can be re-run. Wall-clock timing still varies, so a repl
 but may land a few milliseconds off.
 
 Stranded model calls (rescued by default; `--no-rescue` turns it off): the model activity has a 5 min
-start-to-close timeout and no heartbeat (workflows/prompt.py MODEL_TIMEOUT), so a model call whose worker
+start-to-close timeout (workflows/prompt.py MODEL_TIMEOUT) and a 30 s heartbeat timeout, so a model call whose worker
 was killed - or whose activity task was handed to a live worker in a poll response lost in a server
 restart - is retried only after 5 minutes (measured: 304 s for a one-prompt `--no-rescue` run). To keep
 runs bounded, a watchdog shortens the start-to-close timeout of such an attempt to 3 s
@@ -50,28 +50,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
-import contextlib
-import importlib
 import json
 import os
-import queue
 import random
-import select
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.activity.v1 import ActivityOptions
 from temporalio.api.common.v1 import WorkflowExecution
@@ -79,521 +69,30 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
 from temporalio.api.workflowservice.v1 import UpdateActivityOptionsRequest
 from temporalio.service import RPCError
 
-from agent.models import Prompt, ToolOutput, ToolPending
-from client import AgentClient, DecisionRefused, PromptHandle
+from agent.models import ToolOutput, ToolPending
+from client import AgentClient, DecisionRefused
 from tests.crash import scenario
+from tests.crash.constants import (
+    APPROVER,
+    BETWEEN_WINDOW_S,
+    DEFAULT_PACE,
+    MAX_TARGETED_RUNS,
+    REJECT_REASON,
+    REPO_ROOT,
+    RESCUE_TIMEOUT,
+    SOAK_PACE,
+    TARGET_WAIT_S,
+    Spawn,
+    Target,
+)
+from tests.crash.journal import Journal, prompt_of
+from tests.crash.plan import KillPlan, Tracked, kill_plan, pid_of, quietly, retries_exhausted, shape
+from tests.crash.report import HarnessReport, KillRecord
+from tests.crash.workers import WorkerProc, Zygote, zygote
 from tests.support.jsonl import read_lines
 from workers.devserver import DevServer
 from workers.settings import Settings
 from workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
-
-Target = Literal["worker", "server"]
-Spawn = Literal["fork", "exec"]
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-READY_MARKER = "worker on "
-VOLATILE_KEYS = frozenset({"started_at", "finished_at", "requested_at", "expires_at", "at"})
-TARGETS = ("any", "model", "tool", "approval", "between")
-PHASE_ORDER = ("model", "tool", "between", "approval", "other")
-# Share of kills that first wait until at most one worker is still starting; the others may follow each other
-# faster than workers restart (down to a full outage). Without this pacing, in a 100-kill run on a loaded
-# box workers spent more time starting than working, and calls ran out of retry attempts.
-REFILL_SHARE = 0.3
-DEFAULT_PACE = 0.4  # the longest delay before a kill starts looking for its target (CI: a dense burst)
-SOAK_PACE = 2.0  # --long: kills spread out, so the run measures durability rather than retry budgets
-TARGET_WAIT_S = 1.0  # how long a kill waits for its target phase before it strikes anyway
-# Kills aim only at a call's first run, and spare (when there is a choice) workers running a retried call:
-# every kill of a call uses up one of its attempts (model: 8; tools: max_attempts + 2), and hitting the same
-# retried call again and again tests the retry budget, not durability. Unseen attempts (handed to a worker
-# that dies before it runs them) still count; the report lists the highest attempt reached.
-MAX_TARGETED_RUNS = 1
-BETWEEN_WINDOW_S = 0.15  # a kill this soon after a call ended lands while its result is being recorded
-APPROVER = "crash-harness"
-REJECT_REASON = "declined by the crash harness"
-RESCUE_TIMEOUT = Duration(seconds=3)
-ZYGOTE_PRELOAD = ["cli.app", "workers.worker", "tests.crash.scenario"]
-SOURCE_DIRS = ("agent", "activities", "workflows", "workers", "plugins", "tests/crash")
-
-
-# --------------------------------------------------------------------------------------------------
-# the report
-
-
-@dataclass
-class KillRecord:
-    number: int
-    target: str  # the phase the kill aimed at
-    target_seen: bool  # whether that phase was observed before the kill (else: killed at the deadline)
-    phases: list[str]  # where it landed (may be several: one prompt in a model call, another waiting)
-    at_s: float  # seconds since the crash phase began
-    pid: int | None  # the killed worker (worker target)
-    in_flight: list[str]  # calls started but not ended when the kill landed
-    waiting: int  # prompts waiting for approval
-    running: int  # prompts running with no call in flight (workflow task, scheduling, retry wait)
-    restart_s: float  # kill -> replacement ready (worker started / server healthy)
-    workers_left: int  # ready workers still up right after the kill (0: every prompt stalls until a restart)
-
-
-@dataclass
-class HarnessReport:
-    seed: int
-    target: str
-    prompts: int
-    kills_planned: int
-    spawn: str
-    rescue: bool
-    workdir: str
-    pool: int = 1
-    pace: float = DEFAULT_PACE
-    kills: list[KillRecord] = field(default_factory=list)
-    completed: int = 0
-    duplicates: list[str] = field(default_factory=list)
-    losses: list[str] = field(default_factory=list)
-    mismatches: list[str] = field(default_factory=list)
-    exhausted: list[str] = field(default_factory=list)  # calls that ran out of retry attempts (see check)
-    usage_problems: list[str] = field(default_factory=list)
-    ledger_problems: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    charges_approved: int = 0
-    charges_rejected: int = 0
-    charge_attempts: int = 0  # executions of approved charges (retries after kills included)
-    lookups_rerun: int = 0  # lookup executions beyond one per call (at-least-once, expected)
-    model_calls_rerun: int = 0  # model executions beyond one per round (their usage must not count)
-    model_rescues: list[dict[str, Any]] = field(default_factory=list)
-    stalls: dict[str, int] = field(default_factory=dict)  # timeouts found in the crash prompts' histories
-    worker_starts_s: list[float] = field(default_factory=list)
-    prompt_seconds: list[float] = field(default_factory=list)  # start -> completed, crash phase
-    timings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def kills_done(self) -> int:
-        return len(self.kills)
-
-    @property
-    def ok(self) -> bool:
-        return not (self.duplicates or self.losses or self.mismatches or self.exhausted or self.usage_problems
-                    or self.ledger_problems or self.problems) and self.completed == self.prompts
-
-    def phase_counts(self) -> dict[str, int]:
-        counts = Counter(phase for kill in self.kills for phase in kill.phases)
-        return {phase: counts.get(phase, 0) for phase in PHASE_ORDER}
-
-    def replay_command(self) -> str:
-        extra = (" --exec" if self.spawn == "exec" else "") + ("" if self.rescue else " --no-rescue")
-        extra += f" --pool {self.pool}" if self.target == "worker" else ""
-        extra += f" --pace {self.pace:g}" if self.pace != DEFAULT_PACE else ""
-        return (f"python -m tests.crash.harness --seed {self.seed} --prompts {self.prompts} "
-                f"--kills {self.kills_planned} --target {self.target}{extra}")
-
-    def summary(self) -> str:
-        verdict = "OK" if self.ok else "FAILED"
-        phases = ", ".join(f"{k} {v}" for k, v in self.phase_counts().items())
-        targets = Counter(f"{k.target}{'' if k.target_seen else '(missed)'}" for k in self.kills)
-        lines = [
-            f"crash harness [{verdict}] target={self.target} seed={self.seed} prompts={self.prompts} "
-            f"kills={self.kills_done}/{self.kills_planned} workers={self.pool} spawn={self.spawn} rescue={self.rescue}",
-            f"  completed {self.completed}/{self.prompts}; duplicates {len(self.duplicates)}, losses "
-            f"{len(self.losses)}, other output mismatches {len(self.mismatches)}, retries exhausted "
-            f"{len(self.exhausted)}, usage problems "
-            f"{len(self.usage_problems)}, ledger problems {len(self.ledger_problems)}, other {len(self.problems)}",
-            f"  kills landed (a kill may count in several): {phases}",
-            f"  kill targets: {dict(sorted(targets.items()))}",
-            f"  charges approved {self.charges_approved} (executions incl. retries {self.charge_attempts}, "
-            f"effects exactly once each), rejected {self.charges_rejected} (never run); lookups re-run "
-            f"{self.lookups_rerun}; model calls re-run {self.model_calls_rerun} (usage counted once)",
-            f"  model calls stranded (attempt started on a killed worker, or lost in a server restart; each "
-            f"waits out the 5 min start-to-close timeout unless rescued): {len(self.model_rescues)}, rescued "
-            f"{sum(bool(r['rescued']) for r in self.model_rescues)}",
-            f"  timeouts in the crash prompts' histories: {self.stalls}",
-        ]
-        if self.worker_starts_s:
-            starts = self.worker_starts_s
-            lines.append(f"  worker starts: {len(starts)}, ready in {min(starts):.2f}-{max(starts):.2f} s "
-                         f"(mean {sum(starts) / len(starts):.2f})")
-        if self.prompt_seconds:
-            secs = sorted(self.prompt_seconds)
-            lines.append(f"  crash-phase prompt durations: median {secs[len(secs) // 2]:.1f} s, "
-                         f"max {secs[-1]:.1f} s")
-        lines.append("  timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items()))
-        for kill in self.kills:
-            lines.append(f"    kill {kill.number:>3} @{kill.at_s:6.2f}s aim={kill.target:<8} "
-                         f"landed={'+'.join(kill.phases):<24} restart {kill.restart_s:.2f} s "
-                         f"left={kill.workers_left} "
-                         f"in-flight={kill.in_flight}")
-        for title, items in [("DUPLICATES", self.duplicates), ("LOSSES", self.losses),
-                             ("MISMATCHES", self.mismatches), ("EXHAUSTED", self.exhausted),
-                             ("USAGE", self.usage_problems),
-                             ("LEDGER", self.ledger_problems), ("PROBLEMS", self.problems)]:
-            lines.extend(f"  {title}: {item}" for item in items)
-        if not self.ok:
-            lines.append(f"  replay: {self.replay_command()}  (workdir {self.workdir})")
-        return "\n".join(lines)
-
-    def to_json(self) -> str:
-        data = asdict(self)
-        data["ok"] = self.ok
-        data["phase_counts"] = self.phase_counts()
-        return json.dumps(data, indent=2, default=str)
-
-
-# --------------------------------------------------------------------------------------------------
-# worker processes
-
-
-def _zygote_child(command: dict[str, Any]) -> None:  # pragma: no cover - runs in a forked child
-    """A forked worker: exactly what `python -m cli worker` runs, its output into the log file."""
-    try:
-        fd = os.open(command["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        os.environ.clear()
-        os.environ.update(command["env"])
-        sys.argv = list(command["argv"])
-        from cli.app import app
-
-        app()
-    finally:
-        os._exit(70)  # `app()` leaves with os._exit itself; getting here means it raised
-
-
-def zygote_main() -> None:  # pragma: no cover - runs in the zygote process
-    """The fork server: import the worker's modules once, then fork a worker per command line on stdin.
-
-    stdin: one JSON object per line (`env`, `log`, `argv`). stdout: `{"ready": true}` once imported, then
-    `{"pid": N}` per fork (in order) and `{"exit": N, "code": C}` when a child ends. EOF on stdin kills the
-    children that are left and ends the zygote. Single-threaded, so forking is safe.
-    """
-    for name in ZYGOTE_PRELOAD:
-        importlib.import_module(name)
-
-    def send(message: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(message) + "\n")
-        sys.stdout.flush()
-
-    send({"ready": True})
-    children: set[int] = set()
-    buffer = b""
-    stdin = sys.stdin.fileno()
-    while True:
-        readable, _, _ = select.select([stdin], [], [], 0.01)
-        if readable:
-            data = os.read(stdin, 65536)
-            if not data:
-                break
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                pid = os.fork()
-                if pid == 0:
-                    _zygote_child(json.loads(line))
-                children.add(pid)
-                send({"pid": pid})
-        while children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            children.discard(pid)
-            send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _source_mtime() -> float:
-    return max((f.stat().st_mtime for d in SOURCE_DIRS for f in (REPO_ROOT / d).rglob("*.py")), default=0.0)
-
-
-class Zygote:
-    """Client side of `zygote_main`: a subprocess with a reader thread (usable from any event loop)."""
-
-    def __init__(self) -> None:
-        self.started = time.time()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if p)
-        self.proc = subprocess.Popen([sys.executable, "-c", "from tests.crash.harness import zygote_main; "
-                                      "zygote_main()"], cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
-        self.ready = threading.Event()
-        self._pids: queue.Queue[int] = queue.Queue()
-        self._exits: dict[int, int] = {}
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, name="zygote-reader", daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            message = json.loads(raw)
-            if "ready" in message:
-                self.ready.set()
-            elif "pid" in message:
-                self._pids.put(int(message["pid"]))
-            elif "exit" in message:
-                with self._lock:
-                    self._exits[int(message["exit"])] = int(message["code"])
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def spawn(self, env: dict[str, str], log_path: Path, argv: list[str]) -> int:
-        """Fork a child (blocking: call in a thread); waits for the preload on first use."""
-        if not self.ready.wait(180):
-            raise RuntimeError("the worker fork server did not finish importing within 180 s")
-        assert self.proc.stdin is not None
-        with self._lock:
-            self.proc.stdin.write((json.dumps({"env": env, "log": str(log_path), "argv": argv}) + "\n").encode())
-            self.proc.stdin.flush()
-            return self._pids.get(timeout=30)
-
-    def exit_code(self, pid: int) -> int | None:
-        with self._lock:
-            code = self._exits.get(pid)
-        if code is None and not self.alive():  # the zygote is gone (it kills its children as it ends)
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return -signal.SIGKILL
-        return code
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-_zygote: Zygote | None = None
-
-
-def zygote() -> Zygote:
-    """The fork server, shared by runs in this process; restarted when project code changed since it started
-    (it must never fork a stale copy of the code)."""
-    global _zygote
-    if _zygote is not None and (not _zygote.alive() or _source_mtime() > _zygote.started):
-        _zygote.close()
-        _zygote = None
-    if _zygote is None:
-        _zygote = Zygote()
-        atexit.register(_zygote.close)
-    return _zygote
-
-
-def _exec_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    with open(log_path, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env, cwd=REPO_ROOT,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-
-
-class WorkerProc:
-    """One worker process: forked by the zygote, or exec'd as `python -m cli worker`."""
-
-    def __init__(self, name: str, log_path: Path, pid: int, *, popen: subprocess.Popen[bytes] | None = None,
-                 forked_by: Zygote | None = None) -> None:
-        self.name = name
-        self.log_path = log_path
-        self.pid = pid
-        self.started = time.monotonic()
-        self.ready_s: float | None = None
-        self.ready_at: float | None = None
-        self.ready_task: asyncio.Task[float] | None = None
-        self._popen = popen
-        self._zygote = forked_by
-
-    @classmethod
-    async def start(cls, name: str, env: dict[str, str], log_path: Path, forker: Zygote | None = None) -> WorkerProc:
-        """Fork from `forker`, or (without one) exec `python -m cli worker`."""
-        if forker is None:
-            popen = await asyncio.to_thread(_exec_worker, env, log_path)
-            return cls(name, log_path, popen.pid, popen=popen)
-        pid = await asyncio.to_thread(forker.spawn, env, log_path, ["dagent", "worker"])
-        return cls(name, log_path, pid, forked_by=forker)
-
-    def returncode(self) -> int | None:
-        if self._popen is not None:
-            return self._popen.poll()
-        assert self._zygote is not None
-        return self._zygote.exit_code(self.pid)
-
-    def alive(self) -> bool:
-        return self.returncode() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    async def wait_ready(self, wait_s: float = 60.0) -> float:
-        deadline = time.monotonic() + wait_s
-        while READY_MARKER not in self.log_text():
-            if not self.alive():
-                raise RuntimeError(f"{self.name} (pid {self.pid}) exited with {self.returncode()} before it was "
-                                   f"ready:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} (pid {self.pid}) not ready after {wait_s:.0f} s:\n{self.tail()}")
-            await asyncio.sleep(0.02)
-        self.ready_at = time.monotonic()
-        self.ready_s = self.ready_at - self.started
-        return self.ready_s
-
-    async def kill(self) -> float:
-        """SIGKILL, and wait until the process is gone. Returns when the signal was sent (monotonic)."""
-        sent = time.monotonic()
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-        await asyncio.to_thread(self._wait_gone, 10.0)
-        return sent
-
-    def _wait_gone(self, seconds: float) -> None:
-        if self._popen is not None:
-            self._popen.wait(seconds)
-            return
-        deadline = time.monotonic() + seconds
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.002)
-
-
-# --------------------------------------------------------------------------------------------------
-# the activity journal
-
-
-class Journal:
-    """Tails `journal.jsonl`: which model/tool calls are in flight, on which pid, and recent ends."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._offset = 0
-        self._rest = b""
-        self.open: Counter[tuple[int, str, str]] = Counter()  # (pid, kind, key) -> attempts in flight
-        self.starts: Counter[tuple[str, str]] = Counter()  # (kind, key) -> executions started
-        self.last_end: dict[int, float] = {}  # pid -> time of its latest "end"
-
-    def refresh(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        self._offset += len(data)
-        lines = (self._rest + data).split(b"\n")
-        self._rest = lines.pop()
-        for raw in lines:
-            try:
-                line = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            slot = (int(line["pid"]), str(line["kind"]), str(line["key"]))
-            if line["ev"] == "start":
-                self.open[slot] += 1
-                self.starts[(slot[1], slot[2])] += 1
-            else:
-                self.open[slot] -= 1
-                if self.open[slot] <= 0:
-                    del self.open[slot]
-                self.last_end[slot[0]] = max(self.last_end.get(slot[0], 0.0), float(line["t"]))
-
-    def in_flight(self, pid: int | None = None) -> list[tuple[int, str, str]]:
-        return sorted(slot for slot in self.open if pid is None or slot[0] == pid)
-
-
-def _prompt_of(key: str) -> str:
-    return key.split("/", 1)[0]
-
-
-# --------------------------------------------------------------------------------------------------
-# prompts
-
-
-@dataclass
-class Tracked:
-    index: int
-    handle: PromptHandle
-    reference: bool
-    started: float
-    state: str = "starting"
-    first_pending: dict[str, float] = field(default_factory=dict)
-    sent: dict[str, float] = field(default_factory=dict)
-    result: Prompt | None = None
-    finished: float | None = None
-    error: str | None = None
-    task: asyncio.Task[None] | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.result is None and self.error is None
-
-
-@dataclass(frozen=True)
-class KillPlan:
-    target: str
-    delay: float  # after the previous restart, before looking for the target phase
-    offset: float  # after the target phase was seen
-    downtime: float  # killed -> restart begins
-    pick: float  # which ready worker is the victim (position in start order)
-    refill: bool  # worker target: first wait until at most one replacement is still starting
-
-
-def kill_plan(seed: int, kills: int, target: Target, pace: float = DEFAULT_PACE) -> list[KillPlan]:
-    rng = random.Random(seed)
-    max_down = 0.3 if target == "worker" else 1.0
-    return [KillPlan(target=rng.choice(TARGETS), delay=rng.uniform(0.05, pace), offset=rng.uniform(0.0, 0.06),
-                     downtime=rng.uniform(0.0, max_down), pick=rng.random(), refill=rng.random() < REFILL_SHARE)
-            for _ in range(kills)]
-
-
-def shape(prompt: Prompt) -> list[Any]:
-    """The output array without timestamps."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return [strip(entry.model_dump(mode="json")) for entry in prompt.output]
-
-
-TIMEOUT_MARK = "activity StartToClose timeout"
-
-
-def _exhausted(prompt: Prompt) -> str | None:
-    """How `prompt` ran out of retries (a model call: the prompt failed; a tool call: its result), or None."""
-    if prompt.state == "failed" and TIMEOUT_MARK in (prompt.error or ""):
-        return f"model call out of attempts, prompt failed after round {prompt.rounds}: {prompt.error}"
-    for entry in prompt.output:
-        if isinstance(entry, ToolOutput) and TIMEOUT_MARK in str(getattr(entry.result, "error", "")):
-            return f"tool call {entry.id} ({entry.tool}) out of attempts: {entry.result!r:.200}"
-    return None
-
-
-def _pid_of(identity: str) -> int | None:
-    head = identity.split("@", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
-async def _quietly(awaitable: Awaitable[Any], seconds: float) -> Any:
-    """The awaitable's result, or None if it failed or took longer than `seconds` (worker/server down)."""
-    try:
-        return await asyncio.wait_for(awaitable, seconds)
-    except Exception:
-        return None
-
 
 # --------------------------------------------------------------------------------------------------
 # the harness
@@ -725,7 +224,7 @@ class Harness:
         return None
 
     async def _poll(self, t: Tracked) -> None:
-        prompt = await _quietly(t.handle.get(), 1.0)
+        prompt = await quietly(t.handle.get(), 1.0)
         if prompt is None or not t.active:
             return
         t.state = prompt.state
@@ -776,7 +275,7 @@ class Harness:
             return
 
     async def _check_stuck(self, t: Tracked) -> None:
-        description = await _quietly(t.handle.workflow.describe(), 2.0)
+        description = await quietly(t.handle.workflow.describe(), 2.0)
         if description is None:
             return
         now = time.time()
@@ -787,7 +286,7 @@ class Harness:
                     or pa.state != PendingActivityState.PENDING_ACTIVITY_STATE_STARTED):
                 continue
             age = now - pa.last_started_time.ToDatetime(tzinfo=UTC).timestamp()
-            pid = _pid_of(pa.last_worker_identity)
+            pid = pid_of(pa.last_worker_identity)
             dead = pid is not None and pid in self.killed_pids
             slot = (t.handle.id, pa.activity_id, pa.attempt)
             if not ((dead and age > 0.5) or age > self.stuck_after_s):
@@ -854,7 +353,7 @@ class Harness:
         stuck = [t for t in tracked if t.active]
         for t in stuck:
             pending = "?"
-            description = await _quietly(t.handle.workflow.describe(), 5.0)
+            description = await quietly(t.handle.workflow.describe(), 5.0)
             if description is not None:
                 pending = ", ".join(f"{pa.activity_type.name}#{pa.attempt} "
                                     f"{PendingActivityState.Name(pa.state)} {pa.last_worker_identity}"
@@ -888,7 +387,7 @@ class Harness:
         """Where a kill landed: calls in flight (journal), a call that had just ended (its result was being
         recorded: between calls/rounds), prompts waiting for approval (last polled state)."""
         crash = [t for t in self.tracked if not t.reference and t.active]
-        busy = {_prompt_of(key) for _, _, key in flying}
+        busy = {prompt_of(key) for _, _, key in flying}
         waiting = [t for t in crash if t.state == "waiting_for_approval"]
         running = [t for t in crash if t.state != "waiting_for_approval" and t.handle.id not in busy]
         ends = [end for p, end in self.journal.last_end.items() if pid is None or p == pid]
@@ -1057,7 +556,7 @@ class Harness:
             got = t.result
             assert ref is not None
             name = t.handle.id
-            exhausted = _exhausted(got) if got is not None else None
+            exhausted = retries_exhausted(got) if got is not None else None
             for cid, call in scenario.charges(t.index):
                 for prompt in (ref, got):
                     if prompt is None:
@@ -1102,9 +601,9 @@ class Harness:
                 report.usage_problems.append(f"{name}: usage {got.usage!r}, rounds {got.rounds}; expected {want!r}, "
                                              f"rounds {scenario.expected_rounds(t.index)}")
             runs = sum(n for (kind, key), n in self.journal.starts.items()
-                       if kind == "model" and _prompt_of(key) == name)
+                       if kind == "model" and prompt_of(key) == name)
             report.model_calls_rerun += max(0, runs - got.rounds)
-            report.lookups_rerun += sum(n - 1 for key, n in lookups.items() if _prompt_of(key) == name and n > 1)
+            report.lookups_rerun += sum(n - 1 for key, n in lookups.items() if prompt_of(key) == name and n > 1)
 
         stray = sorted(key for key in set(effects) | set(attempts) if key not in expected_keys)
         report.ledger_problems.extend(f"{key}: a charge no prompt asked for" for key in stray)
@@ -1149,7 +648,7 @@ class Harness:
     async def _count_stalls(self, crash: list[Tracked]) -> None:
         stalls: Counter[str] = Counter()
         for t in crash:
-            history = await _quietly(t.handle.workflow.fetch_history(), 10.0)
+            history = await quietly(t.handle.workflow.fetch_history(), 10.0)
             if history is None:
                 continue
             types: dict[int, str] = {}

@@ -1,0 +1,35 @@
+"""Settings of the crash harness: targets, pacing, timeouts and the paths it works with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from google.protobuf.duration_pb2 import Duration
+
+Target = Literal["worker", "server"]
+Spawn = Literal["fork", "exec"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+READY_MARKER = "worker on "
+VOLATILE_KEYS = frozenset({"started_at", "finished_at", "requested_at", "expires_at", "at"})
+TARGETS = ("any", "model", "tool", "approval", "between")
+PHASE_ORDER = ("model", "tool", "between", "approval", "other")
+# Share of kills that first wait until at most one worker is still starting; the others may follow each other
+# faster than workers restart (down to a full outage). Without this pacing, in a 100-kill run on a loaded
+# box workers spent more time starting than working, and calls ran out of retry attempts.
+REFILL_SHARE = 0.3
+DEFAULT_PACE = 0.4  # the longest delay before a kill starts looking for its target (CI: a dense burst)
+SOAK_PACE = 2.0  # --long: kills spread out, so the run measures durability rather than retry budgets
+TARGET_WAIT_S = 1.0  # how long a kill waits for its target phase before it strikes anyway
+# Kills aim only at a call's first run, and spare (when there is a choice) workers running a retried call:
+# every kill of a call uses up one of its attempts (model: 8; tools: max_attempts + 2), and hitting the same
+# retried call again and again tests the retry budget, not durability. Unseen attempts (handed to a worker
+# that dies before it runs them) still count; the report lists the highest attempt reached.
+MAX_TARGETED_RUNS = 1
+BETWEEN_WINDOW_S = 0.15  # a kill this soon after a call ended lands while its result is being recorded
+APPROVER = "crash-harness"
+REJECT_REASON = "declined by the crash harness"
+RESCUE_TIMEOUT = Duration(seconds=3)
+ZYGOTE_PRELOAD = ["cli.app", "workers.worker", "tests.crash.scenario"]
+SOURCE_DIRS = ("agent", "activities", "workflows", "workers", "plugins", "tests/crash")
