@@ -20,8 +20,10 @@ class Plugin:
     """Subclass and override `prepare`, or instantiate with `name`, `tools` and `instructions`.
 
     The default `prepare` offers every tool in `tools` and adds `instructions` as context.
-    `tools` is also the catalogue the worker searches when it invokes a call, so list every tool the
-    plugin may ever offer there, even ones `prepare` only offers sometimes.
+    `tools` is also the catalogue each worker's tool registry is built from once, at start; the tool
+    activity looks calls up there and never runs `prepare` again. List every tool the plugin may ever offer,
+    even ones `prepare` only offers sometimes: a tool missing from it is found only on a worker whose own
+    model round saw `prepare` offer it.
     """
 
     name: str = ""
