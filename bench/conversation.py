@@ -10,6 +10,7 @@ conversation (each child prompt receiving copies of every earlier prompt)?
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 from pathlib import Path
@@ -17,10 +18,12 @@ from typing import Any
 
 from temporalio.client import Client
 
+from bench.config import log
 from bench.scenario import Scenario
 from client import AgentClient
 
 WINDOW = 10  # turns averaged around the early and the late mark
+TURN_LIMIT_S = 180.0  # a turn taking longer counts as a stall: the run stops there and says so
 
 
 async def measure_conversation(agent: AgentClient, client: Client, *, turns: int, payload_dir: Path,
@@ -30,11 +33,18 @@ async def measure_conversation(agent: AgentClient, client: Client, *, turns: int
     latencies: list[float] = []
     child_bytes: dict[int, int] = {}
     prompt_ids: list[str] = []
+    stalled_at: int | None = None
     for turn in range(1, turns + 1):
         t0 = time.perf_counter()
         prompt = await conversation.send(Scenario(rounds=1).text())
-        await conversation.prompt_started(prompt.id, timeout=120)
-        record = await prompt.result()
+        try:
+            async with asyncio.timeout(TURN_LIMIT_S):
+                await conversation.prompt_started(prompt.id, timeout=TURN_LIMIT_S)
+                record = await prompt.result()
+        except TimeoutError:
+            stalled_at = turn
+            log(f"  conversation stalled: turn {turn} did not finish within {TURN_LIMIT_S:g} s")
+            break
         latencies.append((time.perf_counter() - t0) * 1000)
         if record.state != "completed":
             raise RuntimeError(f"turn {turn}: {record.state} {record.error}")
@@ -42,7 +52,13 @@ async def measure_conversation(agent: AgentClient, client: Client, *, turns: int
         if turn in (early, late):
             history = await prompt.workflow.fetch_history()
             child_bytes[turn] = sum(e.ByteSize() for e in history.events)
-    await conversation.close()
+        if turn % 50 == 0:
+            log(f"  conversation turn {turn}: {latencies[-1]:.0f} ms")
+    if stalled_at is None:
+        await conversation.close()
+    else:
+        await client.get_workflow_handle(conversation.id).terminate("bench: the conversation stalled")
+    late = min(late, len(latencies))
     prompt_bytes = 0
     for prompt_id in prompt_ids:
         history = await client.get_workflow_handle(prompt_id).fetch_history()
@@ -59,7 +75,7 @@ async def measure_conversation(agent: AgentClient, client: Client, *, turns: int
         return statistics.median(latencies[start:start + WINDOW])
 
     return {
-        "turns": turns, "marks": [early, late], "runs": runs,
+        "turns": turns, "turns_done": len(latencies), "stalled_at": stalled_at, "marks": [early, late], "runs": runs,
         "prompt_history_bytes": prompt_bytes, "conversation_history_bytes": conversation_bytes,
         "payload_store_bytes": payload_bytes,
         "total_bytes": prompt_bytes + conversation_bytes + payload_bytes,

@@ -134,8 +134,10 @@ def build_rows(results: dict[str, Any]) -> tuple[list[Row], dict[str, Any]]:
     conv = results.get("conversation")
     if conv:
         early, late = (str(m) if str(m) in conv["turn_ms"] else m for m in conv["marks"])
-        rows.append(Row(f"conversation of {conv['turns']} turns ({conv['runs']} runs): history + payload bytes",
-                        mb(conv["total_bytes"]), "-"))
+        stalled = conv.get("stalled_at")
+        done = f" (stalled at turn {stalled}: no result within 180 s)" if stalled else ""
+        rows.append(Row(f"conversation of {conv['turns']} turns{done}, {conv['runs']} runs: history + payload bytes",
+                        mb(conv["total_bytes"]), "-", "", "linear", verdict(None) if stalled else ""))
         rows.append(Row("  prompts' histories / conversation's / payload store",
                         f"{mb(conv['prompt_history_bytes'])} / {mb(conv['conversation_history_bytes'])} / "
                         f"{mb(conv['payload_store_bytes'])}", "-"))
