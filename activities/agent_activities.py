@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 
+from activities.mcp_tools import MCPUnavailable
 from activities.runtime import AgentRuntime
 from activities.transcripts import TranscriptCache
 from agent.context import ToolContext, copy_state
@@ -28,7 +29,7 @@ from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
 from agent.projection import project_prompts
 from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
-from agent.tools import Tool
+from agent.tools import Tool, ToolFailed
 from workflows import names
 from workflows.names import DELTAS_TOPIC, EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
 from workflows.protocol import (
@@ -182,6 +183,14 @@ class AgentActivities:
         logger = _bound_log(prompt_id=inv.prompt_id, tool=call.tool, tool_call_id=call.id)
         tool = self.runtime.tools.find(call.plugin, call.tool)
         if tool is None:
+            try:
+                tool = await self.runtime.find_mcp_tool(call.plugin, call.tool)
+            except MCPUnavailable as exc:
+                if activity.info().attempt < call.max_attempts:
+                    raise ApplicationError(str(exc), type="MCPUnavailable") from exc
+                logger.warning("mcp server unavailable", error=str(exc))
+                return _error(str(exc))
+        if tool is None:
             logger.warning("tool not in this worker's registry")
             return _error(f"Tool '{call.tool}' is not available on this worker: its plugin "
                           f"{call.plugin or '(none)'} does not list it in Plugin.tools, and this worker has not "
@@ -223,6 +232,9 @@ class AgentActivities:
         try:
             async with _heartbeating(min(HEARTBEAT_INTERVAL_SECONDS, call.heartbeat_timeout_seconds / 3)):
                 raw_output = await tool.fn(args, ctx)
+        except ToolFailed as exc:
+            logger.info("tool reported an error", error=str(exc)[:200])
+            return _error(str(exc), side_outputs=ctx)
         except Exception as exc:
             if info.attempt < tool.max_attempts:
                 logger.warning("tool raised, will retry", error=f"{type(exc).__name__}: {exc}")

@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from activities.mcp_tools import MCPToolSources, MCPUnavailable
 from agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
 from agent.errors import PluginPrepareError
+from agent.logging import get_logger
+from agent.mcp import MCPServer
 from agent.model_settings import ModelSettings
 from agent.models import Prompt
 from agent.plugins import Plugin
@@ -17,6 +20,7 @@ from agent.providers.base import ModelProvider
 from agent.tools import Tool
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES = 256_000
+log = get_logger("dagent.runtime")
 
 
 @dataclass
@@ -61,6 +65,7 @@ class AgentRuntime:
     stream_text: bool | None = None  # None: stream from real providers, not from scripted ones
     fallback_after_attempts: int = 3  # retryable failures of one model before its fallback is used
     delta_batch_interval: float = 0.2
+    mcp: MCPToolSources = field(default_factory=MCPToolSources)
     tools: ToolRegistry = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,4 +120,29 @@ class AgentRuntime:
                 tools[tool.id] = (tool, plugin.name)
                 self.tools.add(plugin.name, tool)
             context.extend(ctx.context)
+            for server in plugin.mcp_servers:
+                await self._prepare_mcp(server, plugin.name, tools, context)
         return PreparedRound(tools=tools, context=context, plugin_state=state)
+
+    async def _prepare_mcp(self, server: MCPServer, plugin_name: str, tools: dict[str, tuple[Tool[Any], str]],
+                           context: list[str]) -> None:
+        """Offer a server's tools; an unreachable server is left out this round, and the model is told why."""
+        try:
+            offered = await self.mcp.tools(server)
+            context.extend(await self.mcp.context(server))
+        except MCPUnavailable as exc:
+            log.warning("mcp server left out of this round", server=server.name, error=str(exc))
+            context.append(f"{exc}. Its tools ({server.name}.*) cannot be used right now.")
+            return
+        for tool in offered:
+            tools[tool.id] = (tool, plugin_name)
+
+    async def find_mcp_tool(self, plugin_name: str | None, tool_id: str) -> Tool[Any] | None:
+        """An MCP server's tool, from the server's cached listing (raises `MCPUnavailable`)."""
+        for plugin in self.plugins:
+            if plugin_name is not None and plugin.name != plugin_name:
+                continue
+            for server in plugin.mcp_servers:
+                if tool_id.startswith(f"{server.name}."):
+                    return await self.mcp.find(server, tool_id)
+        return None

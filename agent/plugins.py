@@ -11,6 +11,7 @@ from pydantic import JsonValue
 
 from agent.context import PrepareContext
 from agent.events import PromptEvent
+from agent.mcp import MCPServer
 from agent.messages import ModelRequest, ModelResponse
 from agent.models import PromptRef, ToolError, ToolSuccess
 from agent.tools import Tool
@@ -24,18 +25,23 @@ class Plugin:
     activity looks calls up there and never runs `prepare` again. List every tool the plugin may ever offer,
     even ones `prepare` only offers sometimes: a tool missing from it is found only on a worker whose own
     model round saw `prepare` offer it.
+    `mcp_servers` are MCP servers whose tools (and chosen resources and prompts) the worker offers
+    every round, next to `tools`, as `<server>.<tool>`.
     """
 
     name: str = ""
     tools: Sequence[Tool[Any]] = ()
     instructions: str | None = None
+    mcp_servers: Sequence[MCPServer] = ()
 
     def __init__(self, name: str | None = None, *, tools: Sequence[Tool[Any]] | None = None,
-                 instructions: str | None = None) -> None:
+                 instructions: str | None = None, mcp_servers: Sequence[MCPServer] | None = None) -> None:
         if name is not None:
             self.name = name
         if tools is not None:
             self.tools = tuple(tools)
+        if mcp_servers is not None:
+            self.mcp_servers = tuple(mcp_servers)
         if instructions is not None:
             self.instructions = instructions
         if not self.name:

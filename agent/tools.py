@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Generic, Literal, TypeVar
 
+import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agent.context import ToolContext
@@ -48,12 +49,18 @@ class Tool(Generic[InputT]):
     local: bool = False
     heartbeat_timeout: timedelta = timedelta(seconds=20)
     metadata: dict[str, Any] = field(default_factory=dict)
+    sequential: bool = False
+    input_schema: dict[str, JsonValue] | None = None  # a JSON Schema instead of `input_model` (MCP tools)
 
     def parameters_schema(self) -> dict[str, JsonValue]:
+        if self.input_schema is not None:
+            return self.input_schema
         return self.input_model.model_json_schema()
 
     def validate_input(self, raw: JsonValue) -> InputT:
         """Validate the model's arguments; raises `ToolInputError` with a message the model can act on."""
+        if self.input_schema is not None:
+            check_json_schema(self.id, self.input_schema, raw if raw is not None else {})
         try:
             return self.input_model.model_validate(raw if raw is not None else {})
         except ValidationError as exc:
@@ -70,6 +77,30 @@ class Tool(Generic[InputT]):
         if decided is True:
             return Approval()
         return decided if decided.required else None
+
+
+class ToolFailed(Exception):
+    """Raise from a tool to give the model this error as the call's result, without retrying."""
+
+
+class JsonArguments(BaseModel):
+    """The input model of a tool described by a JSON Schema: any object, checked against the schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def check_json_schema(tool_id: str, schema: dict[str, JsonValue], raw: JsonValue) -> None:
+    """Raise `ToolInputError` listing every way `raw` breaks `schema`."""
+    validator_type = jsonschema.validators.validator_for(schema)
+    try:
+        validator_type.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ToolInputError(f"Tool '{tool_id}' has an invalid input schema: {exc.message}") from exc
+    errors = sorted(validator_type(schema).iter_errors(raw), key=lambda e: list(e.absolute_path))
+    if errors:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
+                             for e in errors)
+        raise ToolInputError(f"Invalid arguments for tool '{tool_id}': {problems}")
 
 
 def format_validation_error(tool_id: str, exc: ValidationError) -> str:
@@ -97,6 +128,7 @@ def tool(
     failure_mode: FailureMode = "continue",
     local: bool = False,
     heartbeat_timeout: timedelta = timedelta(seconds=20),
+    sequential: bool = False,
 ) -> Callable[[ToolFunction[Any]], Tool[Any]]:
     """Decorate `async def fn(args: MyInput, ctx: ToolContext)` to make a `Tool`.
 
@@ -106,6 +138,7 @@ def tool(
     heartbeats). Changing a tool's `local` while prompts are running is a workflow change: see README.
     A regular tool heartbeats while it runs; if its worker dies, the call is retried elsewhere after
     `heartbeat_timeout` rather than after the whole `timeout`.
+    Calls of one model response run side by side; `sequential=True` makes this tool's calls run alone.
     """
 
     def wrap(fn: ToolFunction[Any]) -> Tool[Any]:
@@ -125,6 +158,7 @@ def tool(
             failure_mode=failure_mode,
             local=local,
             heartbeat_timeout=heartbeat_timeout,
+            sequential=sequential,
         )
 
     return wrap

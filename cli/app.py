@@ -118,10 +118,13 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with create_worker(client, runtime, task_queue=settings.task_queue):
-            err_console.print(f"worker on {settings.temporal_address} queue={settings.task_queue} "
-                              f"plugins={','.join(settings.plugins)} models={settings.model_tiers}")
-            await stop.wait()
+        try:
+            async with create_worker(client, runtime, task_queue=settings.task_queue):
+                err_console.print(f"worker on {settings.temporal_address} queue={settings.task_queue} "
+                                  f"plugins={','.join(settings.plugins)} models={settings.model_tiers}")
+                await stop.wait()
+        finally:
+            await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
         return 0
 
     _run_async(main)
