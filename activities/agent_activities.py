@@ -340,7 +340,8 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> 
         id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
         timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
         failure_mode=tool.failure_mode, local=tool.local,
-        heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds())
+        heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds(),
+        sequential=tool.sequential)
     if call.arguments_error:
         return InvalidCall(**fields, error=f"Invalid arguments for tool '{call.tool}': {call.arguments_error}")
     try:

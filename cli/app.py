@@ -296,22 +296,36 @@ def show(
     _run_async(main)
 
 
+def _one_or_all(tool_call_id: str | None, every: bool) -> None:
+    if (tool_call_id is None) == (not every):
+        raise typer.BadParameter("give a TOOL_CALL_ID or --all (not both)")
+
+
 @app.command()
 def approve(
     prompt_id: str,
-    tool_call_id: str,
+    tool_call_id: Annotated[str | None, typer.Argument(help="The pending call; omit with --all")] = None,
     address: AddressOption = None,
     by: Annotated[str, typer.Option(help="Approver id")] = os.environ.get("USER", "cli"),
     input: Annotated[str | None, typer.Option("--input", help="Corrected arguments as a JSON object")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Approve every pending call of the prompt")] = False,
 ) -> None:
-    """Approve a pending tool call; waits for and prints the call's result."""
+    """Approve a pending tool call (or --all of them); waits for and prints the result."""
     settings = _settings(address)
+    _one_or_all(tool_call_id, every)
     corrected = json.loads(input) if input else None
     if corrected is not None and not isinstance(corrected, dict):
         raise typer.BadParameter("--input must be a JSON object")
+    if corrected is not None and every:
+        raise typer.BadParameter("--input corrects one call; it cannot be used with --all")
 
     async def main() -> int:
         handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        if every:
+            for resolved in await handle.approve_all(by=by, wait=True):
+                console.print(describe_output(resolved) if resolved else "approved")
+            return 0
+        assert tool_call_id is not None
         resolved = await handle.approve(tool_call_id, by=by, input=corrected, wait=True)
         console.print(describe_output(resolved) if resolved else "approved")
         return 0
@@ -322,16 +336,23 @@ def approve(
 @app.command()
 def reject(
     prompt_id: str,
-    tool_call_id: str,
+    tool_call_id: Annotated[str | None, typer.Argument(help="The pending call; omit with --all")] = None,
     address: AddressOption = None,
     by: Annotated[str, typer.Option(help="Approver id")] = os.environ.get("USER", "cli"),
     reason: Annotated[str | None, typer.Option(help="Why; the model sees it")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Reject every pending call of the prompt")] = False,
 ) -> None:
-    """Reject a pending tool call; the model sees the rejection and its reason."""
+    """Reject a pending tool call (or --all of them); the model sees the rejection and its reason."""
     settings = _settings(address)
+    _one_or_all(tool_call_id, every)
 
     async def main() -> int:
         handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        if every:
+            for resolved in await handle.reject_all(by=by, reason=reason, wait=True):
+                console.print(describe_output(resolved) if resolved else "rejected")
+            return 0
+        assert tool_call_id is not None
         resolved = await handle.reject(tool_call_id, by=by, reason=reason, wait=True)
         console.print(describe_output(resolved) if resolved else "rejected")
         return 0

@@ -104,6 +104,16 @@ class PromptHandle:
         request = RejectRequest(tool_call_id=tool_call_id, by=by, reason=reason)
         return await self._decide(names.REJECT_SIGNAL, names.REJECT_CALL_UPDATE, request, wait=wait)
 
+    async def approve_all(self, *, by: str | None = None, wait: bool = False) -> list[ToolOutput | None]:
+        """Approve every call pending now, in record order (one decision each)."""
+        return [await self.approve(p.tool_call_id, by=by, wait=wait) for p in await self.pending_approvals()]
+
+    async def reject_all(self, *, by: str | None = None, reason: str | None = None,
+                         wait: bool = False) -> list[ToolOutput | None]:
+        """Reject every call pending now, in record order (one decision each)."""
+        return [await self.reject(p.tool_call_id, by=by, reason=reason, wait=wait)
+                for p in await self.pending_approvals()]
+
     async def _decide(self, signal: str, update: str, request: ApproveRequest | RejectRequest, *,
                       wait: bool) -> ToolOutput | None:
         try:

@@ -77,6 +77,20 @@ async def main() -> None:
             await batch.result()
             await _save("prompt_deferred_batch", batch.workflow)
 
+            parallel = await agent.start("parallel", prompt_id="hist-parallel")
+            await parallel.result()
+            await _save("prompt_parallel_calls", parallel.workflow)
+
+            approvals = await agent.start("approvals", prompt_id="hist-batch-approvals")
+            await _first_pending(approvals)
+            pending = await approvals.pending_approvals()
+            while len(pending) < 2:
+                pending = await approvals.pending_approvals()
+            await approvals.reject(pending[1].tool_call_id, by="bob", reason="too much")
+            await approvals.approve(pending[0].tool_call_id, by="alice", input={"amount": 150})
+            await approvals.result()
+            await _save("prompt_batch_approvals", approvals.workflow)
+
             invalid = await agent.start("invalid", prompt_id="hist-invalid")
             await invalid.result()
             await _save("prompt_invalid_calls", invalid.workflow)

@@ -44,6 +44,10 @@ SCRIPTS: dict[str, list[ModelResponse]] = {
     "approval": [tool_calls(("demo.pay", {"amount": 500})), text("after decision")],
     "batch": [tool_calls(("demo.echo", {"words": "a"}), ("demo.pay", {"amount": 300}), ("demo.echo", {"words": "b"})),
               text("batch done")],
+    "parallel": [tool_calls(("demo.echo", {"words": "a"}), ("demo.echo", {"words": "b"}),
+                            ("demo.echo", {"words": "c"})), text("parallel done")],
+    "approvals": [tool_calls(("demo.pay", {"amount": 200}), ("demo.echo", {"words": "x"}),
+                             ("demo.pay", {"amount": 300})), text("approvals done")],
     "invalid": [tool_calls(("demo.pay", {"amount": "x"}), ("demo.nope", {})), text("fed back")],
 }
 

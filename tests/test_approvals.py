@@ -167,14 +167,26 @@ async def test_approve_with_corrected_input(dev_env: WorkflowEnvironment) -> Non
         assert (await bad.result()).state == "completed"
 
 
-async def test_batch_second_call_pauses_third_deferred(dev_env: WorkflowEnvironment) -> None:
+async def _until(handle, check, what: str):
+    for _ in range(300):
+        prompt = await handle.get()
+        if check(prompt):
+            return prompt
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never saw: {what}")
+
+
+async def test_batch_later_calls_wait_for_the_batch(dev_env: WorkflowEnvironment) -> None:
     model = scripted(("echo.say", {"value": "one"}), ("payment.send", {"to": "x", "amount": 300}),
                      ("echo.say", {"value": "three"}))
     async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         handle = await c.start("batch")
-        waiting = await handle.wait_until("waiting_for_approval")
-        assert [o.tool for o in waiting.output] == ["echo.say", "payment.send"]  # type: ignore[union-attr]
+        waiting = await _until(handle, lambda p: p.output and p.output[0].result is not None
+                               and p.state == "waiting_for_approval", "the first call done, the second pending")
+        assert [o.tool for o in waiting.output] == ["echo.say", "payment.send", "echo.say"]  # all, in place
         assert waiting.output[0].result == ToolSuccess(output="one")  # type: ignore[union-attr]
+        assert isinstance(waiting.output[1].result, ToolPending)  # type: ignore[union-attr]
+        assert waiting.output[2].result is None  # type: ignore[union-attr]  # after the batch: not started
         await handle.approve(waiting.output[1].id)  # type: ignore[union-attr]
         prompt = await handle.result()
     tools = [o for o in prompt.output if isinstance(o, ToolOutput)]
@@ -183,16 +195,19 @@ async def test_batch_second_call_pauses_third_deferred(dev_env: WorkflowEnvironm
     assert tools[2].started_at >= tools[1].finished_at  # type: ignore[operator]
 
 
-async def test_batch_with_two_approvals_pauses_twice(dev_env: WorkflowEnvironment) -> None:
+async def test_batch_with_two_approvals_pending_at_once(dev_env: WorkflowEnvironment) -> None:
     model = scripted(("payment.send", {"to": "a", "amount": 200}), ("payment.send", {"to": "b", "amount": 300}))
     async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         handle = await c.start("two payments")
-        first = await handle.wait_until("waiting_for_approval")
-        assert len(first.output) == 1
-        await handle.approve(first.output[0].id, wait=True)  # type: ignore[union-attr]
-        second = await handle.wait_until("waiting_for_approval")
-        assert len(second.output) == 2 and isinstance(second.output[1].result, ToolPending)  # type: ignore[union-attr]
-        await handle.reject(second.output[1].id, reason="no")  # type: ignore[union-attr]
+        waiting = await handle.wait_until("waiting_for_approval")
+        assert [type(o.result) for o in waiting.output] == [ToolPending, ToolPending]  # type: ignore[union-attr]
+        assert [p.tool_call_id for p in await handle.pending_approvals()] == [o.id for o in waiting.output]  # type: ignore[union-attr]
+        decided = await handle.approve(waiting.output[0].id, wait=True)  # type: ignore[union-attr]
+        assert decided is not None and isinstance(decided.result, ToolPending)  # decided; runs with the batch
+        assert decided.decision is not None and decided.decision.decision == "approved"
+        assert [p.tool_call_id for p in await handle.pending_approvals()] == [waiting.output[1].id]  # type: ignore[union-attr]
+        rejected = await handle.reject(waiting.output[1].id, reason="no", wait=True)  # type: ignore[union-attr]
+        assert rejected is not None and isinstance(rejected.result, ToolError)
         prompt = await handle.result()
     results = [o.result.type for o in prompt.output if isinstance(o, ToolOutput)]  # type: ignore[union-attr]
     assert results == ["success", "error"]
@@ -215,14 +230,16 @@ async def test_update_path_rejects_bad_decisions_without_history(dev_env: Workfl
             await handle.approve(call_id, by="mallory", wait=True)
         assert "mallory may not decide" in str(not_allowed.value)
         assert await _history_length(handle) == before
-        resolved = await handle.approve(call_id, by="carol", wait=True)
-        assert resolved is not None and resolved.result == ToolSuccess(output="opened gold")
-        second = await handle.wait_until("waiting_for_approval")  # the batch's second call pauses again
+        decided = await handle.approve(call_id, by="carol", wait=True)
+        assert decided is not None and decided.decision.decision == "approved"  # type: ignore[union-attr]
+        second = await handle.get()  # the batch's second call is pending too
         with pytest.raises(DecisionRefused) as twice:
             await handle.reject(call_id, by="carol", wait=True)
         assert "already decided (approved)" in str(twice.value)
-        await handle.approve(second.output[1].id, by="carol")  # type: ignore[union-attr]
+        resolved = await handle.approve(second.output[1].id, by="carol", wait=True)  # type: ignore[union-attr]
+        assert resolved is not None and resolved.result == ToolSuccess(output="opened silver")
         prompt = await handle.result()
+        assert prompt.output[0].result == ToolSuccess(output="opened gold")  # type: ignore[union-attr]
         with pytest.raises(DecisionRefused, match="already completed"):
             await handle.approve("call-late", wait=True)
     assert prompt.state == "completed"

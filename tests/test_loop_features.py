@@ -40,7 +40,7 @@ async def echo(args: Value, ctx: ToolContext) -> str:
     return args.value
 
 
-@tool("clock.wait", timeout=timedelta(seconds=30))
+@tool("clock.wait", timeout=timedelta(seconds=30), sequential=True)
 async def wait(args: Delay, ctx: ToolContext) -> str:
     """Wait a while (heartbeats, so it can be cancelled)."""
     STARTED.set()
@@ -96,12 +96,22 @@ async def test_steer_skips_rest_of_batch_and_next_round_sees_message(dev_env: Wo
     assert isinstance(last, UserMessage) and last.text == "Actually, stop and tell me a joke."
 
 
+async def _until_resolved(handle, index: int) -> None:
+    for _ in range(200):
+        prompt = await handle.get()
+        if len(prompt.output) > index and prompt.output[index].finished_at is not None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"output {index} never finished")
+
+
 async def test_cancel_keeps_outputs_and_cancels_tool(dev_env: WorkflowEnvironment) -> None:
     STARTED.clear()
     model = after_round_one(("echo.say", {"value": "first"}), ("clock.wait", {"seconds": 25}))
     async with agent_worker(dev_env, plugins=[tools_plugin], model=model) as client:
         handle = await client.start("wait long")
         await asyncio.wait_for(STARTED.wait(), 10)
+        await _until_resolved(handle, 0)  # the other call of the batch, side by side with the wait
         await handle.cancel()
         prompt = await handle.result()
         status = (await handle.workflow.describe()).status
@@ -122,12 +132,16 @@ async def test_tool_timeout_and_failure_modes(dev_env: WorkflowEnvironment) -> N
         assert isinstance(timed_out.result, ToolError) and "Tool call failed" in timed_out.result.error  # type: ignore[union-attr]
         assert raised.result == ToolError(error="RuntimeError: cannot handle x")  # type: ignore[union-attr]
 
-    strict = after_round_one(("broken.strict", {"value": "y"}), ("echo.say", {"value": "never"}))
+    strict = after_round_one(("broken.strict", {"value": "y"}), ("echo.say", {"value": "side by side"}),
+                             ("clock.wait", {"seconds": 0}))
     async with agent_worker(dev_env, plugins=[tools_plugin], model=strict) as client:
         prompt = await (await client.start("strict")).result()
     assert prompt.state == "failed"
     assert prompt.error == "tool 'broken.strict' failed: RuntimeError: cannot handle y"
-    assert len(prompt.output) == 1  # the rest of the batch did not run
+    # echo ran side by side with the failing call; the sequential wait after them never ran
+    assert [(o.tool, o.result.type if o.result else None) for o in prompt.output] == [  # type: ignore[union-attr]
+        ("broken.strict", "error"), ("echo.say", "success"), ("clock.wait", "error")]
+    assert "cancelled" not in prompt.output[2].result.error  # type: ignore[union-attr]
 
 
 class Answer(BaseModel):
@@ -256,13 +270,14 @@ async def test_local_tool_runs_as_local_activity(dev_env: WorkflowEnvironment) -
         handle = await client.start("local please")
         prompt = await handle.result()
         history = await handle.workflow.fetch_history()
-    assert [o.type for o in prompt.output] == ["tool", "widget", "tool", "text"]
+    assert [o.type for o in prompt.output] == ["tool", "tool", "widget", "text"]
     assert prompt.output[0].result == ToolSuccess(output="x!")  # type: ignore[union-attr]
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
                  if e.HasField("activity_task_scheduled_event_attributes")]
     assert scheduled == ["dagent.model_round", "dagent.invoke_tool", "dagent.model_round"]  # echo only
-    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
-    assert len(markers) == 1  # the local tool call
+    markers = [e.marker_recorded_event_attributes.marker_name for e in history.events
+               if e.HasField("marker_recorded_event_attributes")]
+    assert markers.count("core_local_activity") == 1  # the local tool call
 
 
 async def test_streamed_text_deltas_reach_a_watcher(dev_env: WorkflowEnvironment) -> None:

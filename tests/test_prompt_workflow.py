@@ -172,16 +172,18 @@ async def test_max_rounds_force_completes(dev_env: WorkflowEnvironment) -> None:
         ToolSuccess(output=1), ToolSuccess(output=2), ToolSuccess(output=3)]
 
 
-async def test_widget_and_file_follow_their_tool_entry(dev_env: WorkflowEnvironment, tmp_path) -> None:
+async def test_widget_and_file_follow_their_calls_batch(dev_env: WorkflowEnvironment, tmp_path) -> None:
+    """The calls of one response are recorded together; side outputs follow them, linked by tool_call_id."""
     model = ScriptedModel([tool_calls(("media.show", {"note": "hello"}), ("math.add", {"a": 1, "b": 1})),
                            text("shown")])
     plugin = Plugin("media", tools=[show_media, add])
     async with agent_worker(dev_env, plugins=[plugin], model=model, file_dir=str(tmp_path)) as client:
         prompt = await client.run("show")
     kinds = [o.type for o in prompt.output]
-    assert kinds == ["tool", "widget", "file", "tool", "text"]
-    widget, file = prompt.output[1], prompt.output[2]
-    assert isinstance(widget, WidgetOutput) and widget.data == {"note": "hello"} and widget.tool_call_id
+    assert kinds == ["tool", "tool", "widget", "file", "text"]
+    widget, file = prompt.output[2], prompt.output[3]
+    assert isinstance(widget, WidgetOutput) and widget.data == {"note": "hello"}
+    assert widget.tool_call_id == file.tool_call_id == prompt.output[0].id  # type: ignore[union-attr]
     assert isinstance(file, FileOutput) and file.size == 5 and file.summary == "a note of 5 characters"
     stored = tmp_path / file.content_ref.removeprefix("sha256:")
     assert stored.read_text() == "hello"

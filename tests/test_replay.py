@@ -18,7 +18,8 @@ from workers.plugin import DurableAgentPlugin
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_with_correction",
             "prompt_rejected", "prompt_deferred_batch", "prompt_invalid_calls", "prompt_failed",
-            "prompt_steered_while_waiting", "prompt_cancelled_while_waiting", "conversation_continued_as_new",
+            "prompt_steered_while_waiting", "prompt_cancelled_while_waiting", "prompt_parallel_calls",
+            "prompt_batch_approvals", "conversation_continued_as_new",
             "conversation_closed"}
 
 

@@ -52,7 +52,6 @@ with workflow.unsafe.imports_passed_through():
         RetryForSchema,
         RoundInput,
         RoundResult,
-        RunnableCall,
         RunTools,
         SteerRequest,
         StreamEvent,
@@ -72,6 +71,7 @@ MODEL_RETRY = RetryPolicy(
         names.FATAL_MODEL_ERROR, names.PLUGIN_PREPARE_ERROR, names.INVALID_OUTPUT_SCHEMA_ERROR],
 )
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
+PARALLEL_CALLS_PATCH = "parallel-tool-calls"  # calls of one response side by side; approvals as one batch
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
@@ -110,7 +110,7 @@ class PromptWorkflow:
             input=request.input, created_at=workflow.now(), plugin_state=dict(request.plugin_state),
         )
         self._decisions: dict[str, Decision] = {}
-        self._waiting: ToolOutput | None = None
+        self._waiting: dict[str, ToolOutput] = {}  # calls waiting for a decision, in record order
         self._event_hooks = False
         self._steers: list[str] = []
         self._output_attempts = 0
@@ -133,6 +133,7 @@ class PromptWorkflow:
                 self._interrupt("The prompt was cancelled before this call finished.")
                 self._finish("cancelled")
                 raise asyncio.CancelledError from None
+            self._interrupt("Not run: the prompt failed before this call finished.")
             self._finish("failed", error=_failure_reason(exc))
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
@@ -174,6 +175,9 @@ class PromptWorkflow:
             "Answer again with only a JSON value that matches the schema.")))
 
     async def _run_calls(self, calls: list[PlannedCall]) -> None:
+        if workflow.patched(PARALLEL_CALLS_PATCH):
+            await self._process_calls(calls)
+            return
         for index, call in enumerate(calls):
             if self._steers:
                 self._skip(calls[index:])
@@ -237,7 +241,91 @@ class PromptWorkflow:
                     return
         await self._invoke(entry, call, entry.input)  # the approver may have corrected the input
 
-    async def _invoke(self, entry: ToolOutput, call: RunnableCall, arguments: object) -> None:
+    async def _process_calls(self, calls: list[PlannedCall]) -> None:
+        """One response's calls: all recorded at once in the model's order; those needing approval become
+        pending together (one batch, decided independently); calls before the first of them run side by side
+        meanwhile; once the last decision is in, the approved ones run side by side, then the calls after."""
+        entries = [self._record_call(call) for call in calls]
+        first_approval = next((i for i, c in enumerate(calls) if c.error is None and c.approval is not None),
+                              len(calls))
+        before, batch, after = [], [], []
+        for index, (entry, call) in enumerate(zip(entries, calls, strict=True)):
+            if call.error is not None:
+                self._resolve(entry, ToolError(error=call.error))
+            elif call.approval is not None:
+                batch.append((entry, call))
+            else:
+                (before if index < first_approval else after).append((entry, call))
+        for entry, call in batch:
+            assert call.approval is not None
+            self._request_approval(entry, call.approval)
+        outcomes, _ = await asyncio.gather(self._run_side_by_side(before), self._decide_batch(batch))
+        self._apply_in_order(before, outcomes)
+        approved = []
+        for entry, call in batch:
+            decision = self._decisions[entry.id]
+            entry.decision = decision
+            if decision.decision == "approved":
+                approved.append((entry, call))
+            else:
+                self._resolve(entry, ToolError(error=self._refusal_text(decision)))
+        self._apply_in_order(approved, await self._run_side_by_side(approved))
+        self._apply_in_order(after, await self._run_side_by_side(after))
+
+    def _record_call(self, call: PlannedCall) -> ToolOutput:
+        entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
+                           started_at=workflow.now())
+        self._append(entry)
+        return entry
+
+    async def _decide_batch(self, batch: list[tuple[ToolOutput, PlannedCall]]) -> None:
+        if not batch:
+            return
+        await asyncio.gather(*(self._emit_approval_requested(entry, call.approval) for entry, call in batch
+                               if call.approval is not None))
+        await asyncio.gather(*(self._wait_for_decision(entry, call.approval) for entry, call in batch
+                               if call.approval is not None))
+
+    async def _run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]]) -> dict[str, ToolInvocationResult]:
+        """Run calls concurrently (at most `max_parallel_tools` at once; a `sequential` call runs alone).
+        Each entry gets its result in place as it finishes; a steer skips the calls not started yet."""
+        limit = asyncio.Semaphore(self._request.max_parallel_tools or max(len(calls), 1))
+        outcomes: dict[str, ToolInvocationResult] = {}
+
+        async def run(entry: ToolOutput, call: PlannedCall) -> None:
+            async with limit:
+                if self._steers:
+                    self._resolve(entry, ToolError(error=SKIPPED_BY_STEER))
+                    return
+                outcomes[entry.id] = await self._execute(entry, call, entry.input)
+
+        index = 0
+        while index < len(calls):
+            end = index + 1
+            if not calls[index][1].sequential:
+                while end < len(calls) and not calls[end][1].sequential:
+                    end += 1
+            group = calls[index:end]
+            await asyncio.gather(*(run(entry, call) for entry, call in group))
+            if any(call.failure_mode == "fail" and isinstance(outcomes[entry.id].result, ToolError)
+                   for entry, call in group if entry.id in outcomes):
+                break  # the prompt fails: later calls are not started
+            index = end
+        return outcomes
+
+    def _apply_in_order(self, calls: list[tuple[ToolOutput, PlannedCall]],
+                        outcomes: dict[str, ToolInvocationResult]) -> None:
+        """Side outputs, state changes and failures in the model's order, whatever order the calls finished in."""
+        for entry, call in calls:
+            if entry.id in outcomes:
+                self._apply(entry, call, outcomes[entry.id])
+
+    async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
+        outcome = await self._execute(entry, call, arguments)
+        self._apply(entry, call, outcome)
+
+    async def _execute(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
+        """Run one call's activity; the entry gets its result in place as soon as it finishes."""
         entry.started_at = workflow.now()
         plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
         invocation = ToolInvocation(
@@ -263,6 +351,9 @@ class PromptWorkflow:
                 raise
             outcome = ToolInvocationResult(result=ToolError(error=f"Tool call failed: {_failure_reason(exc)}"))
         self._resolve(entry, outcome.result)
+        return outcome
+
+    def _apply(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
         for side_output in outcome.side_outputs:
             self._append(side_output)
         if outcome.state_changed and call.plugin:
@@ -294,19 +385,31 @@ class PromptWorkflow:
     # --- approvals --------------------------------------------------------------------------------
 
     async def _await_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
+        self._request_approval(entry, approval)
+        await self._emit_approval_requested(entry, approval)
+        return await self._wait_for_decision(entry, approval)
+
+    def _request_approval(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
+        """Make the call `pending` in place."""
         now = workflow.now()
         expires_in = approval.expires_after
         entry.result = ToolPending(reason=approval.reason, requested_at=now,
                                    expires_at=now + expires_in if expires_in else None,
                                    approvers=approval.approvers)
         self._touch(entry)
-        self._waiting = entry
-        self._set_state("waiting_for_approval")
+        self._waiting[entry.id] = entry
+        if self._prompt.state != "waiting_for_approval":
+            self._set_state("waiting_for_approval")
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
+
+    async def _emit_approval_requested(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
         await self._emit(PromptEvent(kind=EventKind.APPROVAL_REQUESTED, prompt_id=self._prompt.id,
                                      user_id=self._prompt.user_id, conversation_id=self._prompt.conversation_id,
                                      tool_call_id=entry.id, tool=entry.tool, input=entry.input,
                                      reason=approval.reason))
+
+    async def _wait_for_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
+        expires_in = timedelta(seconds=approval.expires_after_seconds) if approval.expires_after_seconds else None
         try:
             await workflow.wait_condition(lambda: entry.id in self._decisions or bool(self._steers),
                                           timeout=expires_in, timeout_summary=f"approval expiry {entry.tool}")
@@ -315,8 +418,10 @@ class PromptWorkflow:
         except TimeoutError:
             decision = Decision(decision="expired", at=workflow.now(), reason="approval expired")
         self._decisions[entry.id] = decision
-        self._waiting = None
-        self._set_state("running")
+        entry.decision = decision
+        self._waiting.pop(entry.id, None)
+        if not self._waiting:
+            self._set_state("running")
         return decision
 
     @staticmethod
@@ -333,13 +438,15 @@ class PromptWorkflow:
         """Why a decision cannot be accepted now, or None when it can."""
         if tool_call_id in self._decisions:
             return f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})"
-        waiting = self._waiting
-        if waiting is None or self._prompt.state != "waiting_for_approval":
+        if not self._waiting or self._prompt.state != "waiting_for_approval":
             known = self._prompt.tool_call(tool_call_id) is not None
             what = "has no pending approval for" if known else "has no tool call"
             return f"prompt {self._prompt.id} ({self._prompt.state}) {what} {tool_call_id!r}"
-        if waiting.id != tool_call_id:
-            return f"unknown tool call {tool_call_id!r}; the pending call is {waiting.id!r}"
+        waiting = self._waiting.get(tool_call_id)
+        if waiting is None:
+            pending = ", ".join(repr(i) for i in self._waiting)
+            are = "call is" if len(self._waiting) == 1 else "calls are"
+            return f"unknown tool call {tool_call_id!r}; the pending {are} {pending}"
         assert isinstance(waiting.result, ToolPending)
         allowed = waiting.result.approvers
         if allowed and by not in allowed:
@@ -347,8 +454,7 @@ class PromptWorkflow:
         return None
 
     def _accept_approval(self, request: ApproveRequest) -> None:
-        waiting = self._waiting
-        assert waiting is not None
+        waiting = self._waiting[request.tool_call_id]
         original = None
         if request.input is not None:
             original, waiting.input = waiting.input, request.input
@@ -400,9 +506,11 @@ class PromptWorkflow:
             raise ValueError(problem)
 
     async def _resolved(self, tool_call_id: str) -> ToolOutput:
+        """The call once it ran; or, in a batch whose other calls still wait, once this one is decided."""
         entry = self._prompt.tool_call(tool_call_id)
         assert entry is not None
-        await workflow.wait_condition(lambda: entry.finished_at is not None)
+        await workflow.wait_condition(lambda: entry.finished_at is not None or (
+            entry.id not in self._waiting and bool(self._waiting)))
         return entry
 
     # --- queries ----------------------------------------------------------------------------------
@@ -418,13 +526,10 @@ class PromptWorkflow:
 
     @workflow.query(name=names.PENDING_APPROVALS_QUERY)
     def pending_approvals(self) -> list[PendingApproval]:
-        entry = self._waiting
-        if entry is None or not isinstance(entry.result, ToolPending):
-            return []
-        pending = entry.result
-        return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=pending.reason,
-                                requested_at=pending.requested_at, expires_at=pending.expires_at,
-                                approvers=pending.approvers)]
+        return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
+                                requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
+                                approvers=entry.result.approvers)
+                for entry in self._waiting.values() if isinstance(entry.result, ToolPending)]
 
     # --- recording ----------------------------------------------------------------------------------
 
@@ -449,7 +554,7 @@ class PromptWorkflow:
         for entry in self._prompt.output:
             if isinstance(entry, ToolOutput) and (entry.result is None or isinstance(entry.result, ToolPending)):
                 self._resolve(entry, ToolError(error=reason))
-        self._waiting = None
+        self._waiting.clear()
 
     def _unique_call_id(self, call_id: str) -> str:
         candidate, n = call_id or "call", 1
@@ -466,7 +571,7 @@ class PromptWorkflow:
     def _finish(self, state: PromptState, error: str | None = None) -> None:
         self._prompt.finished_at = workflow.now()
         self._prompt.error = error
-        self._waiting = None
+        self._waiting.clear()
         self._set_state(state)
 
     async def _emit(self, event: PromptEvent) -> None:

@@ -57,6 +57,8 @@ class PromptRequest(_Model):
     context_max_tokens: int | None = Field(default=None, ge=1)
     fail_workflow_on_error: bool = Field(
         default=True, description="A failed prompt fails its workflow; False returns the failed record instead.")
+    max_parallel_tools: int | None = Field(
+        default=None, ge=1, description="At most this many tool calls of one response run at once (None: all).")
 
 
 class SteerRequest(_Model):
@@ -113,6 +115,7 @@ class _CallBase(_Model):
     failure_mode: Literal["continue", "fail"] = "continue"
     local: bool = False
     heartbeat_timeout_seconds: float = 20.0
+    sequential: bool = Field(default=False, description="Runs alone, never side by side with other calls.")
 
     @property
     def timeout(self) -> timedelta:

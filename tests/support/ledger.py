@@ -12,7 +12,8 @@ worker process that wrote it) and the tool's input:
   side-effecting tool uses (check-and-append under an exclusive file lock).
 - `ledger.note` (no approval) writes a `note` line every time it runs: a raw execution count.
 
-The model calls `ledger.note` then `ledger.charge` in round 1, and in round 2 summarises the results.
+The model calls `ledger.note` then `ledger.charge` in round 1 (for `BATCH_INPUT`: three charges, then a
+note), and in round 2 summarises the results.
 Results never contain pids, keys or times, so two runs of the same prompt give equal outputs.
 """
 
@@ -34,6 +35,8 @@ from tests.support.jsonl import append_line, read_lines
 LEDGER_ENV = "DAGENT_TEST_LEDGER"
 CHARGE_AMOUNT = 42.5
 NOTE_TEXT = "about to charge"
+BATCH_INPUT = "Charge three amounts, then note it."  # a batch of three approvals, then a call after it
+BATCH_AMOUNTS = (10.0, 20.0, 30.0)
 
 
 def ledger_path() -> Path:
@@ -86,6 +89,10 @@ def _script(request: ModelRequest) -> ModelResponse:
             results.clear()
         elif isinstance(message, ToolResultMessage):
             results.append(message)
+    user = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
+    if not results and user == BATCH_INPUT:
+        return tool_calls(*[("ledger.charge", {"amount": amount}) for amount in BATCH_AMOUNTS],
+                          ("ledger.note", {"text": NOTE_TEXT}), text="Three charges, then a note.")
     if not results:
         return tool_calls(("ledger.note", {"text": NOTE_TEXT}), ("ledger.charge", {"amount": CHARGE_AMOUNT}),
                           text="Noting, then charging.")
