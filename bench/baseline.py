@@ -73,11 +73,14 @@ async def model_activity(inp: ModelInput) -> ModelOutput:
     step = next_step(Scenario.parse(user), done)
     if step.arguments is None:
         return ModelOutput(text=step.text)
-    return ModelOutput(calls=[ToolCall(id=f"call_r{inp.round}_0", arguments=step.arguments)])
+    return ModelOutput(calls=[ToolCall(id=f"call_r{inp.round}_{i}", arguments=arguments)
+                              for i, arguments in enumerate(step.calls)])
 
 
 @activity.defn(name="baseline.tool")
 async def tool_activity(call: ToolCall) -> str:
+    if call.arguments.get("ms"):
+        await asyncio.sleep(int(call.arguments["ms"]) / 1000)
     return tool_output(int(call.arguments["seq"]), int(call.arguments["size"]))
 
 

@@ -6,6 +6,7 @@ Loaded by the worker subprocess with ``DAGENT_PLUGINS=bench.plugin:plugin`` and
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from pydantic import BaseModel
@@ -22,6 +23,8 @@ class EchoInput(BaseModel):
     seq: int
     size: int = 16
     approve: bool = False
+    ms: int = 0
+    n: int = 0
 
 
 def _approval(args: EchoInput) -> Approval | None:
@@ -34,7 +37,9 @@ LOCAL_TOOL = os.environ.get("BENCH_LOCAL_TOOL", "") == "1"
 
 @tool(TOOL_ID, approval=_approval, local=LOCAL_TOOL)
 async def echo(args: EchoInput, ctx: ToolContext) -> str:
-    """Return `size` bytes of text."""
+    """Return `size` bytes of text (after `ms` milliseconds)."""
+    if args.ms:
+        await asyncio.sleep(args.ms / 1000)
     return tool_output(args.seq, args.size)
 
 
@@ -52,7 +57,7 @@ def _script(request: ModelRequest) -> ModelResponse:
     step = next_step(Scenario.parse(user), done)
     if step.arguments is None:
         return text(step.text or "")
-    return tool_calls((TOOL_ID, dict(step.arguments)))
+    return tool_calls(*[(TOOL_ID, dict(arguments)) for arguments in step.calls])
 
 
 model = ScriptedModel(_script, model="bench-scripted")

@@ -6,7 +6,8 @@ A prompt's input text carries its parameters, e.g. ``"bench rounds=20 size=10240
   tool results are in the transcript, then answers with text (so a prompt makes ``rounds + 1`` model
   calls and ``rounds`` tool calls);
 * ``size`` - how many bytes of text the tool returns;
-* ``approve`` - the 1-based tool round whose call needs a human's approval (0 = none).
+* ``approve`` - the 1-based tool round whose call needs a human's approval (0 = none);
+* ``calls`` - tool calls per model response (default 1), and ``ms`` - how long each tool call takes.
 
 Pure functions, no Temporal and no project imports: the baseline and the project's plugin both use them,
 so both sides run exactly the same model logic.
@@ -26,14 +27,18 @@ class Scenario:
     rounds: int
     size: int = 16
     approve: int = 0
+    calls: int = 1
+    ms: int = 0
 
     def text(self) -> str:
-        return f"bench rounds={self.rounds} size={self.size} approve={self.approve}"
+        extra = f" calls={self.calls} ms={self.ms}" if (self.calls, self.ms) != (1, 0) else ""
+        return f"bench rounds={self.rounds} size={self.size} approve={self.approve}{extra}"
 
     @classmethod
     def parse(cls, text: str | None) -> Scenario:
         values = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", text or "")}
-        return cls(rounds=values.get("rounds", 1), size=values.get("size", 16), approve=values.get("approve", 0))
+        return cls(rounds=values.get("rounds", 1), size=values.get("size", 16), approve=values.get("approve", 0),
+                   calls=values.get("calls", 1), ms=values.get("ms", 0))
 
 
 @dataclass(frozen=True)
@@ -42,13 +47,22 @@ class NextStep:
 
     arguments: dict[str, int | bool] | None
     text: str | None = None
+    more: tuple[dict[str, int | bool], ...] = ()  # further calls of the same response (``calls`` > 1)
+
+    @property
+    def calls(self) -> list[dict[str, int | bool]]:
+        return [] if self.arguments is None else [self.arguments, *self.more]
 
 
 def next_step(scenario: Scenario, tool_results_so_far: int) -> NextStep:
-    if tool_results_so_far >= scenario.rounds:
+    rounds_done = tool_results_so_far // scenario.calls
+    if rounds_done >= scenario.rounds:
         return NextStep(arguments=None, text=FINAL_TEXT)
-    seq = tool_results_so_far + 1
-    return NextStep(arguments={"seq": seq, "size": scenario.size, "approve": seq == scenario.approve})
+    seq = rounds_done + 1
+    first: dict[str, int | bool] = {"seq": seq, "size": scenario.size, "approve": seq == scenario.approve}
+    if scenario.ms:
+        first["ms"] = scenario.ms
+    return NextStep(arguments=first, more=tuple({**first, "n": n} for n in range(1, scenario.calls)))
 
 
 def tool_output(seq: int, size: int) -> str:
