@@ -23,7 +23,7 @@ from activities.mcp_tools import MCPToolSources
 from activities.runtime import AgentRuntime
 from agent.mcp import MCPServer
 from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import ToolError, ToolOutput, ToolPending, ToolSuccess
+from agent.models import ToolError, ToolOutput, ToolSuccess
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval
@@ -172,15 +172,17 @@ async def test_approval_static_by_pattern_and_by_input(dev_env: WorkflowEnvironm
                         ("fake.add", {"a": 1, "b": 1}))
     async with mcp_worker(dev_env, [server], model) as (client, _):
         handle = await client.start("shout")
-        waiting = await handle.wait_until("waiting_for_approval")
-        pending = [o for o in tool_entries(waiting) if isinstance(o.result, ToolPending)]
-        assert [(o.tool, o.result.reason) for o in pending] == [("fake.shout", "secret!")]  # type: ignore[union-attr]
-        await handle.approve(pending[0].id, by="alice", input={"text": "a public note"})
-        waiting = await handle.wait_until("waiting_for_approval")
-        pending = [o for o in tool_entries(waiting) if isinstance(o.result, ToolPending)]
-        assert [(o.tool, o.result.reason) for o in pending] == [  # type: ignore[union-attr]
-            ("fake.add", "Every fake tool needs a look.")]
-        await handle.reject(pending[0].id, by="alice", reason="no sums today")
+        await handle.wait_until("waiting_for_approval")
+        pending = []
+        for _ in range(200):
+            pending = await handle.pending_approvals()
+            if len(pending) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert [(p.tool, p.reason) for p in pending] == [("fake.shout", "secret!"),
+                                                        ("fake.add", "Every fake tool needs a look.")]
+        await handle.approve(pending[0].tool_call_id, by="alice", input={"text": "a public note"})
+        await handle.reject(pending[1].tool_call_id, by="alice", reason="no sums today")
         prompt = await handle.result()
     results = [(o.tool, o.result) for o in tool_entries(prompt)]
     assert results == [("fake.shout", ToolSuccess(output={"result": "HELLO"})),
