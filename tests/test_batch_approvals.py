@@ -21,8 +21,8 @@ from agent.models import Decision, ToolError, ToolOutput, ToolPending, ToolSucce
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, tool
-from tests.conftest import agent_worker
 from tests.support.ledger import BATCH_AMOUNTS, BATCH_INPUT
+from tests.support.workers import agent_worker
 from tests.test_durability import Rig
 from tests.test_parallel_calls import tool_activity_timeline
 

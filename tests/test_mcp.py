@@ -28,8 +28,8 @@ from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval
 from client import AgentClient
-from tests.conftest import TEST_SETTINGS
-from workers.worker import build_runtime, create_worker, workflow_runner
+from tests.support.workers import TEST_SETTINGS
+from workers.worker import build_runtime, create_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,8 +100,7 @@ async def mcp_worker(env: WorkflowEnvironment, servers: Sequence[MCPServer], mod
     if sources is not None:
         runtime.mcp = sources
     try:
-        async with create_worker(env.client, runtime, task_queue=settings.task_queue,
-                                 workflow_runner=workflow_runner("strict")):
+        async with create_worker(env.client, runtime, task_queue=settings.task_queue, settings=settings):
             yield AgentClient(env.client, settings), runtime
     finally:
         await runtime.mcp.aclose()

@@ -20,7 +20,7 @@ from agent.models import ToolError, ToolOutput, ToolSuccess, WidgetOutput
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 
 RUNNING: set[str] = set()
 
