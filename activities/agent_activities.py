@@ -29,6 +29,7 @@ from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
 from agent.projection import project_prompts
 from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
+from agent.subagents import sub_agent_of
 from agent.tools import Tool, ToolFailed
 from workflows import names
 from workflows.names import DELTAS_TOPIC, EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
@@ -41,6 +42,7 @@ from workflows.protocol import (
     ReadyCall,
     RoundInput,
     RoundResult,
+    SubAgentCall,
     TextDelta,
     ToolInvocation,
     ToolInvocationResult,
@@ -76,7 +78,7 @@ class AgentActivities:
         history, outputs = await self.transcripts.load(activity.info().workflow_id or "", inp)
         prompt = inp.prompt.model_copy(update={"output": outputs})
         try:
-            prepared = await self.runtime.prepare(prompt, inp.round)
+            prepared = await self.runtime.prepare(prompt, inp.round, only=inp.plugins)
         except PluginPrepareError as exc:
             logger.error("plugin prepare failed", error=str(exc))
             raise ApplicationError(str(exc), type=names.PLUGIN_PREPARE_ERROR, non_retryable=True) from exc
@@ -329,6 +331,15 @@ def _jsonable(value: object, limit: int) -> JsonValue:
     return f"{kept}\n[output truncated: {len(encoded.encode())} bytes, limit {limit}]"
 
 
+def _sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
+    agent = sub_agent_of(tool)
+    if agent is None:
+        return None
+    return SubAgentCall(instructions=agent.instructions, model=agent.model,
+                        plugins=list(agent.plugins) if agent.plugins is not None else None,
+                        max_rounds=agent.max_rounds, output_schema=agent.output_schema)
+
+
 def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> PlannedCall:
     found = tools.get(call.tool)
     if found is None:
@@ -341,7 +352,7 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> 
         timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
         failure_mode=tool.failure_mode, local=tool.local,
         heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds(),
-        sequential=tool.sequential)
+        sequential=tool.sequential, agent=_sub_agent_call(tool))
     if call.arguments_error:
         return InvalidCall(**fields, error=f"Invalid arguments for tool '{call.tool}': {call.arguments_error}")
     try:

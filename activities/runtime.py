@@ -98,12 +98,14 @@ class AgentRuntime:
     def handles_events(self) -> bool:
         return any(p.handles_events for p in self.plugins)
 
-    async def prepare(self, prompt: Prompt, round_number: int) -> PreparedRound:
+    async def prepare(self, prompt: Prompt, round_number: int, only: Sequence[str] | None = None) -> PreparedRound:
         """Run every plugin's `prepare` in order; later plugins see earlier ones' state changes."""
         state = dict(prompt.plugin_state)
         tools: dict[str, tuple[Tool[Any], str]] = {}
         context: list[str] = []
         for plugin in self.plugins:
+            if only is not None and plugin.name not in only:
+                continue
             ctx = PrepareContext(
                 user_id=prompt.user_id, prompt_id=prompt.id, conversation_id=prompt.conversation_id,
                 round=round_number, input=prompt.input, outputs=list(prompt.output),

@@ -101,6 +101,7 @@ class ToolOutput(_Model):
     started_at: datetime
     finished_at: datetime | None = None
     decision: Decision | None = None
+    child_prompt_id: str | None = Field(default=None, description="The sub-agent's prompt, for a sub-agent call.")
 
 
 class FileOutput(_Model):
@@ -206,6 +207,7 @@ class Prompt(_Model):
     error: str | None = None
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     audit: list[AuditEntry] = Field(default_factory=list)
+    parent_prompt_id: str | None = Field(default=None, description="Set when this prompt is a sub-agent's.")
 
     def tool_call(self, tool_call_id: str) -> ToolOutput | None:
         for entry in self.output:

@@ -12,7 +12,7 @@ set -eu
 ADDRESS="${TEMPORAL_ADDRESS:-temporal:7233}"
 NAMESPACE="${TEMPORAL_NAMESPACE:-default}"
 RETENTION="${TEMPORAL_RETENTION:-7d}"
-SEARCH_ATTRIBUTES="${SEARCH_ATTRIBUTES:-PromptState=Keyword UserId=Keyword ConversationId=Keyword}"
+SEARCH_ATTRIBUTES="${SEARCH_ATTRIBUTES:-PromptState=Keyword UserId=Keyword ConversationId=Keyword ParentPromptId=Keyword}"
 TEMPORAL="${TEMPORAL_CLI:-temporal}"
 
 # The server binds IPv4 only; resolve the host to an IPv4 address so the CLI does not try IPv6 first.

@@ -46,7 +46,8 @@ REASONING_TOPIC: Final = "reasoning"  # reasoning summaries as they stream (Text
 PROMPT_STATE: Final = SearchAttributeKey.for_keyword("PromptState")
 USER_ID: Final = SearchAttributeKey.for_keyword("UserId")
 CONVERSATION_ID: Final = SearchAttributeKey.for_keyword("ConversationId")
-SEARCH_ATTRIBUTE_KEYS: Final = (PROMPT_STATE, USER_ID, CONVERSATION_ID)
+PARENT_PROMPT_ID: Final = SearchAttributeKey.for_keyword("ParentPromptId")  # set on a sub-agent's prompt
+SEARCH_ATTRIBUTE_KEYS: Final = (PROMPT_STATE, USER_ID, CONVERSATION_ID, PARENT_PROMPT_ID)
 
 # --- ApplicationError types (retry lists and failure handling match on these) -------------------------
 INVALID_INPUT_ERROR: Final = "InvalidInput"  # a workflow input that does not decode

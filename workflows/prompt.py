@@ -7,11 +7,13 @@ stable names, so this module imports no provider SDK and no plugin code.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.workflow_streams import WorkflowStream
@@ -41,10 +43,12 @@ with workflow.unsafe.imports_passed_through():
         ApprovalRequirement,
         ApproveRequest,
         CallNeedingApproval,
+        ChildApprovals,
         EventDelivery,
         FinalAnswer,
         InvalidCall,
         OutputChange,
+        ParentLink,
         PendingApproval,
         PlannedCall,
         PromptRequest,
@@ -78,7 +82,7 @@ SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
 def _is_cancellation(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.CancelledError | CancelledError) or (
-        isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError))
+        isinstance(exc, ActivityError | ChildWorkflowError) and isinstance(exc.cause, CancelledError))
 
 
 def _fallback_target(exc: ActivityError) -> tuple[int, str] | None:
@@ -93,7 +97,7 @@ def _fallback_target(exc: ActivityError) -> tuple[int, str] | None:
 
 
 def _failure_reason(exc: BaseException) -> str:
-    cause = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
+    cause = exc.cause if isinstance(exc, ActivityError | ChildWorkflowError) and exc.cause is not None else exc
     return getattr(cause, "message", None) or str(cause) or type(cause).__name__
 
 
@@ -111,6 +115,10 @@ class PromptWorkflow:
         )
         self._decisions: dict[str, Decision] = {}
         self._waiting: dict[str, ToolOutput] = {}  # calls waiting for a decision, in record order
+        self._child_pending: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
+        self._background: set[asyncio.Task[None]] = set()
+        if request.parent is not None:
+            self._prompt.parent_prompt_id = request.parent.prompt_id
         self._event_hooks = False
         self._steers: list[str] = []
         self._output_attempts = 0
@@ -128,7 +136,7 @@ class PromptWorkflow:
         self._set_state("running")
         try:
             await self._run_rounds()
-        except (ActivityError, PromptFailedError, asyncio.CancelledError) as exc:
+        except (ActivityError, ChildWorkflowError, PromptFailedError, asyncio.CancelledError) as exc:
             if _is_cancellation(exc):
                 self._interrupt("The prompt was cancelled before this call finished.")
                 self._finish("cancelled")
@@ -192,7 +200,8 @@ class PromptWorkflow:
             prompt=self._prompt.model_copy(update={"output": []}), instructions=request.instructions,
             round=round_number, output_schema=request.output_schema, changes=changes,
             output_count=len(self._prompt.output), history_count=len(request.history), run_id=workflow.info().run_id,
-            context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens)
+            context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens,
+            plugins=request.plugins)
         next_model = ""
         while True:
             try:
@@ -283,6 +292,7 @@ class PromptWorkflow:
             return
         await asyncio.gather(*(self._emit_approval_requested(entry, call.approval) for entry, call in batch
                                if call.approval is not None))
+        await self._report_to_parent()
         await asyncio.gather(*(self._wait_for_decision(entry, call.approval) for entry, call in batch
                                if call.approval is not None))
 
@@ -327,6 +337,10 @@ class PromptWorkflow:
     async def _execute(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
         """Run one call's activity; the entry gets its result in place as soon as it finishes."""
         entry.started_at = workflow.now()
+        if call.agent is not None:
+            outcome = await self._run_sub_agent(entry, call, arguments)
+            self._resolve(entry, outcome.result)
+            return outcome
         plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
         invocation = ToolInvocation(
             prompt_id=self._prompt.id, user_id=self._prompt.user_id, conversation_id=self._prompt.conversation_id,
@@ -360,6 +374,99 @@ class PromptWorkflow:
             self._prompt.plugin_state[call.plugin] = outcome.plugin_state
         if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
             raise PromptFailedError(f"tool '{call.tool}' failed: {outcome.result.error}")
+
+    # --- sub-agents ---------------------------------------------------------------------------------
+
+    async def _run_sub_agent(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
+        """A sub-agent call: a child PromptWorkflow whose final answer (data, or else text) is the result."""
+        agent = call.agent
+        assert agent is not None
+        info = workflow.info()
+        child_id = f"{info.workflow_id}.{entry.id}"
+        parent_path = [*self._request.parent.path, self._request.parent.prompt_id] if self._request.parent else []
+        try:
+            request = PromptRequest(
+                prompt_id=child_id, user_id=self._prompt.user_id, model=agent.model,
+                input=arguments.get("task") if isinstance(arguments, dict) else None,  # type: ignore[arg-type]
+                instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
+                plugins=agent.plugins, fail_workflow_on_error=False,
+                max_parallel_tools=self._request.max_parallel_tools,
+                parent=ParentLink(workflow_id=info.workflow_id, prompt_id=self._prompt.id, tool_call_id=entry.id,
+                                  path=parent_path))
+        except ValueError as exc:
+            return ToolInvocationResult(result=ToolError(error=f"Sub-agent '{call.tool}' cannot start: {exc}"))
+        entry.child_prompt_id = child_id
+        self._touch(entry)
+        try:
+            child = await workflow.execute_child_workflow(
+                "PromptWorkflow", request, id=child_id, result_type=Prompt,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}")
+        except ChildWorkflowError as exc:
+            if _is_cancellation(exc):
+                raise
+            failed = f"Sub-agent '{call.tool}' failed: {_failure_reason(exc)}"
+            return ToolInvocationResult(result=ToolError(error=failed))
+        finally:
+            self._child_pending.pop(entry.id, None)
+        self._prompt.usage = self._prompt.usage + child.usage
+        if child.state != "completed":
+            return ToolInvocationResult(result=ToolError(
+                error=f"Sub-agent '{call.tool}' ended {child.state}: {child.error or 'no answer'}"))
+        answer = next((o.data for o in reversed(child.output) if isinstance(o, DataOutput)), None)
+        if answer is None:
+            answer = next((o.text for o in reversed(child.output) if isinstance(o, TextOutput)), "")
+        return ToolInvocationResult(result=ToolSuccess(output=answer))
+
+    @workflow.signal(name="child_approvals")
+    def child_approvals(self, report: ChildApprovals) -> None:
+        """A sub-agent's prompt reports the approvals it waits for; they are listed (and decided) here too."""
+        entry = self._prompt.tool_call(report.tool_call_id)
+        if entry is None or entry.child_prompt_id != report.child_workflow_id or entry.finished_at is not None:
+            self._ignore("child_approvals", f"no running sub-agent call {report.tool_call_id!r}")
+            return
+        self._child_pending[report.tool_call_id] = report
+        self._in_background(self._report_to_parent())
+
+    def _in_background(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _report_to_parent(self) -> None:
+        link = self._request.parent
+        if link is None:
+            return
+        report = ChildApprovals(tool_call_id=link.tool_call_id, child_workflow_id=workflow.info().workflow_id,
+                                pending=self.pending_approvals())
+        try:
+            await workflow.get_external_workflow_handle(link.workflow_id).signal("child_approvals", report)
+        except Exception as exc:  # the parent is gone: our own pending calls still work
+            workflow.logger.warning("could not report approvals to the parent prompt: %s", exc)
+
+    def _child_call(self, tool_call_id: str) -> tuple[ChildApprovals, PendingApproval] | None:
+        """A pending call of a sub-agent, addressed as `<sub-agent call id>/<its call id>`."""
+        parent_call, sep, child_call = tool_call_id.partition("/")
+        report = self._child_pending.get(parent_call) if sep else None
+        if report is None:
+            return None
+        found = next((p for p in report.pending if p.tool_call_id == child_call), None)
+        return (report, found) if found is not None else None
+
+    def _forward_decision(self, kind: str, request: ApproveRequest | RejectRequest) -> ToolOutput:
+        found = self._child_call(request.tool_call_id)
+        assert found is not None
+        report, pending = found
+        child_request = request.model_copy(update={"tool_call_id": pending.tool_call_id})
+        self._in_background(workflow.get_external_workflow_handle(report.child_workflow_id).signal(
+            kind, child_request))
+        report.pending = [p for p in report.pending if p is not pending]
+        decision = Decision(decision="approved" if kind == "approve" else "rejected", by=request.by,
+                            at=workflow.now(), reason=getattr(request, "reason", None))
+        return ToolOutput(id=request.tool_call_id, tool=pending.tool, input=pending.input,
+                          started_at=pending.requested_at,
+                          result=ToolPending(reason=pending.reason, requested_at=pending.requested_at,
+                                             expires_at=pending.expires_at, approvers=pending.approvers),
+                          decision=decision)
 
     # --- steering -----------------------------------------------------------------------------------
 
@@ -422,6 +529,7 @@ class PromptWorkflow:
         self._waiting.pop(entry.id, None)
         if not self._waiting:
             self._set_state("running")
+        await self._report_to_parent()
         return decision
 
     @staticmethod
@@ -436,6 +544,11 @@ class PromptWorkflow:
 
     def _decision_problem(self, tool_call_id: str, by: str | None) -> str | None:
         """Why a decision cannot be accepted now, or None when it can."""
+        if (child := self._child_call(tool_call_id)) is not None:
+            allowed = child[1].approvers
+            if allowed and by not in allowed:
+                return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; approvers: {', '.join(allowed)}"
+            return None
         if tool_call_id in self._decisions:
             return f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})"
         if not self._waiting or self._prompt.state != "waiting_for_approval":
@@ -474,6 +587,8 @@ class PromptWorkflow:
         problem = self._decision_problem(request.tool_call_id, request.by)
         if problem:
             self._ignore("approve", problem)
+        elif self._child_call(request.tool_call_id) is not None:
+            self._forward_decision("approve", request)
         else:
             self._accept_approval(request)
 
@@ -482,11 +597,15 @@ class PromptWorkflow:
         problem = self._decision_problem(request.tool_call_id, request.by)
         if problem:
             self._ignore("reject", problem)
+        elif self._child_call(request.tool_call_id) is not None:
+            self._forward_decision("reject", request)
         else:
             self._accept_rejection(request)
 
     @workflow.update(name=names.APPROVE_CALL_UPDATE)
     async def approve_call(self, request: ApproveRequest) -> ToolOutput:
+        if self._child_call(request.tool_call_id) is not None:
+            return self._forward_decision("approve", request)
         self._accept_approval(request)
         return await self._resolved(request.tool_call_id)
 
@@ -497,6 +616,8 @@ class PromptWorkflow:
 
     @workflow.update(name=names.REJECT_CALL_UPDATE)
     async def reject_call(self, request: RejectRequest) -> ToolOutput:
+        if self._child_call(request.tool_call_id) is not None:
+            return self._forward_decision("reject", request)
         self._accept_rejection(request)
         return await self._resolved(request.tool_call_id)
 
@@ -529,7 +650,15 @@ class PromptWorkflow:
         return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
                                 requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
                                 approvers=entry.result.approvers)
-                for entry in self._waiting.values() if isinstance(entry.result, ToolPending)]
+                for entry in self._waiting.values() if isinstance(entry.result, ToolPending)] + [
+            pending.model_copy(update={"tool_call_id": f"{call_id}/{pending.tool_call_id}",
+                                       "path": [report.child_workflow_id, *pending.path]})
+            for call_id, report in sorted(self._child_pending.items(), key=lambda item: self._call_position(item[0]))
+            for pending in report.pending]
+
+    def _call_position(self, tool_call_id: str) -> int:
+        positions = (i for i, e in enumerate(self._prompt.output) if isinstance(e, ToolOutput) and e.id == tool_call_id)
+        return next(positions, len(self._prompt.output))
 
     # --- recording ----------------------------------------------------------------------------------
 

@@ -59,6 +59,33 @@ class PromptRequest(_Model):
         default=True, description="A failed prompt fails its workflow; False returns the failed record instead.")
     max_parallel_tools: int | None = Field(
         default=None, ge=1, description="At most this many tool calls of one response run at once (None: all).")
+    plugins: list[str] | None = Field(default=None, description="Only these plugins of the worker (sub-agents).")
+    parent: ParentLink | None = Field(default=None, description="Set when a sub-agent call started this prompt.")
+
+
+class ParentLink(_Model):
+    """The prompt and the call that started a sub-agent's prompt."""
+
+    workflow_id: str
+    prompt_id: str
+    tool_call_id: str
+    path: list[str] = Field(default_factory=list, description="Prompt ids from the root prompt to the parent.")
+
+
+class SubAgentCall(_Model):
+    instructions: str
+    model: ModelTier = "normal"
+    plugins: list[str] | None = None
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    output_schema: dict[str, JsonValue] | str | None = None
+
+
+class ChildApprovals(_Model):
+    """A sub-agent's prompt tells its parent what it waits for (signal `child_approvals`)."""
+
+    tool_call_id: str = Field(description="The parent's sub-agent call.")
+    child_workflow_id: str
+    pending: list[PendingApproval] = Field(default_factory=list)
 
 
 class SteerRequest(_Model):
@@ -85,6 +112,8 @@ class PendingApproval(_Model):
     requested_at: datetime
     expires_at: datetime | None = None
     approvers: list[str] | None = None
+    path: list[str] = Field(default_factory=list, description="Prompt ids from this prompt to the one that waits "
+                                                             "(empty: this prompt itself); a sub-agent's call.")
 
 
 # --- activities ---------------------------------------------------------------------------------
@@ -116,6 +145,7 @@ class _CallBase(_Model):
     local: bool = False
     heartbeat_timeout_seconds: float = 20.0
     sequential: bool = Field(default=False, description="Runs alone, never side by side with other calls.")
+    agent: SubAgentCall | None = Field(default=None, description="A sub-agent: runs as a child prompt.")
 
     @property
     def timeout(self) -> timedelta:
@@ -183,6 +213,7 @@ class RoundInput(_Model):
     output_schema: dict[str, JsonValue] | str | None = None
     context_max_messages: int | None = None
     context_max_tokens: int | None = None
+    plugins: list[str] | None = Field(default=None, description="Only these plugins (a sub-agent's prompt).")
     fallback: int = Field(default=0, description="Which model of the tier's fallback chain to call.")
 
 
@@ -325,3 +356,5 @@ class SendRequest(_Model):
 
 
 ConversationRequest.model_rebuild()
+PromptRequest.model_rebuild()
+ChildApprovals.model_rebuild()
