@@ -21,8 +21,8 @@ from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.subagents import SubAgent
 from agent.tools import Approval, tool
 from client import AgentClient
-from tests.conftest import TEST_SETTINGS
-from workers.worker import build_runtime, create_worker, workflow_runner
+from tests.support.workers import TEST_SETTINGS
+from workers.worker import build_runtime, create_worker
 
 RUNS: Counter[str] = Counter()
 STARTED: set[str] = set()
@@ -82,7 +82,7 @@ def two_level_model(child_tool: str) -> ScriptedModel:
 async def worker(env: WorkflowEnvironment, model: ScriptedModel, queue: str) -> AsyncIterator[AgentClient]:
     settings = TEST_SETTINGS.model_copy(update={"task_queue": queue})
     runtime = build_runtime(settings, plugins=plugins, providers={"normal": model, "high": model})
-    async with create_worker(env.client, runtime, task_queue=queue, workflow_runner=workflow_runner("strict")):
+    async with create_worker(env.client, runtime, task_queue=queue, settings=settings):
         yield AgentClient(env.client, settings)
 
 
