@@ -374,9 +374,12 @@ def pending(
         if not waiting:
             console.print("no prompt is waiting for approval")
         for item in waiting:
-            for call in await client.prompt(item.prompt_id).pending_approvals():
+            handle = client.prompt(item.prompt_id)
+            parent = (await handle.get()).parent_prompt_id
+            path = f"  path={parent} -> {item.prompt_id}" if parent else ""  # a sub-agent's prompt
+            for call in await handle.pending_approvals():
                 console.print(f"{item.prompt_id}  user={item.user_id}  {call.tool_call_id}  {call.tool} "
-                              f"{json.dumps(call.input)}  — {call.reason}")
+                              f"{json.dumps(call.input)}  — {call.reason}{path}")
         return 0
 
     _run_async(main)
