@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -29,7 +29,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 DEMO_INPUT = "Plan my Paris trip: check the weather, write me a short report and pay the $250 hotel deposit."
 
 
-def _exit(code: int = 0) -> None:
+def _exit(code: int = 0) -> NoReturn:
     """Leave without running interpreter teardown: the Temporal SDK can crash there (sdk-python#300)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -58,8 +58,12 @@ def _run_async(main: Callable[[], Awaitable[int | None]]) -> None:
     _exit(code or 0)
 
 
-def _settings(address: str | None) -> Settings:
-    settings = Settings.from_env()
+def _settings(address: str | None, profile: str | None = None) -> Settings:
+    try:
+        settings = Settings.from_env(profile=profile)
+    except ValueError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        _exit(2)
     if address:
         settings = settings.model_copy(update={"temporal_address": address})
     configure_logging(settings.log_level)
@@ -67,6 +71,8 @@ def _settings(address: str | None) -> Settings:
 
 
 AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
+ProfileOption = Annotated[str | None, typer.Option(
+    "--profile", help="Connection profile from the Temporal config file (default: $TEMPORAL_PROFILE)")]
 
 
 # --- server and worker ----------------------------------------------------------------------------
@@ -94,12 +100,13 @@ def server(
 @app.command()
 def worker(
     address: AddressOption = None,
+    profile: ProfileOption = None,
     plugin: Annotated[list[str] | None, typer.Option(help="Plugin import path module:attr (repeatable)")] = None,
     model_normal: Annotated[str | None, typer.Option(help="provider:model for the normal tier")] = None,
     model_high: Annotated[str | None, typer.Option(help="provider:model for the high tier")] = None,
 ) -> None:
     """Run a worker: PromptWorkflow plus the model and tool activities, until Ctrl-C or SIGTERM."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
     update: dict[str, Any] = {}
     if plugin:
         update["plugins"] = tuple(plugin)
@@ -199,6 +206,7 @@ def _print_decision_commands(prompt_id: str, call_id: str) -> None:
 def run(
     text: Annotated[str, typer.Argument(help="The user's message")],
     address: AddressOption = None,
+    profile: ProfileOption = None,
     user: Annotated[str, typer.Option(help="User id")] = os.environ.get("USER", "anonymous"),
     model: Annotated[str, typer.Option(help="Model tier: normal or high")] = "normal",
     max_rounds: Annotated[int | None, typer.Option(help="Force-complete after this many rounds")] = None,
@@ -206,7 +214,7 @@ def run(
                                                      help="Ask for approvals (default: when on a TTY)")] = None,
 ) -> None:
     """Start a prompt, stream its outputs, and ask for approvals on a TTY."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
     if model not in ("normal", "high"):
         raise typer.BadParameter("model must be 'normal' or 'high'")
     ask = sys.stdin.isatty() if interactive is None else interactive
@@ -233,10 +241,11 @@ def run(
 def watch(
     prompt_id: Annotated[str, typer.Argument(help="Prompt (workflow) id")],
     address: AddressOption = None,
+    profile: ProfileOption = None,
     from_offset: Annotated[int, typer.Option("--from", help="Resume from this event sequence number")] = 0,
 ) -> None:
     """Follow a prompt live: every output, state change and approval request, and streamed model text."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
 
     async def main() -> int:
         handle = (await AgentClient.connect(settings)).prompt(prompt_id)
@@ -249,12 +258,13 @@ def watch(
 @app.command()
 def chat(
     address: AddressOption = None,
+    profile: ProfileOption = None,
     user: Annotated[str, typer.Option(help="User id")] = os.environ.get("USER", "anonymous"),
     conversation_id: Annotated[str | None, typer.Option("--conversation", help="Resume this conversation")] = None,
 ) -> None:
     """An interactive conversation: each line you type is a prompt with the whole conversation as history.
     Approvals are asked inline. Empty line or Ctrl-D ends the session (the conversation stays open)."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -278,10 +288,11 @@ def chat(
 def show(
     prompt_id: Annotated[str, typer.Argument(help="Prompt (workflow) id")],
     address: AddressOption = None,
+    profile: ProfileOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full record as JSON")] = False,
 ) -> None:
     """Print a prompt's record."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
 
     async def main() -> int:
         prompt = await (await AgentClient.connect(settings)).prompt(prompt_id).get()
@@ -306,12 +317,13 @@ def approve(
     prompt_id: str,
     tool_call_id: Annotated[str | None, typer.Argument(help="The pending call; omit with --all")] = None,
     address: AddressOption = None,
+    profile: ProfileOption = None,
     by: Annotated[str, typer.Option(help="Approver id")] = os.environ.get("USER", "cli"),
     input: Annotated[str | None, typer.Option("--input", help="Corrected arguments as a JSON object")] = None,
     every: Annotated[bool, typer.Option("--all", help="Approve every pending call of the prompt")] = False,
 ) -> None:
     """Approve a pending tool call (or --all of them); waits for and prints the result."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
     _one_or_all(tool_call_id, every)
     corrected = json.loads(input) if input else None
     if corrected is not None and not isinstance(corrected, dict):
@@ -338,12 +350,13 @@ def reject(
     prompt_id: str,
     tool_call_id: Annotated[str | None, typer.Argument(help="The pending call; omit with --all")] = None,
     address: AddressOption = None,
+    profile: ProfileOption = None,
     by: Annotated[str, typer.Option(help="Approver id")] = os.environ.get("USER", "cli"),
     reason: Annotated[str | None, typer.Option(help="Why; the model sees it")] = None,
     every: Annotated[bool, typer.Option("--all", help="Reject every pending call of the prompt")] = False,
 ) -> None:
     """Reject a pending tool call (or --all of them); the model sees the rejection and its reason."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
     _one_or_all(tool_call_id, every)
 
     async def main() -> int:
@@ -363,10 +376,11 @@ def reject(
 @app.command()
 def pending(
     address: AddressOption = None,
+    profile: ProfileOption = None,
     user: Annotated[str | None, typer.Option(help="Only this user's prompts")] = None,
 ) -> None:
     """List every prompt waiting for approval, with its pending call."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -386,9 +400,9 @@ def pending(
 
 
 @app.command()
-def cancel(prompt_id: str, address: AddressOption = None) -> None:
+def cancel(prompt_id: str, address: AddressOption = None, profile: ProfileOption = None) -> None:
     """Cancel a prompt: it ends as `cancelled` and keeps its outputs."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
 
     async def main() -> int:
         await (await AgentClient.connect(settings)).prompt(prompt_id).cancel()

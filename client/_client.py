@@ -27,6 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent.errors import DecisionRefused
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
+from workers.connection import connect_client
 from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
 from workflows import names
@@ -218,7 +219,7 @@ class AgentClient:
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> AgentClient:
         settings = settings or Settings.from_env()
-        client = await Client.connect(settings.temporal_address, namespace=settings.namespace,
+        client = await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
                                       plugins=[DurableAgentPlugin(settings)])
         return cls(client, settings)
 

@@ -13,8 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.converter import DataConverter
+from temporalio.envconfig import ClientConfigProfile
 
 from agent.model_settings import ModelSettings, check_settings_json
+from workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 from workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
 
 DEFAULT_TASK_QUEUE = "durable-agent"
@@ -47,11 +49,15 @@ class Settings(BaseModel):
     never travel in workflow inputs, results or history, and never show in a repr or a log line.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     # --- both client and worker ---
-    temporal_address: str = Field(default="127.0.0.1:7233", description="TEMPORAL_ADDRESS: the frontend, host:port.")
-    namespace: str = Field(default="default", description="TEMPORAL_NAMESPACE.")
+    temporal_address: str = Field(default=DEFAULT_ADDRESS, description=(
+        "TEMPORAL_ADDRESS (or the address of the TEMPORAL_PROFILE profile): the frontend, host:port."))
+    namespace: str = Field(default=DEFAULT_NAMESPACE, description="TEMPORAL_NAMESPACE (or the profile's).")
+    temporal_profile: ClientConfigProfile | None = Field(default=None, exclude=True, repr=False, description=(
+        "TLS, API key and gRPC metadata from `temporalio.envconfig`: the TOML profile file (TEMPORAL_CONFIG_FILE,"
+        " TEMPORAL_PROFILE or `--profile`) and TEMPORAL_API_KEY / TEMPORAL_TLS_* (never serialised or shown)."))
     task_queue: str = Field(default=DEFAULT_TASK_QUEUE,
                             description="DAGENT_TASK_QUEUE: where prompts are started and workers poll.")
     payload_dir: str = Field(default=".dagent/payloads", description=(
@@ -92,13 +98,17 @@ class Settings(BaseModel):
         "The environment providers read their API keys and base URLs from (never serialised or shown)."))
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None, *, profile: str | None = None) -> Settings:
+        """Settings from `env`; the Temporal connection from the envconfig profile (`profile` overrides
+        TEMPORAL_PROFILE) and its TEMPORAL_* variables, exactly as the `temporal` CLI reads them."""
         env = dict(os.environ if env is None else env)
         defaults = cls()
         plugins = env.get("DAGENT_PLUGINS")
+        connection = load_profile(env, profile)
         return cls(
-            temporal_address=env.get("TEMPORAL_ADDRESS", defaults.temporal_address),
-            namespace=env.get("TEMPORAL_NAMESPACE", defaults.namespace),
+            temporal_address=connection.address or defaults.temporal_address,
+            namespace=connection.namespace or defaults.namespace,
+            temporal_profile=connection,
             task_queue=env.get("DAGENT_TASK_QUEUE", defaults.task_queue),
             payload_dir=env.get("DAGENT_PAYLOAD_DIR", defaults.payload_dir),
             payload_threshold=int(env.get("DAGENT_PAYLOAD_THRESHOLD", defaults.payload_threshold)),

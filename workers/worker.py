@@ -16,6 +16,7 @@ from agent.plugins import Plugin, load_plugins
 from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
 from agent.providers.registry import resolve_chain
+from workers.connection import connect_client
 from workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, workflow_runner
 from workers.settings import Settings
 
@@ -37,8 +38,9 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
 
 
 async def connect(settings: Settings) -> Client:
-    """A client carrying `DurableAgentPlugin(settings)`: the project's converter, and for its workers the rest."""
-    return await Client.connect(settings.temporal_address, namespace=settings.namespace,
+    """A client carrying `DurableAgentPlugin(settings)`: the project's converter, and for its workers the rest.
+    Connected through the settings' envconfig profile (TLS, API key); `TemporalConnectError` says what failed."""
+    return await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
                                 plugins=[DurableAgentPlugin(settings)])
 
 
