@@ -10,16 +10,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 
-# Install the project (and its pinned temporalio) from the build context; .dockerignore keeps the
+# Install the project (and its pinned temporalio, with the S3 and GCS blob store clients) from the build context; .dockerignore keeps the
 # context to the packages and metadata. The source tree is removed afterwards.
 WORKDIR /src
 COPY . .
-RUN pip install . \
+RUN pip install ".[s3,gcs]" \
     && cd / && rm -rf /src
 
-# Unprivileged runtime user; /data/files is where tools write files (a volume in docker-compose.yml).
+# Unprivileged runtime user; /data holds the local blob directories when no shared store (DAGENT_STORE) is set.
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin dagent \
-    && mkdir -p /data/files && chown -R dagent:dagent /data
+    && mkdir -p /data/files /data/payloads && chown -R dagent:dagent /data
 USER dagent
 WORKDIR /home/dagent
 
@@ -27,7 +27,8 @@ WORKDIR /home/dagent
 # pass OPENAI_API_KEY / ANTHROPIC_API_KEY from the environment.
 ENV TEMPORAL_ADDRESS=temporal:7233 \
     TEMPORAL_NAMESPACE=default \
-    DAGENT_FILE_DIR=/data/files
+    DAGENT_FILE_DIR=/data/files \
+    DAGENT_PAYLOAD_DIR=/data/payloads
 
 ENTRYPOINT ["dagent"]
 CMD ["worker"]

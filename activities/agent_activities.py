@@ -228,7 +228,7 @@ class AgentActivities:
             user_id=inv.user_id, prompt_id=inv.prompt_id, conversation_id=inv.conversation_id,
             tool_call_id=call.id, idempotency_key=f"{inv.workflow_id}/{call.id}",
             state=copy_state(inv.plugin_state), services=self.runtime.services,
-            file_store=self.runtime.file_store, attempt=info.attempt,
+            file_store=self.runtime.file_store.scoped(info.workflow_namespace, inv.prompt_id), attempt=info.attempt,
             progress=lambda message, fraction: activity.heartbeat({"message": message, "fraction": fraction}),
         )
         try:

@@ -51,6 +51,10 @@ class FileStore(Protocol):
 
     def get(self, content_ref: str) -> bytes: ...
 
+    def scoped(self, namespace: str, workflow_id: str) -> FileStore:
+        """The store for one workflow's files (stores that keep files per workflow, for retention)."""
+        ...
+
 
 class DirectoryFileStore:
     """Content-addressed files in a directory (`sha256:<hex>` refs), safe to write twice on retries."""
@@ -71,6 +75,9 @@ class DirectoryFileStore:
         if scheme != "sha256" or not digest.isalnum():
             raise ValueError(f"not a file reference of this store: {content_ref!r}")
         return (self.root / digest).read_bytes()
+
+    def scoped(self, namespace: str, workflow_id: str) -> DirectoryFileStore:
+        return self
 
 
 @dataclass

@@ -117,8 +117,11 @@ def worker(
     settings = settings.model_copy(update=update)
 
     async def main() -> int:
+        from workers.blobstore import check_store
+        from workers.connection import describe_security
         from workers.worker import build_runtime, connect, create_worker
 
+        await check_store(settings.blob_objects())  # refuse to start without a usable store
         runtime = build_runtime(settings)
         client = await connect(settings)
         stop = asyncio.Event()
@@ -127,7 +130,10 @@ def worker(
             loop.add_signal_handler(sig, stop.set)
         try:
             async with create_worker(client, runtime, task_queue=settings.task_queue):
-                err_console.print(f"worker on {settings.temporal_address} queue={settings.task_queue} "
+                err_console.print(f"worker on {settings.temporal_address} "
+                                  f"({describe_security(settings.temporal_profile)}) "
+                                  f"queue={settings.task_queue} store={settings.blob_objects().location} "
+                                  f"codec={'on' if settings.codec_keys else 'off'} "
                                   f"plugins={','.join(settings.plugins)} models={settings.model_tiers}")
                 await stop.wait()
         finally:
@@ -407,6 +413,97 @@ def cancel(prompt_id: str, address: AddressOption = None, profile: ProfileOption
     async def main() -> int:
         await (await AgentClient.connect(settings)).prompt(prompt_id).cancel()
         console.print(f"cancellation requested for {prompt_id}")
+        return 0
+
+    _run_async(main)
+
+
+# --- deployment: codec server, blob store ---------------------------------------------------------
+
+
+@app.command("codec-server")
+def codec_server(
+    host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port")] = 8081,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        help="Origin of the Temporal UI allowed to call it (repeatable; default: $DAGENT_UI_URL)")] = None,
+) -> None:
+    """Serve the payload codec over HTTP (/encode, /decode) for the Temporal UI and CLI.
+
+    Keys from DAGENT_CODEC_KEYS; every request must carry `Authorization: Bearer $DAGENT_CODEC_AUTH_TOKEN`
+    when that variable is set."""
+    from workers.codec_server import serve
+
+    settings = _settings(None)
+    origins = list(cors_origin or settings.codec_cors_origins or [settings.ui_url])
+    token = settings.codec_auth_token.get_secret_value() if settings.codec_auth_token else None
+
+    async def main() -> int:
+        codec = settings.codec()
+        if codec is None:
+            raise ValueError("DAGENT_CODEC_KEYS is not set: there is nothing to decode with")
+        runner = await serve(codec, host=host, port=port, origins=origins, auth_token=token)
+        err_console.print(f"codec server on http://{host}:{port} keys={','.join(codec.key_ids)} "
+                          f"active={codec.active_key_id} cors={','.join(origins)} auth={'on' if token else 'off'}")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+        return 0
+
+    _run_async(main)
+
+
+store_app = typer.Typer(help="The blob store of payloads and files (DAGENT_STORE).", no_args_is_help=True)
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("check")
+def store_check() -> None:
+    """Write and read back a probe object: exit 0 when the configured store is usable."""
+    from workers.blobstore import check_store
+
+    settings = _settings(None)
+
+    async def main() -> int:
+        await check_store(settings.blob_objects())
+        console.print(f"store ok: {settings.blob_objects().location}")
+        return 0
+
+    _run_async(main)
+
+
+@store_app.command("sweep")
+def store_sweep(
+    address: AddressOption = None,
+    profile: ProfileOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be removed")] = False,
+    grace_minutes: Annotated[int, typer.Option(help="Never remove blobs written this recently")] = 60,
+) -> None:
+    """Remove local-directory blobs of workflows past the namespace's retention (S3/GCS: use a lifecycle
+    rule, see README "Deploying")."""
+    from datetime import timedelta
+
+    from workers.blobstore import DirectoryObjects
+    from workers.retention import sweep_directory
+    from workers.worker import connect
+
+    settings = _settings(address, profile)
+
+    async def main() -> int:
+        if not isinstance(settings.blob_objects(), DirectoryObjects):
+            raise ValueError(f"{settings.blob_objects().location} is swept by its lifecycle rule, not by dagent "
+                             "(README: Deploying)")
+        client = await connect(settings)
+        roots = [Path(settings.payload_dir), Path(settings.file_dir)]
+        report = await sweep_directory(client, roots, grace=timedelta(minutes=grace_minutes), dry_run=dry_run)
+        verb = "would remove" if dry_run else "removed"
+        for label in report.removed:
+            console.print(f"{verb} {label}")
+        console.print(f"{verb} blobs of {len(report.removed)} workflow run(s), {report.bytes_removed} bytes; "
+                      f"kept {len(report.kept)}; namespace retention {report.retention}")
         return 0
 
     _run_async(main)

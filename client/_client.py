@@ -223,6 +223,10 @@ class AgentClient:
                                       plugins=[DurableAgentPlugin(settings)])
         return cls(client, settings)
 
+    async def read_file(self, content_ref: str) -> bytes:
+        """The content of a file a tool attached (`FileOutput.content_ref`), from the shared store."""
+        return await self.settings.file_store().aget(content_ref)
+
     async def start(self, input: str | None, *, user_id: str = "anonymous", model: ModelTier = "normal",
                     prompt_id: str | None = None, conversation_id: str | None = None,
                     instructions: str | None = None, max_rounds: int | None = None,

@@ -132,6 +132,36 @@ def test_stack_shape() -> None:
         assert env[var] is None, f"{var} must be passed through from the host, got {env[var]!r}"
     for var in ("TEMPORAL_NAMESPACE", "DAGENT_TASK_QUEUE"):
         assert var in env
+    # secured Temporal and encryption keys: passed through from the host, never set here
+    for var in ("TEMPORAL_API_KEY", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH",
+                "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "DAGENT_CODEC_KEYS"):
+        assert var in env and env[var] is None, var
+
+
+def test_stack_keeps_no_machine_local_state() -> None:
+    """Workers scale and are re-created freely: no worker volume, no fixed name or host port, every
+    payload and file in the shared MinIO bucket (created, with its lifecycle rule, by minio-setup)."""
+    services: dict[str, Any] = _resolved_config()["services"]
+    worker = services["worker"]
+    assert not worker.get("volumes") and "container_name" not in worker and not worker.get("ports")
+    env = worker["environment"]
+    assert env["DAGENT_STORE"] == "s3://dagent" and env["DAGENT_S3_ENDPOINT_URL"] == "http://minio:9000"
+    assert worker["depends_on"]["minio-setup"]["condition"] == "service_completed_successfully"
+    minio = services["minio"]
+    assert minio["image"].startswith("minio/minio:") and "healthcheck" in minio
+    assert any("/data" in str(v) for v in minio["volumes"])
+    assert env["AWS_ACCESS_KEY_ID"] == minio["environment"]["MINIO_ROOT_USER"]
+    setup = services["minio-setup"]
+    assert setup["depends_on"]["minio"]["condition"] == "service_healthy"
+    script = (ROOT / "deploy" / "minio-setup.sh").read_text()
+    assert 'mc mb --ignore-existing "store/$DAGENT_BUCKET"' in script and "mc ilm rule add" in script
+    codec = services["codec-server"]
+    assert codec["command"][:1] == ["codec-server"] and codec["environment"]["DAGENT_CODEC_KEYS"] is None
+    assert codec["environment"]["DAGENT_CODEC_CORS_ORIGINS"] == "http://localhost:8080"
+    assert services["temporal-ui"]["environment"]["TEMPORAL_CODEC_ENDPOINT"] == "http://localhost:8081"
+    named = {str(v).split(":")[0] for svc in services.values() for v in svc.get("volumes", [])
+             if not str(v).startswith(("/", "."))}
+    assert named <= {"postgres-data", "minio-data"}, named
 
 
 def test_no_secrets_in_deploy_files() -> None:
@@ -159,7 +189,7 @@ def test_deploy_config_matches_dev_server() -> None:
 def test_dockerfile_and_dockerignore() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
-    assert "pip install ." in dockerfile
+    assert 'pip install ".[s3,gcs]"' in dockerfile  # the blob store clients are in the image
     assert 'ENTRYPOINT ["dagent"]' in dockerfile and 'CMD ["worker"]' in dockerfile
     # every package pyproject ships is in the (allow-list) build context
     pyproject = (ROOT / "pyproject.toml").read_text()

@@ -21,8 +21,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from client import AgentClient
-from tests.support.workers import TEST_SETTINGS
 from tests.support.tls_proxy import TLSProxy, server_context
+from tests.support.workers import TEST_SETTINGS
 from workers.connection import TemporalConnectError, describe_security
 from workers.settings import Settings
 from workers.worker import build_runtime, connect, create_worker

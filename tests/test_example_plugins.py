@@ -84,7 +84,8 @@ async def test_file_write_records_a_file_the_model_sees_only_as_a_summary(dev_en
     assert attached.tool_call_id == written.id
     assert attached.name == "plan.md" and attached.media_type == "text/markdown"
     assert attached.size == len(content.encode())
-    assert (tmp_path / attached.content_ref.removeprefix("sha256:")).read_text() == content
+    assert (tmp_path / attached.content_ref.removeprefix("dir:")).read_text() == content
+    assert attached.content_ref.startswith(f"dir:v0/ns/default/files/wi/{prompt.id}/")
     # The next model call sees the summary and the reference; the content appears only in the model's own
     # call arguments (it wrote them), never in the tool result or the file's projection.
     following = model.requests[1].messages

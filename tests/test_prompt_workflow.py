@@ -185,8 +185,9 @@ async def test_widget_and_file_follow_their_calls_batch(dev_env: WorkflowEnviron
     assert isinstance(widget, WidgetOutput) and widget.data == {"note": "hello"}
     assert widget.tool_call_id == file.tool_call_id == prompt.output[0].id  # type: ignore[union-attr]
     assert isinstance(file, FileOutput) and file.size == 5 and file.summary == "a note of 5 characters"
-    stored = tmp_path / file.content_ref.removeprefix("sha256:")
-    assert stored.read_text() == "hello"
+    assert file.content_ref.startswith(f"dir:v0/ns/default/files/wi/{prompt.id}/d/sha256/")
+    assert (tmp_path / file.content_ref.removeprefix("dir:")).read_text() == "hello"
+    assert await client.read_file(file.content_ref) == b"hello"
     # The model saw the file summary, never the widget.
     texts = [getattr(m, "text", "") for m in model.requests[1].messages]
     assert any("a note of 5 characters" in t for t in texts)

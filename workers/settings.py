@@ -11,11 +11,13 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
 
 from agent.model_settings import ModelSettings, check_settings_json
+from workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
+from workers.codec import AESGCMCodec, codec_from_env
 from workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 from workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
 
@@ -97,6 +99,21 @@ class Settings(BaseModel):
     provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The environment providers read their API keys and base URLs from (never serialised or shown)."))
 
+    # --- the blob store and payload encryption (both client and worker; see README "Deploying") ---
+    store: str = Field(default="", description=(
+        "DAGENT_STORE: empty = the local directories `payload_dir` / `file_dir`; `s3://bucket` or `gs://bucket` "
+        "= one store for payloads and files shared by every client and worker."))
+    s3_endpoint_url: str | None = Field(default=None, description=(
+        "DAGENT_S3_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL): an S3-compatible server (MinIO)."))
+    codec_keys: SecretStr | None = Field(default=None, repr=False, description=(
+        "DAGENT_CODEC_KEYS: `key-id:<base64 32 bytes>,...` switches on AES-GCM payload encryption."))
+    codec_key_id: str | None = Field(default=None, description=(
+        "DAGENT_CODEC_KEY_ID: the key new payloads are encrypted with (default: the first listed)."))
+    codec_auth_token: SecretStr | None = Field(default=None, repr=False, description=(
+        "DAGENT_CODEC_AUTH_TOKEN: `dagent codec-server` requires `Authorization: Bearer <token>`."))
+    codec_cors_origins: tuple[str, ...] = Field(default=(), description=(
+        "DAGENT_CODEC_CORS_ORIGINS: comma-separated UI origins the codec server answers (default: DAGENT_UI_URL)."))
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, profile: str | None = None) -> Settings:
         """Settings from `env`; the Temporal connection from the envconfig profile (`profile` overrides
@@ -127,10 +144,38 @@ class Settings(BaseModel):
             workflow_sandbox=_sandbox(env.get("DAGENT_WORKFLOW_SANDBOX", defaults.workflow_sandbox)),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
             provider_env=env,
+            store=env.get("DAGENT_STORE", defaults.store).strip(),
+            s3_endpoint_url=(env.get("DAGENT_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3")
+                             or env.get("AWS_ENDPOINT_URL") or None),
+            codec_keys=SecretStr(env["DAGENT_CODEC_KEYS"]) if env.get("DAGENT_CODEC_KEYS", "").strip() else None,
+            codec_key_id=env.get("DAGENT_CODEC_KEY_ID") or None,
+            codec_auth_token=SecretStr(env["DAGENT_CODEC_AUTH_TOKEN"]) if env.get("DAGENT_CODEC_AUTH_TOKEN") else None,
+            codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
+                                     if o.strip()),
         )
 
+    def blob_objects(self) -> ObjectClient:
+        """Where payloads above the threshold go: the payload directory, or the shared S3/GCS store."""
+        return objects_for(self.store, self.payload_dir, s3_endpoint_url=self.s3_endpoint_url)
+
+    def file_store(self) -> BlobFileStore:
+        """Where `ToolContext.add_file` contents go: the file directory, or the same shared store."""
+        objects = self.blob_objects()
+        if isinstance(objects, DirectoryObjects):
+            objects = objects_for("", self.file_dir)
+        return BlobFileStore(objects, namespace=self.namespace)
+
+    def codec(self) -> AESGCMCodec | None:
+        """The payload codec when `codec_keys` is set (a `CodecKeyError` names a bad entry)."""
+        if self.codec_keys is None:
+            return None
+        codec_env = {"DAGENT_CODEC_KEYS": self.codec_keys.get_secret_value()}
+        if self.codec_key_id:
+            codec_env["DAGENT_CODEC_KEY_ID"] = self.codec_key_id
+        return codec_from_env(codec_env)
+
     def data_converter(self) -> DataConverter:
-        return data_converter(self.payload_dir, threshold=self.payload_threshold)
+        return data_converter(self.blob_objects(), threshold=self.payload_threshold, codec=self.codec())
 
     @property
     def model_tiers(self) -> dict[str, str]:

@@ -1,78 +1,28 @@
-"""The data converter every client and worker uses: pydantic JSON, with large payloads kept out of history.
+"""The data converter every client and worker uses: pydantic JSON, optionally encrypted, with large payloads
+kept out of history in the blob store (workers/blobstore.py).
 
-Payloads above a threshold (a whole prompt record, a conversation's history, a big tool output) are
-stored by Temporal's external storage in a content-addressed directory, and history holds only a small
-reference. Clients and workers must share that directory (same machine, or a shared volume); on a real
-cluster swap the driver for `temporalio.contrib.aws.s3driver` or `temporalio.contrib.gcp.gcsdriver`.
+Payloads above a threshold (a whole prompt record, a conversation's history, a big tool output) are stored
+by Temporal's external storage, and history holds only a small reference. Every client and worker must
+use the same store (the same directory, or the same S3/GCS bucket) and the same codec keys.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import hashlib
-from collections.abc import Sequence
 from pathlib import Path
 
-from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import (
-    DataConverter,
-    ExternalStorage,
-    StorageDriver,
-    StorageDriverClaim,
-    StorageDriverRetrieveContext,
-    StorageDriverStoreContext,
-)
+from temporalio.converter import DataConverter, ExternalStorage, PayloadCodec
+
+from workers.blobstore import ObjectClient, objects_for, payload_driver
 
 DEFAULT_PAYLOAD_THRESHOLD = 256 * 1024
 
 
-class DirectoryStorageDriver(StorageDriver):
-    """Payloads as files named by their SHA-256: idempotent under retries, safe to share between processes."""
-
-    def __init__(self, root: Path, name: str = "dagent-dir") -> None:
-        self.root = root
-        self._name = name
-
-    def name(self) -> str:
-        return self._name
-
-    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        return await asyncio.to_thread(self._store_all, payloads)
-
-    async def retrieve(self, context: StorageDriverRetrieveContext,
-                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
-        return await asyncio.to_thread(self._retrieve_all, claims)
-
-    def _store_all(self, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        claims = []
-        for payload in payloads:
-            data = payload.SerializeToString()
-            digest = hashlib.sha256(data).hexdigest()
-            path = self.root / digest
-            if not path.exists():
-                partial = path.with_suffix(f".{digest[:8]}.tmp")
-                partial.write_bytes(data)
-                partial.replace(path)
-            claims.append(StorageDriverClaim(claim_data={"sha256": digest}))
-        return claims
-
-    def _retrieve_all(self, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
-        payloads = []
-        for claim in claims:
-            digest = claim.claim_data["sha256"]
-            if not digest.isalnum():
-                raise ValueError(f"not a payload reference of this store: {digest!r}")
-            payload = Payload()
-            payload.ParseFromString((self.root / digest).read_bytes())
-            payloads.append(payload)
-        return payloads
-
-
-def data_converter(payload_dir: str | Path, *, threshold: int = DEFAULT_PAYLOAD_THRESHOLD) -> DataConverter:
-    """pydantic JSON plus external storage of payloads of `threshold` bytes or more in `payload_dir`."""
-    storage = ExternalStorage(drivers=[DirectoryStorageDriver(Path(payload_dir).absolute())],
-                              payload_size_threshold=threshold)
-    return dataclasses.replace(pydantic_data_converter, external_storage=storage)
+def data_converter(store: ObjectClient | str | Path, *, threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
+                   codec: PayloadCodec | None = None) -> DataConverter:
+    """pydantic JSON, the `codec` (encryption) if any, then external storage of payloads of `threshold`
+    bytes or more in `store` (an object client, or a local directory path)."""
+    objects = store if isinstance(store, ObjectClient) else objects_for("", store)
+    storage = ExternalStorage(drivers=[payload_driver(objects)], payload_size_threshold=threshold)
+    return dataclasses.replace(pydantic_data_converter, external_storage=storage, payload_codec=codec)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
@@ -11,7 +10,7 @@ from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
 from activities.runtime import AgentRuntime
-from agent.context import DirectoryFileStore, Services
+from agent.context import Services
 from agent.plugins import Plugin, load_plugins
 from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
@@ -32,7 +31,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
     return AgentRuntime(
         plugins=list(plugins) if plugins is not None else load_plugins(settings.plugins),
         providers=dict(providers), model_settings=settings.tier_settings, services=Services(services),
-        file_store=DirectoryFileStore(Path(settings.file_dir)), prices=PriceTable.load(settings.prices),
+        file_store=settings.file_store(), prices=PriceTable.load(settings.prices),
         stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
     )
 
