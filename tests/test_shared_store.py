@@ -253,3 +253,45 @@ async def test_gcs_store_round_trip(dev_env: WorkflowEnvironment, tmp_path: Path
         assert _files_under(tmp_path) == []
     finally:
         server.stop()
+
+
+async def test_unreachable_store_makes_the_prompt_wait_with_the_reason_then_carry_on(
+        dev_env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The S3 server goes away after the client stored the prompt's input: the workflow task fails with a
+    reason naming the store and the key (recorded in history) and retries; once the server is back on the
+    same address, the prompt completes. Nothing is lost."""
+    for name, value in AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    s3 = S3(endpoint, f"dagent-{uuid.uuid4().hex[:10]}")
+    boto3.client("s3", endpoint_url=endpoint, **_aws_kwargs()).create_bucket(Bucket=s3.bucket)
+    settings = _s3_settings(dev_env, s3, tmp_path, f"s3-down-{uuid.uuid4().hex[:8]}")
+    client = await AgentClient.connect(settings)
+    handle = await client.start(BIG_INPUT)
+    server.stop()  # moto keeps its buckets in this process: a new server on the port serves the same data
+
+    model = ScriptedModel([text("made it")])
+    runtime = build_runtime(settings, plugins=[], providers={"normal": model, "high": model})
+    async with create_worker(client.client, runtime, task_queue=settings.task_queue):
+        reason = ""
+        for _ in range(600):
+            history = await handle.workflow.fetch_history()
+            failed = [e for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
+            if failed:
+                reason = failed[0].workflow_task_failed_event_attributes.failure.message
+                break
+            await asyncio.sleep(0.1)
+        expected = f"payload store s3://{s3.bucket} at {endpoint}: cannot read key v0/ns/default/"
+        assert reason.startswith(expected), reason
+        assert f"/wi/{handle.id}/" in reason
+        assert (await handle.workflow.describe()).status.name == "RUNNING"  # waiting, not failed
+        restarted = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        restarted.start()
+        try:
+            prompt = await handle.result()
+        finally:
+            restarted.stop()
+    assert prompt.state == "completed" and prompt.input == BIG_INPUT
