@@ -55,8 +55,8 @@ class Settings(BaseModel):
 
     # --- both client and worker ---
     temporal_address: str = Field(default=DEFAULT_ADDRESS, description=(
-        "TEMPORAL_ADDRESS (or the address of the TEMPORAL_PROFILE profile): the frontend, host:port."))
-    namespace: str = Field(default=DEFAULT_NAMESPACE, description="TEMPORAL_NAMESPACE (or the profile's).")
+        "TEMPORAL_ADDRESS: the frontend, host:port (or the address of the TEMPORAL_PROFILE profile)."))
+    namespace: str = Field(default=DEFAULT_NAMESPACE, description="TEMPORAL_NAMESPACE: (or the profile's).")
     temporal_profile: ClientConfigProfile | None = Field(default=None, exclude=True, repr=False, description=(
         "TLS, API key and gRPC metadata from `temporalio.envconfig`: the TOML profile file (TEMPORAL_CONFIG_FILE,"
         " TEMPORAL_PROFILE or `--profile`) and TEMPORAL_API_KEY / TEMPORAL_TLS_* (never serialised or shown)."))
@@ -104,7 +104,7 @@ class Settings(BaseModel):
         "DAGENT_STORE: empty = the local directories `payload_dir` / `file_dir`; `s3://bucket` or `gs://bucket` "
         "= one store for payloads and files shared by every client and worker."))
     s3_endpoint_url: str | None = Field(default=None, description=(
-        "DAGENT_S3_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL): an S3-compatible server (MinIO)."))
+        "DAGENT_S3_ENDPOINT_URL: an S3-compatible server such as MinIO (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)."))
     codec_keys: SecretStr | None = Field(default=None, repr=False, description=(
         "DAGENT_CODEC_KEYS: `key-id:<base64 32 bytes>,...` switches on AES-GCM payload encryption."))
     codec_key_id: str | None = Field(default=None, description=(
