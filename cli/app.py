@@ -117,9 +117,11 @@ def worker(
     settings = settings.model_copy(update=update)
 
     async def main() -> int:
+        from contextlib import AsyncExitStack
+
         from workers.blobstore import check_store
         from workers.connection import describe_security
-        from workers.worker import build_runtime, connect, create_worker
+        from workers.worker import build_runtime, connect, create_workers
 
         await check_store(settings.blob_objects())  # refuse to start without a usable store
         runtime = build_runtime(settings)
@@ -129,10 +131,14 @@ def worker(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
-            async with create_worker(client, runtime, task_queue=settings.task_queue):
+            async with AsyncExitStack() as workers:
+                for one in create_workers(client, runtime, settings):
+                    await workers.enter_async_context(one)
+                queues = [settings.task_queue] if settings.worker_queues != "models" else []
+                queues += settings.model_queues if settings.worker_queues != "workflows" else []
                 err_console.print(f"worker on {settings.temporal_address} "
                                   f"({describe_security(settings.temporal_profile)}) "
-                                  f"queue={settings.task_queue} store={settings.blob_objects().location} "
+                                  f"queues={','.join(queues)} store={settings.blob_objects().location} "
                                   f"codec={'on' if settings.codec_keys else 'off'} "
                                   f"plugins={','.join(settings.plugins)} models={settings.model_tiers}")
                 await stop.wait()

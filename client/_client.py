@@ -236,6 +236,7 @@ class AgentClient:
         prompt_id = prompt_id or new_prompt_id()
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
+        options.setdefault("model_task_queue", self.settings.model_queue_for(model))
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
                                 conversation_id=conversation_id, instructions=instructions,
                                 history=history or [], **options)
@@ -254,6 +255,7 @@ class AgentClient:
         """Start (or attach to, if it runs already) a conversation. `options`: further
         `ConversationRequest` fields (instructions, max_rounds, prompts_per_run, plugin_state)."""
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
+        options.setdefault("model_task_queue", self.settings.model_queue_for(model))
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
         handle = await self.client.start_workflow(
             CONVERSATION_WORKFLOW, request, id=conversation_id, task_queue=self.settings.task_queue,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
@@ -25,6 +25,7 @@ DEFAULT_TASK_QUEUE = "durable-agent"
 DEMO_MODEL = "scripted:plugins.demo:demo_model"
 DEMO_PLUGINS = "plugins.demo:plugin"
 WorkflowSandbox = Literal["off", "on", "strict"]
+WorkerQueues = Literal["all", "workflows", "models"]
 
 
 def _tristate(value: str | None) -> bool | None:
@@ -36,6 +37,19 @@ def _tristate(value: str | None) -> bool | None:
 def _model_settings(env: Mapping[str, str], var: str) -> ModelSettings | None:
     value = env.get(var, "").strip()
     return check_settings_json(value, source=var) if value else None
+
+
+def _optional_number(env: Mapping[str, str], var: str, kind: type[int] | type[float]) -> Any:
+    value = env.get(var, "").strip()
+    if not value:
+        return None
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(f"{var} must be a number, not {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"{var} must be greater than 0, not {value!r}")
+    return number
 
 
 def _sandbox(value: str) -> WorkflowSandbox:
@@ -83,6 +97,21 @@ class Settings(BaseModel):
         "the high tier uses the normal model)."))
     model_fallback_attempts: int = Field(default=3, description=(
         "DAGENT_MODEL_FALLBACK_ATTEMPTS: attempts of a retryable failure before a fallback chain moves on."))
+    model_task_queue: str = Field(default="", description=(
+        "DAGENT_MODEL_TASK_QUEUE (client and worker): the task queue of model calls; empty = `task_queue`."))
+    model_task_queue_high: str = Field(default="", description=(
+        "DAGENT_MODEL_TASK_QUEUE_HIGH (client and worker): the high tier's own model queue (e.g. another "
+        "provider's rate limit); empty = `model_task_queue`."))
+    worker_queues: WorkerQueues = Field(default="all", description=(
+        "DAGENT_WORKER_QUEUES: what `dagent worker` polls: `all`, `workflows` (workflows and tools) or "
+        "`models` (model calls only)."))
+    model_concurrency: int | None = Field(default=None, description=(
+        "DAGENT_MODEL_CONCURRENCY: model calls one worker runs at once on a model queue."))
+    model_rate: float | None = Field(default=None, description=(
+        "DAGENT_MODEL_RATE: model calls per second handed out on a model queue to all workers together "
+        "(Temporal's max_task_queue_activities_per_second, enforced by the server)."))
+    model_worker_rate: float | None = Field(default=None, description=(
+        "DAGENT_MODEL_WORKER_RATE: model calls per second one worker starts (max_activities_per_second)."))
     plugins: tuple[str, ...] = Field(default=(DEMO_PLUGINS,), description=(
         "DAGENT_PLUGINS: comma-separated `module:attribute` plugin paths (empty for none)."))
     file_dir: str = Field(default=".dagent/files", description="DAGENT_FILE_DIR: where tools store files.")
@@ -136,6 +165,12 @@ class Settings(BaseModel):
             model_settings_normal=_model_settings(env, "DAGENT_MODEL_SETTINGS_NORMAL"),
             model_settings_high=_model_settings(env, "DAGENT_MODEL_SETTINGS_HIGH"),
             model_fallback_attempts=int(env.get("DAGENT_MODEL_FALLBACK_ATTEMPTS", defaults.model_fallback_attempts)),
+            model_task_queue=env.get("DAGENT_MODEL_TASK_QUEUE", defaults.model_task_queue),
+            model_task_queue_high=env.get("DAGENT_MODEL_TASK_QUEUE_HIGH", defaults.model_task_queue_high),
+            worker_queues=env.get("DAGENT_WORKER_QUEUES", defaults.worker_queues),  # type: ignore[arg-type]
+            model_concurrency=_optional_number(env, "DAGENT_MODEL_CONCURRENCY", int),
+            model_rate=_optional_number(env, "DAGENT_MODEL_RATE", float),
+            model_worker_rate=_optional_number(env, "DAGENT_MODEL_WORKER_RATE", float),
             plugins=tuple(p.strip() for p in plugins.split(",") if p.strip()) if plugins is not None
             else defaults.plugins,
             file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
@@ -180,6 +215,16 @@ class Settings(BaseModel):
     @property
     def model_tiers(self) -> dict[str, str]:
         return {"normal": self.model_normal, "high": self.model_high or self.model_normal}
+
+    def model_queue_for(self, tier: str) -> str | None:
+        """The task queue of a tier's model calls; None: the workflow's own queue."""
+        if tier == "high" and self.model_task_queue_high:
+            return self.model_task_queue_high
+        return self.model_task_queue or None
+
+    @property
+    def model_queues(self) -> list[str]:
+        return list(dict.fromkeys(q for q in (self.model_queue_for("normal"), self.model_queue_for("high")) if q))
 
     @property
     def tier_settings(self) -> dict[str, ModelSettings]:

@@ -106,7 +106,7 @@ class ConversationWorkflow:
                 names.PROMPT_WORKFLOW,
                 PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
                               conversation_id=self._id, model=request.model, input=item.input,
-                              model_settings=request.model_settings,
+                              model_settings=request.model_settings, model_task_queue=request.model_task_queue,
                               instructions=instructions, history=self._history, plugin_state=self._plugin_state,
                               max_rounds=request.max_rounds, fail_workflow_on_error=False),
                 id=item.prompt_id, static_summary=f"prompt {item.prompt_id}", result_type=Prompt,

@@ -209,6 +209,7 @@ class PromptWorkflow:
                     MODEL_ROUND_ACTIVITY, round_input,
                     result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT,
                     heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
+                    task_queue=request.model_task_queue or None,
                     summary=self._model_summary(round_number, round_input.fallback, next_model),
                 )
                 break

@@ -43,6 +43,7 @@ class PromptRequest(_Model):
     conversation_id: str | None = None
     model: ModelTier = "normal"
     model_settings: ModelSettings | None = Field(default=None, description="Over the tier's settings.")
+    model_task_queue: str | None = Field(default=None, description="Where model calls run; None: this queue.")
     visible: bool = True
     input: str | None = Field(default=None, min_length=1, max_length=MAX_INPUT_CHARS,
                               description="The user's message; None for system-initiated prompts.")
@@ -332,6 +333,7 @@ class ConversationRequest(_Model):
     user_id: str = "anonymous"
     model: ModelTier = "normal"
     model_settings: ModelSettings | None = None
+    model_task_queue: str | None = None
     instructions: str | None = None
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
     prompts_per_run: int = Field(default=100, ge=1, description="Continue-as-new after this many prompts.")

@@ -18,6 +18,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,6 +90,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    at: float = 0.0  # time.monotonic() when it arrived
+    rate_limited: bool = False  # answered 429 by `FakeLLMServer.rate_limit`
 
 
 # --- response bodies per protocol ---------------------------------------------------------------
@@ -382,6 +385,8 @@ class FakeLLMServer:
         self._queues: dict[WireProtocol, deque[_Reply]] = {p: deque() for p in PROTOCOLS}
         self._requests: dict[WireProtocol, list[RecordedRequest]] = {p: [] for p in PROTOCOLS}
         self.pauses: list[bool] = []  # per `SSEOptions.pause_after`: was `resume` set before the timeout?
+        self._limits: dict[WireProtocol, tuple[int, float]] = {}
+        self._served: dict[WireProtocol, deque[float]] = {p: deque() for p in PROTOCOLS}
 
     # lifecycle
 
@@ -408,7 +413,9 @@ class FakeLLMServer:
             for protocol in PROTOCOLS:
                 self._queues[protocol].clear()
                 self._requests[protocol].clear()
+                self._served[protocol].clear()
             self.pauses.clear()
+            self._limits.clear()
         self.server.clear()
         self._register()
 
@@ -442,6 +449,12 @@ class FakeLLMServer:
                     headers: Mapping[str, str] | None = None) -> None:
         self.reply_raw(protocol, error_body(protocol, status, message), status=status, headers=headers)
 
+    def rate_limit(self, protocol: WireProtocol, per_second: int, *, retry_after: float = 1.0) -> None:
+        """Answer 429 (with `Retry-After`) to any request beyond `per_second` served in the last second,
+        like a provider's rate limit; a refused request leaves the reply queue untouched."""
+        with self._lock:
+            self._limits[protocol] = (per_second, retry_after)
+
     # inspection
 
     def requests(self, protocol: WireProtocol) -> list[RecordedRequest]:
@@ -468,7 +481,12 @@ class FakeLLMServer:
             except json.JSONDecodeError:
                 body = request.get_data(as_text=True)
             with self._lock:
-                self._requests[protocol].append(RecordedRequest(request.path, dict(request.headers), body))
+                now = time.monotonic()
+                refused = self._over_limit(protocol, now)
+                self._requests[protocol].append(RecordedRequest(request.path, dict(request.headers), body, now,
+                                                                refused is not None))
+                if refused is not None:
+                    return refused
                 reply = self._queues[protocol].popleft() if self._queues[protocol] else None
             if reply is None:
                 reply = _Reply(418, error_body(protocol, 418, f"fake server: no {protocol} reply queued"), {})
@@ -478,6 +496,22 @@ class FakeLLMServer:
                             content_type="application/json")
 
         return handle
+
+    def _over_limit(self, protocol: WireProtocol, now: float) -> Response | None:
+        """A 429 when `protocol` is rate limited and its budget for the last second is spent (lock held)."""
+        limit = self._limits.get(protocol)
+        if limit is None:
+            return None
+        per_second, retry_after = limit
+        served = self._served[protocol]
+        while served and served[0] <= now - 1.0:
+            served.popleft()
+        if len(served) >= per_second:
+            body = error_body(protocol, 429, f"fake server: more than {per_second} requests per second")
+            return Response(json.dumps(body), status=429, headers={"Retry-After": str(retry_after)},
+                            content_type="application/json")
+        served.append(now)
+        return None
 
     def _stream(self, protocol: WireProtocol, request_body: Mapping[str, Any], reply: _Reply) -> Response:
         options = reply.sse
