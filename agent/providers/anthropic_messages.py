@@ -332,11 +332,15 @@ class AnthropicMessagesProvider:
     name = "anthropic"
 
     def __init__(self, *, model: str, api_key: str | None, base_url: str | None = None,
-                 timeout: float = 120.0, max_tokens: int = DEFAULT_MAX_TOKENS):
+                 timeout: float = 120.0, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 client: anthropic.AsyncAnthropic | Any | None = None, name: str | None = None):
+        """`client`: another client of the Anthropic SDK with the same `messages` API (e.g.
+        `AsyncAnthropicVertex`), built with `max_retries=0`; `name` is then the provider's name in records."""
         self.model = model
         self.max_tokens = max_tokens
         self._api_key = api_key
-        self._client = anthropic.AsyncAnthropic(
+        self.name = name or type(self).name
+        self._client = client or anthropic.AsyncAnthropic(
             api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
         )
 

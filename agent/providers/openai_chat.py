@@ -218,10 +218,13 @@ class OpenAIChatProvider:
     name = "openai-chat"
 
     def __init__(self, *, model: str, api_key: str | None, base_url: str | None = None,
-                 timeout: float = 120.0):
+                 timeout: float = 120.0, client: openai.AsyncOpenAI | None = None, name: str | None = None):
+        """`client`: another OpenAI SDK client (e.g. `AsyncAzureOpenAI`), built with `max_retries=0`; `name` is
+        then the provider's name in records."""
         self.model = model
         self._api_key = api_key
-        self._client = openai.AsyncOpenAI(
+        self.name = name or type(self).name
+        self._client = client or openai.AsyncOpenAI(
             api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
         )
 

@@ -20,6 +20,10 @@ VALID_FORMS = (
     "openai-chat:<model> (Chat Completions; base URL from DAGENT_OPENAI_CHAT_BASE_URL or OPENAI_BASE_URL, "
     "OPENAI_API_KEY optional for local servers)",
     "anthropic:<model> (Anthropic Messages API; needs ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL)",
+    "azure:<deployment> / azure-chat:<deployment> (Azure OpenAI, Responses / Chat Completions; needs "
+    "AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY, OPENAI_API_VERSION)",
+    "anthropic-vertex:<model> (Claude on Google Vertex AI; needs CLOUD_ML_REGION, ANTHROPIC_VERTEX_PROJECT_ID, "
+    "and Google credentials or ANTHROPIC_VERTEX_ACCESS_TOKEN; optional ANTHROPIC_VERTEX_BASE_URL)",
     "scripted:<module>:<attr> (a ScriptedModel, a list of ModelResponse, or a function of the request)",
     "<spec>,<spec>,... (a fallback chain: the next model answers when one fails)",
 )
@@ -57,6 +61,36 @@ def _load_scripted(target: str, spec: str) -> ScriptedModel:
                          "not a ScriptedModel, a list of ModelResponse or a function")
 
 
+def _azure(provider: str, deployment: str, spec: str, env: Mapping[str, str], timeout: float) -> ModelProvider:
+    """Azure OpenAI through the openai SDK's own Azure client (api-key header, api-version, deployment URLs)."""
+    import openai
+
+    api_key = _required(env, "AZURE_OPENAI_API_KEY", spec)
+    client = openai.AsyncAzureOpenAI(
+        azure_endpoint=_required(env, "AZURE_OPENAI_ENDPOINT", spec), api_key=api_key,
+        api_version=_required(env, "OPENAI_API_VERSION", spec), timeout=timeout, max_retries=0)
+    if provider == "azure":
+        from agent.providers.openai_responses import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider(model=deployment, api_key=api_key, client=client, name="azure")
+    from agent.providers.openai_chat import OpenAIChatProvider
+
+    return OpenAIChatProvider(model=deployment, api_key=api_key, client=client, name="azure-chat")
+
+
+def _vertex(model: str, spec: str, env: Mapping[str, str], timeout: float) -> ModelProvider:
+    """Claude on Vertex AI through the anthropic SDK's Vertex client (same Messages API, Google auth)."""
+    import anthropic
+
+    from agent.providers.anthropic_messages import AnthropicMessagesProvider
+
+    token = env.get("ANTHROPIC_VERTEX_ACCESS_TOKEN") or None
+    client = anthropic.AsyncAnthropicVertex(
+        region=_required(env, "CLOUD_ML_REGION", spec), project_id=_required(env, "ANTHROPIC_VERTEX_PROJECT_ID", spec),
+        access_token=token, base_url=env.get("ANTHROPIC_VERTEX_BASE_URL") or None, timeout=timeout, max_retries=0)
+    return AnthropicMessagesProvider(model=model, api_key=token, client=client, name="anthropic-vertex")
+
+
 def resolve_chain(spec: str, env: Mapping[str, str], *, timeout: float = 120.0) -> list[ModelProvider]:
     """A tier's models in fallback order: `openai:gpt-5,anthropic:claude-sonnet-4-5` (one spec: a chain of one)."""
     parts = [part.strip() for part in spec.split(",")]
@@ -91,6 +125,10 @@ def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.
 
             return AnthropicMessagesProvider(model=model, api_key=_required(env, "ANTHROPIC_API_KEY", spec),
                                              base_url=env.get("ANTHROPIC_BASE_URL") or None, timeout=timeout)
+        case "azure" | "azure-chat":
+            return _azure(provider, model, spec, env, timeout)
+        case "anthropic-vertex":
+            return _vertex(model, spec, env, timeout)
         case "scripted":
             return _load_scripted(model, spec)
         case _:

@@ -35,6 +35,14 @@ PATHS: dict[WireProtocol, str] = {
     "anthropic": "/v1/messages",
 }
 FAKE_MODEL = "fake-model"
+# The same protocols behind other clouds' URLs: Azure OpenAI (`AsyncAzureOpenAI`) and Vertex AI
+# (`AsyncAnthropicVertex`, whose streamed replies are the same server-sent events).
+CLOUD_PATHS: dict[WireProtocol, re.Pattern[str]] = {
+    "responses": re.compile(r"^/openai(/v1|/deployments/[^/]+)?/responses$"),
+    "chat": re.compile(r"^/openai/deployments/[^/]+/chat/completions$"),
+    "anthropic": re.compile(r"^/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/[^/:]+"
+                            r":(raw|streamRaw)Predict$"),
+}
 
 
 @dataclass(frozen=True)
@@ -422,6 +430,8 @@ class FakeLLMServer:
     def _register(self) -> None:
         for protocol, path in PATHS.items():
             self.server.expect_request(path, method="POST").respond_with_handler(self._handler(protocol))
+        for protocol, pattern in CLOUD_PATHS.items():
+            self.server.expect_request(pattern, method="POST").respond_with_handler(self._handler(protocol))
 
     def base_url(self, protocol: WireProtocol) -> str:
         """The SDK `base_url` (the OpenAI SDK appends `/responses`, the Anthropic SDK `/v1/messages`)."""
@@ -483,7 +493,8 @@ class FakeLLMServer:
             with self._lock:
                 now = time.monotonic()
                 refused = self._over_limit(protocol, now)
-                self._requests[protocol].append(RecordedRequest(request.path, dict(request.headers), body, now,
+                path = f"{request.path}?{request.query_string.decode()}" if request.query_string else request.path
+                self._requests[protocol].append(RecordedRequest(path, dict(request.headers), body, now,
                                                                 refused is not None))
                 if refused is not None:
                     return refused
