@@ -51,7 +51,7 @@ async def main() -> None:
         settings = Settings(temporal_address=server.address, task_queue="record-histories", file_dir="/tmp/dagent-rec")
         client = await connect(settings)
         runtime = build_runtime(settings, plugins=[scenarios.plugin],
-                                providers={"normal": scenarios.model, "high": scenarios.model})
+                                providers={"normal": scenarios.model, "high": [scenarios.unavailable, scenarios.model]})
         agent = AgentClient(client, settings)
         async with create_worker(client, runtime, task_queue=settings.task_queue):
             done = await agent.start("completed", prompt_id="hist-completed", user_id="u1", conversation_id="c1")
@@ -110,6 +110,15 @@ async def main() -> None:
             await cancelled.cancel()
             await cancelled.result()
             await _save("prompt_cancelled_while_waiting", cancelled.workflow)
+
+            fallback = await agent.start("completed", prompt_id="hist-fallback", model="high",
+                                         model_settings={"temperature": 0.2, "max_output_tokens": 500})
+            await fallback.result()
+            await _save("prompt_model_fallback", fallback.workflow)
+
+            reasoning = await agent.start("reasoning", prompt_id="hist-reasoning")
+            await reasoning.result()
+            await _save("prompt_with_reasoning", reasoning.workflow)
 
             conversation = await agent.start_conversation(conversation_id="hist-conversation", user_id="u1",
                                                           prompts_per_run=1)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolResultMessage, UserMessage
+from agent.models import ReasoningOutput
 from agent.plugins import Plugin
 from agent.providers.base import FatalModelError
 from agent.providers.scripted import ScriptedModel, text, tool_calls
@@ -49,6 +50,10 @@ SCRIPTS: dict[str, list[ModelResponse]] = {
     "approvals": [tool_calls(("demo.pay", {"amount": 200}), ("demo.echo", {"words": "x"}),
                              ("demo.pay", {"amount": 300})), text("approvals done")],
     "invalid": [tool_calls(("demo.pay", {"amount": "x"}), ("demo.nope", {})), text("fed back")],
+    "reasoning": [ModelResponse(
+        reasoning=[ReasoningOutput(provider="anthropic", model="scripted", summary="Pay 5 first.",
+                                   item={"type": "thinking", "thinking": "Pay 5 first.", "signature": "sig-1"})],
+        tool_calls=[ModelToolCall(id="", tool="demo.pay", arguments={"amount": 5})]), text("paid")],
 }
 
 
@@ -64,3 +69,11 @@ def _script(request: ModelRequest) -> ModelResponse:
 
 
 model = ScriptedModel(_script)
+
+
+def _unavailable(request: ModelRequest) -> ModelResponse:
+    raise FatalModelError("scenario: the first model of the chain is unavailable (401)", status=401)
+
+
+# The first model of a fallback chain that always fails, so the chain's second model answers.
+unavailable = ScriptedModel(_unavailable, model="unavailable")
