@@ -17,10 +17,11 @@ from agent.messages import ModelRequest, ReasoningMessage, ToolCallMessage, Tool
 from agent.model_settings import ModelSettings
 from agent.models import ReasoningOutput, TextOutput, ToolOutput
 from agent.plugins import Plugin
+from agent.projection import project_output
 from agent.providers import ToolNameMap, anthropic_messages, openai_chat, openai_responses
 from agent.tools import tool
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, WireProtocol
-from tests.fakes.llm_server import anthropic_body, responses_body, with_reasoning
+from tests.fakes.llm_server import anthropic_body, chat_body, responses_body, with_reasoning
 from tests.fakes.providers import ask, make_provider
 from tests.support.workers import agent_worker
 from workflows.names import REASONING_TOPIC
@@ -167,3 +168,27 @@ async def test_reasoning_deltas_reach_their_own_topic(dev_env: WorkflowEnvironme
     assert len(deltas) > 1 and "".join(d.text for d in deltas) == "Step one. Step two."
     assert [d.offset for d in deltas] == [sum(len(x.text) for x in deltas[:i]) for i in range(len(deltas))]
     assert [o.type for o in prompt.output] == ["reasoning", "text"]
+
+
+async def test_local_chat_servers_reasoning_is_shown_not_sent_back(llm: FakeLLMServer) -> None:
+    """vLLM / DeepSeek / Ollama put reasoning in `reasoning_content` beside the content: shown, never sent."""
+    body = chat_body("42.", [], FakeUsage(3, 1), "qwen3")
+    body["choices"][0]["message"]["reasoning_content"] = "Six times  seven."
+    llm.reply_raw("chat", body)
+    llm.reply_raw("chat", body)
+    provider = make_provider(llm, "chat")
+    thoughts: list[str] = []
+
+    async def on_reasoning(delta: str) -> None:
+        thoughts.append(delta)
+
+    async def on_text(delta: str) -> None:
+        pass
+
+    completed = await provider.complete(ask())
+    streamed = await provider.stream(ask(), on_text, on_reasoning)
+    assert completed.reasoning == streamed.reasoning
+    [shown] = completed.reasoning
+    assert (shown.provider, shown.summary, shown.item) == ("openai-chat", "Six times  seven.", {})
+    assert len(thoughts) > 1 and "".join(thoughts) == "Six times  seven."
+    assert project_output(shown) == []  # nothing to send back to any provider

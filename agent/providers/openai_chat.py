@@ -7,7 +7,9 @@ message with `tool_calls`; tool results become `tool` role messages.
 
 `stream` asks for `stream=True` with `stream_options.include_usage`, forwards content deltas, and gathers
 tool-call fragments by their `index` (`ChatStreamAccumulator`). Servers that send no usage chunk give the same
-`Usage(model_calls=1)` a non-streamed reply without usage gives. A stream that ends without a
+`Usage(model_calls=1)` a non-streamed reply without usage gives. Reasoning that local servers send beside the
+content (`reasoning_content` / `reasoning`) is kept as a `ReasoningOutput` to show the user (streamed to
+`on_reasoning`), never sent back. A stream that ends without a
 `finish_reason` was cut short and is retryable.
 """
 
@@ -30,7 +32,7 @@ from agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent.models import Usage
+from agent.models import ReasoningOutput, Usage
 from agent.providers.base import ModelError, TextSink
 from agent.providers.errors import to_model_error, truncated_stream
 from agent.providers.naming import ToolNameMap
@@ -125,17 +127,37 @@ def usage_from(usage: CompletionUsage | None) -> Usage:
     )
 
 
+PROVIDER = "openai-chat"
+
+
+def reasoning_text(message: object) -> str:
+    """The reasoning a local server puts beside the content (`reasoning_content`: vLLM, DeepSeek;
+    `reasoning`: Ollama, newer vLLM); "" when there is none."""
+    for key in ("reasoning_content", "reasoning"):
+        value = getattr(message, key, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def shown_reasoning(text: str, model: str) -> list[ReasoningOutput]:
+    """Reasoning to show the user. Its `item` stays empty: these servers take no reasoning back."""
+    return [ReasoningOutput(provider=PROVIDER, model=model, summary=text)] if text else []
+
+
 def parse_response(response: ChatCompletion, *, names: ToolNameMap) -> ModelResponse:
     text: str | None = None
     calls: list[ModelToolCall] = []
+    reasoning: list[ReasoningOutput] = []
     if response.choices:
         message = response.choices[0].message
         text = message.content or None
+        reasoning = shown_reasoning(reasoning_text(message), str(response.model or ""))
         for i, call in enumerate(message.tool_calls or []):
             if call.type != "function":
                 continue
             calls.append(tool_call(i, call.id, call.function.name, call.function.arguments, names=names))
-    return ModelResponse(text=text, tool_calls=calls, usage=parse_usage(response),
+    return ModelResponse(reasoning=reasoning, text=text, tool_calls=calls, usage=parse_usage(response),
                          model=str(response.model or ""))
 
 
@@ -162,6 +184,8 @@ class ChatStreamAccumulator:
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: CompletionUsage | None = None
     finish_reason: str | None = None
+    reasoning: list[str] = field(default_factory=list)
+    reasoning_deltas: list[str] = field(default_factory=list)  # since `accumulate` last looked
 
     def add(self, chunk: ChatCompletionChunk) -> str:
         """Take one chunk in; returns its text delta ("" if none)."""
@@ -180,6 +204,9 @@ class ChatStreamAccumulator:
                 continue
             if delta.content:
                 delta_text += delta.content
+            if thought := reasoning_text(delta):
+                self.reasoning.append(thought)
+                self.reasoning_deltas.append(thought)
             for fragment in delta.tool_calls or []:
                 self._add_call_fragment(fragment)
         if delta_text:
@@ -208,7 +235,8 @@ class ChatStreamAccumulator:
     def response(self, *, names: ToolNameMap) -> ModelResponse:
         calls = [tool_call(i, call.id, call.name, "".join(call.arguments), names=names)
                  for i, call in enumerate(self.calls[index] for index in sorted(self.calls))]
-        return ModelResponse(text="".join(self.text) or None, tool_calls=calls, usage=usage_from(self.usage),
+        return ModelResponse(reasoning=shown_reasoning("".join(self.reasoning), self.model),
+                             text="".join(self.text) or None, tool_calls=calls, usage=usage_from(self.usage),
                              model=self.model)
 
 
@@ -247,7 +275,7 @@ class OpenAIChatProvider:
         call = self._client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
         chunks = await open_stream(call, self._error)
         acc = ChatStreamAccumulator()
-        await accumulate(chunks, acc, on_text, self._error)
+        await accumulate(chunks, acc, on_text, self._error, on_reasoning=on_reasoning)
         if acc.finish_reason is None:
             raise truncated_stream(provider=self.name, model=self.model, missing="a finish_reason")
         try:

@@ -302,6 +302,8 @@ def chat_events(body: Mapping[str, Any], *, include_usage: bool) -> list[str]:
     for choice in body.get("choices") or []:
         message = choice.get("message") or {}
         emit({"role": "assistant", "content": ""})
+        for piece in text_pieces(message.get("reasoning_content") or ""):
+            emit({"reasoning_content": piece})
         for piece in text_pieces(message.get("content") or ""):
             emit({"content": piece})
         for i, call in enumerate(message.get("tool_calls") or []):
