@@ -6,6 +6,7 @@ local fake server, which answers 429 (with Retry-After) above its own per-second
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from contextlib import AsyncExitStack
 
@@ -23,6 +24,7 @@ from workers.worker import build_runtime, create_model_worker, create_worker, cr
 
 PROMPTS = 50
 LIMIT = 5  # requests per second: the fake provider's limit and the model queue's configured rate
+RETRY_AFTER = 2.0  # longer than the retry policy's first backoff (1 s), so honouring it is visible
 
 
 def _max_in_any_second(times: list[float]) -> int:
@@ -31,7 +33,7 @@ def _max_in_any_second(times: list[float]) -> int:
 
 async def test_fifty_prompts_stay_under_the_configured_rate(dev_env: WorkflowEnvironment,
                                                             llm: FakeLLMServer) -> None:
-    llm.rate_limit("chat", LIMIT)
+    llm.rate_limit("chat", LIMIT, retry_after=RETRY_AFTER)
     for i in range(PROMPTS):
         llm.reply_text("chat", f"answer {i}")
     queue = f"tq-{uuid.uuid4().hex[:10]}"
@@ -63,6 +65,15 @@ async def test_fifty_prompts_stay_under_the_configured_rate(dev_env: WorkflowEnv
     # out at most LIMIT * (1 + span) calls, and any one second sees at most 2 * LIMIT.
     assert len(times) <= LIMIT * (1 + span)
     assert busiest <= 2 * LIMIT
+    # a prompt answered 429 asks again only after the Retry-After it was given
+    by_prompt: dict[str, list[tuple[float, bool]]] = {}
+    for r in requests:
+        question = next(m["content"] for m in r.body["messages"] if m["role"] == "user")
+        by_prompt.setdefault(question, []).append((r.at, r.rate_limited))
+    for attempts in by_prompt.values():
+        attempts.sort()
+        for (at, limited), (next_at, _) in itertools.pairwise(attempts):
+            assert limited and next_at - at >= RETRY_AFTER
     scheduled = [e.activity_task_scheduled_event_attributes.task_queue.name for e in history.events
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
     assert scheduled == [f"{queue}-models"]
