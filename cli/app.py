@@ -301,7 +301,13 @@ def show(
     settings = _settings(address, profile)
 
     async def main() -> int:
-        prompt = await (await AgentClient.connect(settings)).prompt(prompt_id).get()
+        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        problem = await handle.task_problem()
+        if problem is not None:
+            err_console.print(f"prompt {prompt_id} is stuck: its workflow task failed {problem.attempt} times: "
+                              f"{problem.reason}", markup=False)
+            return 1
+        prompt = await handle.get()
         if as_json:
             console.print_json(prompt.model_dump_json())
         else:
@@ -401,6 +407,23 @@ def pending(
                 console.print(f"{item.prompt_id}  user={item.user_id}  {call.tool_call_id}  {call.tool} "
                               f"{json.dumps(call.input)}  — {call.reason}{path}")
         return 0
+
+    _run_async(main)
+
+
+@app.command()
+def stuck(address: AddressOption = None) -> None:
+    """List prompts and conversations whose workflow task keeps failing, with the reason."""
+    settings = _settings(address)
+
+    async def main() -> int:
+        problems = await (await AgentClient.connect(settings)).stuck()
+        if not problems:
+            console.print("no prompt or conversation is stuck")
+        for problem in problems:
+            console.print(f"{problem.workflow_id}  {problem.workflow_type}  attempt {problem.attempt}: "
+                          f"{problem.reason}")
+        return 1 if problems else 0
 
     _run_async(main)
 

@@ -252,15 +252,16 @@ async def test_signal_path_ignores_bad_decisions_and_records_them(dev_env: Workf
         call_id = (await handle.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
         await handle.approve("call-nope", by="carol")
         await handle.reject(call_id, by="mallory", reason="mine")
-        await handle.workflow.signal("approve", {"tool_call": "missing-field"})  # malformed: dropped by SDK
+        await handle.workflow.signal("approve", {"tool_call": "missing-field"})  # malformed: recorded too
         still = await handle.get()
         for _ in range(50):
-            if len(still.audit) >= 2:
+            if len(still.audit) >= 3:
                 break
             await asyncio.sleep(0.05)
             still = await handle.get()
         assert still.state == "waiting_for_approval"
-        assert [a.kind for a in still.audit] == ["ignored_approve", "ignored_reject"]
+        assert [a.kind for a in still.audit] == ["ignored_approve", "ignored_reject", "ignored_approve"]
+        assert still.audit[2].detail.startswith("not a valid ApproveRequest (tool_call_id: Field required")
         await handle.approve(call_id, by="carol")
         prompt = await handle.result()
         with pytest.raises(DecisionRefused, match="completed"):  # a finished prompt refuses signals outright
