@@ -364,9 +364,11 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> 
     except Exception as exc:
         # Fail closed: a policy that cannot decide leaves the decision to a human.
         return CallNeedingApproval(**fields, approval=ApprovalRequirement(
-            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide."))
+            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
+            input_schema=tool.parameters_schema()))
     if approval is None:
         return ReadyCall(**fields)
     expires = approval.expires_after.total_seconds() if approval.expires_after else None
     return CallNeedingApproval(**fields, approval=ApprovalRequirement(
-        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires))
+        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,
+        input_schema=tool.parameters_schema()))

@@ -313,7 +313,7 @@ def show(
         else:
             for line in describe_prompt(prompt):
                 console.print(line)
-        console.print(f"Temporal UI: {settings.workflow_url(prompt_id)}")
+            console.print(f"Temporal UI: {settings.workflow_url(prompt_id)}")
         return 0
 
     _run_async(main)
@@ -352,7 +352,7 @@ def approve(
         assert tool_call_id is not None
         resolved = await handle.approve(tool_call_id, by=by, input=corrected, wait=True)
         console.print(describe_output(resolved) if resolved else "approved")
-        return 0
+        return 0 if resolved is not None and resolved.result is not None and resolved.result.type == "success" else 1
 
     _run_async(main)
 

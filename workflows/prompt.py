@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import JsonValue
     from temporalio.contrib.workflow_streams import WorkflowStream
 
     from agent.errors import PromptFailedError
@@ -38,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ToolSuccess,
     )
     from workflows import names
+    from workflows.corrections import merge_patch, schema_problem
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
     from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
@@ -139,6 +141,7 @@ class PromptWorkflow:
         )
         self._decisions: dict[str, Decision] = {}
         self._waiting: dict[str, ToolOutput] = {}  # calls waiting for a decision, in record order
+        self._waiting_schemas: dict[str, dict[str, JsonValue] | None] = {}  # their tools' input schemas
         self._child_pending: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
         self._background: set[asyncio.Task[None]] = set()
         if request.parent is not None:
@@ -541,6 +544,7 @@ class PromptWorkflow:
                                    approvers=approval.approvers)
         self._touch(entry)
         self._waiting[entry.id] = entry
+        self._waiting_schemas[entry.id] = approval.input_schema
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
@@ -602,11 +606,19 @@ class PromptWorkflow:
             return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; approvers: {', '.join(allowed)}"
         return None
 
+    def _correction_problem(self, request: ApproveRequest) -> str | None:
+        """Why the approver's corrected fields, merged into the input, do not fit the tool, or None."""
+        waiting = self._waiting.get(request.tool_call_id)
+        if request.input is None or waiting is None:
+            return None
+        problem = schema_problem(merge_patch(waiting.input, request.input), self._waiting_schemas.get(waiting.id))
+        return f"invalid correction for {waiting.tool}: {problem}" if problem else None
+
     def _accept_approval(self, request: ApproveRequest) -> None:
         waiting = self._waiting[request.tool_call_id]
         original = None
-        if request.input is not None:
-            original, waiting.input = waiting.input, request.input
+        if request.input is not None:  # JSON merge patch (RFC 7396): only the corrected fields change
+            original, waiting.input = waiting.input, merge_patch(waiting.input, request.input)
         self._decisions[request.tool_call_id] = Decision(
             decision="approved", by=request.by, at=workflow.now(), original_input=original)
 
@@ -639,6 +651,8 @@ class PromptWorkflow:
         request, problem = decode_payloads(payloads, model)
         if request is not None:
             problem = self._decision_problem(request.tool_call_id, request.by)
+            if problem is None and isinstance(request, ApproveRequest):
+                problem = self._correction_problem(request)
         if problem or request is None:
             raise ValueError(problem)
         return request
@@ -654,7 +668,7 @@ class PromptWorkflow:
         self._take_signal("reject", payloads, RejectRequest, self._reject_if_possible)
 
     def _approve_if_possible(self, request: ApproveRequest) -> str | None:
-        problem = self._decision_problem(request.tool_call_id, request.by)
+        problem = self._decision_problem(request.tool_call_id, request.by) or self._correction_problem(request)
         if problem is None:
             if self._child_call(request.tool_call_id) is not None:
                 self._forward_decision("approve", request)
