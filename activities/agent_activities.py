@@ -52,7 +52,7 @@ from workflows.protocol import (
 
 log = get_logger("dagent.activities")
 
-HEARTBEAT_INTERVAL_SECONDS = 5.0
+HEARTBEAT_INTERVAL_SECONDS = 0.5  # the worker sends at most one per second (workers.plugin.HEARTBEAT_THROTTLE)
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
 
 
@@ -230,6 +230,7 @@ class AgentActivities:
             state=copy_state(inv.plugin_state), services=self.runtime.services,
             file_store=self.runtime.file_store.scoped(info.workflow_namespace, inv.prompt_id), attempt=info.attempt,
             progress=lambda message, fraction: activity.heartbeat({"message": message, "fraction": fraction}),
+            is_cancelled=activity.is_cancelled,
         )
         try:
             async with _heartbeating(min(HEARTBEAT_INTERVAL_SECONDS, call.heartbeat_timeout_seconds / 3)):
