@@ -19,7 +19,7 @@ from agent.models import ToolError, ToolOutput
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 
 LEDGER: list[tuple[str, str, float]] = []  # (tool call key, event, time.monotonic())
 

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
@@ -32,13 +31,10 @@ from temporalio.worker import Worker
 from agent.models import Conversation, Prompt, ToolOutput, ToolSuccess
 from client import AgentClient
 from tests import scenarios
-from tests.conftest import agent_worker
+from tests.support.buggy_workflow import BuggyPromptWorkflow
+from tests.support.workers import agent_worker
 from workers.binaries import temporal_cli_path
 from workers.storage import data_converter
-from workers.worker import workflow_runner
-from workflows.failures import WORKFLOW_FAILURE_TYPES
-from workflows.inputs import raw_payloads
-from workflows.prompt import PromptWorkflow
 from workflows.protocol import PromptRequest
 
 BINARY_JUNK = RawValue(Payload(metadata={"encoding": b"binary/plain"}, data=b"\x00\xff\xfe"))
@@ -170,30 +166,11 @@ async def test_a_raw_conversation_start_with_two_inputs_fails_at_once(dev_env: W
     assert "expected one ConversationRequest payload, got 2" in str(failed.value.cause)
 
 
-@workflow.defn(name="BuggyPromptWorkflow", failure_exception_types=WORKFLOW_FAILURE_TYPES)
-class BuggyPromptWorkflow(PromptWorkflow):
-    """A PromptWorkflow with a bug in its loop (a test double: the real one has no known bug to trigger)."""
-
-    @workflow.init
-    @raw_payloads
-    def __init__(self, *payloads: object) -> None:
-        super().__init__(*payloads)
-
-    @workflow.run
-    @raw_payloads
-    async def run(self, *payloads: object) -> Prompt:
-        return await super().run(*payloads)
-
-    async def _run_rounds(self) -> None:
-        raise KeyError("a bug in the workflow loop")
-
-
 async def test_a_bug_in_workflow_code_fails_the_prompt_visibly_instead_of_retrying_the_task(
         dev_env: WorkflowEnvironment) -> None:
     async with agent_worker(dev_env, plugins=[scenarios.plugin], model=scenarios.model) as client:
         queue = f"{client.settings.task_queue}-buggy"
-        async with Worker(dev_env.client, task_queue=queue, workflows=[BuggyPromptWorkflow],
-                          workflow_runner=workflow_runner("off")):
+        async with Worker(dev_env.client, task_queue=queue, workflows=[BuggyPromptWorkflow]):
             wf = await dev_env.client.start_workflow("BuggyPromptWorkflow", {"input": "hi"}, id="buggy-1",
                                                      task_queue=queue, result_type=Prompt)
             with pytest.raises(WorkflowFailureError):
