@@ -205,6 +205,6 @@ async def test_a_prompt_whose_workflow_task_keeps_failing_is_listed_and_explaine
         finally:
             await wf.terminate("test cleanup")
     assert problem is not None and problem.attempt >= 2 and problem.workflow_type == "PromptWorkflow"
-    assert "No such file" in problem.reason or "FileNotFound" in problem.reason or "not found" in problem.reason
+    assert "payload store" in problem.reason and "cannot read key" in problem.reason  # the store's own message
     assert listed.returncode == 1 and f"{wf.id}  PromptWorkflow  attempt" in listed.stdout
     assert shown.returncode == 1 and shown.stderr.startswith(f"prompt {wf.id} is stuck: its workflow task failed")
