@@ -52,7 +52,7 @@ from workflows.protocol import (
 
 log = get_logger("dagent.activities")
 
-HEARTBEAT_INTERVAL_SECONDS = 5.0
+HEARTBEAT_INTERVAL_SECONDS = 0.5  # the worker sends at most one per second (workers.plugin.HEARTBEAT_THROTTLE)
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
 
 
@@ -230,6 +230,7 @@ class AgentActivities:
             state=copy_state(inv.plugin_state), services=self.runtime.services,
             file_store=self.runtime.file_store.scoped(info.workflow_namespace, inv.prompt_id), attempt=info.attempt,
             progress=lambda message, fraction: activity.heartbeat({"message": message, "fraction": fraction}),
+            is_cancelled=activity.is_cancelled,
         )
         try:
             async with _heartbeating(min(HEARTBEAT_INTERVAL_SECONDS, call.heartbeat_timeout_seconds / 3)):
@@ -364,9 +365,11 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> 
     except Exception as exc:
         # Fail closed: a policy that cannot decide leaves the decision to a human.
         return CallNeedingApproval(**fields, approval=ApprovalRequirement(
-            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide."))
+            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
+            input_schema=tool.parameters_schema()))
     if approval is None:
         return ReadyCall(**fields)
     expires = approval.expires_after.total_seconds() if approval.expires_after else None
     return CallNeedingApproval(**fields, approval=ApprovalRequirement(
-        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires))
+        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,
+        input_schema=tool.parameters_schema()))

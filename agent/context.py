@@ -95,6 +95,14 @@ class ToolContext:
     attempt: int = 1
     progress: Callable[[str, float | None], None] = lambda message, fraction: None
     side_outputs: list[FileOutput | WidgetOutput] = field(default_factory=list)
+    is_cancelled: Callable[[], bool] = lambda: False
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the prompt was cancelled. An async tool is also interrupted at its next `await` (with
+        `asyncio.CancelledError`, which it may catch to clean up, then re-raise); a tool doing blocking work
+        in a thread (`asyncio.to_thread`) should check this between steps and stop."""
+        return self.is_cancelled()
 
     def add_file(self, name: str, content: bytes | str, *, media_type: str = "text/plain",
                  summary: str | None = None) -> FileOutput:

@@ -225,3 +225,4 @@ class Conversation(_Model):
     queued: list[str] = Field(default_factory=list, description="Inputs waiting for the running prompt to end.")
     usage: Usage = Field(default_factory=Usage)
     runs: int = Field(default=1, description="Workflow runs so far (continue-as-new starts a new one).")
+    audit: list[AuditEntry] = Field(default_factory=list, description="Signals this run received and refused.")

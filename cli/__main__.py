@@ -1,3 +1,3 @@
-from cli.app import app
+from cli.app import main
 
-app()
+main()

@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from agent.logging import configure_logging
 from agent.models import TERMINAL_STATES, ModelTier, ToolOutput
+from cli.errors import REFUSED, USER_ERROR, report
 from cli.render import describe_output, describe_prompt
 from client import AgentClient, DecisionRefused, PromptHandle
 from workers.settings import Settings
-from workflows.protocol import StreamEvent, TextDelta
+from workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest, StreamEvent, TextDelta
 
 app = typer.Typer(help="Durable Agent: LLM agents that never lose their place.", no_args_is_help=True,
                   add_completion=False)
@@ -42,28 +44,40 @@ def _run_async(main: Callable[[], Awaitable[int | None]]) -> None:
     except KeyboardInterrupt:
         code = 130
     except DecisionRefused as exc:
-        err_console.print(f"[red]refused:[/red] {exc}")
-        code = 1
+        report("refused", exc)
+        code = REFUSED
     except (ValueError, LookupError, FileNotFoundError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        code = 2
-    except RuntimeError as exc:
-        causes = []
-        cause = exc.__cause__
-        while cause is not None and len(causes) < 5:
-            causes.append(f"{type(cause).__name__}: {cause}")
-            cause = cause.__cause__
-        err_console.print(f"[red]error:[/red] {exc}" + "".join(f"\n  caused by {c}" for c in causes))
-        code = 1
+        report("error", exc)
+        code = USER_ERROR
+    except Exception as exc:  # connection failures, RPC errors: still one line, never a traceback
+        report("error", exc)
+        code = REFUSED
     _exit(code or 0)
+
+
+def main() -> None:
+    """The `dagent` entry point: usage errors are one line on stderr too (exit code 2)."""
+    if len(sys.argv) <= 1:
+        app()  # no arguments: typer prints the help
+    try:
+        app(standalone_mode=False)
+    except typer.Abort:
+        _exit(130)
+    except typer.TyperException as exc:
+        report("error", exc)
+        _exit(USER_ERROR)
+    except Exception as exc:
+        report("error", exc)
+        _exit(REFUSED)
+    _exit(0)
 
 
 def _settings(address: str | None, profile: str | None = None) -> Settings:
     try:
         settings = Settings.from_env(profile=profile)
     except ValueError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        _exit(2)
+        report("error", exc)
+        _exit(USER_ERROR)
     if address:
         settings = settings.model_copy(update={"temporal_address": address})
     configure_logging(settings.log_level)
@@ -230,6 +244,11 @@ def run(
     if model not in ("normal", "high"):
         raise typer.BadParameter("model must be 'normal' or 'high'")
     ask = sys.stdin.isatty() if interactive is None else interactive
+    try:
+        PromptRequest(input=text, max_rounds=max_rounds or DEFAULT_MAX_ROUNDS)  # refuse bad input before connecting
+    except ValidationError as exc:
+        report("error", exc)
+        _exit(USER_ERROR)
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -307,13 +326,19 @@ def show(
     settings = _settings(address, profile)
 
     async def main() -> int:
-        prompt = await (await AgentClient.connect(settings)).prompt(prompt_id).get()
+        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        problem = await handle.task_problem()
+        if problem is not None:
+            err_console.print(f"prompt {prompt_id} is stuck: its workflow task failed {problem.attempt} times: "
+                              f"{problem.reason}", markup=False)
+            return 1
+        prompt = await handle.get()
         if as_json:
             console.print_json(prompt.model_dump_json())
         else:
             for line in describe_prompt(prompt):
                 console.print(line)
-        console.print(f"Temporal UI: {settings.workflow_url(prompt_id)}")
+            console.print(f"Temporal UI: {settings.workflow_url(prompt_id)}")
         return 0
 
     _run_async(main)
@@ -337,7 +362,10 @@ def approve(
     """Approve a pending tool call (or --all of them); waits for and prints the result."""
     settings = _settings(address, profile)
     _one_or_all(tool_call_id, every)
-    corrected = json.loads(input) if input else None
+    try:
+        corrected = json.loads(input) if input else None
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"--input is not valid JSON: {exc}") from exc
     if corrected is not None and not isinstance(corrected, dict):
         raise typer.BadParameter("--input must be a JSON object")
     if corrected is not None and every:
@@ -352,7 +380,7 @@ def approve(
         assert tool_call_id is not None
         resolved = await handle.approve(tool_call_id, by=by, input=corrected, wait=True)
         console.print(describe_output(resolved) if resolved else "approved")
-        return 0
+        return 0 if resolved is not None and resolved.result is not None and resolved.result.type == "success" else 1
 
     _run_async(main)
 
@@ -407,6 +435,23 @@ def pending(
                 console.print(f"{item.prompt_id}  user={item.user_id}  {call.tool_call_id}  {call.tool} "
                               f"{json.dumps(call.input)}  — {call.reason}{path}")
         return 0
+
+    _run_async(main)
+
+
+@app.command()
+def stuck(address: AddressOption = None) -> None:
+    """List prompts and conversations whose workflow task keeps failing, with the reason."""
+    settings = _settings(address)
+
+    async def main() -> int:
+        problems = await (await AgentClient.connect(settings)).stuck()
+        if not problems:
+            console.print("no prompt or conversation is stuck")
+        for problem in problems:
+            console.print(f"{problem.workflow_id}  {problem.workflow_type}  attempt {problem.attempt}: "
+                          f"{problem.reason}")
+        return 1 if problems else 0
 
     _run_async(main)
 
@@ -532,4 +577,4 @@ def demo(
 
 
 if __name__ == "__main__":
-    app()
+    main()

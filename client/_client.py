@@ -27,6 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent.errors import DecisionRefused
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
+from client.stuck import TaskProblem, task_problem, workflows_with_task_problems
 from workers.connection import connect_client
 from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
@@ -132,6 +133,10 @@ class PromptHandle:
 
     async def cancel(self) -> None:
         await self._handle.cancel()
+
+    async def task_problem(self) -> TaskProblem | None:
+        """Why this prompt's workflow task keeps failing (e.g. a payload missing from storage), or None."""
+        return await task_problem(self._client, self.id)
 
     async def steer(self, message: str) -> None:
         """Inject a user message: delivered after the tool call in flight; the rest of the batch is skipped."""
@@ -270,6 +275,10 @@ class AgentClient:
 
     def prompt(self, prompt_id: str) -> PromptHandle:
         return PromptHandle(self.client.get_workflow_handle(prompt_id, result_type=Prompt), self.client)
+
+    async def stuck(self) -> list[TaskProblem]:
+        """Running prompts and conversations whose workflow task keeps failing, with the reason."""
+        return await workflows_with_task_problems(self.client, (PROMPT_WORKFLOW, CONVERSATION_WORKFLOW))
 
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""

@@ -147,24 +147,40 @@ async def test_reject_records_error_in_place_and_model_adapts(dev_env: WorkflowE
     assert CALLS[f"{handle.id}/{call_id}"] == 0
 
 
-async def test_approve_with_corrected_input(dev_env: WorkflowEnvironment) -> None:
+async def test_approve_with_corrected_input_merges_the_fields(dev_env: WorkflowEnvironment) -> None:
+    """The README's `--input '{"amount": 90}'`: only the corrected field changes (JSON merge patch)."""
     model = scripted(("payment.send", {"to": "bob", "amount": 900}))
     async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         good = await c.start("pay")
         call_id = (await good.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
-        resolved = await good.approve(call_id, by="alice", input={"to": "bob", "amount": 150}, wait=True)
+        resolved = await good.approve(call_id, by="alice", input={"amount": 150}, wait=True)
         assert resolved is not None and resolved.result == ToolSuccess(output={"sent": 150.0, "to": "bob"})
         prompt = await good.result()
-        entry = prompt.output[0]
-        assert isinstance(entry, ToolOutput) and entry.input == {"to": "bob", "amount": 150}
-        assert entry.decision is not None and entry.decision.original_input == {"to": "bob", "amount": 900}
+    entry = prompt.output[0]
+    assert isinstance(entry, ToolOutput) and entry.input == {"to": "bob", "amount": 150}
+    assert entry.decision is not None and entry.decision.original_input == {"to": "bob", "amount": 900}
 
+
+async def test_an_invalid_correction_is_refused_and_the_call_stays_pending(dev_env: WorkflowEnvironment) -> None:
+    model = scripted(("payment.send", {"to": "bob", "amount": 900}))
+    async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         bad = await c.start("pay")
         call_id = (await bad.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
-        resolved = await bad.approve(call_id, input={"to": "bob", "amount": "lots"}, wait=True)
-        assert resolved is not None and isinstance(resolved.result, ToolError)
-        assert "Invalid arguments for tool 'payment.send'" in resolved.result.error
-        assert (await bad.result()).state == "completed"
+        with pytest.raises(DecisionRefused, match=r"invalid correction for payment.send: amount: 'lots' is not"):
+            await bad.approve(call_id, input={"amount": "lots"}, wait=True)
+        with pytest.raises(DecisionRefused, match=r"invalid correction for payment.send: <root>: 'to' is a required"):
+            await bad.approve(call_id, input={"to": None}, wait=True)  # null removes a field (RFC 7396)
+        await bad.approve(call_id, input={"amount": "lots"})  # the signal path: recorded, still pending
+        still = await bad.get()
+        for _ in range(100):
+            if still.audit:
+                break
+            await asyncio.sleep(0.05)
+            still = await bad.get()
+        assert still.state == "waiting_for_approval" and isinstance(still.output[0].result, ToolPending)  # type: ignore[union-attr]
+        assert still.audit[0].detail.startswith("invalid correction for payment.send")
+        resolved = await bad.approve(call_id, input={"amount": 120}, wait=True)
+    assert resolved is not None and resolved.result == ToolSuccess(output={"sent": 120.0, "to": "bob"})
 
 
 async def _until(handle, check, what: str):
@@ -252,15 +268,16 @@ async def test_signal_path_ignores_bad_decisions_and_records_them(dev_env: Workf
         call_id = (await handle.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
         await handle.approve("call-nope", by="carol")
         await handle.reject(call_id, by="mallory", reason="mine")
-        await handle.workflow.signal("approve", {"tool_call": "missing-field"})  # malformed: dropped by SDK
+        await handle.workflow.signal("approve", {"tool_call": "missing-field"})  # malformed: recorded too
         still = await handle.get()
         for _ in range(50):
-            if len(still.audit) >= 2:
+            if len(still.audit) >= 3:
                 break
             await asyncio.sleep(0.05)
             still = await handle.get()
         assert still.state == "waiting_for_approval"
-        assert [a.kind for a in still.audit] == ["ignored_approve", "ignored_reject"]
+        assert [a.kind for a in still.audit] == ["ignored_approve", "ignored_reject", "ignored_approve"]
+        assert still.audit[2].detail.startswith("not a valid ApproveRequest (tool_call_id: Field required")
         await handle.approve(call_id, by="carol")
         prompt = await handle.result()
         with pytest.raises(DecisionRefused, match="completed"):  # a finished prompt refuses signals outright

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -92,7 +93,18 @@ def test_run_rejection_from_dagent_reject(cli_env: dict[str, str], worker_proces
     assert rejected.returncode == 0, rejected.stderr
     assert "error: The call was rejected by" in rejected.stdout and "over budget" in rejected.stdout
     shown = dagent("show", prompt_id, "--json", env=cli_env)
-    assert '"state": "completed"' in shown.stdout or '"state": "running"' in shown.stdout
+    assert json.loads(shown.stdout)["state"] in ("completed", "running")  # exactly one JSON document
+
+
+def test_approve_with_the_readme_correction(cli_env: dict[str, str], worker_process: subprocess.Popen[bytes]) -> None:
+    started = dagent("run", "Plan my trip", "--no-interactive", env=cli_env)
+    prompt_id = re.search(r"^prompt (prompt-\w+)$", started.stdout, re.M).group(1)  # type: ignore[union-attr]
+    call_id = re.search(r"dagent approve \S+ (\S+)", started.stdout).group(1)  # type: ignore[union-attr]
+    invalid = dagent("approve", prompt_id, call_id, "--input", '{"amount": -5}', env=cli_env)
+    assert invalid.returncode == 1 and "invalid correction for payment.send: amount" in invalid.stderr
+    approved = dagent("approve", prompt_id, call_id, "--input", '{"amount": 90}', env=cli_env)  # as in README
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert '"amount": 90' in approved.stdout and '"status": "sent"' in approved.stdout
 
 
 def test_bad_command_input_gets_clear_errors(cli_env: dict[str, str]) -> None:

@@ -68,6 +68,8 @@ SEARCH_ATTRIBUTES: dict[str, str] = {key.name: _CLI_TYPE_NAMES[key.indexed_value
 DYNAMIC_CONFIG: dict[str, str] = {
     "frontend.enableUpdateWorkflowExecution": "true",
     "history.transferProcessorMaxPollRPS": "10000",
+    # Flag a workflow whose task failed twice in a row (`dagent stuck` lists them by this attribute).
+    "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
 }
 
 _INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {

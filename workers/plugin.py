@@ -30,6 +30,9 @@ from workers.settings import Settings, WorkflowSandbox
 from workflows import WORKFLOWS
 
 PLUGIN_NAME = "durable-agent"
+# Heartbeats leave the worker at least this often, so a cancellation (delivered in a heartbeat's reply)
+# reaches a running tool or model call within about a second instead of 0.8 x its heartbeat timeout.
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
 STICKY_TIMEOUT = timedelta(seconds=2)  # a crashed worker's prompts move on after 2 s, not the SDK's 10 s
 T = TypeVar("T")
 FAILURE_TYPES: tuple[type[BaseException], ...] = (DurableAgentError,)
@@ -84,6 +87,7 @@ class DurableAgentPlugin(SimplePlugin):
                              "the worker needs that client's data converter")
         config = super().configure_worker(config)
         config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
+        config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["max_cached_workflows"] = self.settings.max_cached_workflows
         return config
 

@@ -5,6 +5,7 @@ new before its history grows large — carrying history, plugin state and queued
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio import workflow
@@ -12,19 +13,32 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from agent.models import Conversation, Prompt, Usage
+    from agent.models import AuditEntry, Conversation, Prompt, Usage
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
     from workflows import names
-    from workflows.inputs import decode_input
+    from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
+    from workflows.inputs import decode_input, decode_payloads, raw_payloads
     from workflows.names import CONVERSATION_ID, USER_ID
     from workflows.protocol import ConversationRequest, PromptRequest, QueuedInput, SendRequest
 
 
-@workflow.defn(name=names.CONVERSATION_WORKFLOW)
+MAX_AUDIT_ENTRIES = 200
+MAX_AUDIT_DETAIL_CHARS = 500
+
+
+def _send_request(payloads: tuple[object, ...]) -> SendRequest:
+    request, problem = decode_payloads(payloads, SendRequest)
+    if request is None:
+        raise ApplicationError(problem or "no input", type="InvalidInput", non_retryable=True)
+    return request
+
+
+@workflow.defn(name=names.CONVERSATION_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES)
 class ConversationWorkflow:
     @workflow.init
-    def __init__(self, request: RawValue) -> None:
-        self._request, self._input_error = decode_input(request, ConversationRequest)
+    @raw_payloads
+    def __init__(self, *payloads: object) -> None:
+        self._request, self._input_error = decode_input(payloads, ConversationRequest)
         request = self._request
         self._id = request.conversation_id or workflow.info().workflow_id
         self._history: list[Prompt] = list(request.history)
@@ -34,11 +48,22 @@ class ConversationWorkflow:
         self._running: str | None = None
         self._closing = request.closing
         self._prompts_this_run = 0
+        self._audit: list[AuditEntry] = []
 
     @workflow.run
-    async def run(self, request: RawValue) -> Conversation:
+    @raw_payloads
+    async def run(self, *payloads: object) -> Conversation:
         if self._input_error:
             raise ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
+        try:
+            return await self._serve()
+        except Exception as exc:
+            if not is_workflow_bug(exc):
+                raise
+            raise ApplicationError(f"internal error: {describe_exception(exc)}", type="ConversationFailed",
+                                   non_retryable=True) from exc
+
+    async def _serve(self) -> Conversation:
         workflow.upsert_search_attributes(
             [CONVERSATION_ID.value_set(self._id), USER_ID.value_set(self._request.user_id)])
         while True:
@@ -63,31 +88,52 @@ class ConversationWorkflow:
     # --- inputs -------------------------------------------------------------------------------------
 
     @workflow.signal(name=names.SEND_SIGNAL)
-    def send(self, request: SendRequest) -> None:
-        if self._closing:
-            workflow.logger.warning("conversation %s is closing; input dropped: %d chars", self._id,
-                                    len(request.input))
+    @raw_payloads
+    def send(self, *payloads: object) -> None:
+        request, problem = decode_payloads(payloads, SendRequest)
+        if request is not None and self._closing:
+            problem = f"conversation {self._id} is closing; input dropped: {len(request.input)} chars"
+        if problem or request is None:
+            self._ignore("send", problem or "no input")
             return
         self._enqueue(request.input, user_id=request.user_id)
 
     @workflow.update(name=names.SEND_INPUT_UPDATE)
-    def send_input(self, request: SendRequest) -> str:
+    @raw_payloads
+    def send_input(self, *payloads: object) -> str:
         """Queue an input and return the id its prompt will have (it runs when earlier ones finish)."""
+        request = _send_request(payloads)
         return self._enqueue(request.input, user_id=request.user_id).prompt_id
 
     @send_input.validator
-    def _validate_send_input(self, request: SendRequest) -> None:
+    @raw_payloads
+    def _validate_send_input(self, *payloads: object) -> None:
+        _send_request(payloads)
         if self._closing:
-            raise ValueError(f"conversation {self._id} is closing and takes no more input")
+            raise ApplicationError(f"conversation {self._id} is closing and takes no more input",
+                                   type="ConversationClosing", non_retryable=True)
 
     @workflow.signal(name=names.CLOSE_SIGNAL)
-    def close(self) -> None:
-        """Finish after the running and queued prompts; triggers not yet fired are dropped."""
+    @raw_payloads
+    def close(self, *payloads: object) -> None:
+        """Finish after the running and queued prompts; triggers not yet fired are dropped. Takes no payload."""
         self._closing = True
 
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
+        self._ignore("unknown_signal", f"this workflow has no signal named {name!r}")
+
     @workflow.query(name=names.GET_CONVERSATION_QUERY)
-    def get_conversation(self) -> Conversation:
+    @raw_payloads
+    def get_conversation(self, *payloads: object) -> Conversation:
         return self._snapshot()
+
+    def _ignore(self, kind: str, problem: str) -> None:
+        workflow.logger.warning("conversation %s ignored %s signal: %s", self._id, kind,
+                                problem[:MAX_AUDIT_DETAIL_CHARS])
+        if len(self._audit) < MAX_AUDIT_ENTRIES:
+            self._audit.append(AuditEntry(at=workflow.now(), kind=f"ignored_{kind}",
+                                          detail=problem[:MAX_AUDIT_DETAIL_CHARS]))
 
     # --- running prompts ----------------------------------------------------------------------------
 
@@ -158,4 +204,5 @@ class ConversationWorkflow:
             id=self._id, user_id=self._request.user_id, prompt_ids=[p.id for p in self._history],
             plugin_state=self._plugin_state, running_prompt_id=self._running,
             queued=[q.input or "(trigger)" for q in self._queue], usage=usage, runs=self._request.runs,
+            audit=list(self._audit),
         )

@@ -7,8 +7,9 @@ stable names, so this module imports no provider SDK and no plugin code.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
@@ -16,6 +17,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import JsonValue
     from temporalio.contrib.workflow_streams import WorkflowStream
 
     from agent.errors import PromptFailedError
@@ -37,7 +39,9 @@ with workflow.unsafe.imports_passed_through():
         ToolSuccess,
     )
     from workflows import names
-    from workflows.inputs import decode_input
+    from workflows.corrections import merge_patch, schema_problem
+    from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
+    from workflows.inputs import decode_input, decode_payloads, raw_payloads
     from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
     from workflows.protocol import (
         ApprovalRequirement,
@@ -65,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptPageRequest,
     )
     from workflows.search_attributes import prompt_search_attributes
+    from workflows.stream_guard import guard_stream_publish
     from workflows.transcript import build_page
 
 MODEL_TIMEOUT = timedelta(minutes=5)
@@ -78,6 +83,13 @@ EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 PARALLEL_CALLS_PATCH = "parallel-tool-calls"  # calls of one response side by side; approvals as one batch
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
+MAX_AUDIT_ENTRIES = 200  # beyond this, refused signals are only logged: junk cannot grow the record forever
+MAX_AUDIT_DETAIL_CHARS = 500
+
+
+T = TypeVar("T")
+ModelT = TypeVar("ModelT", SteerRequest, ApproveRequest, RejectRequest)
+DecisionT = TypeVar("DecisionT", ApproveRequest, RejectRequest)
 
 
 def _is_cancellation(exc: BaseException) -> bool:
@@ -96,16 +108,30 @@ def _fallback_target(exc: ActivityError) -> tuple[int, str] | None:
     return details[0], str(details[1])
 
 
+def _applied(step: Callable[[], T]) -> T:
+    """Run an update handler's step; a refusal or a bug fails the update, never the workflow task."""
+    try:
+        return step()
+    except ValueError as exc:
+        raise ApplicationError(str(exc), type="DecisionRefused", non_retryable=True) from exc
+    except Exception as exc:
+        if not is_workflow_bug(exc):
+            raise
+        raise ApplicationError(f"internal error: {describe_exception(exc)}", type="InternalError",
+                               non_retryable=True) from exc
+
+
 def _failure_reason(exc: BaseException) -> str:
     cause = exc.cause if isinstance(exc, ActivityError | ChildWorkflowError) and exc.cause is not None else exc
     return getattr(cause, "message", None) or str(cause) or type(cause).__name__
 
 
-@workflow.defn(name=names.PROMPT_WORKFLOW)
+@workflow.defn(name=names.PROMPT_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES)
 class PromptWorkflow:
     @workflow.init
-    def __init__(self, request: RawValue) -> None:
-        self._request, self._input_error = decode_input(request, PromptRequest)
+    @raw_payloads
+    def __init__(self, *payloads: object) -> None:
+        self._request, self._input_error = decode_input(payloads, PromptRequest)
         request = self._request
         self._prompt = Prompt(
             id=request.prompt_id or workflow.info().workflow_id, user_id=request.user_id,
@@ -115,6 +141,7 @@ class PromptWorkflow:
         )
         self._decisions: dict[str, Decision] = {}
         self._waiting: dict[str, ToolOutput] = {}  # calls waiting for a decision, in record order
+        self._waiting_schemas: dict[str, dict[str, JsonValue] | None] = {}  # their tools' input schemas
         self._child_pending: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
         self._background: set[asyncio.Task[None]] = set()
         if request.parent is not None:
@@ -125,11 +152,13 @@ class PromptWorkflow:
         self._changed: set[int] = set()  # output indices added or changed since the last model round
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
+        guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
 
     # --- run --------------------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, request: RawValue) -> Prompt:
+    @raw_payloads
+    async def run(self, *payloads: object) -> Prompt:
         if self._input_error:
             self._finish("failed", error=self._input_error)
             raise ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
@@ -143,6 +172,12 @@ class PromptWorkflow:
                 raise asyncio.CancelledError from None
             self._interrupt("Not run: the prompt failed before this call finished.")
             self._finish("failed", error=_failure_reason(exc))
+        except Exception as exc:
+            if not is_workflow_bug(exc):
+                raise
+            # A bug in this workflow's code: fail the prompt with the reason rather than retry the task forever.
+            self._interrupt("The prompt failed before this call finished.")
+            self._finish("failed", error=f"internal error: {describe_exception(exc)}")
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
             raise ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
@@ -472,11 +507,15 @@ class PromptWorkflow:
     # --- steering -----------------------------------------------------------------------------------
 
     @workflow.signal(name=names.STEER_SIGNAL)
-    def steer(self, request: SteerRequest) -> None:
+    @raw_payloads
+    def steer(self, *payloads: object) -> None:
+        self._take_signal("steer", payloads, SteerRequest, self._accept_steer)
+
+    def _accept_steer(self, request: SteerRequest) -> str | None:
         if self._prompt.state in TERMINAL_STATES:
-            self._ignore("steer", f"prompt {self._prompt.id} is already {self._prompt.state}")
-            return
+            return f"prompt {self._prompt.id} is already {self._prompt.state}"
         self._steers.append(request.message)
+        return None
 
     def _deliver_steers(self) -> None:
         for message in self._steers:
@@ -506,6 +545,7 @@ class PromptWorkflow:
                                    approvers=approval.approvers)
         self._touch(entry)
         self._waiting[entry.id] = entry
+        self._waiting_schemas[entry.id] = approval.input_schema
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
@@ -567,11 +607,19 @@ class PromptWorkflow:
             return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; approvers: {', '.join(allowed)}"
         return None
 
+    def _correction_problem(self, request: ApproveRequest) -> str | None:
+        """Why the approver's corrected fields, merged into the input, do not fit the tool, or None."""
+        waiting = self._waiting.get(request.tool_call_id)
+        if request.input is None or waiting is None:
+            return None
+        problem = schema_problem(merge_patch(waiting.input, request.input), self._waiting_schemas.get(waiting.id))
+        return f"invalid correction for {waiting.tool}: {problem}" if problem else None
+
     def _accept_approval(self, request: ApproveRequest) -> None:
         waiting = self._waiting[request.tool_call_id]
         original = None
-        if request.input is not None:
-            original, waiting.input = waiting.input, request.input
+        if request.input is not None:  # JSON merge patch (RFC 7396): only the corrected fields change
+            original, waiting.input = waiting.input, merge_patch(waiting.input, request.input)
         self._decisions[request.tool_call_id] = Decision(
             decision="approved", by=request.by, at=workflow.now(), original_input=original)
 
@@ -580,57 +628,101 @@ class PromptWorkflow:
             decision="rejected", by=request.by, at=workflow.now(), reason=request.reason)
 
     def _ignore(self, kind: str, problem: str) -> None:
-        workflow.logger.warning("ignored %s signal: %s", kind, problem)
-        self._prompt.audit.append(AuditEntry(at=workflow.now(), kind=f"ignored_{kind}", detail=problem))
+        workflow.logger.warning("ignored %s signal: %s", kind, problem[:MAX_AUDIT_DETAIL_CHARS])
+        if len(self._prompt.audit) < MAX_AUDIT_ENTRIES:
+            self._prompt.audit.append(AuditEntry(at=workflow.now(), kind=f"ignored_{kind}",
+                                                 detail=problem[:MAX_AUDIT_DETAIL_CHARS]))
+
+    def _take_signal(self, kind: str, payloads: tuple[object, ...], model: type[ModelT],
+                     accept: Callable[[ModelT], str | None]) -> None:
+        """Decode and apply a signal; whatever cannot be applied is recorded in the audit, never raised."""
+        request, problem = decode_payloads(payloads, model)
+        if request is not None:
+            try:
+                problem = accept(request)
+            except Exception as exc:
+                if not is_workflow_bug(exc):
+                    raise
+                problem = f"internal error: {describe_exception(exc)}"
+        if problem:
+            self._ignore(kind, problem)
+
+    def _decision(self, payloads: tuple[object, ...], model: type[DecisionT]) -> DecisionT:
+        """An update's decoded payload, or the reason it cannot be decided, as a refusal."""
+        request, problem = decode_payloads(payloads, model)
+        if request is not None:
+            problem = self._decision_problem(request.tool_call_id, request.by)
+            if problem is None and isinstance(request, ApproveRequest):
+                problem = self._correction_problem(request)
+        if problem or request is None:
+            raise ValueError(problem)
+        return request
 
     @workflow.signal(name=names.APPROVE_SIGNAL)
-    def approve(self, request: ApproveRequest) -> None:
-        problem = self._decision_problem(request.tool_call_id, request.by)
-        if problem:
-            self._ignore("approve", problem)
-        elif self._child_call(request.tool_call_id) is not None:
-            self._forward_decision("approve", request)
-        else:
-            self._accept_approval(request)
+    @raw_payloads
+    def approve(self, *payloads: object) -> None:
+        self._take_signal("approve", payloads, ApproveRequest, self._approve_if_possible)
 
     @workflow.signal(name=names.REJECT_SIGNAL)
-    def reject(self, request: RejectRequest) -> None:
+    @raw_payloads
+    def reject(self, *payloads: object) -> None:
+        self._take_signal("reject", payloads, RejectRequest, self._reject_if_possible)
+
+    def _approve_if_possible(self, request: ApproveRequest) -> str | None:
+        problem = self._decision_problem(request.tool_call_id, request.by) or self._correction_problem(request)
+        if problem is None:
+            if self._child_call(request.tool_call_id) is not None:
+                self._forward_decision("approve", request)
+            else:
+                self._accept_approval(request)
+        return problem
+
+    def _reject_if_possible(self, request: RejectRequest) -> str | None:
         problem = self._decision_problem(request.tool_call_id, request.by)
-        if problem:
-            self._ignore("reject", problem)
-        elif self._child_call(request.tool_call_id) is not None:
+        if problem is None and self._child_call(request.tool_call_id) is not None:
             self._forward_decision("reject", request)
-        else:
+            return None
+        if problem is None:
             self._accept_rejection(request)
+        return problem
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
+        self._ignore("unknown_signal", f"this workflow has no signal named {name!r}")
 
     @workflow.update(name=names.APPROVE_CALL_UPDATE)
-    async def approve_call(self, request: ApproveRequest) -> ToolOutput:
+    @raw_payloads
+    async def approve_call(self, *payloads: object) -> ToolOutput:
+        request = _applied(lambda: self._decision(payloads, ApproveRequest))
         if self._child_call(request.tool_call_id) is not None:
             return self._forward_decision("approve", request)
-        self._accept_approval(request)
+        _applied(lambda: self._accept_approval(request))
         return await self._resolved(request.tool_call_id)
 
     @approve_call.validator
-    def _validate_approve_call(self, request: ApproveRequest) -> None:
-        if problem := self._decision_problem(request.tool_call_id, request.by):
-            raise ValueError(problem)
+    @raw_payloads
+    def _validate_approve_call(self, *payloads: object) -> None:
+        self._decision(payloads, ApproveRequest)
 
     @workflow.update(name=names.REJECT_CALL_UPDATE)
-    async def reject_call(self, request: RejectRequest) -> ToolOutput:
+    @raw_payloads
+    async def reject_call(self, *payloads: object) -> ToolOutput:
+        request = _applied(lambda: self._decision(payloads, RejectRequest))
         if self._child_call(request.tool_call_id) is not None:
             return self._forward_decision("reject", request)
-        self._accept_rejection(request)
+        _applied(lambda: self._accept_rejection(request))
         return await self._resolved(request.tool_call_id)
 
     @reject_call.validator
-    def _validate_reject_call(self, request: RejectRequest) -> None:
-        if problem := self._decision_problem(request.tool_call_id, request.by):
-            raise ValueError(problem)
+    @raw_payloads
+    def _validate_reject_call(self, *payloads: object) -> None:
+        self._decision(payloads, RejectRequest)
 
     async def _resolved(self, tool_call_id: str) -> ToolOutput:
         """The call once it ran; or, in a batch whose other calls still wait, once this one is decided."""
         entry = self._prompt.tool_call(tool_call_id)
-        assert entry is not None
+        if entry is None:
+            raise ApplicationError(f"no tool call {tool_call_id!r}", type="UnknownToolCall", non_retryable=True)
         await workflow.wait_condition(lambda: entry.finished_at is not None or (
             entry.id not in self._waiting and bool(self._waiting)))
         return entry
@@ -638,16 +730,22 @@ class PromptWorkflow:
     # --- queries ----------------------------------------------------------------------------------
 
     @workflow.query(name=names.GET_PROMPT_QUERY)
-    def get_prompt(self) -> Prompt:
+    @raw_payloads
+    def get_prompt(self, *payloads: object) -> Prompt:
         return self._prompt
 
     @workflow.query(name=names.TRANSCRIPT_QUERY)
-    def transcript(self, request: TranscriptPageRequest) -> TranscriptPage:
+    @raw_payloads
+    def transcript(self, *payloads: object) -> TranscriptPage:
         """History and outputs, paged: how a worker without a cached copy reads the model's context."""
+        request, problem = decode_payloads(payloads, TranscriptPageRequest, optional=True)
+        if request is None:
+            raise ValueError(problem)
         return build_page(self._request.history, self._prompt.output, request.start, request.max_bytes)
 
     @workflow.query(name=names.PENDING_APPROVALS_QUERY)
-    def pending_approvals(self) -> list[PendingApproval]:
+    @raw_payloads
+    def pending_approvals(self, *payloads: object) -> list[PendingApproval]:
         return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
                                 requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
                                 approvers=entry.result.approvers)

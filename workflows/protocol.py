@@ -126,6 +126,8 @@ class ApprovalRequirement(_Model):
     reason: str
     approvers: list[str] | None = None
     expires_after_seconds: float | None = None
+    input_schema: dict[str, JsonValue] | None = Field(
+        default=None, description="The tool's input JSON schema: an approver's correction is checked against it.")
 
     @property
     def expires_after(self) -> timedelta | None:
