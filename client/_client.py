@@ -31,6 +31,7 @@ from workers.connection import connect_client
 from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
 from workflows import names
+from workflows.details import prompt_static_details, prompt_summary
 from workflows.names import CONVERSATION_WORKFLOW, DELTAS_TOPIC, EVENTS_TOPIC, PROMPT_WORKFLOW
 from workflows.protocol import (
     ApproveRequest,
@@ -241,7 +242,8 @@ class AgentClient:
                                 history=history or [], **options)
         handle = await self.client.start_workflow(
             PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
-            static_summary=f"prompt by {user_id}: {(input or '(system)')[:60]}", result_type=Prompt,
+            static_summary=prompt_summary(user_id, input), static_details=prompt_static_details(user_id, input),
+            result_type=Prompt,
         )
         return PromptHandle(handle, self.client)
 

@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from agent.models import Conversation, Prompt, Usage
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
     from workflows import names
+    from workflows.details import prompt_static_details, prompt_summary
     from workflows.inputs import decode_input
     from workflows.names import CONVERSATION_ID, USER_ID
     from workflows.protocol import ConversationRequest, PromptRequest, QueuedInput, SendRequest
@@ -62,7 +63,8 @@ class ConversationWorkflow:
 
     # --- inputs -------------------------------------------------------------------------------------
 
-    @workflow.signal(name=names.SEND_SIGNAL)
+    @workflow.signal(name=names.SEND_SIGNAL,
+                     description='Queue a user message as the next prompt. Payload: {"input": "…", "user_id": "…"}')
     def send(self, request: SendRequest) -> None:
         if self._closing:
             workflow.logger.warning("conversation %s is closing; input dropped: %d chars", self._id,
@@ -70,7 +72,9 @@ class ConversationWorkflow:
             return
         self._enqueue(request.input, user_id=request.user_id)
 
-    @workflow.update(name=names.SEND_INPUT_UPDATE)
+    @workflow.update(name=names.SEND_INPUT_UPDATE,
+                     description="Queue a user message as the next prompt and return that prompt's id. "
+                                 'Payload: {"input": "…", "user_id": "…"}')
     def send_input(self, request: SendRequest) -> str:
         """Queue an input and return the id its prompt will have (it runs when earlier ones finish)."""
         return self._enqueue(request.input, user_id=request.user_id).prompt_id
@@ -80,12 +84,14 @@ class ConversationWorkflow:
         if self._closing:
             raise ValueError(f"conversation {self._id} is closing and takes no more input")
 
-    @workflow.signal(name=names.CLOSE_SIGNAL)
+    @workflow.signal(name=names.CLOSE_SIGNAL,
+                     description="Finish the conversation after its running and queued prompts (no payload).")
     def close(self) -> None:
         """Finish after the running and queued prompts; triggers not yet fired are dropped."""
         self._closing = True
 
-    @workflow.query(name=names.GET_CONVERSATION_QUERY)
+    @workflow.query(name=names.GET_CONVERSATION_QUERY,
+                    description="The conversation: its prompts, the running one, the queue, usage.")
     def get_conversation(self) -> Conversation:
         return self._snapshot()
 
@@ -109,7 +115,9 @@ class ConversationWorkflow:
                               model_settings=request.model_settings,
                               instructions=instructions, history=self._history, plugin_state=self._plugin_state,
                               max_rounds=request.max_rounds, fail_workflow_on_error=False),
-                id=item.prompt_id, static_summary=f"prompt {item.prompt_id}", result_type=Prompt,
+                id=item.prompt_id, result_type=Prompt,
+                static_summary=prompt_summary(item.user_id or request.user_id, item.input),
+                static_details=prompt_static_details(item.user_id or request.user_id, item.input),
             )
             self._running = item.prompt_id
             prompt = await child

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
-    from workflows import names
+    from workflows import details, names
     from workflows.inputs import decode_input
     from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
     from workflows.protocol import (
@@ -123,6 +123,7 @@ class PromptWorkflow:
         self._steers: list[str] = []
         self._output_attempts = 0
         self._changed: set[int] = set()  # output indices added or changed since the last model round
+        self._failed_tools: list[str] = []  # tools whose calls ended in an error since the last model round
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
 
@@ -203,13 +204,16 @@ class PromptWorkflow:
             context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens,
             plugins=request.plugins)
         next_model = ""
+        workflow.set_current_details(details.calling_model(self._prompt, round_number))
+        after_errors = f" · after tool error: {', '.join(self._failed_tools)}" if self._failed_tools else ""
+        self._failed_tools = []
         while True:
             try:
                 result = await workflow.execute_activity(
                     MODEL_ROUND_ACTIVITY, round_input,
                     result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT,
                     heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
-                    summary=self._model_summary(round_number, round_input.fallback, next_model),
+                    summary=self._model_summary(round_number, round_input.fallback, next_model) + after_errors,
                 )
                 break
             except ActivityError as exc:
@@ -349,17 +353,21 @@ class PromptWorkflow:
         retry = RetryPolicy(initial_interval=timedelta(seconds=1),
                             maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
         timeout = call.timeout
+        workflow.set_current_details(details.running_tool(self._prompt.rounds, entry))
+        summary = details.cut_at_word(f"tool {call.tool} {details.compact_args(arguments)}", 100)
+        if entry.decision is not None:
+            summary += f" · {details.decided(entry.decision)}"
         try:
             if call.local:
                 outcome = await workflow.execute_local_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
-                    start_to_close_timeout=timeout, retry_policy=retry, summary=f"tool {call.tool}")
+                    start_to_close_timeout=timeout, retry_policy=retry, summary=summary)
             else:
                 outcome = await workflow.execute_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
                     start_to_close_timeout=timeout, heartbeat_timeout=call.heartbeat_timeout,
                     retry_policy=retry,
-                    summary=f"tool {call.tool}")
+                    summary=summary)
         except ActivityError as exc:
             if _is_cancellation(exc):
                 raise
@@ -368,6 +376,8 @@ class PromptWorkflow:
         return outcome
 
     def _apply(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
+        if isinstance(outcome.result, ToolError):
+            self._failed_tools.append(call.tool)
         for side_output in outcome.side_outputs:
             self._append(side_output)
         if outcome.state_changed and call.plugin:
@@ -470,7 +480,11 @@ class PromptWorkflow:
 
     # --- steering -----------------------------------------------------------------------------------
 
-    @workflow.signal(name=names.STEER_SIGNAL)
+    @workflow.signal(
+        name=names.STEER_SIGNAL,
+        description="Send the prompt a new user message: it is delivered after the tool call in flight "
+        "and the rest of the model's planned calls are skipped. "
+        'Payload: {"message": "…"}')
     def steer(self, request: SteerRequest) -> None:
         if self._prompt.state in TERMINAL_STATES:
             self._ignore("steer", f"prompt {self._prompt.id} is already {self._prompt.state}")
@@ -507,6 +521,7 @@ class PromptWorkflow:
         self._waiting[entry.id] = entry
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
+        workflow.set_current_details(details.waiting_for_approval(self._prompt, entry))
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
 
     async def _emit_approval_requested(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
@@ -527,6 +542,9 @@ class PromptWorkflow:
         self._decisions[entry.id] = decision
         entry.decision = decision
         self._waiting.pop(entry.id, None)
+        if decision.decision == "approved":
+            entry.result = None  # no longer pending: about to run
+        self._events.publish(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=self._index(entry), output=entry))
         if not self._waiting:
             self._set_state("running")
         await self._report_to_parent()
@@ -582,7 +600,11 @@ class PromptWorkflow:
         workflow.logger.warning("ignored %s signal: %s", kind, problem)
         self._prompt.audit.append(AuditEntry(at=workflow.now(), kind=f"ignored_{kind}", detail=problem))
 
-    @workflow.signal(name=names.APPROVE_SIGNAL)
+    @workflow.signal(
+        name=names.APPROVE_SIGNAL,
+        description="Approve the pending tool call (no reply; a wrong call id is ignored and recorded "
+        "in the audit). Prefer the approve_call update. "
+        'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
     def approve(self, request: ApproveRequest) -> None:
         problem = self._decision_problem(request.tool_call_id, request.by)
         if problem:
@@ -592,7 +614,10 @@ class PromptWorkflow:
         else:
             self._accept_approval(request)
 
-    @workflow.signal(name=names.REJECT_SIGNAL)
+    @workflow.signal(
+        name=names.REJECT_SIGNAL,
+        description="Reject the pending tool call; the model sees the reason (no reply; prefer the "
+        'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
     def reject(self, request: RejectRequest) -> None:
         problem = self._decision_problem(request.tool_call_id, request.by)
         if problem:
@@ -602,7 +627,11 @@ class PromptWorkflow:
         else:
             self._accept_rejection(request)
 
-    @workflow.update(name=names.APPROVE_CALL_UPDATE)
+    @workflow.update(
+        name=names.APPROVE_CALL_UPDATE,
+        description="Approve the pending tool call, checked first: a wrong call id or approver is "
+        "refused with the reason. Returns the call once it has run. "
+        'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
     async def approve_call(self, request: ApproveRequest) -> ToolOutput:
         if self._child_call(request.tool_call_id) is not None:
             return self._forward_decision("approve", request)
@@ -614,7 +643,10 @@ class PromptWorkflow:
         if problem := self._decision_problem(request.tool_call_id, request.by):
             raise ValueError(problem)
 
-    @workflow.update(name=names.REJECT_CALL_UPDATE)
+    @workflow.update(
+        name=names.REJECT_CALL_UPDATE,
+        description="Reject the pending tool call, checked first; the model sees the reason. "
+        'Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
     async def reject_call(self, request: RejectRequest) -> ToolOutput:
         if self._child_call(request.tool_call_id) is not None:
             return self._forward_decision("reject", request)
@@ -636,16 +668,24 @@ class PromptWorkflow:
 
     # --- queries ----------------------------------------------------------------------------------
 
-    @workflow.query(name=names.GET_PROMPT_QUERY)
+    @workflow.query(
+        name=names.GET_PROMPT_QUERY,
+        description="The whole prompt record: state, outputs, usage, decisions.")
     def get_prompt(self) -> Prompt:
         return self._prompt
 
-    @workflow.query(name=names.TRANSCRIPT_QUERY)
+    @workflow.query(
+        name=names.TRANSCRIPT_QUERY,
+        description="History and outputs, paged (used by workers). "
+        'Payload: {"start": 0, "max_bytes": 1000000}')
     def transcript(self, request: TranscriptPageRequest) -> TranscriptPage:
         """History and outputs, paged: how a worker without a cached copy reads the model's context."""
         return build_page(self._request.history, self._prompt.output, request.start, request.max_bytes)
 
-    @workflow.query(name=names.PENDING_APPROVALS_QUERY)
+    @workflow.query(
+        name=names.PENDING_APPROVALS_QUERY,
+        description="The tool call waiting for a decision (empty when none): call id, tool, "
+        "arguments, reason, approvers.")
     def pending_approvals(self) -> list[PendingApproval]:
         return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
                                 requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
@@ -702,6 +742,7 @@ class PromptWorkflow:
         self._prompt.error = error
         self._waiting.clear()
         self._set_state(state)
+        workflow.set_current_details(details.finished(self._prompt))
 
     async def _emit(self, event: PromptEvent) -> None:
         if not self._event_hooks:
