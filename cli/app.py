@@ -19,7 +19,7 @@ from agent.models import TERMINAL_STATES, ModelTier, ToolOutput
 from cli.render import describe_output, describe_prompt
 from client import AgentClient, DecisionRefused, PromptHandle
 from workers.settings import Settings
-from workflows.protocol import StreamEvent, TextDelta
+from workflows.protocol import StreamEvent, TextDelta, ToolProgress
 
 app = typer.Typer(help="Durable Agent: LLM agents that never lose their place.", no_args_is_help=True,
                   add_completion=False)
@@ -184,6 +184,9 @@ async def _follow(handle: PromptHandle, *, interactive: bool | None, approver: s
     async for _, item in handle.live(from_offset):
         if isinstance(item, TextDelta):
             printer.delta(item)
+            continue
+        if isinstance(item, ToolProgress):
+            console.print(f"        … {item.tool}: {item.message}")
             continue
         printer.event(item)
         entry = item.output

@@ -29,6 +29,8 @@ from agent.errors import DurableAgentError
 from workers.settings import Settings, WorkflowSandbox
 from workflows import WORKFLOWS
 
+LIVE_DETAILS_INTERVAL = timedelta(milliseconds=500)  # at most this long from report_progress to the server
+
 PLUGIN_NAME = "durable-agent"
 STICKY_TIMEOUT = timedelta(seconds=2)  # a crashed worker's prompts move on after 2 s, not the SDK's 10 s
 T = TypeVar("T")
@@ -85,6 +87,9 @@ class DurableAgentPlugin(SimplePlugin):
         config = super().configure_worker(config)
         config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
         config["max_cached_workflows"] = self.settings.max_cached_workflows
+        # Heartbeat details carry streamed text and tool progress to watchers: send them within a second.
+        config["max_heartbeat_throttle_interval"] = LIVE_DETAILS_INTERVAL
+        config["default_heartbeat_throttle_interval"] = LIVE_DETAILS_INTERVAL
         return config
 
 
