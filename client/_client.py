@@ -21,7 +21,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent.errors import DecisionRefused
@@ -45,6 +45,7 @@ from workflows.protocol import (
     TextDelta,
     ToolProgress,
 )
+from workflows.search_attributes import PROMPT_STATE, USER_ID
 
 LiveItem = StreamEvent | TextDelta | ToolProgress
 
@@ -252,6 +253,9 @@ class AgentClient:
         handle = await self.client.start_workflow(
             PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
             static_summary=prompt_summary(user_id, input), static_details=prompt_static_details(user_id, input),
+            memo={"summary": prompt_summary(user_id, input)},  # listings (dagent ls) show it; summaries are not listed
+            search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "running"),
+                                                     SearchAttributePair(USER_ID, user_id)]),  # listed before it runs
             result_type=Prompt,
         )
         return PromptHandle(handle, self.client)

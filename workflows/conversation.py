@@ -118,6 +118,7 @@ class ConversationWorkflow:
                 id=item.prompt_id, result_type=Prompt,
                 static_summary=prompt_summary(item.user_id or request.user_id, item.input),
                 static_details=prompt_static_details(item.user_id or request.user_id, item.input),
+                memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
             )
             self._running = item.prompt_id
             prompt = await child
