@@ -31,7 +31,7 @@ async def test_waiting_prompt_says_what_it_waits_for_and_how_to_approve(dev_env:
         details = metadata.current_details
         assert details.startswith("**Waiting for approval**: demo.pay {amount: 500}")
         assert "Paying 500 needs approval." in details
-        assert f'approve_call` and payload {{"tool_call_id": "{call.id}", "by": "<your name>"}}' in details
+        assert f'approve_call` and payload `{{"tool_call_id": "{call.id}", "by": "YOUR-NAME"}}`' in details
         assert "reject_call" in details and f"dagent approve {handle.id} {call.id}" in details
 
         descriptions = {d.name: d.description for d in [*metadata.definition.signal_definitions,

@@ -72,24 +72,26 @@ def decided(decision: Decision) -> str:
 
 
 def waiting_for_approval(prompt: Prompt, entry: ToolOutput) -> str:
-    """The headline of a waiting prompt, with everything a person needs to decide from the UI."""
+    """The headline of a waiting prompt, with everything a person needs to decide from the UI (Markdown:
+    payloads in code spans, so the UI shows them with straight quotes, ready to copy)."""
     pending = entry.result
     assert isinstance(pending, ToolPending)
-    approve = json.dumps({"tool_call_id": entry.id, "by": "<your name>"})
-    reject = json.dumps({"tool_call_id": entry.id, "by": "<your name>", "reason": "<why>"})
-    lines = [
+    approve = json.dumps({"tool_call_id": entry.id, "by": "YOUR-NAME"})
+    reject = json.dumps({"tool_call_id": entry.id, "by": "YOUR-NAME", "reason": "WHY"})
+    requested = f"Call `{entry.id}`, requested {pending.requested_at:%Y-%m-%d %H:%M:%S} UTC"
+    if pending.expires_at:
+        requested += f", expires {pending.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+    if pending.approvers:
+        requested += f"; approvers: {', '.join(pending.approvers)}"
+    paragraphs = [
         f"**Waiting for approval**: {entry.tool} {compact_args(entry.input)} — reason: {pending.reason}",
-        "",
-        f"Call `{entry.id}`, requested {pending.requested_at:%Y-%m-%d %H:%M:%S} UTC by the model"
-        + (f", expires {pending.expires_at:%Y-%m-%d %H:%M:%S} UTC" if pending.expires_at else "")
-        + (f"; approvers: {', '.join(pending.approvers)}" if pending.approvers else "") + ".",
-        "",
-        f"Approve with update `approve_call` and payload {approve}",
-        "(More Actions → Send an Update → approve_call; add \"input\": {…} to correct the arguments).",
-        f"Reject with update `reject_call` and payload {reject}.",
-        f"From a terminal: dagent approve {prompt.id} {entry.id}",
+        requested + ".",
+        f"Approve with update `approve_call` and payload `{approve}` (More Actions → Send an Update; add "
+        '`"input": {…}` to correct the arguments).',
+        f"Reject with update `reject_call` and payload `{reject}`.",
+        f"From a terminal: `dagent approve {prompt.id} {entry.id}`",
     ]
-    return "\n".join(lines)
+    return "\n\n".join(paragraphs)
 
 
 def finished(prompt: Prompt) -> str:
