@@ -178,10 +178,6 @@ def worker(
 # --- prompts ----------------------------------------------------------------------------------------
 
 
-async def _ask(question: str) -> bool:
-    return await asyncio.to_thread(typer.confirm, question, default=False)
-
-
 async def _follow(handle: PromptHandle, *, interactive: bool | None, approver: str, from_offset: int = 0) -> str:
     return await follow(handle, console, interactive=interactive, approver=approver, from_offset=from_offset)
 
@@ -521,6 +517,8 @@ def store_sweep(
 @app.command()
 def demo(
     db_file: Annotated[Path, typer.Option(help="SQLite file of the embedded server")] = Path(".dagent/demo.db"),
+    port: Annotated[int, typer.Option(help="gRPC port (a free one if taken)")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Web UI port (a free one if taken)")] = 8233,
     keep: Annotated[bool, typer.Option(help="Keep the server running afterwards to browse the UI")] = False,
     interactive: Annotated[bool | None, typer.Option("--interactive/--no-interactive",
                                                      help="Ask for the approval (default: when on a TTY)")] = None,
@@ -531,7 +529,7 @@ def demo(
     configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
     ask = sys.stdin.isatty() if interactive is None else interactive
     _run_async(lambda: run_demo(db_file=db_file, keep=keep, interactive=ask, console=console,
-                                ask=_ask, input_text=DEMO_INPUT))
+                                input_text=DEMO_INPUT, port=port, ui_port=ui_port))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import cli_env, dagent, worker_process  # noqa: F401 - fixtures
+from workers.devserver import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux missing: scripts/system-deps installs it")
 
@@ -113,3 +114,38 @@ def test_answering_at_the_terminal_decides_and_says_who(
     assert "answered elsewhere" not in screen
     assert "The payment did not go through" in screen and "EXIT=0" in screen
     assert "\x1b[3" not in terminal.screen(escapes=True)  # a dumb terminal gets no colours
+
+
+def test_quick_start_keeps_its_server_and_refuses_a_second_on_the_same_file(
+        cli_env: dict[str, str], terminal_factory: list[Terminal], tmp_path: Path) -> None:  # noqa: F811
+    port, ui_port = free_port(), free_port()
+    db = tmp_path / "demo.db"
+    demo = Terminal(f"{shlex.quote(sys.executable)} -m cli demo --keep --db-file {db} --port {port} "
+                    f"--ui-port {ui_port}", cli_env)
+    terminal_factory.append(demo)
+    demo.wait_for(r"Approve payment\.send\? \[y/N\]")
+    screen = demo.screen()
+    prompt_id = re.search(r"^prompt (prompt-\w+):", screen, re.M).group(1)  # type: ignore[union-attr]
+    assert f"Temporal UI (while the server runs): http://localhost:{ui_port}/namespaces/default/workflows/" \
+           f"{prompt_id}" in screen  # printed while the server is up, before the question
+
+    address = f"127.0.0.1:{port}"
+    approved = dagent("approve", prompt_id, "call_r2_0", "--by", "ui-user", "--address", address, env=cli_env)
+    assert approved.returncode == 0, approved.stderr
+    demo.wait_for(r"Server and worker keep running")
+    screen = demo.screen()
+    assert "answered elsewhere: payment.send approved by ui-user" in screen
+    assert "[7] text    Paris will be 18°C with light rain. I attached your trip report. The deposit is paid." in screen
+    assert '{"city"' not in screen.split("[7] text", 1)[1].splitlines()[0]  # no raw JSON in the punch line
+
+    shown = dagent("show", prompt_id, "--address", address, env=cli_env)
+    assert shown.returncode == 0 and "state=completed" in shown.stdout  # --keep kept the server up
+
+    second = subprocess.run([sys.executable, "-m", "cli", "demo", "--db-file", str(db), "--no-interactive",
+                             "--port", str(free_port()), "--ui-port", str(free_port())], env=cli_env,
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert second.returncode != 0
+    assert f"{db} is already used by a running Temporal server" in second.stderr
+
+    demo.keys("C-c")
+    demo.wait_for(r"EXIT=0$")
