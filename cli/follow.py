@@ -140,8 +140,6 @@ class LiveView:
             style = ("red" if result is not None and result.type == "error" else
                      "yellow" if isinstance(result, ToolPending) else "")
             text.append(rendered, style=style)
-            if entry.decision is not None and not isinstance(result, ToolPending):
-                text.append(f"  ({decision_words(entry.decision)})", style="magenta")
         else:
             text.append(rendered)
         self.line(text)
