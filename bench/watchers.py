@@ -99,7 +99,8 @@ class PacedModel(ScriptedModel):
         super().__init__(*args, **kwargs)
         self.hold_round = hold_round
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+    async def stream(self, request: ModelRequest, on_text: TextSink,
+                     on_reasoning: TextSink | None = None) -> ModelResponse:
         response = await self._serve(request)
         for index, chunk in enumerate(split_words(response.text or "")):
             await on_text(chunk)

@@ -151,6 +151,10 @@ class LiveView:
             self.entry(index, entry)
 
     def delta(self, delta: TextDelta) -> None:
+        if delta.kind == "reasoning":
+            self.progress = f"thinking: {delta.text[-60:]}"
+            self.refresh()
+            return
         if delta.round in self.finished_rounds:
             return
         already = self.streamed.get(delta.round, 0)

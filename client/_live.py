@@ -28,6 +28,7 @@ from agent.models import TERMINAL_STATES
 from workflows.names import DELTAS_TOPIC, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, PROGRESS_TOPIC
 from workflows.protocol import (
     StreamEvent,
+    StreamingText,
     TextDelta,
     ToolProgress,
 )
@@ -213,10 +214,15 @@ class StreamPoller:
                     continue
                 try:
                     raw = (await converter.decode(payloads[:1]))[0]
-                    item = SIDE_TOPICS[topic].model_validate(raw)
-                except Exception:
+                    if topic == DELTAS_TOPIC:
+                        streaming = StreamingText.model_validate(raw)
+                        for delta in (streaming.text, streaming.reasoning):
+                            if delta is not None:
+                                latest[f"{topic}/{pending.activity_id}/{delta.kind}"] = (topic, delta)
+                    else:
+                        latest[f"{topic}/{pending.activity_id}"] = (topic, ToolProgress.model_validate(raw))
+                except Exception:  # a plain liveness beat, or details from another version
                     continue
-                latest[f"{topic}/{pending.activity_id}"] = (topic, item)
             async with self._changed:
                 for key in [key for key in self._side if key not in latest]:
                     del self._side[key]
