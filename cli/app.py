@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.text import Text
+from temporalio.client import WorkflowExecutionStatus
 
 from agent.logging import configure_logging
 from agent.models import TERMINAL_STATES, ModelTier
@@ -230,7 +231,16 @@ def watch(
     settings = _settings(address, profile)
 
     async def main() -> int:
-        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        client = await AgentClient.connect(settings)
+        handle = client.prompt(prompt_id)
+        description = await handle.workflow.describe()  # no worker needed: says who and what even without one
+        console.print(Text.assemble(("prompt ", "dim"), (prompt_id, "bold"), "  ",
+                                    await description.static_summary() or ""))
+        console.print(f"Temporal UI: {settings.workflow_url(prompt_id)}")
+        queue = settings.model_copy(update={"task_queue": description.task_queue})
+        if description.status == WorkflowExecutionStatus.RUNNING and not await hints.worker_polling(client.client,
+                                                                                                     queue):
+            err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(queue)))
         state = await _follow(handle, interactive=None, approver="", from_offset=from_offset)
         return 1 if state in ("failed", "cancelled") else 0
 
