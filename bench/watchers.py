@@ -19,12 +19,14 @@ import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import Message
 from pydantic import BaseModel
 from temporalio.client import Client
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from activities.runtime import AgentRuntime
 from agent.context import ToolContext
@@ -37,7 +39,7 @@ from agent.tools import Approval, tool
 from client import AgentClient, PromptHandle
 from workers.settings import Settings
 from workers.worker import create_worker
-from workflows.protocol import StreamEvent, TextDelta, ToolProgress
+from workflows.protocol import EVENTS_TOPIC, StreamEvent, TextDelta, ToolProgress
 
 
 class Step(BaseModel):
@@ -168,10 +170,19 @@ async def _watch(handle: PromptHandle, *, live: bool, from_offset: int,
     return offsets, streamed, progress
 
 
-async def run_once(agent: AgentClient, watchers: int) -> Run:
+async def _watch_with_updates(handle: PromptHandle) -> tuple[list[int], list[TextDelta], list[str]]:
+    """The way watchers followed a prompt before (the stream's long-poll update): the baseline."""
+    stream = WorkflowStreamClient.create(handle.workflow._client, handle.id)
+    offsets = [item.offset async for item in stream.subscribe([EVENTS_TOPIC], 0, result_type=StreamEvent,
+                                                              poll_cooldown=timedelta(milliseconds=50))]
+    return offsets, [], []
+
+
+async def run_once(agent: AgentClient, watchers: int, *, baseline: bool = False) -> Run:
     handle = await agent.start("Plan my Paris trip", user_id="bench", prompt_id=f"prompt-watch-{uuid.uuid4().hex[:8]}")
     plans = [(i % 2 == 0, 0 if i < 3 else 2, 0.05 * i) for i in range(watchers)]  # live/events, offset, delay
-    watching = [asyncio.create_task(_watch(handle, live=live, from_offset=offset, delay=delay))
+    watching = [asyncio.create_task(_watch_with_updates(handle) if baseline else
+                                    _watch(handle, live=live, from_offset=offset, delay=delay))
                 for live, offset, delay in plans]
     await _approve_when_waiting(handle)
     prompt = await handle.result()
@@ -211,11 +222,17 @@ async def main_async(watchers: int) -> None:
         async with DevServer(db_file=Path(tmp) / "t.db") as server:
             settings = Settings(temporal_address=server.address, task_queue="bench-watchers",
                                 payload_dir=f"{tmp}/payloads", file_dir=f"{tmp}/files")
-            unwatched, watched = await compare(await connect(settings), settings, watchers)
+            client = await connect(settings)
+            unwatched, watched = await compare(client, settings, watchers)
+            async with create_worker(client, streaming_runtime(), task_queue=settings.task_queue):
+                polled = await run_once(AgentClient(client, settings), watchers, baseline=True)
     print(f"history of one prompt (streamed text, progress, approval), 0 vs {watchers} watchers:")
     print(f"  events: {unwatched.events} vs {watched.events}  ratio {watched.events / unwatched.events:.2f}")
     print(f"  bytes:  {unwatched.bytes} vs {watched.bytes}  ratio {watched.bytes / unwatched.bytes:.3f}"
           f"  (without timestamps: {unwatched.bytes_without_times} vs {watched.bytes_without_times})")
+    print(f"  baseline, {watchers} watchers on the stream's long-poll update (how watching worked before): "
+          f"{polled.events} events ({polled.events / unwatched.events:.2f}x), {polled.bytes} bytes "
+          f"({polled.bytes / unwatched.bytes:.2f}x)")
     print(f"  every watcher got every event offset once, in order: "
           f"{all(s == list(range(s[0], s[0] + len(s))) for s in watched.seen if s)}")
     print(f"  live watchers saw streamed text {[len(d) for d in watched.deltas]} times and tool progress "
