@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 from agent.models import ToolOutput
 from client import PromptHandle
 from tests import scenarios
-from tests.conftest import agent_worker
+from tests.support.workers import agent_worker
 from workflows.details import compact_args, cut_at_word, prompt_summary
 
 

@@ -11,7 +11,7 @@ from agent.models import Prompt
 from bench.watchers import ANSWER, compare, streaming_runtime
 from client import AgentClient, PromptNotFound
 from client._live import _POLLERS
-from tests.conftest import TEST_SETTINGS
+from tests.support.workers import TEST_SETTINGS
 from workers.worker import create_worker
 
 
