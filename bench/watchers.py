@@ -39,7 +39,8 @@ from agent.tools import Approval, tool
 from client import AgentClient, PromptHandle
 from workers.settings import Settings
 from workers.worker import create_worker
-from workflows.protocol import EVENTS_TOPIC, StreamEvent, TextDelta, ToolProgress
+from workflows.names import EVENTS_TOPIC
+from workflows.protocol import StreamEvent, TextDelta, ToolProgress
 
 
 class Step(BaseModel):

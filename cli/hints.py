@@ -11,8 +11,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from client import DecisionRefused, PromptNotFound
-from client._client import PROMPT_WORKFLOW
 from workers.settings import Settings
+from workflows.names import PROMPT_WORKFLOW
 
 RECENT_FOR_SUGGESTIONS = 500
 

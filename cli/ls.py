@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
-from client._client import PROMPT_WORKFLOW
-from workflows.search_attributes import PROMPT_STATE, USER_ID
+from workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
 
 STATES = ("waiting", "running", "completed", "failed", "cancelled")
 WAITING = "waiting_for_approval"

@@ -32,7 +32,15 @@ from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
 from workflows import names
 from workflows.details import prompt_static_details, prompt_summary
-from workflows.names import CONVERSATION_WORKFLOW, DELTAS_TOPIC, EVENTS_TOPIC, PROGRESS_TOPIC, PROMPT_WORKFLOW
+from workflows.names import (
+    CONVERSATION_WORKFLOW,
+    DELTAS_TOPIC,
+    EVENTS_TOPIC,
+    PROGRESS_TOPIC,
+    PROMPT_STATE,
+    PROMPT_WORKFLOW,
+    USER_ID,
+)
 from workflows.protocol import (
     ApproveRequest,
     ConversationRequest,
@@ -45,7 +53,6 @@ from workflows.protocol import (
     TextDelta,
     ToolProgress,
 )
-from workflows.search_attributes import PROMPT_STATE, USER_ID
 
 LiveItem = StreamEvent | TextDelta | ToolProgress
 

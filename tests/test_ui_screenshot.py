@@ -18,8 +18,8 @@ import pytest
 from agent.models import ToolOutput
 from client import AgentClient
 from tests import scenarios
-from tests.support.workers import TEST_SETTINGS
 from tests.support.browser import Browser, browser_available
+from tests.support.workers import TEST_SETTINGS
 from workers.devserver import DevServer, free_port
 from workers.worker import build_runtime, connect, create_worker
 
