@@ -542,8 +542,6 @@ class PromptWorkflow:
         self._decisions[entry.id] = decision
         entry.decision = decision
         self._waiting.pop(entry.id, None)
-        if decision.decision == "approved":
-            entry.result = None  # no longer pending: about to run
         self._events.publish(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=self._index(entry), output=entry))
         if not self._waiting:
             self._set_state("running")
