@@ -7,12 +7,11 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pydantic_core
 from pydantic import BaseModel, JsonValue
 from temporalio import activity
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 
 from activities.mcp_tools import MCPUnavailable
@@ -32,7 +31,7 @@ from agent.providers.base import FatalModelError, ModelProvider, RetryableModelE
 from agent.subagents import sub_agent_of
 from agent.tools import Tool, ToolFailed
 from workflows import names
-from workflows.names import DELTAS_TOPIC, EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
+from workflows.names import EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
 from workflows.protocol import (
     ApprovalRequirement,
     CallNeedingApproval,
@@ -42,10 +41,12 @@ from workflows.protocol import (
     ReadyCall,
     RoundInput,
     RoundResult,
+    StreamingText,
     SubAgentCall,
     TextDelta,
     ToolInvocation,
     ToolInvocationResult,
+    ToolProgress,
     TranscriptPage,
     TranscriptPageRequest,
 )
@@ -53,6 +54,8 @@ from workflows.protocol import (
 log = get_logger("dagent.activities")
 
 HEARTBEAT_INTERVAL_SECONDS = 0.5  # the worker sends at most one per second (workers.plugin.HEARTBEAT_THROTTLE)
+LIVE_TEXT_TAIL_CHARS = 16_000  # streamed text kept in heartbeat details (watchers joining late see this much)
+LIVE_TEXT_EVERY_SECONDS = 0.2  # how often the streamed text so far is handed to the heartbeat
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
 
 
@@ -108,10 +111,11 @@ class AgentActivities:
             raise _fall_back(position + 1, fallback, f"{_spec(provider)} did not answer within "
                                                      f"{self.runtime.fallback_after_attempts} attempts")
         logger = logger.bind(model=_spec(provider), fallback=position)
+        live = _LiveDetails()
         try:
-            async with _heartbeating():
+            async with _heartbeating(details=live):
                 if self.runtime.streams_text(provider):
-                    response = await self._stream_model(provider, request)
+                    response = await self._stream_model(provider, request, live)
                 else:
                     response = await provider.complete(request)
             response = await self._after_model(request, response)
@@ -145,29 +149,36 @@ class AgentActivities:
             settings=request.settings if request.settings != ModelSettings() else None,
         )
 
-    async def _stream_model(self, provider: ModelProvider, request: ModelRequest) -> ModelResponse:
-        """Call the model streaming, publishing text deltas to the prompt's stream in batches."""
+    async def _stream_model(self, provider: ModelProvider, request: ModelRequest,
+                            live: _LiveDetails) -> ModelResponse:
+        """Call the model streaming; the text (and reasoning summary) so far goes to the heartbeat details,
+        where watchers read it: nothing is written to the prompt's history."""
         attempt = activity.info().attempt
-        offset = 0
-        batch = timedelta(seconds=self.runtime.delta_batch_interval)
-        reasoning_offset = 0
-        async with WorkflowStreamClient.from_within_activity(batch_interval=batch) as stream:
-            deltas = stream.topic(DELTAS_TOPIC, type=TextDelta)
-            reasoning = stream.topic(names.REASONING_TOPIC, type=TextDelta)
+        text = _StreamedText(request.round, attempt, "text")
+        reasoning = _StreamedText(request.round, attempt, "reasoning")
+        last = 0.0
+        loop = asyncio.get_running_loop()
 
-            async def on_text(text: str) -> None:
-                nonlocal offset
-                deltas.publish(TextDelta(round=request.round, attempt=attempt, offset=offset, text=text))
-                offset += len(text)
-                activity.heartbeat()
+        def publish() -> None:
+            live.set(StreamingText(text=text.delta(), reasoning=reasoning.delta()))
 
-            async def on_reasoning(text: str) -> None:
-                nonlocal reasoning_offset
-                reasoning.publish(TextDelta(round=request.round, attempt=attempt, offset=reasoning_offset, text=text))
-                reasoning_offset += len(text)
-                activity.heartbeat()
+        def maybe_publish() -> None:
+            nonlocal last
+            if loop.time() - last >= LIVE_TEXT_EVERY_SECONDS:
+                last = loop.time()
+                publish()
 
-            return await provider.stream(request, on_text, on_reasoning)  # type: ignore[attr-defined,no-any-return]
+        async def on_text(chunk: str) -> None:
+            text.add(chunk)
+            maybe_publish()
+
+        async def on_reasoning(chunk: str) -> None:
+            reasoning.add(chunk)
+            maybe_publish()
+
+        response = await provider.stream(request, on_text, on_reasoning)  # type: ignore[attr-defined]
+        publish()
+        return response  # type: ignore[no-any-return]
 
     async def _before_model(self, request: ModelRequest) -> ModelRequest:
         for plugin in self.runtime.plugins:
@@ -224,16 +235,18 @@ class AgentActivities:
             return _error(str(exc))
         state_before = copy_state(inv.plugin_state)
         info = activity.info()
+        live = _LiveDetails()
         ctx = ToolContext(
             user_id=inv.user_id, prompt_id=inv.prompt_id, conversation_id=inv.conversation_id,
             tool_call_id=call.id, idempotency_key=f"{inv.workflow_id}/{call.id}",
             state=copy_state(inv.plugin_state), services=self.runtime.services,
             file_store=self.runtime.file_store.scoped(info.workflow_namespace, inv.prompt_id), attempt=info.attempt,
-            progress=lambda message, fraction: activity.heartbeat({"message": message, "fraction": fraction}),
+            progress=lambda message, fraction: live.set(ToolProgress(
+                tool_call_id=call.id, tool=call.tool, message=message, fraction=fraction)),
             is_cancelled=activity.is_cancelled,
         )
         try:
-            async with _heartbeating(min(HEARTBEAT_INTERVAL_SECONDS, call.heartbeat_timeout_seconds / 3)):
+            async with _heartbeating(min(HEARTBEAT_INTERVAL_SECONDS, call.heartbeat_timeout_seconds / 3), details=live):
                 raw_output = await tool.fn(args, ctx)
         except ToolFailed as exc:
             logger.info("tool reported an error", error=str(exc)[:200])
@@ -265,18 +278,60 @@ class AgentActivities:
                 logger.error("plugin event hook failed", plugin=plugin.name, error=f"{type(exc).__name__}: {exc}")
 
 
+class _StreamedText:
+    """Text as it streams, keeping only its tail (what a watcher joining late is shown)."""
+
+    def __init__(self, round_number: int, attempt: int, kind: Literal["text", "reasoning"]) -> None:
+        self.round, self.attempt, self.kind = round_number, attempt, kind
+        self.chunks: list[str] = []
+        self.length = 0
+
+    def add(self, chunk: str) -> None:
+        self.chunks.append(chunk)
+        self.length += len(chunk)
+
+    def delta(self) -> TextDelta | None:
+        if not self.length:
+            return None
+        tail = "".join(self.chunks)[-LIVE_TEXT_TAIL_CHARS:]
+        self.chunks = [tail]
+        return TextDelta(round=self.round, attempt=self.attempt, offset=self.length - len(tail), text=tail,
+                         kind=self.kind)
+
+
+class _LiveDetails:
+    """The latest heartbeat details of an activity (streamed text, tool progress): every heartbeat carries
+    them, so the periodic liveness beat never blanks what watchers and the Temporal UI show."""
+
+    def __init__(self) -> None:
+        self.value: BaseModel | None = None
+
+    def set(self, value: BaseModel) -> None:
+        self.value = value
+        if not activity.info().is_local:
+            activity.heartbeat(value.model_dump(mode="json"))
+
+    def beat(self) -> None:
+        if self.value is None:
+            activity.heartbeat()
+        else:
+            activity.heartbeat(self.value.model_dump(mode="json"))
+
+
 @contextlib.asynccontextmanager
-async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
+async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS,
+                        details: _LiveDetails | None = None) -> AsyncIterator[None]:
     """Heartbeat while a tool runs: a dead worker is noticed within the heartbeat timeout, and a
     cancelled prompt's cancellation reaches the tool."""
 
     if activity.info().is_local:  # local activities cannot heartbeat
         yield
         return
+    live = details or _LiveDetails()
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
+            live.beat()
             await asyncio.sleep(interval)
 
     task = asyncio.create_task(beat())

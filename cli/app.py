@@ -14,14 +14,19 @@ from typing import Annotated, Any, NoReturn
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
+from temporalio.client import WorkflowExecutionStatus
 
 from agent.logging import configure_logging
-from agent.models import TERMINAL_STATES, ModelTier, ToolOutput
+from agent.models import TERMINAL_STATES, ModelTier
+from cli import hints
 from cli.errors import REFUSED, USER_ERROR, report
+from cli.follow import STATE_STYLES, follow, read_line
+from cli.ls import STATES, age, recent_prompts
 from cli.render import describe_output, describe_prompt
 from client import AgentClient, DecisionRefused, PromptHandle
 from workers.settings import Settings
-from workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest, StreamEvent, TextDelta
+from workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest
 
 app = typer.Typer(help="Durable Agent: LLM agents that never lose their place.", no_args_is_help=True,
                   add_completion=False)
@@ -38,11 +43,40 @@ def _exit(code: int = 0) -> NoReturn:
     os._exit(code)
 
 
-def _run_async(main: Callable[[], Awaitable[int | None]]) -> None:
+class _Explained(Exception):
+    """An error already turned into one line with a hint."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def _explained(main: Callable[[], Awaitable[int | None]], settings: Settings | None) -> int | None:
+    """Run `main`; the common mistakes (no server, a mistyped prompt id) become one line with a hint."""
     try:
-        code = asyncio.run(main())
+        return await main()
+    except Exception as exc:
+        if settings is None:
+            raise
+        if hints.is_connect_failure(exc):
+            raise _Explained(hints.no_server(settings), 1) from None
+        if (prompt_id := hints.missing_prompt_id(exc)) is not None:
+            try:
+                client = (await AgentClient.connect(settings)).client
+            except RuntimeError:
+                client = None
+            raise _Explained(await hints.unknown_prompt(client, prompt_id), 2) from None
+        raise
+
+
+def _run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
+    try:
+        code = asyncio.run(_explained(main, settings))
     except KeyboardInterrupt:
         code = 130
+    except _Explained as exc:
+        err_console.print(Text.assemble(("error: ", "red"), str(exc)))
+        code = exc.code
     except DecisionRefused as exc:
         report("refused", exc)
         code = REFUSED
@@ -160,72 +194,14 @@ def worker(
             await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
         return 0
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 # --- prompts ----------------------------------------------------------------------------------------
 
 
-async def _ask(question: str) -> bool:
-    return await asyncio.to_thread(typer.confirm, question, default=False)
-
-
-class _Printer:
-    """Prints a prompt's live events; streamed text deltas appear as they arrive."""
-
-    def __init__(self) -> None:
-        self.shown: dict[int, int] = {}  # round -> characters of streamed text already printed
-        self.streaming = False
-
-    def delta(self, delta: TextDelta) -> None:
-        already = self.shown.get(delta.round, 0)
-        fresh = delta.text[max(already - delta.offset, 0):] if delta.offset + len(delta.text) > already else ""
-        if fresh:
-            if not self.streaming:
-                console.print("…       ", end="")
-            console.print(fresh, end="")
-            self.streaming = True
-            self.shown[delta.round] = delta.offset + len(delta.text)
-
-    def event(self, event: StreamEvent) -> None:
-        if self.streaming:
-            console.print()
-            self.streaming = False
-        if event.kind == "state_changed":
-            console.print(f"state   {event.state}")
-        elif event.output is not None and event.kind != "approval_requested":
-            console.print(f"[{event.index}] {describe_output(event.output)}")
-
-
 async def _follow(handle: PromptHandle, *, interactive: bool | None, approver: str, from_offset: int = 0) -> str:
-    """Print the prompt's events as they happen. On an approval request: ask (interactive), print how to
-    decide and return (False), or just keep watching (None)."""
-    printer = _Printer()
-    async for _, item in handle.live(from_offset):
-        if isinstance(item, TextDelta):
-            printer.delta(item)
-            continue
-        printer.event(item)
-        entry = item.output
-        if item.kind != "approval_requested" or not isinstance(entry, ToolOutput):
-            continue
-        if interactive:
-            if await _ask(f"Approve {entry.tool} {json.dumps(entry.input)}?"):
-                await handle.approve(entry.id, by=approver)
-            else:
-                await handle.reject(entry.id, by=approver, reason="rejected at the terminal")
-        elif interactive is False:
-            _print_decision_commands(handle.id, entry.id)
-            return "waiting_for_approval"
-    return (await handle.get()).state
-
-
-def _print_decision_commands(prompt_id: str, call_id: str) -> None:
-    console.print("The prompt is waiting for approval. Decide with one of:")
-    console.print(f"  dagent approve {prompt_id} {call_id}")
-    console.print(f"  dagent reject {prompt_id} {call_id} --reason 'not now'")
-    console.print(f"  temporal workflow signal -w {prompt_id} --name approve "
-                  f"--input '{{\"tool_call_id\": \"{call_id}\"}}'")
+    return await follow(handle, console, interactive=interactive, approver=approver, from_offset=from_offset)
 
 
 @app.command()
@@ -256,6 +232,8 @@ def run(
         handle = await client.start(text, user_id=user, model=tier, max_rounds=max_rounds)
         console.print(f"prompt {handle.id}")
         console.print(f"Temporal UI: {settings.workflow_url(handle.id)}")
+        if not await hints.worker_polling(client.client, settings):
+            err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(settings)))
         state = await _follow(handle, interactive=ask, approver=user)
         prompt = await handle.get()
         if prompt.error:
@@ -265,7 +243,7 @@ def run(
         console.print(f"state: {prompt.state}")
         return 1 if prompt.state in ("failed", "cancelled") else 0
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 @app.command()
@@ -279,11 +257,20 @@ def watch(
     settings = _settings(address, profile)
 
     async def main() -> int:
-        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        client = await AgentClient.connect(settings)
+        handle = client.prompt(prompt_id)
+        description = await handle.workflow.describe()  # no worker needed: says who and what even without one
+        console.print(Text.assemble(("prompt ", "dim"), (prompt_id, "bold"), "  ",
+                                    await description.static_summary() or ""))
+        console.print(f"Temporal UI: {settings.workflow_url(prompt_id)}")
+        queue = settings.model_copy(update={"task_queue": description.task_queue})
+        if description.status == WorkflowExecutionStatus.RUNNING and not await hints.worker_polling(client.client,
+                                                                                                     queue):
+            err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(queue)))
         state = await _follow(handle, interactive=None, approver="", from_offset=from_offset)
         return 1 if state in ("failed", "cancelled") else 0
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 @app.command()
@@ -302,17 +289,15 @@ def chat(
         conversation = await client.start_conversation(user_id=user, conversation_id=conversation_id)
         console.print(f"conversation {conversation.id}  (resume with: dagent chat --conversation {conversation.id})")
         while True:
-            try:
-                line = await asyncio.to_thread(input, "you> ")
-            except EOFError:
-                line = ""
+            console.print("you> ", end="")
+            line = await read_line() or ""
             if not line.strip():
                 return 0
             prompt = await conversation.send(line, user_id=user)
             await conversation.prompt_started(prompt.id, timeout=300)
             await _follow(prompt, interactive=True, approver=user)
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 @app.command()
@@ -341,7 +326,7 @@ def show(
             console.print(f"Temporal UI: {settings.workflow_url(prompt_id)}")
         return 0
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 def _one_or_all(tool_call_id: str | None, every: bool) -> None:
@@ -382,7 +367,7 @@ def approve(
         console.print(describe_output(resolved) if resolved else "approved")
         return 0 if resolved is not None and resolved.result is not None and resolved.result.type == "success" else 1
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 @app.command()
@@ -410,7 +395,7 @@ def reject(
         console.print(describe_output(resolved) if resolved else "rejected")
         return 0
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 @app.command()
@@ -436,13 +421,45 @@ def pending(
                               f"{json.dumps(call.input)}  — {call.reason}{path}")
         return 0
 
-    _run_async(main)
+    _run_async(main, settings)
+
+
+@app.command("ls")
+def list_prompts(
+    address: AddressOption = None,
+    profile: ProfileOption = None,
+    state: Annotated[str | None, typer.Option(help=f"Only prompts in this state: {', '.join(STATES)}")] = None,
+    user: Annotated[str | None, typer.Option(help="Only this user's prompts")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as one JSON document")] = False,
+) -> None:
+    """List recent prompts: state, user, age and summary, those waiting for approval first."""
+    settings = _settings(address, profile)
+    if state is not None and state not in STATES:
+        raise typer.BadParameter(f"state must be one of {', '.join(STATES)}")
+
+    async def main() -> int:
+        client = await AgentClient.connect(settings)
+        rows = await recent_prompts(client.client, state=state, user=user, limit=limit)
+        if as_json:
+            console.print_json(json.dumps([row.model_dump(mode="json") for row in rows]))
+            return 0
+        if not rows:
+            console.print("no prompts" + (" in that state" if state else "") + (f" of {user}" if user else ""))
+        for row in rows:
+            style = STATE_STYLES.get(row.state, "")
+            console.print(Text.assemble((f"{row.id:<26} ", "bold"), (f"{row.state:<21} ", style),
+                                        f"{(row.user or '-'):<12} ", (f"{age(row.started_at):>4}  ", "dim"),
+                                        row.summary))
+        return 0
+
+    _run_async(main, settings)
 
 
 @app.command()
-def stuck(address: AddressOption = None) -> None:
+def stuck(address: AddressOption = None, profile: ProfileOption = None) -> None:
     """List prompts and conversations whose workflow task keeps failing, with the reason."""
-    settings = _settings(address)
+    settings = _settings(address, profile)
 
     async def main() -> int:
         problems = await (await AgentClient.connect(settings)).stuck()
@@ -453,7 +470,7 @@ def stuck(address: AddressOption = None) -> None:
                           f"{problem.reason}")
         return 1 if problems else 0
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 @app.command()
@@ -466,7 +483,7 @@ def cancel(prompt_id: str, address: AddressOption = None, profile: ProfileOption
         console.print(f"cancellation requested for {prompt_id}")
         return 0
 
-    _run_async(main)
+    _run_async(main, settings)
 
 
 # --- deployment: codec server, blob store ---------------------------------------------------------
@@ -563,6 +580,8 @@ def store_sweep(
 @app.command()
 def demo(
     db_file: Annotated[Path, typer.Option(help="SQLite file of the embedded server")] = Path(".dagent/demo.db"),
+    port: Annotated[int, typer.Option(help="gRPC port (a free one if taken)")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Web UI port (a free one if taken)")] = 8233,
     keep: Annotated[bool, typer.Option(help="Keep the server running afterwards to browse the UI")] = False,
     interactive: Annotated[bool | None, typer.Option("--interactive/--no-interactive",
                                                      help="Ask for the approval (default: when on a TTY)")] = None,
@@ -573,7 +592,7 @@ def demo(
     configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
     ask = sys.stdin.isatty() if interactive is None else interactive
     _run_async(lambda: run_demo(db_file=db_file, keep=keep, interactive=ask, console=console,
-                                ask=_ask, input_text=DEMO_INPUT))
+                                input_text=DEMO_INPUT, port=port, ui_port=ui_port))
 
 
 if __name__ == "__main__":

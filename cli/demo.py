@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.console import Console
 
-from agent.models import ToolOutput, ToolPending
-from cli.render import describe_output, describe_prompt
-from client import AgentClient
+from cli.follow import follow
+from cli.render import describe_prompt
+from client import AgentClient, DecisionRefused
 from workers.devserver import DevServer, free_port
 from workers.settings import Settings
 from workers.worker import build_runtime, connect, create_worker
@@ -32,12 +32,12 @@ def _port_or_free(preferred: int) -> int:
     return preferred
 
 
-async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Console,
-                   ask: Callable[[str], Awaitable[bool]], input_text: str) -> int:
-    server = DevServer(port=_port_or_free(PREFERRED_PORT), ui_port=_port_or_free(PREFERRED_UI_PORT),
-                       db_file=db_file)
+async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Console, input_text: str,
+                   port: int = PREFERRED_PORT, ui_port: int = PREFERRED_UI_PORT) -> int:
+    server = DevServer(port=_port_or_free(port), ui_port=_port_or_free(ui_port), db_file=db_file)
     console.print(f"Starting the Temporal dev server on {server.address} (UI {server.ui_url}, db {db_file}) …")
     await server.start_async()
+    state = "failed"
     try:
         settings = Settings(temporal_address=server.address, ui_url=server.ui_url or "",
                             task_queue=f"durable-agent-demo-{uuid.uuid4().hex[:6]}")
@@ -47,11 +47,14 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
             agent = AgentClient(client, settings)
             handle = await agent.start(input_text, user_id="quickstart")
             console.print(f"\nprompt {handle.id}: {input_text}")
-            async for index, entry, _ in handle.follow():
-                console.print(f"[{index}] {describe_output(entry)}")
-                if isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending):
-                    await _decide(settings, handle.id, entry, interactive, console, ask)
+            console.print(f"Temporal UI (while the server runs): {settings.workflow_url(handle.id)}")
+            if not interactive:
+                approving = asyncio.create_task(_approve_from_second_client(settings, handle.id, console))
+            state = await follow(handle, console, interactive=True if interactive else None, approver=APPROVER)
+            if not interactive:
+                await approving
             prompt = await handle.result()
+            state = prompt.state
             console.print("\nThe record (dagent show / query get_prompt):")
             for line in describe_prompt(prompt):
                 console.print(f"  {line}")
@@ -62,23 +65,19 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
             else:
                 console.print(f"(The server stops now; `dagent server --db-file {db_file}` brings it back "
                               "with this history.)")
-            return 0 if prompt.state == "completed" else 1
     finally:
         await server.stop_async()
+    return 0 if state == "completed" else 1
 
 
-async def _decide(settings: Settings, prompt_id: str, entry: ToolOutput, interactive: bool, console: Console,
-                  ask: Callable[[str], Awaitable[bool]]) -> None:
-    assert isinstance(entry.result, ToolPending)
-    console.print(f"    The prompt is waiting: {entry.result.reason}")
-    # A second client decides, as an approver elsewhere would (`dagent approve`, `temporal workflow signal`).
-    approver = await AgentClient.connect(settings)
-    if interactive and not await ask(f"Approve {entry.tool}?"):
-        await approver.prompt(prompt_id).reject(entry.id, by=APPROVER, reason="rejected in the quick start")
-        return
-    if not interactive:
-        console.print(f"    Approving from a second client: dagent approve {prompt_id} {entry.id}")
-    await approver.prompt(prompt_id).approve(entry.id, by=APPROVER)
+async def _approve_from_second_client(settings: Settings, prompt_id: str, console: Console) -> None:
+    """Decide as an approver elsewhere would (`dagent approve`, the UI's approve_call update)."""
+    approver = (await AgentClient.connect(settings)).prompt(prompt_id)
+    prompt = await approver.wait_until("waiting_for_approval", poll_interval=0.2)
+    for pending in await approver.pending_approvals():
+        console.print(f"    Approving from a second client: dagent approve {prompt.id} {pending.tool_call_id}")
+        with contextlib.suppress(DecisionRefused):
+            await approver.approve(pending.tool_call_id, by=APPROVER, wait=True)
 
 
 async def _wait_for_interrupt() -> None:

@@ -34,13 +34,18 @@ def describe_output(entry: PromptOutput) -> str:
         case ToolOutput():
             head = f"tool    {entry.tool} {short(entry.input)} [{entry.id}]"
             result = entry.result
+            decided = ""
+            if entry.decision is not None and (result is None or result.type != "pending"):
+                decision = entry.decision
+                decided = f"  ({decision.decision}{f' by {decision.by}' if decision.by else ''} " \
+                          f"at {decision.at:%H:%M:%S})"
             if result is None:
-                return f"{head} → running"
+                return f"{head} → running{decided}"
             match result.type:
                 case "success":
-                    return f"{head} → {short(result.output)}"
+                    return f"{head} → {short(result.output)}{decided}"
                 case "error":
-                    return f"{head} → error: {result.error}"
+                    return f"{head} → error: {result.error}{decided}"
                 case "pending":
                     return f"{head} → waiting for approval: {result.reason}"
         case FileOutput():

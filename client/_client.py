@@ -10,10 +10,10 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from pydantic import JsonValue
+from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -21,18 +21,27 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import RawValue, WorkflowIDConflictPolicy
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent.errors import DecisionRefused
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
+from client._live import poller_for
 from client.stuck import TaskProblem, task_problem, workflows_with_task_problems
 from workers.connection import connect_client
 from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
 from workflows import names
-from workflows.names import CONVERSATION_WORKFLOW, DELTAS_TOPIC, EVENTS_TOPIC, PROMPT_WORKFLOW
+from workflows.details import prompt_static_details, prompt_summary
+from workflows.names import (
+    CONVERSATION_WORKFLOW,
+    DELTAS_TOPIC,
+    EVENTS_TOPIC,
+    PROGRESS_TOPIC,
+    PROMPT_STATE,
+    PROMPT_WORKFLOW,
+    USER_ID,
+)
 from workflows.protocol import (
     ApproveRequest,
     ConversationRequest,
@@ -43,7 +52,10 @@ from workflows.protocol import (
     SteerRequest,
     StreamEvent,
     TextDelta,
+    ToolProgress,
 )
+
+LiveItem = StreamEvent | TextDelta | ToolProgress
 
 
 def new_prompt_id() -> str:
@@ -146,21 +158,27 @@ class PromptHandle:
         """Live events `(sequence number, event)` from `from_offset` on, until the prompt finishes.
 
         Durable and offset-addressed: attach late, or resume after a disconnect from the last sequence
-        number + 1, without missing or repeating an event.
+        number + 1, without missing or repeating an event. Read with queries: watching writes nothing to
+        the prompt's history, and every watcher of a prompt in this process shares one poller.
         """
-        stream = WorkflowStreamClient.create(self._client, self.id)
-        async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=StreamEvent,
-                                           poll_cooldown=timedelta(milliseconds=50)):
-            yield item.offset, item.data
-
-    async def live(self, from_offset: int = 0) -> AsyncIterator[tuple[int, StreamEvent | TextDelta]]:
-        """Like `events`, interleaved with the model's text deltas as it streams (when the worker streams)."""
-        stream = WorkflowStreamClient.create(self._client, self.id)
         converter = self._client.data_converter.payload_converter
-        async for item in stream.subscribe([EVENTS_TOPIC, DELTAS_TOPIC], from_offset, result_type=RawValue,
-                                           poll_cooldown=timedelta(milliseconds=50)):
-            kind = TextDelta if item.topic == DELTAS_TOPIC else StreamEvent
-            yield item.offset, converter.from_payload(item.data.payload, kind)
+        async for offset, _, payload in poller_for(self._client, self.id).subscribe(from_offset, [EVENTS_TOPIC]):
+            assert offset is not None and isinstance(payload, Payload)
+            yield offset, converter.from_payload(payload, StreamEvent)
+
+    async def live(self, from_offset: int = 0) -> AsyncIterator[tuple[int | None, LiveItem]]:
+        """Like `events`, interleaved with the model's text as it streams (when the worker streams) and tool
+        progress. Those two come from heartbeats, not from the event stream: their offset is None, and each
+        carries the latest state (a `TextDelta` holds the round's text from its `offset` on)."""
+        converter = self._client.data_converter.payload_converter
+        topics = [EVENTS_TOPIC, DELTAS_TOPIC, PROGRESS_TOPIC]
+        async for offset, topic, item in poller_for(self._client, self.id).subscribe(from_offset, topics):
+            if isinstance(item, TextDelta | ToolProgress):
+                yield offset, item
+            elif topic == DELTAS_TOPIC:  # streamed text published to the stream by older workers
+                yield offset, converter.from_payload(item, TextDelta)
+            else:
+                yield offset, converter.from_payload(item, StreamEvent)
 
     async def follow(self, poll_interval: float = 0.1) -> AsyncIterator[tuple[int, PromptOutput, Prompt]]:
         """Yield `(index, entry, prompt)` for every new or changed output entry until the prompt finishes."""
@@ -247,7 +265,11 @@ class AgentClient:
                                 history=history or [], **options)
         handle = await self.client.start_workflow(
             PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
-            static_summary=f"prompt by {user_id}: {(input or '(system)')[:60]}", result_type=Prompt,
+            static_summary=prompt_summary(user_id, input), static_details=prompt_static_details(user_id, input),
+            memo={"summary": prompt_summary(user_id, input)},  # listings (dagent ls) show it; summaries are not listed
+            search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "running"),
+                                                     SearchAttributePair(USER_ID, user_id)]),  # listed before it runs
+            result_type=Prompt,
         )
         return PromptHandle(handle, self.client)
 

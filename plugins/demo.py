@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel, Field
 
 from agent.context import ToolContext
@@ -93,7 +95,16 @@ def _demo_script(request: ModelRequest) -> ModelResponse:
                           text="Now paying the hotel deposit.")
     payment = done["payment.send"]
     outcome = f"The payment did not go through ({payment.content})." if payment.is_error else "The deposit is paid."
-    return text(f"Paris will be {done['weather.get'].content}. I attached your trip report. {outcome}")
+    return text(f"{_forecast_sentence(done['weather.get'])} I attached your trip report. {outcome}")
+
+
+def _forecast_sentence(result: ToolResultMessage) -> str:
+    """The forecast in words, as a model would say it (the tool returns JSON)."""
+    try:
+        forecast = json.loads(result.content)
+        return f"{forecast['city']} will be {forecast['temperature_c']}°C with {forecast['sky']}."
+    except (ValueError, KeyError, TypeError):
+        return f"The forecast: {result.content}."
 
 
 demo_model = ScriptedModel(_demo_script, model="scripted-demo")

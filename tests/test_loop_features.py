@@ -280,18 +280,30 @@ async def test_local_tool_runs_as_local_activity(dev_env: WorkflowEnvironment) -
     assert markers.count("core_local_activity") == 1  # the local tool call
 
 
-async def test_streamed_text_deltas_reach_a_watcher(dev_env: WorkflowEnvironment) -> None:
+async def test_streamed_text_reaches_a_watcher_without_touching_history(dev_env: WorkflowEnvironment) -> None:
+    from bench.watchers import Gates, PacedModel
     from workflows.protocol import TextDelta
 
-    model = ScriptedModel([text("The quick brown fox jumps over the lazy dog.")])
+    answer = "The quick brown fox jumps over the lazy dog, " * 8
+    model = PacedModel([text(answer)], hold_round=1)  # holds after its first word until a delta is seen
     settings = Settings(task_queue="stream-deltas")
     runtime = AgentRuntime(plugins=[tools_plugin], providers={"normal": model}, stream_text=True)
-    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue):
-        handle = await AgentClient(dev_env.client, settings).start("stream it")
-        items = [item async for _, item in handle.live()]
-        prompt = await handle.result()
-    deltas = [i for i in items if isinstance(i, TextDelta)]
-    assert len(deltas) > 1 and all(d.round == 1 and d.attempt == 1 for d in deltas)
-    assert "".join(d.text for d in deltas) == prompt.output[-1].text  # type: ignore[union-attr]
-    assert [d.offset for d in deltas] == [sum(len(x.text) for x in deltas[:i]) for i in range(len(deltas))]
-    assert prompt.output[-1].text == "The quick brown fox jumps over the lazy dog."  # type: ignore[union-attr]
+    Gates.enabled = True
+    Gates.text_seen.clear()
+    deltas: list[TextDelta] = []
+    try:
+        async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue):
+            handle = await AgentClient(dev_env.client, settings).start("stream it")
+            async for _, item in handle.live():
+                if isinstance(item, TextDelta):
+                    deltas.append(item)
+                    Gates.text_seen.set()
+            prompt = await handle.result()
+            history = await handle.workflow.fetch_history()
+    finally:
+        Gates.enabled = False
+    assert deltas and all(d.round == 1 and d.attempt == 1 for d in deltas)
+    assert all(answer[d.offset:d.offset + len(d.text)] == d.text for d in deltas)  # each a slice of the answer
+    assert prompt.output[-1].text == answer  # type: ignore[union-attr]
+    signals = [e for e in history.events if e.HasField("workflow_execution_signaled_event_attributes")]
+    assert signals == []  # the streamed text went through heartbeats, not signals

@@ -227,6 +227,21 @@ def _kill_leftover_servers() -> None:  # pragma: no cover - interpreter shutdown
             server.stop(timeout=5.0)
 
 
+def server_using(db_file: str | os.PathLike[str]) -> int | None:
+    """The pid of a running `temporal server start-dev` on this SQLite file, if any (Linux /proc)."""
+    wanted = str(Path(db_file).absolute())
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"start-dev" in args and b"--db-filename" in args:
+            position = args.index(b"--db-filename") + 1
+            if position < len(args) and args[position].decode(errors="replace") == wanted:
+                return int(cmdline.parent.name)
+    return None
+
+
 class DevServer:
     """``temporal server start-dev`` as a managed subprocess.
 
@@ -335,6 +350,11 @@ class DevServer:
             Path(self.log_file).parent.mkdir(parents=True, exist_ok=True)
             if self.db_file is not None:
                 Path(self.db_file).parent.mkdir(parents=True, exist_ok=True)
+                if (holder := server_using(self.db_file)) is not None:
+                    raise DevServerError(
+                        f"{self.db_file} is already used by a running Temporal server (pid {holder}): two servers "
+                        "must not share one SQLite file. Use that server (dagent --address …), stop it, or pass "
+                        "another --db-file.")
             with open(self.log_file, "ab") as log:
                 log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(cmd)}\n".encode())
                 log.flush()

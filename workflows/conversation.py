@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from agent.models import AuditEntry, Conversation, Prompt, Usage
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
     from workflows import names
+    from workflows.details import prompt_static_details, prompt_summary
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
     from workflows.names import CONVERSATION_ID, USER_ID
@@ -87,7 +88,8 @@ class ConversationWorkflow:
 
     # --- inputs -------------------------------------------------------------------------------------
 
-    @workflow.signal(name=names.SEND_SIGNAL)
+    @workflow.signal(name=names.SEND_SIGNAL,
+                     description='Queue a user message as the next prompt. Payload: {"input": "…", "user_id": "…"}')
     @raw_payloads
     def send(self, *payloads: object) -> None:
         request, problem = decode_payloads(payloads, SendRequest)
@@ -98,7 +100,9 @@ class ConversationWorkflow:
             return
         self._enqueue(request.input, user_id=request.user_id)
 
-    @workflow.update(name=names.SEND_INPUT_UPDATE)
+    @workflow.update(name=names.SEND_INPUT_UPDATE,
+                     description="Queue a user message as the next prompt and return that prompt's id. "
+                                 'Payload: {"input": "…", "user_id": "…"}')
     @raw_payloads
     def send_input(self, *payloads: object) -> str:
         """Queue an input and return the id its prompt will have (it runs when earlier ones finish)."""
@@ -113,7 +117,8 @@ class ConversationWorkflow:
             raise ApplicationError(f"conversation {self._id} is closing and takes no more input",
                                    type="ConversationClosing", non_retryable=True)
 
-    @workflow.signal(name=names.CLOSE_SIGNAL)
+    @workflow.signal(name=names.CLOSE_SIGNAL,
+                     description="Finish the conversation after its running and queued prompts (no payload).")
     @raw_payloads
     def close(self, *payloads: object) -> None:
         """Finish after the running and queued prompts; triggers not yet fired are dropped. Takes no payload."""
@@ -123,7 +128,8 @@ class ConversationWorkflow:
     def unknown_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
         self._ignore("unknown_signal", f"this workflow has no signal named {name!r}")
 
-    @workflow.query(name=names.GET_CONVERSATION_QUERY)
+    @workflow.query(name=names.GET_CONVERSATION_QUERY,
+                    description="The conversation: its prompts, the running one, the queue, usage.")
     @raw_payloads
     def get_conversation(self, *payloads: object) -> Conversation:
         return self._snapshot()
@@ -155,7 +161,10 @@ class ConversationWorkflow:
                               model_settings=request.model_settings, model_task_queue=request.model_task_queue,
                               instructions=instructions, history=self._history, plugin_state=self._plugin_state,
                               max_rounds=request.max_rounds, fail_workflow_on_error=False),
-                id=item.prompt_id, static_summary=f"prompt {item.prompt_id}", result_type=Prompt,
+                id=item.prompt_id, result_type=Prompt,
+                static_summary=prompt_summary(item.user_id or request.user_id, item.input),
+                static_details=prompt_static_details(item.user_id or request.user_id, item.input),
+                memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
             )
             self._running = item.prompt_id
             prompt = await child

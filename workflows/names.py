@@ -39,8 +39,9 @@ EMIT_EVENT_ACTIVITY: Final = "dagent.emit_event"
 
 # --- workflow stream topics (temporalio.contrib.workflow_streams) -------------------------------------
 EVENTS_TOPIC: Final = "events"  # a prompt's live events, published by the workflow
-DELTAS_TOPIC: Final = "deltas"  # model text as it streams, published by the model activity
-REASONING_TOPIC: Final = "reasoning"  # reasoning summaries as they stream (TextDelta), a topic of their own
+DELTAS_TOPIC: Final = "deltas"  # model text as it streams (older workers published it here; now heartbeat details)
+REASONING_TOPIC: Final = "reasoning"  # reasoning summaries of older workers (now heartbeat details, TextDelta.kind)
+PROGRESS_TOPIC: Final = "progress"  # tool progress: not a stream topic, read from the tool's heartbeat details
 
 # --- search attributes (registered by workers/devserver.py and deploy/temporal-setup.sh) ---------------
 PROMPT_STATE: Final = SearchAttributeKey.for_keyword("PromptState")

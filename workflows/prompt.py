@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
-    from workflows import names
+    from workflows import details, names
     from workflows.corrections import merge_patch, schema_problem
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
@@ -150,6 +150,7 @@ class PromptWorkflow:
         self._steers: list[str] = []
         self._output_attempts = 0
         self._changed: set[int] = set()  # output indices added or changed since the last model round
+        self._failed_tools: list[str] = []  # tools whose calls ended in an error since the last model round
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
         guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
@@ -238,6 +239,9 @@ class PromptWorkflow:
             context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens,
             plugins=request.plugins)
         next_model = ""
+        workflow.set_current_details(details.calling_model(self._prompt, round_number))
+        after_errors = f" · after tool error: {', '.join(self._failed_tools)}" if self._failed_tools else ""
+        self._failed_tools = []
         while True:
             try:
                 result = await workflow.execute_activity(
@@ -245,7 +249,7 @@ class PromptWorkflow:
                     result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT,
                     heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
                     task_queue=request.model_task_queue or None,
-                    summary=self._model_summary(round_number, round_input.fallback, next_model),
+                    summary=self._model_summary(round_number, round_input.fallback, next_model) + after_errors,
                 )
                 break
             except ActivityError as exc:
@@ -385,17 +389,21 @@ class PromptWorkflow:
         retry = RetryPolicy(initial_interval=timedelta(seconds=1),
                             maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
         timeout = call.timeout
+        workflow.set_current_details(details.running_tool(self._prompt.rounds, entry))
+        summary = details.cut_at_word(f"tool {call.tool} {details.compact_args(arguments)}", 100)
+        if entry.decision is not None:
+            summary += f" · {details.decided(entry.decision)}"
         try:
             if call.local:
                 outcome = await workflow.execute_local_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
-                    start_to_close_timeout=timeout, retry_policy=retry, summary=f"tool {call.tool}")
+                    start_to_close_timeout=timeout, retry_policy=retry, summary=summary)
             else:
                 outcome = await workflow.execute_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
                     start_to_close_timeout=timeout, heartbeat_timeout=call.heartbeat_timeout,
                     retry_policy=retry,
-                    summary=f"tool {call.tool}")
+                    summary=summary)
         except ActivityError as exc:
             if _is_cancellation(exc):
                 raise
@@ -404,6 +412,8 @@ class PromptWorkflow:
         return outcome
 
     def _apply(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
+        if isinstance(outcome.result, ToolError):
+            self._failed_tools.append(call.tool)
         for side_output in outcome.side_outputs:
             self._append(side_output)
         if outcome.state_changed and call.plugin:
@@ -506,7 +516,11 @@ class PromptWorkflow:
 
     # --- steering -----------------------------------------------------------------------------------
 
-    @workflow.signal(name=names.STEER_SIGNAL)
+    @workflow.signal(
+        name=names.STEER_SIGNAL,
+        description="Send the prompt a new user message: it is delivered after the tool call in flight "
+        "and the rest of the model's planned calls are skipped. "
+        'Payload: {"message": "…"}')
     @raw_payloads
     def steer(self, *payloads: object) -> None:
         self._take_signal("steer", payloads, SteerRequest, self._accept_steer)
@@ -548,6 +562,7 @@ class PromptWorkflow:
         self._waiting_schemas[entry.id] = approval.input_schema
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
+        workflow.set_current_details(details.waiting_for_approval(self._prompt, entry))
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
 
     async def _emit_approval_requested(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
@@ -568,6 +583,7 @@ class PromptWorkflow:
         self._decisions[entry.id] = decision
         entry.decision = decision
         self._waiting.pop(entry.id, None)
+        self._events.publish(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=self._index(entry), output=entry))
         if not self._waiting:
             self._set_state("running")
         await self._report_to_parent()
@@ -658,12 +674,19 @@ class PromptWorkflow:
             raise ValueError(problem)
         return request
 
-    @workflow.signal(name=names.APPROVE_SIGNAL)
+    @workflow.signal(
+        name=names.APPROVE_SIGNAL,
+        description="Approve the pending tool call (no reply; a wrong call id is ignored and recorded "
+        "in the audit). Prefer the approve_call update. "
+        'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
     @raw_payloads
     def approve(self, *payloads: object) -> None:
         self._take_signal("approve", payloads, ApproveRequest, self._approve_if_possible)
 
-    @workflow.signal(name=names.REJECT_SIGNAL)
+    @workflow.signal(
+        name=names.REJECT_SIGNAL,
+        description="Reject the pending tool call; the model sees the reason (no reply; prefer the "
+        'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
     @raw_payloads
     def reject(self, *payloads: object) -> None:
         self._take_signal("reject", payloads, RejectRequest, self._reject_if_possible)
@@ -690,7 +713,11 @@ class PromptWorkflow:
     def unknown_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
         self._ignore("unknown_signal", f"this workflow has no signal named {name!r}")
 
-    @workflow.update(name=names.APPROVE_CALL_UPDATE)
+    @workflow.update(
+        name=names.APPROVE_CALL_UPDATE,
+        description="Approve the pending tool call, checked first: a wrong call id or approver is "
+        "refused with the reason. Returns the call once it has run. "
+        'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
     @raw_payloads
     async def approve_call(self, *payloads: object) -> ToolOutput:
         request = _applied(lambda: self._decision(payloads, ApproveRequest))
@@ -704,7 +731,10 @@ class PromptWorkflow:
     def _validate_approve_call(self, *payloads: object) -> None:
         self._decision(payloads, ApproveRequest)
 
-    @workflow.update(name=names.REJECT_CALL_UPDATE)
+    @workflow.update(
+        name=names.REJECT_CALL_UPDATE,
+        description="Reject the pending tool call, checked first; the model sees the reason. "
+        'Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
     @raw_payloads
     async def reject_call(self, *payloads: object) -> ToolOutput:
         request = _applied(lambda: self._decision(payloads, RejectRequest))
@@ -729,12 +759,17 @@ class PromptWorkflow:
 
     # --- queries ----------------------------------------------------------------------------------
 
-    @workflow.query(name=names.GET_PROMPT_QUERY)
+    @workflow.query(
+        name=names.GET_PROMPT_QUERY,
+        description="The whole prompt record: state, outputs, usage, decisions.")
     @raw_payloads
     def get_prompt(self, *payloads: object) -> Prompt:
         return self._prompt
 
-    @workflow.query(name=names.TRANSCRIPT_QUERY)
+    @workflow.query(
+        name=names.TRANSCRIPT_QUERY,
+        description="History and outputs, paged (used by workers). "
+        'Payload: {"start": 0, "max_bytes": 1000000}')
     @raw_payloads
     def transcript(self, *payloads: object) -> TranscriptPage:
         """History and outputs, paged: how a worker without a cached copy reads the model's context."""
@@ -743,7 +778,10 @@ class PromptWorkflow:
             raise ValueError(problem)
         return build_page(self._request.history, self._prompt.output, request.start, request.max_bytes)
 
-    @workflow.query(name=names.PENDING_APPROVALS_QUERY)
+    @workflow.query(
+        name=names.PENDING_APPROVALS_QUERY,
+        description="The tool call waiting for a decision (empty when none): call id, tool, "
+        "arguments, reason, approvers.")
     @raw_payloads
     def pending_approvals(self, *payloads: object) -> list[PendingApproval]:
         return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
@@ -801,6 +839,7 @@ class PromptWorkflow:
         self._prompt.error = error
         self._waiting.clear()
         self._set_state(state)
+        workflow.set_current_details(details.finished(self._prompt))
 
     async def _emit(self, event: PromptEvent) -> None:
         if not self._event_hooks:

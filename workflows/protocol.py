@@ -298,13 +298,33 @@ class StreamEvent(_Model):
 
 
 class TextDelta(_Model):
-    """A piece of model text while it streams. `offset` is its position in the round's text: a retried
-    model call starts again at 0, so a watcher shows only text past what it already showed."""
+    """Model text while it streams: `text` starts at `offset` in the round's text. The model activity keeps
+    the text so far (its tail) in its heartbeat details, never in history; watchers read it from the
+    prompt's pending activities and show only what is past what they already showed (a retried model
+    call starts again at 0)."""
 
     round: int
     attempt: int
     offset: int
     text: str
+    kind: Literal["text", "reasoning"] = "text"
+
+
+class StreamingText(_Model):
+    """The heartbeat details of a model round that streams: its text and reasoning summary so far."""
+
+    text: TextDelta | None = None
+    reasoning: TextDelta | None = None
+
+
+class ToolProgress(_Model):
+    """What a running tool last reported with `ctx.report_progress`: carried in its activity's heartbeat
+    details (never in history) and read by watchers from the prompt's pending activities."""
+
+    tool_call_id: str
+    tool: str
+    message: str
+    fraction: float | None = None
 
 
 class TranscriptPageRequest(_Model):
