@@ -92,7 +92,7 @@ def test_dev_server_args() -> None:
     assert args[args.index("--port") + 1] == "7555"
     assert Path(args[args.index("--db-filename") + 1]).is_absolute()
     sa = [args[i + 1] for i, a in enumerate(args) if a == "--search-attribute"]
-    assert sa == ["PromptState=Keyword", "UserId=Keyword", "ConversationId=Keyword"]
+    assert sa == ["PromptState=Keyword", "UserId=Keyword", "ConversationId=Keyword", "ParentPromptId=Keyword"]
     dc = [args[i + 1] for i, a in enumerate(args) if a == "--dynamic-config-value"]
     assert "history.transferProcessorMaxPollRPS=10000" in dc
     assert "frontend.enableUpdateWorkflowExecution=true" in dc
