@@ -198,6 +198,7 @@ class Prompt(_Model):
     error: str | None = None
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     audit: list[AuditEntry] = Field(default_factory=list)
+    trace_id: str | None = None  # the OpenTelemetry trace of this prompt, when tracing is on
 
     def tool_call(self, tool_call_id: str) -> ToolOutput | None:
         for entry in self.output:

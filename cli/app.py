@@ -97,10 +97,14 @@ def worker(
     plugin: Annotated[list[str] | None, typer.Option(help="Plugin import path module:attr (repeatable)")] = None,
     model_normal: Annotated[str | None, typer.Option(help="provider:model for the normal tier")] = None,
     model_high: Annotated[str | None, typer.Option(help="provider:model for the high tier")] = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve Prometheus metrics on this port at /metrics (default: $DAGENT_METRICS_PORT)")] = None,
 ) -> None:
     """Run a worker: PromptWorkflow plus the model and tool activities, until Ctrl-C or SIGTERM."""
     settings = _settings(address)
     update: dict[str, Any] = {}
+    if metrics_port is not None:
+        update["metrics_port"] = metrics_port
     if plugin:
         update["plugins"] = tuple(plugin)
     if model_normal:
@@ -110,10 +114,11 @@ def worker(
     settings = settings.model_copy(update=update)
 
     async def main() -> int:
+        from workers.observability import flush_traces
         from workers.worker import build_runtime, connect, create_worker
 
         runtime = build_runtime(settings)
-        client = await connect(settings)
+        client = await connect(settings, metrics=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -121,7 +126,10 @@ def worker(
         async with create_worker(client, runtime, task_queue=settings.task_queue):
             err_console.print(f"worker on {settings.temporal_address} queue={settings.task_queue} "
                               f"plugins={','.join(settings.plugins)} models={settings.model_tiers}")
+            if settings.metrics_port is not None:
+                err_console.print(f"metrics on http://{settings.observability().metrics_bind}/metrics")
             await stop.wait()
+        flush_traces()
         return 0
 
     _run_async(main)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 from pydantic import JsonValue
 from temporalio.client import (
     Client,
@@ -26,7 +28,6 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
-from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
 from workflows import names
 from workflows.names import CONVERSATION_WORKFLOW, DELTAS_TOPIC, EVENTS_TOPIC, PROMPT_WORKFLOW
@@ -211,9 +212,9 @@ class AgentClient:
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> AgentClient:
         settings = settings or Settings.from_env()
-        client = await Client.connect(settings.temporal_address, namespace=settings.namespace,
-                                      plugins=[DurableAgentPlugin(settings)])
-        return cls(client, settings)
+        from workers.worker import connect
+
+        return cls(await connect(settings), settings)
 
     async def start(self, input: str | None, *, user_id: str = "anonymous", model: ModelTier = "normal",
                     prompt_id: str | None = None, conversation_id: str | None = None,
@@ -227,10 +228,13 @@ class AgentClient:
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
                                 conversation_id=conversation_id, instructions=instructions,
                                 history=history or [], **options)
-        handle = await self.client.start_workflow(
-            PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
-            static_summary=f"prompt by {user_id}: {(input or '(system)')[:60]}", result_type=Prompt,
-        )
+        # The root of the prompt's trace (with tracing on): the workflow's spans are its children.
+        with trace.get_tracer("durable_agent").start_as_current_span(
+                "dagent.prompt.start", kind=SpanKind.CLIENT, attributes={"dagent.prompt.id": prompt_id}):
+            handle = await self.client.start_workflow(
+                PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
+                static_summary=f"prompt by {user_id}: {(input or '(system)')[:60]}", result_type=Prompt,
+            )
         return PromptHandle(handle, self.client)
 
     async def run(self, input: str | None, **options: object) -> Prompt:

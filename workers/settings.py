@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.converter import DataConverter
 
 from agent.model_settings import ModelSettings, check_settings_json
+from workers.observability import ObservabilityConfig
 from workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
 
 DEFAULT_TASK_QUEUE = "durable-agent"
@@ -88,6 +89,13 @@ class Settings(BaseModel):
     max_cached_workflows: int = Field(default=64, ge=0, description=(
         "DAGENT_MAX_CACHED_WORKFLOWS: workflows a worker keeps in memory; waiting prompts beyond this are "
         "evicted and replayed when needed."))
+    metrics_port: int | None = Field(default=None, description=(
+        "DAGENT_METRICS_PORT (or `dagent worker --metrics-port`): serve Prometheus metrics on this port."))
+    metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
+    trace_content: bool = Field(default=False, description=(
+        "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
+    otel_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
+        "The standard OTEL_* variables (exporters, endpoint, protocol, service name): see README, Observability."))
     provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The environment providers read their API keys and base URLs from (never serialised or shown)."))
 
@@ -116,8 +124,17 @@ class Settings(BaseModel):
             prices=env.get("DAGENT_PRICES", defaults.prices),
             workflow_sandbox=_sandbox(env.get("DAGENT_WORKFLOW_SANDBOX", defaults.workflow_sandbox)),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
+            metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
+            metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
+            trace_content=_tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
+            otel_env={name: value for name, value in env.items() if name.startswith("OTEL_")},
             provider_env=env,
         )
+
+    def observability(self) -> ObservabilityConfig:
+        """Tracing and metrics exporters: the OTEL_* variables plus the metrics port."""
+        return ObservabilityConfig.from_env(self.otel_env, metrics_port=self.metrics_port,
+                                            metrics_host=self.metrics_host)
 
     def data_converter(self) -> DataConverter:
         return data_converter(self.payload_dir, threshold=self.payload_threshold)

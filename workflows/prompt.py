@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
-    from workflows import names
+    from workflows import names, telemetry
     from workflows.inputs import decode_input
     from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
     from workflows.protocol import (
@@ -114,14 +114,28 @@ class PromptWorkflow:
         self._changed: set[int] = set()  # output indices added or changed since the last model round
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
+        self._metrics = telemetry.WorkflowMetrics()
+        self._span: telemetry.Span | None = None
 
     # --- run --------------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, request: RawValue) -> Prompt:
+        conversation_child = bool(self._request.conversation_id) and workflow.info().parent is not None
+        with telemetry.prompt_span(self._prompt.id, conversation_child=conversation_child) as span:
+            self._span = span
+            self._prompt.trace_id = telemetry.trace_id_of(span)
+            ending = await self._run_traced()
+        if ending is not None:
+            raise ending
+        return self._prompt
+
+    async def _run_traced(self) -> BaseException | None:
+        """The prompt's life; returns the exception that ends the workflow, if any, so that the prompt span
+        ends with the final state first."""
         if self._input_error:
             self._finish("failed", error=self._input_error)
-            raise ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
+            return ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
         self._set_state("running")
         try:
             await self._run_rounds()
@@ -129,38 +143,44 @@ class PromptWorkflow:
             if _is_cancellation(exc):
                 self._interrupt("The prompt was cancelled before this call finished.")
                 self._finish("cancelled")
-                raise asyncio.CancelledError from None
+                return asyncio.CancelledError()
             self._finish("failed", error=_failure_reason(exc))
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
-            raise ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
-                                   non_retryable=True)
-        return self._prompt
+            return ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
+                                    non_retryable=True)
+        return None
 
     async def _run_rounds(self) -> None:
         for round_number in range(1, self._request.max_rounds + 1):
             self._prompt.rounds = round_number
-            self._deliver_steers()
-            result = await self._call_model(round_number)
-            for reasoning in result.reasoning:
-                self._append(reasoning)
-            if result.text:
-                self._append(TextOutput(text=result.text))
-            if self._steers:
-                self._skip(result.calls)
-                continue
-            if not result.calls:
-                if self._accept_final(result):
+            with telemetry.span(telemetry.ROUND_SPAN, **{"dagent.prompt.id": self._prompt.id,
+                                                         "dagent.round": round_number}):
+                if await self._round(round_number):
                     self._finish("completed")
                     return
-                continue
-            for index, call in enumerate(result.calls):
-                if self._steers:
-                    self._skip(result.calls[index:])
-                    break
-                await self._process_call(call)
         self._prompt.force_completed = True
         self._finish("completed")
+
+    async def _round(self, round_number: int) -> bool:
+        """One model call and the tool calls it asks for; True when the answer is final."""
+        self._deliver_steers()
+        result = await self._call_model(round_number)
+        for reasoning in result.reasoning:
+            self._append(reasoning)
+        if result.text:
+            self._append(TextOutput(text=result.text))
+        if self._steers:
+            self._skip(result.calls)
+            return False
+        if not result.calls:
+            return self._accept_final(result)
+        for index, call in enumerate(result.calls):
+            if self._steers:
+                self._skip(result.calls[index:])
+                break
+            await self._process_call(call)
+        return False
 
     def _accept_final(self, result: RoundResult) -> bool:
         """True when the answer is final; False to let the model try again after a schema failure."""
@@ -207,6 +227,7 @@ class PromptWorkflow:
                                                     settings=result.settings))
         self._prompt.usage = self._prompt.usage + result.usage
         self._prompt.plugin_state = dict(result.plugin_state)
+        self._metrics.model_round(result.model or self._prompt.model, result.usage)
         self._event_hooks = result.event_hooks
         return result
 
@@ -221,16 +242,27 @@ class PromptWorkflow:
         entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
                            started_at=workflow.now())
         self._append(entry)
+        with telemetry.span(telemetry.TOOL_SPAN, **{"dagent.tool.id": call.tool, "dagent.tool.call_id": entry.id,
+                                                    "dagent.prompt.id": self._prompt.id}) as span:
+            outcome = await self._decide_and_invoke(entry, call)
+            span.set_attribute("dagent.tool.outcome", outcome)
+            if outcome != "success":
+                telemetry.mark_error(span, outcome)
+            self._metrics.tool_call(call.tool, outcome)
+
+    async def _decide_and_invoke(self, entry: ToolOutput, call: PlannedCall) -> str:
+        """Runs the call unless it is invalid or not approved; returns its outcome."""
         if call.error is not None:
             self._resolve(entry, ToolError(error=call.error))
-            return
+            return "invalid"
         if call.approval is not None:
             decision = await self._await_decision(entry, call.approval)
             entry.decision = decision
             if decision.decision != "approved":
                 self._resolve(entry, ToolError(error=self._refusal_text(decision)))
-                return
+                return decision.decision
         await self._invoke(entry, call, entry.input)  # the approver may have corrected the input
+        return "success" if isinstance(entry.result, ToolSuccess) else "error"
 
     async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
         entry.started_at = workflow.now()
@@ -285,10 +317,26 @@ class PromptWorkflow:
                                started_at=workflow.now())
             self._append(entry)
             self._resolve(entry, ToolError(error=SKIPPED_BY_STEER))
+            self._metrics.tool_call(call.tool, "skipped")
 
     # --- approvals --------------------------------------------------------------------------------
 
     async def _await_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
+        with telemetry.span(telemetry.APPROVAL_SPAN, **{"dagent.tool.id": entry.tool,
+                                                        "dagent.tool.call_id": entry.id,
+                                                        "dagent.prompt.id": self._prompt.id}) as span:
+            self._metrics.approval_requested(entry.tool)
+            requested_at = workflow.now()
+            decision = await self._wait_for_decision(entry, approval)
+            waited = decision.at - requested_at
+            span.set_attributes({"dagent.approval.decision": decision.decision,
+                                 "dagent.approval.wait_seconds": waited.total_seconds()})
+            if decision.by:
+                span.set_attribute("dagent.approval.decided_by", decision.by)
+            self._metrics.approval_decided(entry.tool, decision.decision, waited)
+            return decision
+
+    async def _wait_for_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
         now = workflow.now()
         expires_in = timedelta(seconds=approval.expires_after_seconds) if approval.expires_after_seconds else None
         entry.result = ToolPending(reason=approval.reason, requested_at=now,
@@ -463,6 +511,11 @@ class PromptWorkflow:
         self._prompt.error = error
         self._waiting = None
         self._set_state(state)
+        self._metrics.prompt_finished(state)
+        if self._span is not None:
+            self._span.set_attributes({"dagent.prompt.state": state, "dagent.prompt.rounds": self._prompt.rounds})
+            if state == "failed":
+                telemetry.mark_error(self._span, error or "failed")
 
     async def _emit(self, event: PromptEvent) -> None:
         if not self._event_hooks:
