@@ -385,6 +385,7 @@ def demo(
     keep: Annotated[bool, typer.Option(help="Keep the server running afterwards to browse the UI")] = False,
     interactive: Annotated[bool | None, typer.Option("--interactive/--no-interactive",
                                                      help="Ask for the approval (default: when on a TTY)")] = None,
+    trace: Annotated[bool, typer.Option("--trace", help="Print the prompt's OpenTelemetry span tree")] = False,
 ) -> None:
     """The quick start: embedded dev server + worker + a prompt that needs an approval."""
     from workers.demo import run_demo
@@ -392,7 +393,7 @@ def demo(
     configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
     ask = sys.stdin.isatty() if interactive is None else interactive
     _run_async(lambda: run_demo(db_file=db_file, keep=keep, interactive=ask, console=console,
-                                ask=_ask, input_text=DEMO_INPUT))
+                                ask=_ask, input_text=DEMO_INPUT, trace=trace))
 
 
 if __name__ == "__main__":
