@@ -36,7 +36,6 @@ from workers.devserver import DevServer
 from workers.settings import Settings
 
 SHORT, LONG = 2, 20
-SPANS_PER_ROUND = 4  # dagent.round, chat, dagent.tool_call, execute_tool
 
 
 def worker_env(address: str, queue: str, workdir: Path, otlp: str | None) -> dict[str, str]:
@@ -62,7 +61,7 @@ async def measure(agent: AgentClient, rounds: int, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        prompt = await agent.run(Scenario(rounds=rounds).text(), user_id="bench")
+        prompt = await agent.run(Scenario(rounds=rounds).text(), user_id="bench", max_rounds=rounds + 1)
         times.append(time.perf_counter() - t0)
         if prompt.state != "completed" or prompt.rounds != rounds + 1:
             raise RuntimeError(f"bench prompt ended {prompt.state} after {prompt.rounds} rounds: {prompt.error}")
@@ -125,7 +124,9 @@ async def main() -> None:
           f"({(on / off - 1) * 100:+.1f} %, target <= +10 %)")
     print(f"off: the instrumentation on the no-op tracer costs {noop * 1e6:.1f} us per round = "
           f"{noop / off * 100:.3f} % of a round")
-    print(f"spans received over OTLP: {spans} ({SPANS_PER_ROUND} per round plus 1 per prompt expected)")
+    # a prompt of r tool rounds: 1 prompt span, r + 1 rounds and model calls, r tool calls and executions
+    expected = cycles * ((2 + repeats) * (4 * SHORT + 3) + repeats * (4 * LONG + 3))
+    print(f"spans received over OTLP by the receiver: {spans} (expected {expected})")
 
 
 if __name__ == "__main__":
