@@ -14,6 +14,7 @@ from pydantic import BaseModel, JsonValue
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import telemetry
 from activities.mcp_tools import MCPUnavailable
 from activities.runtime import AgentRuntime
 from activities.transcripts import TranscriptCache
@@ -113,12 +114,14 @@ class AgentActivities:
         logger = logger.bind(model=_spec(provider), fallback=position)
         live = _LiveDetails()
         try:
-            async with _heartbeating(details=live):
-                if self.runtime.streams_text(provider):
-                    response = await self._stream_model(provider, request, live)
-                else:
-                    response = await provider.complete(request)
-            response = await self._after_model(request, response)
+            with telemetry.model_call(provider, request, record_content=self.runtime.trace_content) as call:
+                async with _heartbeating(details=live):
+                    if self.runtime.streams_text(provider):
+                        response = await self._stream_model(provider, request, live)
+                    else:
+                        response = await provider.complete(request)
+                response = await self._after_model(request, response)
+                call.responded(response)
         except RetryableModelError as exc:
             if fallback is not None and activity.info().attempt >= self.runtime.fallback_after_attempts:
                 logger.warning("model call failed, falling back", error=str(exc), status=exc.status,
@@ -217,8 +220,13 @@ class AgentActivities:
                 info_for_hooks = decided
             elif decided is not None:
                 return ToolInvocationResult(result=await self._after_tool(info_for_hooks, decided))
-        outcome = await self._run_tool(tool, inv, info_for_hooks.input, logger)
-        outcome.result = await self._after_tool(info_for_hooks, outcome.result)
+        with telemetry.tool_call(call.tool, call.id, inv.prompt_id) as span:
+            outcome = await self._run_tool(tool, inv, info_for_hooks.input, logger)
+            outcome.result = await self._after_tool(info_for_hooks, outcome.result)
+            if isinstance(outcome.result, ToolError):
+                telemetry.tool_outcome(span, "error", outcome.result.error)
+            else:
+                telemetry.tool_outcome(span, "success")
         return outcome
 
     async def _after_tool(self, call: ToolCallInfo, result: ToolSuccess | ToolError) -> ToolSuccess | ToolError:

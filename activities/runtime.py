@@ -66,6 +66,7 @@ class AgentRuntime:
     fallback_after_attempts: int = 3  # retryable failures of one model before its fallback is used
     delta_batch_interval: float = 0.2
     mcp: MCPToolSources = field(default_factory=MCPToolSources)
+    trace_content: bool = False  # prompt and completion text on model spans (Settings.trace_content)
     tools: ToolRegistry = field(init=False)
 
     def __post_init__(self) -> None:

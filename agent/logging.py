@@ -6,6 +6,16 @@ import logging
 import sys
 
 import structlog
+from opentelemetry import trace
+
+
+def add_trace_ids(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """Bind the current OpenTelemetry trace and span ids, so a log line leads to its prompt's trace."""
+    context = trace.get_current_span().get_span_context()
+    if context.is_valid:
+        event.setdefault("trace_id", format(context.trace_id, "032x"))
+        event.setdefault("span_id", format(context.span_id, "016x"))
+    return event
 
 
 def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
@@ -16,6 +26,7 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             renderer,

@@ -208,6 +208,7 @@ class Prompt(_Model):
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     audit: list[AuditEntry] = Field(default_factory=list)
     parent_prompt_id: str | None = Field(default=None, description="Set when this prompt is a sub-agent's.")
+    trace_id: str | None = None  # the OpenTelemetry trace of this prompt, when tracing is on
 
     def tool_call(self, tool_call_id: str) -> ToolOutput | None:
         for entry in self.output:

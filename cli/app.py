@@ -152,10 +152,14 @@ def worker(
     plugin: Annotated[list[str] | None, typer.Option(help="Plugin import path module:attr (repeatable)")] = None,
     model_normal: Annotated[str | None, typer.Option(help="provider:model for the normal tier")] = None,
     model_high: Annotated[str | None, typer.Option(help="provider:model for the high tier")] = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve Prometheus metrics on this port at /metrics (default: $DAGENT_METRICS_PORT)")] = None,
 ) -> None:
     """Run a worker: PromptWorkflow plus the model and tool activities, until Ctrl-C or SIGTERM."""
     settings = _settings(address, profile)
     update: dict[str, Any] = {}
+    if metrics_port is not None:
+        update["metrics_port"] = metrics_port
     if plugin:
         update["plugins"] = tuple(plugin)
     if model_normal:
@@ -169,11 +173,12 @@ def worker(
 
         from workers.blobstore import check_store
         from workers.connection import describe_security
+        from workers.observability import flush_traces
         from workers.worker import build_runtime, connect, create_workers
 
         await check_store(settings.blob_objects())  # refuse to start without a usable store
         runtime = build_runtime(settings)
-        client = await connect(settings)
+        client = await connect(settings, metrics=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -189,9 +194,12 @@ def worker(
                                   f"queues={','.join(queues)} store={settings.blob_objects().location} "
                                   f"codec={'on' if settings.codec_keys else 'off'} "
                                   f"plugins={','.join(settings.plugins)} models={settings.model_tiers}")
+                if settings.metrics_port is not None:
+                    err_console.print(f"metrics on http://{settings.observability().metrics_bind}/metrics")
                 await stop.wait()
         finally:
             await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
+            flush_traces()
         return 0
 
     _run_async(main, settings)
@@ -585,6 +593,7 @@ def demo(
     keep: Annotated[bool, typer.Option(help="Keep the server running afterwards to browse the UI")] = False,
     interactive: Annotated[bool | None, typer.Option("--interactive/--no-interactive",
                                                      help="Ask for the approval (default: when on a TTY)")] = None,
+    trace: Annotated[bool, typer.Option("--trace", help="Print the prompt's OpenTelemetry span tree")] = False,
 ) -> None:
     """The quick start: embedded dev server + worker + a prompt that needs an approval."""
     from cli.demo import run_demo
@@ -592,7 +601,7 @@ def demo(
     configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
     ask = sys.stdin.isatty() if interactive is None else interactive
     _run_async(lambda: run_demo(db_file=db_file, keep=keep, interactive=ask, console=console,
-                                input_text=DEMO_INPUT, port=port, ui_port=ui_port))
+                                input_text=DEMO_INPUT, port=port, ui_port=ui_port, trace=trace))
 
 
 if __name__ == "__main__":

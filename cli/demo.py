@@ -14,7 +14,9 @@ from cli.follow import follow
 from cli.render import describe_prompt
 from client import AgentClient, DecisionRefused
 from workers.devserver import DevServer, free_port
+from workers.observability import flush_traces
 from workers.settings import Settings
+from workers.trace_tree import collect_in_memory, trace_tree
 from workers.worker import build_runtime, connect, create_worker
 
 PREFERRED_PORT, PREFERRED_UI_PORT = 7233, 8233
@@ -33,7 +35,9 @@ def _port_or_free(preferred: int) -> int:
 
 
 async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Console, input_text: str,
-                   port: int = PREFERRED_PORT, ui_port: int = PREFERRED_UI_PORT) -> int:
+                   port: int = PREFERRED_PORT, ui_port: int = PREFERRED_UI_PORT, trace: bool = False) -> int:
+    """With `trace`, the prompt's spans are collected in memory and printed as a tree at the end."""
+    spans = collect_in_memory() if trace else None
     server = DevServer(port=_port_or_free(port), ui_port=_port_or_free(ui_port), db_file=db_file)
     console.print(f"Starting the Temporal dev server on {server.address} (UI {server.ui_url}, db {db_file}) …")
     await server.start_async()
@@ -58,6 +62,12 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
             console.print("\nThe record (dagent show / query get_prompt):")
             for line in describe_prompt(prompt):
                 console.print(f"  {line}")
+            if spans is not None and prompt.trace_id:
+                flush_traces()
+                console.print(f"\nTrace {prompt.trace_id} (OpenTelemetry; OTEL_EXPORTER_OTLP_ENDPOINT sends it "
+                              "to a backend):")
+                for line in trace_tree(spans.get_finished_spans(), prompt.trace_id):
+                    console.print(f"  {line}")
             console.print(f"\nTemporal UI: {settings.workflow_url(handle.id)}")
             if keep:
                 console.print("Server and worker keep running; Ctrl-C stops them.")

@@ -11,6 +11,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from client import DecisionRefused, PromptNotFound
+from workers.connection import NOTHING_LISTENING, TemporalConnectError
 from workers.settings import Settings
 from workflows.names import PROMPT_WORKFLOW
 
@@ -55,6 +56,9 @@ def no_server(settings: Settings) -> str:
 
 
 def is_connect_failure(exc: BaseException) -> bool:
+    """No server at the address (a wrong certificate or key has its own message from workers/connection.py)."""
+    if isinstance(exc, TemporalConnectError):
+        return NOTHING_LISTENING in str(exc)
     return isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect")
 
 

@@ -76,4 +76,6 @@ def describe_prompt(prompt: Prompt) -> list[str]:
         lines.append("note    force-completed after max_rounds")
     if prompt.error:
         lines.append(f"error   {prompt.error}")
+    if prompt.trace_id:
+        lines.append(f"trace   {prompt.trace_id}")
     return lines

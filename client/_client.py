@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 from pydantic import JsonValue
 from temporalio.api.common.v1 import Payload
 from temporalio.client import (
@@ -29,6 +31,7 @@ from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, Promp
 from client._live import poller_for
 from client.stuck import TaskProblem, task_problem, workflows_with_task_problems
 from workers.connection import connect_client
+from workers.observability import temporal_plugins
 from workers.plugin import DurableAgentPlugin
 from workers.settings import Settings
 from workflows import names
@@ -242,8 +245,9 @@ class AgentClient:
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> AgentClient:
         settings = settings or Settings.from_env()
+        plugins = [DurableAgentPlugin(settings), *temporal_plugins(settings.observability())]
         client = await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
-                                      plugins=[DurableAgentPlugin(settings)])
+                                      plugins=plugins)
         return cls(client, settings)
 
     async def read_file(self, content_ref: str) -> bytes:
@@ -263,14 +267,19 @@ class AgentClient:
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
                                 conversation_id=conversation_id, instructions=instructions,
                                 history=history or [], **options)
-        handle = await self.client.start_workflow(
-            PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
-            static_summary=prompt_summary(user_id, input), static_details=prompt_static_details(user_id, input),
-            memo={"summary": prompt_summary(user_id, input)},  # listings (dagent ls) show it; summaries are not listed
-            search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "running"),
-                                                     SearchAttributePair(USER_ID, user_id)]),  # listed before it runs
-            result_type=Prompt,
-        )
+        # The root of the prompt's trace (with tracing on): the workflow's spans are its children.
+        with trace.get_tracer("durable_agent").start_as_current_span(
+                "dagent.prompt.start", kind=SpanKind.CLIENT, attributes={"dagent.prompt.id": prompt_id}):
+            summary = prompt_summary(user_id, input)
+            handle = await self.client.start_workflow(
+                PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,
+                static_summary=summary, static_details=prompt_static_details(user_id, input),
+                memo={"summary": summary},  # listings (dagent ls) show it; summaries are not listed
+                # listed as running before the workflow's first task
+                search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "running"),
+                                                         SearchAttributePair(USER_ID, user_id)]),
+                result_type=Prompt,
+            )
         return PromptHandle(handle, self.client)
 
     async def run(self, input: str | None, **options: object) -> Prompt:

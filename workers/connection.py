@@ -24,6 +24,9 @@ DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_NAMESPACE = "default"
 
 
+NOTHING_LISTENING = "nothing is listening there"
+
+
 class TemporalConnectError(RuntimeError):
     """Could not connect to Temporal; the message is one line naming the address and what to fix."""
 
@@ -98,7 +101,7 @@ def _explain(exc: BaseException, address: str, security: str) -> str:
     elif "invalid" in lowered and ("key" in lowered or "pem" in lowered or "cert" in lowered):
         hint = "a TLS certificate or key could not be parsed"
     elif "connection refused" in lowered or "dns error" in lowered or "tcp connect error" in lowered:
-        hint = "nothing is listening there (check TEMPORAL_ADDRESS or the profile's address)"
+        hint = f"{NOTHING_LISTENING} (check TEMPORAL_ADDRESS or the profile's address)"
     elif "unauthenticated" in lowered or "permission" in lowered or "api key" in lowered:
         hint = "the server refused the credentials (check TEMPORAL_API_KEY or the client certificate)"
     else:

@@ -19,6 +19,7 @@ from agent.model_settings import ModelSettings, check_settings_json
 from workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
 from workers.codec import AESGCMCodec, codec_from_env
 from workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
+from workers.observability import ObservabilityConfig
 from workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
 
 DEFAULT_TASK_QUEUE = "durable-agent"
@@ -125,6 +126,13 @@ class Settings(BaseModel):
     max_cached_workflows: int = Field(default=64, ge=0, description=(
         "DAGENT_MAX_CACHED_WORKFLOWS: workflows a worker keeps in memory; waiting prompts beyond this are "
         "evicted and replayed when needed."))
+    metrics_port: int | None = Field(default=None, description=(
+        "DAGENT_METRICS_PORT (or `dagent worker --metrics-port`): serve Prometheus metrics on this port."))
+    metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
+    trace_content: bool = Field(default=False, description=(
+        "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
+    otel_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
+        "The standard OTEL_* variables (exporters, endpoint, protocol, service name): see README, Observability."))
     provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The environment providers read their API keys and base URLs from (never serialised or shown)."))
 
@@ -178,6 +186,10 @@ class Settings(BaseModel):
             prices=env.get("DAGENT_PRICES", defaults.prices),
             workflow_sandbox=_sandbox(env.get("DAGENT_WORKFLOW_SANDBOX", defaults.workflow_sandbox)),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
+            metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
+            metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
+            trace_content=_tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
+            otel_env={name: value for name, value in env.items() if name.startswith("OTEL_")},
             provider_env=env,
             store=env.get("DAGENT_STORE", defaults.store).strip(),
             s3_endpoint_url=(env.get("DAGENT_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3")
@@ -208,6 +220,11 @@ class Settings(BaseModel):
         if self.codec_key_id:
             codec_env["DAGENT_CODEC_KEY_ID"] = self.codec_key_id
         return codec_from_env(codec_env)
+
+    def observability(self) -> ObservabilityConfig:
+        """Tracing and metrics exporters: the OTEL_* variables plus the metrics port."""
+        return ObservabilityConfig.from_env(self.otel_env, metrics_port=self.metrics_port,
+                                            metrics_host=self.metrics_host)
 
     def data_converter(self) -> DataConverter:
         return data_converter(self.blob_objects(), threshold=self.payload_threshold, codec=self.codec())

@@ -9,14 +9,52 @@ use the same store (the same directory, or the same S3/GCS bucket) and the same 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
+from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, ExternalStorage, PayloadCodec
+from temporalio.converter import (
+    DataConverter,
+    ExternalStorage,
+    PayloadCodec,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
 
 from workers.blobstore import ObjectClient, objects_for, payload_driver
+from workers.observability import process_meter
 
 DEFAULT_PAYLOAD_THRESHOLD = 256 * 1024
+
+
+class MeteredStorageDriver(StorageDriver):
+    """Counts what another driver stores: `dagent_payload_stored_bytes` and `dagent_payloads_stored` by driver
+    (on the process's metrics runtime; nothing is recorded without one)."""
+
+    def __init__(self, inner: StorageDriver) -> None:
+        self.inner = inner
+
+    def name(self) -> str:
+        return self.inner.name()
+
+    def type(self) -> str:
+        return self.inner.type()
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        claims = await self.inner.store(context, payloads)
+        meter = process_meter()
+        labels = {"driver": self.inner.type()}
+        meter.create_counter("dagent_payload_stored_bytes", "Payload bytes sent to external storage", "By").add(
+            sum(p.ByteSize() for p in payloads), labels)
+        meter.create_counter("dagent_payloads_stored", "Payloads sent to external storage").add(len(payloads), labels)
+        return claims
+
+    async def retrieve(self, context: StorageDriverRetrieveContext,
+                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        return await self.inner.retrieve(context, claims)
 
 
 def data_converter(store: ObjectClient | str | Path, *, threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
@@ -24,5 +62,5 @@ def data_converter(store: ObjectClient | str | Path, *, threshold: int = DEFAULT
     """pydantic JSON, the `codec` (encryption) if any, then external storage of payloads of `threshold`
     bytes or more in `store` (an object client, or a local directory path)."""
     objects = store if isinstance(store, ObjectClient) else objects_for("", store)
-    storage = ExternalStorage(drivers=[payload_driver(objects)], payload_size_threshold=threshold)
+    storage = ExternalStorage(drivers=[MeteredStorageDriver(payload_driver(objects))], payload_size_threshold=threshold)
     return dataclasses.replace(pydantic_data_converter, external_storage=storage, payload_codec=codec)

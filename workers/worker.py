@@ -16,6 +16,7 @@ from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
 from agent.providers.registry import resolve_chain
 from workers.connection import connect_client
+from workers.observability import metrics_runtime, temporal_plugins
 from workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, workflow_runner
 from workers.settings import Settings
 
@@ -34,14 +35,19 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         providers=dict(providers), model_settings=settings.tier_settings, services=Services(services),
         file_store=settings.file_store(), prices=PriceTable.load(settings.prices),
         stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
+        trace_content=settings.trace_content,
     )
 
 
-async def connect(settings: Settings) -> Client:
-    """A client carrying `DurableAgentPlugin(settings)`: the project's converter, and for its workers the rest.
-    Connected through the settings' envconfig profile (TLS, API key); `TemporalConnectError` says what failed."""
+async def connect(settings: Settings, *, metrics: bool = False) -> Client:
+    """A client carrying `DurableAgentPlugin(settings)`: the project's converter, and for its workers the rest;
+    with OpenTelemetry's plugin when tracing is configured. Connected through the settings' envconfig profile
+    (TLS, API key); `TemporalConnectError` says what failed. `metrics=True` (workers) also exports the
+    Temporal runtime's metrics and the agent's (Prometheus endpoint or OTLP)."""
+    config = settings.observability()
     return await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
-                                plugins=[DurableAgentPlugin(settings)])
+                                plugins=[DurableAgentPlugin(settings), *temporal_plugins(config)],
+                                runtime=metrics_runtime(config) if metrics else None)
 
 
 def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,

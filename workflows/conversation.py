@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 with workflow.unsafe.imports_passed_through():
     from agent.models import AuditEntry, Conversation, Prompt, Usage
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
-    from workflows import names
+    from workflows import names, telemetry
     from workflows.details import prompt_static_details, prompt_summary
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
@@ -154,18 +154,21 @@ class ConversationWorkflow:
         request = self._request
         instructions = "\n\n".join(p for p in [request.instructions or "", item.instructions or ""] if p) or None
         try:
-            child = await workflow.start_child_workflow(
-                names.PROMPT_WORKFLOW,
-                PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
-                              conversation_id=self._id, model=request.model, input=item.input,
-                              model_settings=request.model_settings, model_task_queue=request.model_task_queue,
-                              instructions=instructions, history=self._history, plugin_state=self._plugin_state,
-                              max_rounds=request.max_rounds, fail_workflow_on_error=False),
-                id=item.prompt_id, result_type=Prompt,
-                static_summary=prompt_summary(item.user_id or request.user_id, item.input),
-                static_details=prompt_static_details(item.user_id or request.user_id, item.input),
-                memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
-            )
+            # The child prompt starts a trace of its own, linked to this span (one trace per prompt).
+            with telemetry.span(telemetry.CONVERSATION_TURN_SPAN, **{"dagent.conversation.id": self._id,
+                                                                     "dagent.prompt.id": item.prompt_id}):
+                child = await workflow.start_child_workflow(
+                    names.PROMPT_WORKFLOW,
+                    PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
+                                  conversation_id=self._id, model=request.model, input=item.input,
+                                  model_settings=request.model_settings, model_task_queue=request.model_task_queue,
+                                  instructions=instructions, history=self._history, plugin_state=self._plugin_state,
+                                  max_rounds=request.max_rounds, fail_workflow_on_error=False),
+                    id=item.prompt_id, result_type=Prompt,
+                    static_summary=prompt_summary(item.user_id or request.user_id, item.input),
+                    static_details=prompt_static_details(item.user_id or request.user_id, item.input),
+                    memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
+                )
             self._running = item.prompt_id
             prompt = await child
         except ChildWorkflowError as exc:

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
-    from workflows import details, names
+    from workflows import details, names, telemetry
     from workflows.corrections import merge_patch, schema_problem
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
@@ -154,15 +154,30 @@ class PromptWorkflow:
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
         guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
+        self._metrics = telemetry.WorkflowMetrics()
+        self._span: telemetry.Span | None = None
+        self._call_spans: dict[str, telemetry.Span] = {}  # open dagent.tool_call spans by call id
 
     # --- run --------------------------------------------------------------------------------------
 
     @workflow.run
     @raw_payloads
     async def run(self, *payloads: object) -> Prompt:
+        conversation_child = bool(self._request.conversation_id) and workflow.info().parent is not None
+        with telemetry.prompt_span(self._prompt.id, conversation_child=conversation_child) as span:
+            self._span = span
+            self._prompt.trace_id = telemetry.trace_id_of(span)
+            ending = await self._run_traced()
+        if ending is not None:
+            raise ending
+        return self._prompt
+
+    async def _run_traced(self) -> BaseException | None:
+        """The prompt's life; returns the exception that ends the workflow, if any, so that the prompt span
+        ends with the final state first."""
         if self._input_error:
             self._finish("failed", error=self._input_error)
-            raise ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
+            return ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
         self._set_state("running")
         try:
             await self._run_rounds()
@@ -170,7 +185,7 @@ class PromptWorkflow:
             if _is_cancellation(exc):
                 self._interrupt("The prompt was cancelled before this call finished.")
                 self._finish("cancelled")
-                raise asyncio.CancelledError from None
+                return asyncio.CancelledError()
             self._interrupt("Not run: the prompt failed before this call finished.")
             self._finish("failed", error=_failure_reason(exc))
         except Exception as exc:
@@ -181,34 +196,42 @@ class PromptWorkflow:
             self._finish("failed", error=f"internal error: {describe_exception(exc)}")
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
-            raise ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
-                                   non_retryable=True)
-        return self._prompt
+            return ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
+                                    non_retryable=True)
+        return None
 
     async def _run_rounds(self) -> None:
         for round_number in range(1, self._request.max_rounds + 1):
             self._prompt.rounds = round_number
-            self._deliver_steers()
-            result = await self._call_model(round_number)
-            for reasoning in result.reasoning:
-                self._append(reasoning)
-            if result.text:
-                self._append(TextOutput(text=result.text))
-            if self._steers:  # a message from the user outdates this round's calls and answer
-                self._skip(result.calls)
-                continue
-            match result.next_step():
-                case FinalAnswer(data=data):
-                    if self._request.output_schema is not None:
-                        self._append(DataOutput(data=data))
+            with telemetry.span(telemetry.ROUND_SPAN, **{"dagent.prompt.id": self._prompt.id,
+                                                         "dagent.round": round_number}):
+                if await self._round(round_number):
                     self._finish("completed")
                     return
-                case RetryForSchema(reason=reason):
-                    self._ask_again_for_schema(reason)
-                case RunTools(calls=calls):
-                    await self._run_calls(calls)
         self._prompt.force_completed = True
         self._finish("completed")
+
+    async def _round(self, round_number: int) -> bool:
+        """One model call and the tool calls it asks for; True when the answer is final."""
+        self._deliver_steers()
+        result = await self._call_model(round_number)
+        for reasoning in result.reasoning:
+            self._append(reasoning)
+        if result.text:
+            self._append(TextOutput(text=result.text))
+        if self._steers:  # a message from the user outdates this round's calls and answer
+            self._skip(result.calls)
+            return False
+        match result.next_step():
+            case FinalAnswer(data=data):
+                if self._request.output_schema is not None:
+                    self._append(DataOutput(data=data))
+                return True
+            case RetryForSchema(reason=reason):
+                self._ask_again_for_schema(reason)
+            case RunTools(calls=calls):
+                await self._run_calls(calls)
+        return False
 
     def _ask_again_for_schema(self, reason: str) -> None:
         if self._output_attempts >= self._request.output_retries:
@@ -264,6 +287,7 @@ class PromptWorkflow:
                                                     settings=result.settings))
         self._prompt.usage = self._prompt.usage + result.usage
         self._prompt.plugin_state = dict(result.plugin_state)
+        self._metrics.model_round(result.model or self._prompt.model, result.usage)
         self._event_hooks = result.event_hooks
         return result
 
@@ -275,18 +299,18 @@ class PromptWorkflow:
         return f"{summary} ({'; '.join(details)})" if details else summary
 
     async def _process_call(self, call: PlannedCall) -> None:
-        entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
-                           started_at=workflow.now())
-        self._append(entry)
+        entry = self._record_call(call)
         match call:
             case InvalidCall(error=error):
                 self._resolve(entry, ToolError(error=error))
+                self._close_call(entry, "invalid")
                 return
             case CallNeedingApproval(approval=approval):
                 decision = await self._await_decision(entry, approval)
                 entry.decision = decision
                 if decision.decision != "approved":
                     self._resolve(entry, ToolError(error=self._refusal_text(decision)))
+                    self._close_call(entry, decision.decision)
                     return
         await self._invoke(entry, call, entry.input)  # the approver may have corrected the input
 
@@ -301,6 +325,7 @@ class PromptWorkflow:
         for index, (entry, call) in enumerate(zip(entries, calls, strict=True)):
             if call.error is not None:
                 self._resolve(entry, ToolError(error=call.error))
+                self._close_call(entry, "invalid")
             elif call.approval is not None:
                 batch.append((entry, call))
             else:
@@ -318,14 +343,24 @@ class PromptWorkflow:
                 approved.append((entry, call))
             else:
                 self._resolve(entry, ToolError(error=self._refusal_text(decision)))
+                self._close_call(entry, decision.decision)
         self._apply_in_order(approved, await self._run_side_by_side(approved))
         self._apply_in_order(after, await self._run_side_by_side(after))
 
     def _record_call(self, call: PlannedCall) -> ToolOutput:
+        """Record the call and open its `dagent.tool_call` span (closed with its outcome by `_close_call`)."""
         entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
                            started_at=workflow.now())
         self._append(entry)
+        self._call_spans[entry.id] = telemetry.start_span(
+            telemetry.TOOL_SPAN, **{"dagent.tool.id": call.tool, "dagent.tool.call_id": entry.id,
+                                    "dagent.prompt.id": self._prompt.id})
         return entry
+
+    def _close_call(self, entry: ToolOutput, outcome: str) -> None:
+        self._metrics.tool_call(entry.tool, outcome)
+        if (span := self._call_spans.pop(entry.id, None)) is not None:
+            telemetry.end_span(span, outcome)
 
     async def _decide_batch(self, batch: list[tuple[ToolOutput, PlannedCall]]) -> None:
         if not batch:
@@ -346,6 +381,7 @@ class PromptWorkflow:
             async with limit:
                 if self._steers:
                     self._resolve(entry, ToolError(error=SKIPPED_BY_STEER))
+                    self._close_call(entry, "skipped")
                     return
                 outcomes[entry.id] = await self._execute(entry, call, entry.input)
 
@@ -376,6 +412,12 @@ class PromptWorkflow:
 
     async def _execute(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
         """Run one call's activity; the entry gets its result in place as soon as it finishes."""
+        with telemetry.within(self._call_spans.get(entry.id)):
+            outcome = await self._execute_call(entry, call, arguments)
+        self._close_call(entry, "success" if isinstance(outcome.result, ToolSuccess) else "error")
+        return outcome
+
+    async def _execute_call(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
         entry.started_at = workflow.now()
         if call.agent is not None:
             outcome = await self._run_sub_agent(entry, call, arguments)
@@ -542,6 +584,7 @@ class PromptWorkflow:
                                started_at=workflow.now())
             self._append(entry)
             self._resolve(entry, ToolError(error=SKIPPED_BY_STEER))
+            self._metrics.tool_call(call.tool, "skipped")
 
     # --- approvals --------------------------------------------------------------------------------
 
@@ -560,6 +603,7 @@ class PromptWorkflow:
         self._touch(entry)
         self._waiting[entry.id] = entry
         self._waiting_schemas[entry.id] = approval.input_schema
+        self._metrics.approval_requested(entry.tool)
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
         workflow.set_current_details(details.waiting_for_approval(self._prompt, entry))
@@ -572,6 +616,20 @@ class PromptWorkflow:
                                      reason=approval.reason))
 
     async def _wait_for_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
+        requested_at = entry.result.requested_at if isinstance(entry.result, ToolPending) else workflow.now()
+        with telemetry.child_span(telemetry.APPROVAL_SPAN, self._call_spans.get(entry.id),
+                                  **{"dagent.tool.id": entry.tool, "dagent.tool.call_id": entry.id,
+                                     "dagent.prompt.id": self._prompt.id}) as span:
+            decision = await self._decision_for(entry, approval)
+            waited = decision.at - requested_at
+            span.set_attributes({"dagent.approval.decision": decision.decision,
+                                 "dagent.approval.wait_seconds": waited.total_seconds()})
+            if decision.by:
+                span.set_attribute("dagent.approval.decided_by", decision.by)
+            self._metrics.approval_decided(entry.tool, decision.decision, waited)
+            return decision
+
+    async def _decision_for(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
         expires_in = timedelta(seconds=approval.expires_after_seconds) if approval.expires_after_seconds else None
         try:
             await workflow.wait_condition(lambda: entry.id in self._decisions or bool(self._steers),
@@ -840,6 +898,14 @@ class PromptWorkflow:
         self._waiting.clear()
         self._set_state(state)
         workflow.set_current_details(details.finished(self._prompt))
+        self._metrics.prompt_finished(state)
+        for call_id, span in list(self._call_spans.items()):  # calls the prompt's end interrupted
+            telemetry.end_span(span, "interrupted")
+            self._call_spans.pop(call_id)
+        if self._span is not None:
+            self._span.set_attributes({"dagent.prompt.state": state, "dagent.prompt.rounds": self._prompt.rounds})
+            if state == "failed":
+                telemetry.mark_error(self._span, error or "failed")
 
     async def _emit(self, event: PromptEvent) -> None:
         if not self._event_hooks:

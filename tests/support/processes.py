@@ -1,0 +1,37 @@
+"""`python -m cli worker` as a subprocess with its output in a log file (for tests that kill workers)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class WorkerProcess:
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
+        self.log_path = log_path
+        env = {**env, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if p)}
+        self._log = open(log_path, "wb")  # closed in kill()
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "worker", *args], env=env, cwd=REPO_ROOT,
+                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.log()}")
+        return "worker on " in self.log_path.read_text(errors="replace")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        self._log.close()

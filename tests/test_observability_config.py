@@ -1,0 +1,47 @@
+"""Which exporters the OTEL_* variables and the metrics port select (Settings.observability())."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+from workers.observability import ObservabilityConfig, span_exporter
+from workers.settings import Settings
+
+
+def test_nothing_is_exported_by_default() -> None:
+    config = Settings.from_env({}).observability()
+    assert (config.traces, config.metrics, config.tracing) == ("none", "none", False)
+    assert span_exporter(config) is None
+
+
+def test_an_otlp_endpoint_turns_on_traces_and_metrics_over_otlp() -> None:
+    config = Settings.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+                                "OTEL_EXPORTER_OTLP_HEADERS": "api-key=k1,tenant=t"}).observability()
+    assert (config.traces, config.metrics) == ("otlp", "otlp")
+    assert config.otlp_metrics_url == "http://collector:4318/v1/metrics"
+    assert dict(config.otlp_metrics_headers) == {"api-key": "k1", "tenant": "t"}
+    assert isinstance(span_exporter(config), OTLPSpanExporter)
+    grpc = ObservabilityConfig.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317",
+                                         "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    assert grpc.otlp_metrics_url == "http://collector:4317"
+
+
+def test_a_metrics_port_means_prometheus_and_the_standard_selectors_override() -> None:
+    settings = Settings.from_env({"DAGENT_METRICS_PORT": "9464", "DAGENT_METRICS_HOST": "127.0.0.1",
+                                  "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "agents-eu"})
+    config = settings.observability()
+    assert (config.traces, config.metrics, config.metrics_bind) == ("console", "prometheus", "127.0.0.1:9464")
+    assert config.service_name == "agents-eu"
+    assert isinstance(span_exporter(config), ConsoleSpanExporter)
+    off = ObservabilityConfig.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "none",
+                                        "OTEL_METRICS_EXPORTER": "none"}, metrics_port=9464)
+    assert (off.traces, off.metrics) == ("none", "none")
+
+
+@pytest.mark.parametrize("env", [{"OTEL_TRACES_EXPORTER": "zipkin"}, {"OTEL_METRICS_EXPORTER": "statsd"},
+                                 {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}])
+def test_unsupported_choices_fail_clearly(env: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        ObservabilityConfig.from_env(env)
