@@ -61,6 +61,7 @@ class AgentRuntime:
     stream_text: bool | None = None  # None: stream from real providers, not from scripted ones
     fallback_after_attempts: int = 3  # retryable failures of one model before its fallback is used
     delta_batch_interval: float = 0.2
+    decision_key: str | None = None  # Ed25519 public key (PEM): decisions must carry a token it verifies
     tools: ToolRegistry = field(init=False)
 
     def __post_init__(self) -> None:

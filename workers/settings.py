@@ -40,6 +40,16 @@ def _sandbox(value: str) -> WorkflowSandbox:
     return value  # type: ignore[return-value]
 
 
+def _pem(env: Mapping[str, str], name: str) -> str | None:
+    """A PEM key given inline (`NAME`) or as a file path (`NAME_FILE`)."""
+    if value := env.get(name):
+        return value
+    if path := env.get(f"{name}_FILE"):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    return None
+
+
 class Settings(BaseModel):
     """Everything a client or worker needs to know; each field names the variable it is read from.
 
@@ -90,6 +100,9 @@ class Settings(BaseModel):
         "evicted and replayed when needed."))
     provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The environment providers read their API keys and base URLs from (never serialised or shown)."))
+    decision_public_key: str | None = Field(default=None, repr=False, description=(
+        "DAGENT_DECISION_PUBLIC_KEY (PEM) or DAGENT_DECISION_PUBLIC_KEY_FILE: decisions on approvals must carry "
+        "a token signed by the matching private key (held by `dagent api`); unset = unsigned decisions."))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -117,6 +130,7 @@ class Settings(BaseModel):
             workflow_sandbox=_sandbox(env.get("DAGENT_WORKFLOW_SANDBOX", defaults.workflow_sandbox)),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
             provider_env=env,
+            decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
         )
 
     def data_converter(self) -> DataConverter:

@@ -33,6 +33,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         providers=dict(providers), model_settings=settings.tier_settings, services=Services(services),
         file_store=DirectoryFileStore(Path(settings.file_dir)), prices=PriceTable.load(settings.prices),
         stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
+        decision_key=settings.decision_public_key,
     )
 
 

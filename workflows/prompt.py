@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         ToolSuccess,
     )
     from workflows import names
+    from workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
     from workflows.inputs import decode_input
     from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
     from workflows.protocol import (
@@ -110,6 +111,7 @@ class PromptWorkflow:
             input=request.input, created_at=workflow.now(), plugin_state=dict(request.plugin_state),
         )
         self._decisions: dict[str, Decision] = {}
+        self._requirements: dict[str, ApprovalRequirement] = {}
         self._waiting: ToolOutput | None = None
         self._event_hooks = False
         self._steers: list[str] = []
@@ -300,6 +302,7 @@ class PromptWorkflow:
                                    expires_at=now + expires_in if expires_in else None,
                                    approvers=approval.approvers)
         self._touch(entry)
+        self._requirements[entry.id] = approval
         self._waiting = entry
         self._set_state("waiting_for_approval")
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
@@ -329,8 +332,9 @@ class PromptWorkflow:
         reason = f": {decision.reason}" if decision.reason else ""
         return f"The call was rejected{by}{reason}"
 
-    def _decision_problem(self, tool_call_id: str, by: str | None) -> str | None:
+    def _decision_problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest) -> str | None:
         """Why a decision cannot be accepted now, or None when it can."""
+        tool_call_id, by = request.tool_call_id, request.by
         if tool_call_id in self._decisions:
             return f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})"
         waiting = self._waiting
@@ -342,8 +346,23 @@ class PromptWorkflow:
             return f"unknown tool call {tool_call_id!r}; the pending call is {waiting.id!r}"
         assert isinstance(waiting.result, ToolPending)
         allowed = waiting.result.approvers
-        if allowed and by not in allowed:
-            return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; approvers: {', '.join(allowed)}"
+        requirement = self._requirements.get(tool_call_id)
+        roles: list[str] = []
+        if requirement is not None and requirement.decision_key:
+            # The signature check imports (e.g. cryptography's exception types) from native code: those
+            # imports must reach the real modules, not sandbox copies. Pure computation, deterministic.
+            with workflow.unsafe.imports_passed_through():
+                verified = verify_decision(
+                    request.token, public_key_pem=requirement.decision_key, prompt_id=workflow.info().workflow_id,
+                    tool_call_id=tool_call_id, decision=kind, by=by,
+                    corrected_input=request.input if isinstance(request, ApproveRequest) else None,
+                    now=workflow.now())
+            if not isinstance(verified, DecisionClaims):
+                return f"decision on {tool_call_id!r} refused: {verified}"
+            roles = verified.roles
+        if not may_decide(allowed, by, roles):
+            return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; " \
+                   f"approvers: {', '.join(allowed or [])}"
         return None
 
     def _accept_approval(self, request: ApproveRequest) -> None:
@@ -365,7 +384,7 @@ class PromptWorkflow:
 
     @workflow.signal(name=names.APPROVE_SIGNAL)
     def approve(self, request: ApproveRequest) -> None:
-        problem = self._decision_problem(request.tool_call_id, request.by)
+        problem = self._decision_problem("approve", request)
         if problem:
             self._ignore("approve", problem)
         else:
@@ -373,7 +392,7 @@ class PromptWorkflow:
 
     @workflow.signal(name=names.REJECT_SIGNAL)
     def reject(self, request: RejectRequest) -> None:
-        problem = self._decision_problem(request.tool_call_id, request.by)
+        problem = self._decision_problem("reject", request)
         if problem:
             self._ignore("reject", problem)
         else:
@@ -381,22 +400,28 @@ class PromptWorkflow:
 
     @workflow.update(name=names.APPROVE_CALL_UPDATE)
     async def approve_call(self, request: ApproveRequest) -> ToolOutput:
+        # Two updates delivered in one activation both pass their validators before either handler runs:
+        # checking again here makes exactly one of them win.
+        if problem := self._decision_problem("approve", request):
+            raise ApplicationError(problem, type="DecisionRefused")
         self._accept_approval(request)
         return await self._resolved(request.tool_call_id)
 
     @approve_call.validator
     def _validate_approve_call(self, request: ApproveRequest) -> None:
-        if problem := self._decision_problem(request.tool_call_id, request.by):
+        if problem := self._decision_problem("approve", request):
             raise ValueError(problem)
 
     @workflow.update(name=names.REJECT_CALL_UPDATE)
     async def reject_call(self, request: RejectRequest) -> ToolOutput:
+        if problem := self._decision_problem("reject", request):
+            raise ApplicationError(problem, type="DecisionRefused")
         self._accept_rejection(request)
         return await self._resolved(request.tool_call_id)
 
     @reject_call.validator
     def _validate_reject_call(self, request: RejectRequest) -> None:
-        if problem := self._decision_problem(request.tool_call_id, request.by):
+        if problem := self._decision_problem("reject", request):
             raise ValueError(problem)
 
     async def _resolved(self, tool_call_id: str) -> ToolOutput:
@@ -422,9 +447,12 @@ class PromptWorkflow:
         if entry is None or not isinstance(entry.result, ToolPending):
             return []
         pending = entry.result
+        requirement = self._requirements.get(entry.id)
         return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=pending.reason,
                                 requested_at=pending.requested_at, expires_at=pending.expires_at,
-                                approvers=pending.approvers)]
+                                approvers=pending.approvers,
+                                input_schema=requirement.input_schema if requirement else None,
+                                signed_decisions=bool(requirement and requirement.decision_key))]
 
     # --- recording ----------------------------------------------------------------------------------
 

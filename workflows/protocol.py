@@ -67,12 +67,15 @@ class ApproveRequest(_Model):
     tool_call_id: str
     by: str | None = None
     input: dict[str, JsonValue] | None = Field(default=None, description="Corrected arguments.")
+    token: str | None = Field(default=None, description="Signed decision token (workflows/decision_tokens.py); "
+                                                        "required when the worker has a decision key.")
 
 
 class RejectRequest(_Model):
     tool_call_id: str
     by: str | None = None
     reason: str | None = None
+    token: str | None = Field(default=None, description="Signed decision token; see ApproveRequest.token.")
 
 
 class PendingApproval(_Model):
@@ -83,6 +86,8 @@ class PendingApproval(_Model):
     requested_at: datetime
     expires_at: datetime | None = None
     approvers: list[str] | None = None
+    input_schema: dict[str, JsonValue] | None = Field(default=None, description="JSON schema of the arguments.")
+    signed_decisions: bool = Field(default=False, description="Decisions need a signed token (decide via the API).")
 
 
 # --- activities ---------------------------------------------------------------------------------
@@ -94,6 +99,9 @@ class ApprovalRequirement(_Model):
     reason: str
     approvers: list[str] | None = None
     expires_after_seconds: float | None = None
+    input_schema: dict[str, JsonValue] | None = None
+    decision_key: str | None = Field(default=None, description="Ed25519 public key (PEM) that must have signed "
+                                                               "the decision; from the worker's configuration.")
 
     @property
     def expires_after(self) -> timedelta | None:

@@ -1,0 +1,55 @@
+"""Live events over SSE and AG-UI, against a real dev server, worker and uvicorn app."""
+
+from __future__ import annotations
+
+import json
+
+from temporalio.testing import WorkflowEnvironment
+
+from tests.support.api import ApiStack, api_stack
+from tests.support.sse import SSE, read_sse
+
+
+async def _read_all(stack: ApiStack, prompt_id: str, last_event_id: str | None = None) -> list[SSE]:
+    headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else {}
+    events: list[SSE] = []
+    async with stack.http("alice") as http, http.stream("GET", f"/prompts/{prompt_id}/events",
+                                                          headers=headers) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        async for event in read_sse(response):
+            if not event.comment:
+                events.append(event)
+    return events
+
+
+async def test_reconnect_with_last_event_id_has_no_gap_and_no_duplicate(dev_env: WorkflowEnvironment) -> None:
+    async with api_stack(dev_env, stream_text=True, heartbeat_seconds=0.2) as stack:
+        async with stack.http("alice") as http:
+            prompt_id = (await http.post("/prompts", json={"input": "pay bob 250"})).json()["id"]
+        first: list[SSE] = []
+        heartbeats = 0
+        async with stack.http("alice") as http, http.stream("GET", f"/prompts/{prompt_id}/events") as response:
+            async for event in read_sse(response):
+                if event.comment:
+                    heartbeats += 1
+                    if any(e.event == "approval_requested" for e in first) and heartbeats >= 2:
+                        break  # waiting for approval and idle: the heartbeats keep the stream alive
+                    continue
+                first.append(event)
+        # Disconnected mid-prompt. Decide while nobody listens, then resume where the client left off.
+        assert first[-1].event != "end"
+        call_id = next(json.loads(e.data)["output"]["id"] for e in first if e.event == "approval_requested")
+        async with stack.http("alice") as http:
+            decided = await http.post(f"/prompts/{prompt_id}/approvals/{call_id}/approve")
+            assert decided.status_code == 200, decided.text
+        rest = await _read_all(stack, prompt_id, last_event_id=first[-1].id)
+        assert rest[-1].event == "end" and json.loads(rest[-1].data)["state"] == "completed"
+        whole = await _read_all(stack, prompt_id)
+        resumed = [(e.id, e.event, e.data) for e in first + rest[:-1]]
+        assert resumed == [(e.id, e.event, e.data) for e in whole[:-1]]
+        ids = [int(e.id) for e in whole[:-1] if e.id is not None]
+        assert ids == list(range(len(ids))), ids
+        kinds = {e.event for e in whole}
+        assert {"state_changed", "output_added", "output_updated", "approval_requested", "text_delta"} <= kinds
+        streamed = "".join(json.loads(e.data)["text"] for e in whole if e.event == "text_delta")
+        assert "Paying now." in streamed
