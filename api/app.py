@@ -6,6 +6,8 @@ connects with `Settings.from_env()` at startup (`dagent api`).
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -16,7 +18,7 @@ from ag_ui.encoder import EventEncoder
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from sse_starlette import EventSourceResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from agent.models import Conversation, PromptState, ToolOutput
 from api.agui import agui_run
@@ -173,6 +175,24 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
                                     links=_links(service, prompt_id, conversation),
                                     **call.model_dump(exclude={"signed_decisions"}))
                 for owner, conversation, prompt_id, call in await service.pending(caller)]
+
+    @app.get("/approvals/events", tags=["approvals"], response_class=EventSourceResponse)
+    async def pending_events(caller: Caller, service: Service,
+                             interval: Annotated[float, Query(ge=0.2, le=60)] = 1.0) -> EventSourceResponse:
+        """The caller's pending approvals as SSE: an `approvals` event with the whole list whenever it changes
+        (checked every `interval` seconds through the search attributes), until the client disconnects."""
+
+        async def changes() -> AsyncIterator[ServerSentEvent]:
+            previous = None
+            while True:
+                items = await pending(caller, service)
+                current = json.dumps([item.model_dump(mode="json") for item in items])
+                if current != previous:
+                    previous = current
+                    yield ServerSentEvent(data=current, event="approvals")
+                await asyncio.sleep(interval)
+
+        return EventSourceResponse(changes(), ping=config.heartbeat_seconds)
 
     @app.post("/prompts/{prompt_id}/approvals/{tool_call_id}/approve", response_model=ToolOutput, tags=["approvals"])
     async def approve(prompt_id: PathId, tool_call_id: PathId, caller: Caller, service: Service,
