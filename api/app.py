@@ -192,7 +192,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
                     yield ServerSentEvent(data=current, event="approvals")
                 await asyncio.sleep(interval)
 
-        return EventSourceResponse(changes(), ping=config.heartbeat_seconds)
+        return EventSourceResponse(changes(), ping=config.heartbeat_seconds, sep="\n")
 
     @app.post("/prompts/{prompt_id}/approvals/{tool_call_id}/approve", response_model=ToolOutput, tags=["approvals"])
     async def approve(prompt_id: PathId, tool_call_id: PathId, caller: Caller, service: Service,
@@ -255,7 +255,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
         Ends with an `end` event once the prompt finishes; comments every `heartbeat_seconds` keep it open."""
         handle, _ = await service.prompt(caller, prompt_id)
         return EventSourceResponse(prompt_events(handle, resume_offset(last_event_id, from_offset)),
-                                   ping=config.heartbeat_seconds)
+                                   ping=config.heartbeat_seconds, sep="\n")
 
     @app.post("/agui", tags=["events"], response_class=StreamingResponse)
     async def agui(body: RunAgentInput, caller: Caller, service: Service) -> StreamingResponse:

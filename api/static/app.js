@@ -53,7 +53,7 @@ const DA = (() => {
           for (;;) {
             const { value, done } = await reader.read();
             if (done) break;
-            buffer += value;
+            buffer = (buffer + value).replace(/\r\n/g, "\n");
             let cut;
             while ((cut = buffer.indexOf("\n\n")) >= 0) {
               const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
