@@ -19,8 +19,8 @@ from temporalio.testing import WorkflowEnvironment
 from api import create_app
 from api.config import ApiConfig, OidcConfig
 from api.server import serve_in_background
-from tests.conftest import agent_worker
 from tests.support.api import ApiStack, api_stack, auth, web_model
+from tests.support.workers import agent_worker
 
 ISSUER = "https://issuer.test/"
 AUDIENCE = "durable-agent"
