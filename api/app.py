@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -263,6 +264,8 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
         user message becomes a prompt; with `resume`, the entries decide the interrupted calls of the prompt
         named by `forwarded_props.prompt_id` and the run continues. Tool approvals arrive as an interrupt."""
         thread_id = body.thread_id
+        if not re.match(ID_PATTERN, thread_id):
+            raise Problem("invalid-request", f"threadId must match {ID_PATTERN}")
         props = body.forwarded_props if isinstance(body.forwarded_props, dict) else {}
         if body.resume:
             prompt_id = props.get("prompt_id")
