@@ -138,7 +138,7 @@ class AgentActivities:
             logger.error("model call failed", error=str(exc), status=exc.status)
             raise ApplicationError(str(exc), type=names.FATAL_MODEL_ERROR, non_retryable=True) from exc
         logger.debug("model responded", tool_calls=len(response.tool_calls), model=response.model)
-        calls = [_plan_call(call, prepared.tools) for call in response.tool_calls]
+        calls = [_plan_call(call, prepared.tools, self.runtime.decision_key) for call in response.tool_calls]
         data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
         model_name = response.model or provider.name
         usage = response.usage
@@ -404,7 +404,8 @@ def _sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
                         max_rounds=agent.max_rounds, output_schema=agent.output_schema)
 
 
-def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> PlannedCall:
+def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]],
+               decision_key: str | None = None) -> PlannedCall:
     found = tools.get(call.tool)
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
@@ -429,10 +430,10 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]]) -> 
         # Fail closed: a policy that cannot decide leaves the decision to a human.
         return CallNeedingApproval(**fields, approval=ApprovalRequirement(
             reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
-            input_schema=tool.parameters_schema()))
+            input_schema=tool.parameters_schema(), decision_key=decision_key))
     if approval is None:
         return ReadyCall(**fields)
     expires = approval.expires_after.total_seconds() if approval.expires_after else None
     return CallNeedingApproval(**fields, approval=ApprovalRequirement(
         reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,
-        input_schema=tool.parameters_schema()))
+        input_schema=tool.parameters_schema(), decision_key=decision_key))

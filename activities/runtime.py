@@ -67,6 +67,7 @@ class AgentRuntime:
     delta_batch_interval: float = 0.2
     mcp: MCPToolSources = field(default_factory=MCPToolSources)
     trace_content: bool = False  # prompt and completion text on model spans (Settings.trace_content)
+    decision_key: str | None = None  # Ed25519 public key (PEM): decisions must carry a token it verifies
     tools: ToolRegistry = field(init=False)
 
     def __post_init__(self) -> None:

@@ -586,6 +586,28 @@ def store_sweep(
 
 
 @app.command()
+def api(
+    address: AddressOption = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port")] = 8000,
+    config: Annotated[Path | None, typer.Option(help="API config (TOML): API keys, OIDC, limits; "
+                                                     "default $DAGENT_API_CONFIG")] = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /docs), live events (SSE, AG-UI) and the inbox and chat pages."""
+    import uvicorn
+
+    from api import create_app
+    from api.config import ApiConfig
+
+    settings = _settings(address)
+    app_ = create_app(config=ApiConfig.load(config), settings=settings)
+    err_console.print(f"API on http://{host}:{port}  (docs /docs, inbox /inbox, chat /chat) "
+                      f"Temporal {settings.temporal_address}")
+    uvicorn.run(app_, host=host, port=port, log_level=settings.log_level.lower(), proxy_headers=True)
+    _exit(0)
+
+
+@app.command()
 def demo(
     db_file: Annotated[Path, typer.Option(help="SQLite file of the embedded server")] = Path(".dagent/demo.db"),
     port: Annotated[int, typer.Option(help="gRPC port (a free one if taken)")] = 7233,

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import signal
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -19,7 +22,7 @@ from workers.settings import Settings
 from workers.trace_tree import collect_in_memory, trace_tree
 from workers.worker import build_runtime, connect, create_worker
 
-PREFERRED_PORT, PREFERRED_UI_PORT = 7233, 8233
+PREFERRED_PORT, PREFERRED_UI_PORT, PREFERRED_API_PORT = 7233, 8233, 8000
 APPROVER = "quickstart-approver"
 
 
@@ -46,7 +49,8 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
         settings = Settings(temporal_address=server.address, ui_url=server.ui_url or "",
                             task_queue=f"durable-agent-demo-{uuid.uuid4().hex[:6]}")
         client = await connect(settings)
-        async with create_worker(client, build_runtime(settings), task_queue=settings.task_queue):
+        async with create_worker(client, build_runtime(settings), task_queue=settings.task_queue), \
+                _web_api(AgentClient(client, settings), console):
             console.print("Worker running (plugin plugins.demo, offline scripted model).")
             agent = AgentClient(client, settings)
             handle = await agent.start(input_text, user_id="quickstart")
@@ -78,6 +82,21 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
     finally:
         await server.stop_async()
     return 0 if state == "completed" else 1
+
+
+@asynccontextmanager
+async def _web_api(agent: AgentClient, console: Console) -> AsyncIterator[str]:
+    """`dagent api` in-process, with a one-time API key for the quick-start user (approver and admin)."""
+    from api import create_app
+    from api.config import ApiConfig, ApiKey
+    from api.server import serve_in_background
+
+    key = secrets.token_urlsafe(24)
+    config = ApiConfig(api_keys=[ApiKey(principal="quickstart", key=key, roles=["approver", "admin"])])
+    async with serve_in_background(create_app(agent, config), port=_port_or_free(PREFERRED_API_PORT)) as url:
+        console.print(f"Web API {url}/docs   approvals inbox: {url}/inbox#key={key}")
+        console.print(f"                            chat: {url}/chat#key={key}")
+        yield url
 
 
 async def _approve_from_second_client(settings: Settings, prompt_id: str, console: Console) -> None:

@@ -1,8 +1,16 @@
 """The Python client: start prompts and conversations, decide approvals, follow events."""
 
-from client._client import AgentClient, ConversationHandle, DecisionRefused, PromptHandle, WaitingPrompt, new_prompt_id
+from client._client import (
+    AgentClient,
+    ConversationHandle,
+    DecisionRefused,
+    PromptHandle,
+    PromptSummary,
+    WaitingPrompt,
+    new_prompt_id,
+)
 from client._live import PromptNotFound
 from client.stuck import TaskProblem
 
-__all__ = ["AgentClient", "ConversationHandle", "DecisionRefused", "PromptHandle", "PromptNotFound", "TaskProblem",
-           "WaitingPrompt", "new_prompt_id"]
+__all__ = ["AgentClient", "ConversationHandle", "DecisionRefused", "PromptHandle", "PromptNotFound", "PromptSummary",
+           "TaskProblem", "WaitingPrompt", "new_prompt_id"]

@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from opentelemetry import trace
@@ -66,6 +67,18 @@ def new_prompt_id() -> str:
 
 
 @dataclass(frozen=True)
+class PromptSummary:
+    """A prompt as the visibility store lists it (search attributes), without querying the workflow."""
+
+    prompt_id: str
+    user_id: str | None
+    conversation_id: str | None
+    state: str | None
+    status: str
+    started_at: datetime | None
+
+
+@dataclass(frozen=True)
 class WaitingPrompt:
     prompt_id: str
     user_id: str | None
@@ -110,15 +123,17 @@ class PromptHandle:
         return await self._handle.query(names.PENDING_APPROVALS_QUERY, result_type=list[PendingApproval])
 
     async def approve(self, tool_call_id: str, *, by: str | None = None,
-                      input: dict[str, JsonValue] | None = None, wait: bool = False) -> ToolOutput | None:
+                      input: dict[str, JsonValue] | None = None, wait: bool = False,
+                      token: str | None = None) -> ToolOutput | None:
         """Approve a pending call. With `wait=True` an update is used: a bad request raises at once with
-        the reason, and the call's resolved output is returned."""
-        request = ApproveRequest(tool_call_id=tool_call_id, by=by, input=input)
+        the reason, and the call's resolved output is returned. `token`: a signed decision token, needed
+        when the worker has a decision key (the HTTP API signs one for its authenticated principal)."""
+        request = ApproveRequest(tool_call_id=tool_call_id, by=by, input=input, token=token)
         return await self._decide(names.APPROVE_SIGNAL, names.APPROVE_CALL_UPDATE, request, wait=wait)
 
     async def reject(self, tool_call_id: str, *, by: str | None = None, reason: str | None = None,
-                     wait: bool = False) -> ToolOutput | None:
-        request = RejectRequest(tool_call_id=tool_call_id, by=by, reason=reason)
+                     wait: bool = False, token: str | None = None) -> ToolOutput | None:
+        request = RejectRequest(tool_call_id=tool_call_id, by=by, reason=reason, token=token)
         return await self._decide(names.REJECT_SIGNAL, names.REJECT_CALL_UPDATE, request, wait=wait)
 
     async def approve_all(self, *, by: str | None = None, wait: bool = False) -> list[ToolOutput | None]:
@@ -311,6 +326,25 @@ class AgentClient:
         """Running prompts and conversations whose workflow task keeps failing, with the reason."""
         return await workflows_with_task_problems(self.client, (PROMPT_WORKFLOW, CONVERSATION_WORKFLOW))
 
+    async def list_prompts(self, *, user_id: str | None = None, conversation_id: str | None = None,
+                           state: str | None = None, limit: int = 100) -> list[PromptSummary]:
+        """Prompts by user, conversation and state (the search attributes), newest first."""
+        query = f"WorkflowType = '{PROMPT_WORKFLOW}'"
+        for key, value in ((names.USER_ID, user_id), (names.CONVERSATION_ID, conversation_id),
+                           (names.PROMPT_STATE, state)):
+            if value is not None:
+                query += f" AND {key.name} = '{_quote(value)}'"
+        found: list[PromptSummary] = []
+        async for execution in self.client.list_workflows(query, limit=limit):
+            attrs = execution.typed_search_attributes
+            found.append(PromptSummary(
+                prompt_id=execution.id, user_id=attrs.get(names.USER_ID),
+                conversation_id=attrs.get(names.CONVERSATION_ID), state=attrs.get(names.PROMPT_STATE),
+                status=execution.status.name.lower() if execution.status else "unknown",
+                started_at=execution.start_time,
+            ))
+        return found
+
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""
         query = f"WorkflowType = '{PROMPT_WORKFLOW}' AND {names.PROMPT_STATE.name} = 'waiting_for_approval' " \
@@ -325,3 +359,8 @@ class AgentClient:
             found.append(WaitingPrompt(prompt_id=execution.id, user_id=attrs.get(names.USER_ID),
                                        conversation_id=attrs.get(names.CONVERSATION_ID)))
         return found
+
+
+def _quote(value: str) -> str:
+    """A value inside a single-quoted visibility query literal."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")

@@ -235,3 +235,19 @@ def test_temporal_setup_script_creates_namespace_and_search_attributes(tmp_path:
         )
         assert conflict.returncode != 0
         server.kill()  # throwaway server: skip the 1.5-3 s graceful shutdown
+
+
+def test_api_service() -> None:
+    """`dagent api` runs as its own service from the same image, with its config mounted and keys passed through."""
+    services: dict[str, Any] = _resolved_config()["services"]
+    api = services["api"]
+    assert api["image"] == services["worker"]["image"]
+    assert api["command"][:1] == ["api"] and "0.0.0.0" in api["command"]
+    assert any(str(p).rstrip("/tcp").endswith(":8000") for p in api["ports"])
+    assert api["depends_on"]["temporal"]["condition"] == "service_healthy"
+    env = api["environment"]
+    assert env["TEMPORAL_ADDRESS"] == "temporal:7233" and env["DAGENT_API_CONFIG"] == "/etc/dagent/api.toml"
+    assert env["DAGENT_DECISION_PRIVATE_KEY"] is None, "the signing key must come from the host, not the file"
+    assert services["worker"]["environment"]["DAGENT_DECISION_PUBLIC_KEY"] is None
+    mount = next(v for v in api["volumes"] if "/etc/dagent" in str(v))
+    assert (Path(str(mount).split(":")[0]) / "api.toml").is_file()

@@ -59,6 +59,16 @@ def _sandbox(value: str) -> WorkflowSandbox:
     return value  # type: ignore[return-value]
 
 
+def _pem(env: Mapping[str, str], name: str) -> str | None:
+    """A PEM key given inline (`NAME`) or as a file path (`NAME_FILE`)."""
+    if value := env.get(name):
+        return value
+    if path := env.get(f"{name}_FILE"):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    return None
+
+
 class Settings(BaseModel):
     """Everything a client or worker needs to know; each field names the variable it is read from.
 
@@ -135,6 +145,9 @@ class Settings(BaseModel):
         "The standard OTEL_* variables (exporters, endpoint, protocol, service name): see README, Observability."))
     provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The environment providers read their API keys and base URLs from (never serialised or shown)."))
+    decision_public_key: str | None = Field(default=None, repr=False, description=(
+        "DAGENT_DECISION_PUBLIC_KEY (PEM) or DAGENT_DECISION_PUBLIC_KEY_FILE: decisions on approvals must carry "
+        "a token signed by the matching private key (held by `dagent api`); unset = unsigned decisions."))
 
     # --- the blob store and payload encryption (both client and worker; see README "Deploying") ---
     store: str = Field(default="", description=(
@@ -199,6 +212,7 @@ class Settings(BaseModel):
             codec_auth_token=SecretStr(env["DAGENT_CODEC_AUTH_TOKEN"]) if env.get("DAGENT_CODEC_AUTH_TOKEN") else None,
             codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
                                      if o.strip()),
+            decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
         )
 
     def blob_objects(self) -> ObjectClient:

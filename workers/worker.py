@@ -36,6 +36,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         file_store=settings.file_store(), prices=PriceTable.load(settings.prices),
         stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
         trace_content=settings.trace_content,
+        decision_key=settings.decision_public_key,
     )
 
 

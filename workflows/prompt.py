@@ -17,7 +17,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import JsonValue
     from temporalio.contrib.workflow_streams import WorkflowStream
 
     from agent.errors import PromptFailedError
@@ -40,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import details, names, telemetry
     from workflows.corrections import merge_patch, schema_problem
+    from workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
     from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
@@ -141,7 +141,7 @@ class PromptWorkflow:
         )
         self._decisions: dict[str, Decision] = {}
         self._waiting: dict[str, ToolOutput] = {}  # calls waiting for a decision, in record order
-        self._waiting_schemas: dict[str, dict[str, JsonValue] | None] = {}  # their tools' input schemas
+        self._requirements: dict[str, ApprovalRequirement] = {}  # what each waiting call's approval requires
         self._child_pending: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
         self._background: set[asyncio.Task[None]] = set()
         if request.parent is not None:
@@ -602,7 +602,7 @@ class PromptWorkflow:
                                    approvers=approval.approvers)
         self._touch(entry)
         self._waiting[entry.id] = entry
-        self._waiting_schemas[entry.id] = approval.input_schema
+        self._requirements[entry.id] = approval
         self._metrics.approval_requested(entry.tool)
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
@@ -657,12 +657,14 @@ class PromptWorkflow:
         reason = f": {decision.reason}" if decision.reason else ""
         return f"The call was rejected{by}{reason}"
 
-    def _decision_problem(self, tool_call_id: str, by: str | None) -> str | None:
+    def _decision_problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest) -> str | None:
         """Why a decision cannot be accepted now, or None when it can."""
+        tool_call_id, by = request.tool_call_id, request.by
         if (child := self._child_call(tool_call_id)) is not None:
-            allowed = child[1].approvers
-            if allowed and by not in allowed:
-                return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; approvers: {', '.join(allowed)}"
+            # The sub-agent's prompt checks the decision (and its token) itself when the decision reaches it.
+            if not may_decide(child[1].approvers, by, []) and not child[1].signed_decisions:
+                return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; " \
+                       f"approvers: {', '.join(child[1].approvers or [])}"
             return None
         if tool_call_id in self._decisions:
             return f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})"
@@ -677,8 +679,23 @@ class PromptWorkflow:
             return f"unknown tool call {tool_call_id!r}; the pending {are} {pending}"
         assert isinstance(waiting.result, ToolPending)
         allowed = waiting.result.approvers
-        if allowed and by not in allowed:
-            return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; approvers: {', '.join(allowed)}"
+        requirement = self._requirements.get(tool_call_id)
+        roles: list[str] = []
+        if requirement is not None and requirement.decision_key:
+            # The signature check imports (e.g. cryptography's exception types) from native code: those
+            # imports must reach the real modules, not sandbox copies. Pure computation, deterministic.
+            with workflow.unsafe.imports_passed_through():
+                verified = verify_decision(
+                    request.token, public_key_pem=requirement.decision_key, prompt_id=workflow.info().workflow_id,
+                    tool_call_id=tool_call_id, decision=kind, by=by,
+                    corrected_input=request.input if isinstance(request, ApproveRequest) else None,
+                    now=workflow.now())
+            if not isinstance(verified, DecisionClaims):
+                return f"decision on {tool_call_id!r} refused: {verified}"
+            roles = verified.roles
+        if not may_decide(allowed, by, roles):
+            return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; " \
+                   f"approvers: {', '.join(allowed or [])}"
         return None
 
     def _correction_problem(self, request: ApproveRequest) -> str | None:
@@ -686,7 +703,9 @@ class PromptWorkflow:
         waiting = self._waiting.get(request.tool_call_id)
         if request.input is None or waiting is None:
             return None
-        problem = schema_problem(merge_patch(waiting.input, request.input), self._waiting_schemas.get(waiting.id))
+        requirement = self._requirements.get(waiting.id)
+        schema = requirement.input_schema if requirement else None
+        problem = schema_problem(merge_patch(waiting.input, request.input), schema)
         return f"invalid correction for {waiting.tool}: {problem}" if problem else None
 
     def _accept_approval(self, request: ApproveRequest) -> None:
@@ -725,7 +744,8 @@ class PromptWorkflow:
         """An update's decoded payload, or the reason it cannot be decided, as a refusal."""
         request, problem = decode_payloads(payloads, model)
         if request is not None:
-            problem = self._decision_problem(request.tool_call_id, request.by)
+            kind: DecisionKind = "approve" if isinstance(request, ApproveRequest) else "reject"
+            problem = self._decision_problem(kind, request)
             if problem is None and isinstance(request, ApproveRequest):
                 problem = self._correction_problem(request)
         if problem or request is None:
@@ -750,7 +770,7 @@ class PromptWorkflow:
         self._take_signal("reject", payloads, RejectRequest, self._reject_if_possible)
 
     def _approve_if_possible(self, request: ApproveRequest) -> str | None:
-        problem = self._decision_problem(request.tool_call_id, request.by) or self._correction_problem(request)
+        problem = self._decision_problem("approve", request) or self._correction_problem(request)
         if problem is None:
             if self._child_call(request.tool_call_id) is not None:
                 self._forward_decision("approve", request)
@@ -759,7 +779,7 @@ class PromptWorkflow:
         return problem
 
     def _reject_if_possible(self, request: RejectRequest) -> str | None:
-        problem = self._decision_problem(request.tool_call_id, request.by)
+        problem = self._decision_problem("reject", request)
         if problem is None and self._child_call(request.tool_call_id) is not None:
             self._forward_decision("reject", request)
             return None
@@ -842,14 +862,21 @@ class PromptWorkflow:
         "arguments, reason, approvers.")
     @raw_payloads
     def pending_approvals(self, *payloads: object) -> list[PendingApproval]:
-        return [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
-                                requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
-                                approvers=entry.result.approvers)
-                for entry in self._waiting.values() if isinstance(entry.result, ToolPending)] + [
+        own = [self._pending(entry) for entry in self._waiting.values() if isinstance(entry.result, ToolPending)]
+        return own + [
             pending.model_copy(update={"tool_call_id": f"{call_id}/{pending.tool_call_id}",
                                        "path": [report.child_workflow_id, *pending.path]})
             for call_id, report in sorted(self._child_pending.items(), key=lambda item: self._call_position(item[0]))
             for pending in report.pending]
+
+    def _pending(self, entry: ToolOutput) -> PendingApproval:
+        assert isinstance(entry.result, ToolPending)
+        requirement = self._requirements.get(entry.id)
+        return PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
+                               requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
+                               approvers=entry.result.approvers,
+                               input_schema=requirement.input_schema if requirement else None,
+                               signed_decisions=bool(requirement and requirement.decision_key))
 
     def _call_position(self, tool_call_id: str) -> int:
         positions = (i for i, e in enumerate(self._prompt.output) if isinstance(e, ToolOutput) and e.id == tool_call_id)

@@ -97,12 +97,15 @@ class ApproveRequest(_Model):
     tool_call_id: str
     by: str | None = None
     input: dict[str, JsonValue] | None = Field(default=None, description="Corrected arguments.")
+    token: str | None = Field(default=None, description="Signed decision token (workflows/decision_tokens.py); "
+                                                        "required when the worker has a decision key.")
 
 
 class RejectRequest(_Model):
     tool_call_id: str
     by: str | None = None
     reason: str | None = None
+    token: str | None = Field(default=None, description="Signed decision token; see ApproveRequest.token.")
 
 
 class PendingApproval(_Model):
@@ -115,6 +118,8 @@ class PendingApproval(_Model):
     approvers: list[str] | None = None
     path: list[str] = Field(default_factory=list, description="Prompt ids from this prompt to the one that waits "
                                                              "(empty: this prompt itself); a sub-agent's call.")
+    input_schema: dict[str, JsonValue] | None = Field(default=None, description="JSON schema of the arguments.")
+    signed_decisions: bool = Field(default=False, description="Decisions need a signed token (decide via the API).")
 
 
 # --- activities ---------------------------------------------------------------------------------
@@ -128,6 +133,8 @@ class ApprovalRequirement(_Model):
     expires_after_seconds: float | None = None
     input_schema: dict[str, JsonValue] | None = Field(
         default=None, description="The tool's input JSON schema: an approver's correction is checked against it.")
+    decision_key: str | None = Field(default=None, description="Ed25519 public key (PEM) that must have signed "
+                                                               "the decision; from the worker's configuration.")
 
     @property
     def expires_after(self) -> timedelta | None:
