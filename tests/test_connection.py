@@ -132,7 +132,7 @@ def test_cli_profile_option_one_line_error(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and "cannot connect to Temporal at 127.0.0.1:1" in lines[0], run.stderr
+    assert len(lines) == 1 and "no Temporal server at 127.0.0.1:1" in lines[0], run.stderr
 
 
 # --- TLS through a real TLS proxy --------------------------------------------------------------------
