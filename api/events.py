@@ -24,9 +24,9 @@ def resume_offset(last_event_id: str | None, from_offset: int | None) -> int:
 async def prompt_events(handle: PromptHandle, start: int) -> AsyncIterator[ServerSentEvent]:
     """Every event from `start` until the prompt finishes, then one `end` event (without an id) with its state."""
     async for offset, item in handle.live(start):
-        if isinstance(item, TextDelta):
-            yield ServerSentEvent(data=item.model_dump_json(), event=DELTA_EVENT, id=str(offset))
-        else:
+        if isinstance(item, TextDelta):  # live only (from heartbeats): no id, so resuming never expects it
+            yield ServerSentEvent(data=item.model_dump_json(), event=DELTA_EVENT)
+        elif offset is not None:
             yield ServerSentEvent(data=item.model_dump_json(), event=item.kind, id=str(offset))
     prompt = await handle.get()
     yield ServerSentEvent(data=json.dumps({"state": prompt.state, "error": prompt.error}), event=END_EVENT)
