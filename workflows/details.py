@@ -52,9 +52,19 @@ def prompt_summary(user_id: str, input: str | None) -> str:
                        MAX_SUMMARY_CHARS)
 
 
+STATIC_DETAILS_INPUT_CHARS = 4_000  # the UI's details field shows this much; the workflow input has it all
+
+
 def prompt_static_details(user_id: str, input: str | None) -> str:
-    """The full input, for the UI's details field (the summary is cut)."""
-    return f"**Prompt by {user_id}**\n\n{input if input is not None else '(system-initiated: no user message)'}"
+    """The input for the UI's details field (the summary is cut at a word; this is cut much later, so a big
+    input is not stored a second time beside the workflow's own input)."""
+    if input is None:
+        shown = "(system-initiated: no user message)"
+    elif len(input) > STATIC_DETAILS_INPUT_CHARS:
+        shown = f"{input[:STATIC_DETAILS_INPUT_CHARS]}… ({len(input):,} characters in all: see the workflow's input)"
+    else:
+        shown = input
+    return f"**Prompt by {user_id}**\n\n{shown}"
 
 
 def calling_model(prompt: Prompt, round_number: int) -> str:
