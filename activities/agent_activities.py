@@ -12,12 +12,12 @@ from typing import Any, Literal
 import pydantic_core
 from pydantic import BaseModel, JsonValue
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities import telemetry
 from activities.mcp_tools import MCPUnavailable
 from activities.runtime import AgentRuntime
-from activities.transcripts import TranscriptCache
+from activities.transcripts import HistoryBroken, TranscriptMissing
 from agent.context import ToolContext, copy_state
 from agent.context_window import ContextLimit, trim_messages
 from agent.errors import PluginPrepareError, ToolInputError
@@ -32,24 +32,25 @@ from agent.providers.base import FatalModelError, ModelProvider, RetryableModelE
 from agent.subagents import sub_agent_of
 from agent.tools import Tool, ToolFailed
 from workflows import names
-from workflows.names import EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
+from workflows.names import EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, STORE_HISTORY_ACTIVITY
 from workflows.protocol import (
     ApprovalRequirement,
     CallNeedingApproval,
     EventDelivery,
+    HistoryLink,
+    HistoryRef,
     InvalidCall,
     PlannedCall,
     ReadyCall,
     RoundInput,
     RoundResult,
+    StoreHistoryRequest,
     StreamingText,
     SubAgentCall,
     TextDelta,
     ToolInvocation,
     ToolInvocationResult,
     ToolProgress,
-    TranscriptPage,
-    TranscriptPageRequest,
 )
 
 log = get_logger("dagent.activities")
@@ -71,15 +72,42 @@ class AgentActivities:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
-        self.transcripts = TranscriptCache(_query_transcript_page)
+        self.transcripts = runtime.transcripts  # shared by every worker of this process (workflow and model queues)
 
     def all(self) -> list[Any]:
-        return [self.model_round, self.invoke_tool, self.emit_event]
+        return [self.model_round, self.invoke_tool, self.emit_event, self.store_history]
+
+    async def _load_blob(self, ref: str) -> bytes:
+        return await asyncio.to_thread(self.runtime.file_store.get, ref)
+
+    async def _transcript(self, inp: RoundInput, logger: Any) -> tuple[list[Any], list[Any]]:
+        """The earlier prompts and outputs: from the input, this worker's cache and the store; never a query."""
+        try:
+            return await self.transcripts.load(activity.info().workflow_id or "", inp, self._load_blob)
+        except TranscriptMissing as exc:
+            logger.info("transcript not cached here, asking for it whole", reason=str(exc))
+            raise ApplicationError(str(exc), type=names.TRANSCRIPT_MISSING_ERROR, non_retryable=True,
+                                   category=ApplicationErrorCategory.BENIGN) from exc  # expected: no traceback
+        except HistoryBroken as exc:
+            logger.error("conversation history missing", error=str(exc))
+            raise ApplicationError(str(exc), type=names.HISTORY_MISSING_ERROR, non_retryable=True) from exc
+
+    @activity.defn(name=STORE_HISTORY_ACTIVITY)
+    async def store_history(self, request: StoreHistoryRequest) -> HistoryRef:
+        """Append prompt records to a conversation's history chain in the store (content-addressed, so a retry
+        writes the same object); the link stays cached on this worker."""
+        info = activity.info()
+        link = HistoryLink(parent=request.parent, records=request.records)
+        store = self.runtime.file_store.scoped(info.workflow_namespace, info.workflow_id or "unscoped")
+        ref = await asyncio.to_thread(store.put, "history-link.json", link.model_dump_json().encode(),
+                                      "application/json")
+        self.transcripts.history.add(ref, link)
+        return HistoryRef(ref=ref, count=(request.parent.count if request.parent else 0) + len(request.records))
 
     @activity.defn(name=MODEL_ROUND_ACTIVITY)
     async def model_round(self, inp: RoundInput) -> RoundResult:
         logger = _bound_log(prompt_id=inp.prompt.id, round=inp.round, tier=inp.prompt.model)
-        history, outputs = await self.transcripts.load(activity.info().workflow_id or "", inp)
+        history, outputs = await self._transcript(inp, logger)
         prompt = inp.prompt.model_copy(update={"output": outputs})
         try:
             prepared = await self.runtime.prepare(prompt, inp.round, only=inp.plugins)
@@ -219,7 +247,9 @@ class AgentActivities:
             if isinstance(decided, ToolCallInfo):
                 info_for_hooks = decided
             elif decided is not None:
-                return ToolInvocationResult(result=await self._after_tool(info_for_hooks, decided))
+                result = await self._after_tool(info_for_hooks, decided)
+                self.transcripts.outputs.remember(result)
+                return ToolInvocationResult(result=result)
         with telemetry.tool_call(call.tool, call.id, inv.prompt_id) as span:
             outcome = await self._run_tool(tool, inv, info_for_hooks.input, logger)
             outcome.result = await self._after_tool(info_for_hooks, outcome.result)
@@ -227,6 +257,7 @@ class AgentActivities:
                 telemetry.tool_outcome(span, "error", outcome.result.error)
             else:
                 telemetry.tool_outcome(span, "success")
+        self.transcripts.outputs.remember(outcome.result)  # the next model round receives it by reference
         return outcome
 
     async def _after_tool(self, call: ToolCallInfo, result: ToolSuccess | ToolError) -> ToolSuccess | ToolError:
@@ -347,12 +378,6 @@ async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS,
         yield
     finally:
         task.cancel()
-
-
-async def _query_transcript_page(inp: RoundInput, request: TranscriptPageRequest) -> TranscriptPage:
-    info = activity.info()
-    handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=inp.run_id or None)
-    return await handle.query(names.TRANSCRIPT_QUERY, request, result_type=TranscriptPage)
 
 
 def _spec(provider: ModelProvider) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from activities.mcp_tools import MCPToolSources, MCPUnavailable
+from activities.transcripts import TranscriptCache
 from agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
 from agent.errors import PluginPrepareError
 from agent.logging import get_logger
@@ -69,6 +70,7 @@ class AgentRuntime:
     trace_content: bool = False  # prompt and completion text on model spans (Settings.trace_content)
     decision_key: str | None = None  # Ed25519 public key (PEM): decisions must carry a token it verifies
     tools: ToolRegistry = field(init=False)
+    transcripts: TranscriptCache = field(default_factory=TranscriptCache, repr=False, compare=False)  # per process
 
     def __post_init__(self) -> None:
         self.tools = ToolRegistry(self.plugins)

@@ -1,21 +1,126 @@
-"""The worker's copy of each running prompt's transcript, so the model round's input carries only changes.
+"""What a worker keeps of the prompts it serves, so a model round's input carries only what is new.
 
-A hit (this worker ran the prompt's previous round) costs nothing; a miss (first round with history,
-another worker ran the last round, a restarted worker) reads the transcript back from the workflow with
-the `transcript` query, page by page. Queries write nothing to history.
+- `TranscriptCache`: each running prompt's transcript (earlier prompts + outputs) as of its last round here;
+  a round's input brings only the changes since the previous round.
+- `RecentOutputs`: large tool outputs this worker produced, by content digest; the next round receives them
+  by reference (the worker that ran the tool usually runs the next round).
+- `HistoryChain`: a conversation's earlier prompts, a chain of content-addressed links in the store, loaded
+  once per worker and kept (links never change).
+
+Nothing here queries a workflow: what a worker lacks (another worker ran the last round, a restart, an
+output produced elsewhere) raises `TranscriptMissing`, and the workflow sends that round's input whole.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from pydantic import JsonValue
 
 from agent.models import Prompt, PromptOutput
-from workflows.protocol import RoundInput, TranscriptPage, TranscriptPageRequest
-from workflows.transcript import apply_changes, assemble
+from workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
+from workflows.transcript import apply_changes, large_output, output_digest, with_output
 
-FetchPage = Callable[[RoundInput, TranscriptPageRequest], Awaitable[TranscriptPage]]
+K = TypeVar("K")
+V = TypeVar("V")
+LoadBlob = Callable[[str], Awaitable[bytes]]
+
+
+class TranscriptMissing(LookupError):
+    """This worker lacks part of the round's input; the workflow must send it whole."""
+
+
+class HistoryBroken(LookupError):
+    """A stored history link is missing or does not match its reference: nothing can rebuild it."""
+
+
+class _Lru(Generic[K, V]):
+    def __init__(self, max_items: int) -> None:
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._max = max_items
+
+    def get(self, key: K) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self._max:
+            self._items.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        self._items.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class RecentOutputs:
+    """Large tool outputs by content digest, the most recent `max_items`."""
+
+    def __init__(self, max_items: int = 2048) -> None:
+        self._outputs: _Lru[str, JsonValue] = _Lru(max_items)
+
+    def remember(self, result: object) -> None:
+        output = large_output(result)
+        if output is not None:
+            self._outputs.put(output_digest(output), output)
+
+    def get(self, digest: str) -> JsonValue:
+        output = self._outputs.get(digest)
+        if output is None:
+            raise TranscriptMissing(f"tool output {digest[:12]} was produced on another worker")
+        return output
+
+
+class HistoryChain:
+    """Resolves a `HistoryRef` to its prompt records: links from this worker's cache, the rest from the store."""
+
+    def __init__(self, max_links: int = 50_000, max_lists: int = 256) -> None:
+        self._links: _Lru[str, HistoryLink] = _Lru(max_links)
+        self._lists: _Lru[str, list[Prompt]] = _Lru(max_lists)
+        self.loads = 0
+
+    def add(self, ref: str, link: HistoryLink) -> None:
+        self._links.put(ref, link)
+
+    async def resolve(self, head: HistoryRef, load: LoadBlob) -> list[Prompt]:
+        cached = self._lists.get(head.ref)
+        if cached is not None:
+            return cached
+        pending: list[HistoryLink] = []  # newest first, down to a list this worker already has
+        base: list[Prompt] = []
+        current: HistoryRef | None = head
+        while current is not None:
+            if (known := self._lists.get(current.ref)) is not None:
+                base = known
+                break
+            link = self._links.get(current.ref) or await self._load(current.ref, load)
+            pending.append(link)
+            current = link.parent
+        records = list(base)
+        for link in reversed(pending):
+            records.extend(link.records)
+        if len(records) != head.count:
+            raise HistoryBroken(f"history {head.ref} should hold {head.count} prompts, its links hold {len(records)}")
+        self._lists.put(head.ref, records)
+        return records
+
+    async def _load(self, ref: str, load: LoadBlob) -> HistoryLink:
+        try:
+            data = await load(ref)
+        except (FileNotFoundError, LookupError) as exc:
+            raise HistoryBroken(f"history link {ref} is not in the store: {exc}") from exc
+        link = HistoryLink.model_validate_json(data)
+        self.loads += 1
+        self._links.put(ref, link)
+        return link
 
 
 @dataclass
@@ -25,43 +130,70 @@ class _Entry:
     outputs: list[PromptOutput]
 
 
+@dataclass
 class TranscriptCache:
-    def __init__(self, fetch_page: FetchPage, *, max_prompts: int = 128, page_bytes: int = 1_000_000) -> None:
-        self._fetch_page = fetch_page
-        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
-        self._max_prompts = max_prompts
-        self._page_bytes = page_bytes
-        self.hits = 0
-        self.misses = 0
+    """Each running prompt's transcript as of its last round on this worker, the most recent `max_prompts`."""
 
-    async def load(self, workflow_id: str, inp: RoundInput) -> tuple[list[Prompt], list[PromptOutput]]:
-        """The history prompts and the current outputs as of this round."""
-        if inp.changes is None:  # an older workflow sent everything
-            return list(inp.history), list(inp.prompt.output)
+    history: HistoryChain = field(default_factory=HistoryChain)
+    outputs: RecentOutputs = field(default_factory=RecentOutputs)
+    max_prompts: int = 128
+    hits: int = 0
+    misses: int = 0
+    _entries: _Lru[tuple[str, str], _Entry] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._entries = _Lru(self.max_prompts)
+
+    async def load(self, workflow_id: str, inp: RoundInput,
+                   load_blob: LoadBlob) -> tuple[list[Prompt], list[PromptOutput]]:
+        """The earlier prompts and the current outputs as of this round; `TranscriptMissing` when this worker
+        cannot rebuild them from its cache and the input."""
         key = (workflow_id, inp.run_id)
         entry = self._entries.get(key)
-        if entry is None and inp.history_count == 0 and inp.round == 1:
-            entry = _Entry(round=0, history=[], outputs=[])
-        if entry is not None and entry.round in (inp.round - 1, inp.round):
-            outputs = list(entry.outputs)
-            if apply_changes(outputs, inp.changes) and len(outputs) == inp.output_count \
-                    and len(entry.history) == inp.history_count:
-                self.hits += 1
-                return self._keep(key, _Entry(inp.round, entry.history, outputs))
-        self.misses += 1
-        pages = [await self._fetch_page(inp, TranscriptPageRequest(start=0, max_bytes=self._page_bytes))]
-        while pages[-1].next_start is not None:
-            request = TranscriptPageRequest(start=pages[-1].next_start, max_bytes=self._page_bytes)
-            pages.append(await self._fetch_page(inp, request))
-        history, outputs = assemble(pages)
-        return self._keep(key, _Entry(inp.round, history, outputs))
+        chain = await self.history.resolve(inp.history_ref, load_blob) if inp.history_ref else []
+        if inp.changes is None:  # sent whole
+            history, outputs = chain + list(inp.history), list(inp.prompt.output)
+        else:
+            history = self._history(inp, entry, chain)
+            outputs = self._outputs(inp, entry)
+        self.hits += inp.changes is not None
+        self._entries.put(key, _Entry(inp.round, history, outputs))
+        return history, outputs
 
-    def _keep(self, key: tuple[str, str], entry: _Entry) -> tuple[list[Prompt], list[PromptOutput]]:
-        self._entries[key] = entry
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_prompts:
-            self._entries.popitem(last=False)
-        return entry.history, entry.outputs
+    def _history(self, inp: RoundInput, entry: _Entry | None, chain: list[Prompt]) -> list[Prompt]:
+        if inp.history:
+            history = chain + list(inp.history)
+        elif entry is not None and len(entry.history) == inp.history_count:
+            history = entry.history
+        else:
+            history = chain
+        if len(history) != inp.history_count:
+            self.misses += 1
+            raise TranscriptMissing(f"{inp.history_count} earlier prompts expected, {len(history)} known here")
+        return history
 
-    def forget(self, workflow_id: str, run_id: str) -> None:
-        self._entries.pop((workflow_id, run_id), None)
+    def _outputs(self, inp: RoundInput, entry: _Entry | None) -> list[PromptOutput]:
+        assert inp.changes is not None
+        current = entry is not None and entry.round in (inp.round - 1, inp.round)
+        outputs = list(entry.outputs) if current and entry is not None else []
+        try:
+            changes = [self._resolved(change) for change in inp.changes]
+        except TranscriptMissing:
+            self.misses += 1
+            raise
+        if not apply_changes(outputs, changes) or len(outputs) != inp.output_count:
+            self.misses += 1
+            raise TranscriptMissing(f"round {inp.round}: this worker did not run the prompt's previous round")
+        return outputs
+
+    def _resolved(self, change: OutputChange) -> OutputChange:
+        if change.result_ref is None:
+            return change
+        output = self.outputs.get(change.result_ref)
+        return OutputChange(index=change.index, output=with_output(change, output))
+
+    def clear(self) -> None:
+        """Forget everything (what a restarted worker knows)."""
+        self._entries = _Lru(self.max_prompts)
+        self.history = HistoryChain()
+        self.outputs = RecentOutputs()

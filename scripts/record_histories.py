@@ -16,6 +16,8 @@ sys.path.insert(0, str(ROOT))
 
 from temporalio.client import WorkflowHandle  # noqa: E402
 
+from agent.messages import ModelRequest, ModelResponse, UserMessage  # noqa: E402
+from agent.providers.scripted import ScriptedModel  # noqa: E402
 from client import AgentClient, PromptHandle  # noqa: E402
 from tests import scenarios  # noqa: E402
 from workers.devserver import DevServer  # noqa: E402
@@ -50,8 +52,16 @@ async def main() -> None:
     async with DevServer() as server:
         settings = Settings(temporal_address=server.address, task_queue="record-histories", file_dir="/tmp/dagent-rec")
         client = await connect(settings)
+        def forgetful(request: ModelRequest) -> ModelResponse:
+            """The scenarios' model; in the `forget` scenario's round 2 the worker forgets every transcript."""
+            first_user = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
+            if first_user == "forget" and request.round == 2:
+                runtime.transcripts.clear()
+            return scenarios.script(request)
+
         runtime = build_runtime(settings, plugins=[scenarios.plugin],
-                                providers={"normal": scenarios.model, "high": [scenarios.unavailable, scenarios.model]})
+                                providers={"normal": ScriptedModel(forgetful),
+                                           "high": [scenarios.unavailable, scenarios.model]})
         agent = AgentClient(client, settings)
         async with create_worker(client, runtime, task_queue=settings.task_queue):
             done = await agent.start("completed", prompt_id="hist-completed", user_id="u1", conversation_id="c1")
@@ -129,6 +139,21 @@ async def main() -> None:
             first_run = min(runs, key=lambda e: e.start_time)
             await _save("conversation_continued_as_new", conversation._handle, run_id=first_run.run_id)
             await _save("conversation_closed", conversation._handle)
+
+            forget = await agent.start("forget", prompt_id="hist-forget")
+            await forget.result()
+            await _save("prompt_transcript_sent_whole", forget.workflow)
+
+            by_reference = await agent.start_conversation(conversation_id="hist-conversation-refs", user_id="u1",
+                                                          prompts_per_run=2)
+            for text in ("large one", "large two", "large three"):
+                await by_reference.send(text)
+            await by_reference.close()
+            runs = [e async for e in client.list_workflows("WorkflowId = 'hist-conversation-refs'")]
+            first_run = min(runs, key=lambda e: e.start_time)
+            await _save("conversation_history_by_reference", by_reference._handle, run_id=first_run.run_id)
+            await _save("prompt_in_conversation_by_reference",
+                        client.get_workflow_handle("hist-conversation-refs-0002"))
     sys.stdout.flush()
     os._exit(0)
 

@@ -38,6 +38,8 @@ async def pay(args: Amount, ctx: ToolContext) -> str:
 
 plugin = Plugin("scenarios", tools=[echo, pay], instructions="Scenario plugin.")
 
+LARGE_WORDS = "many words " * 150  # above workflows.transcript.OUTPUT_REF_MIN_BYTES
+
 # Each scenario: the user's input selects a script; round N answers from the list.
 SCRIPTS: dict[str, list[ModelResponse]] = {
     "completed": [tool_calls(("demo.echo", {"words": "hello"})), tool_calls(("demo.pay", {"amount": 5})),
@@ -50,6 +52,9 @@ SCRIPTS: dict[str, list[ModelResponse]] = {
     "approvals": [tool_calls(("demo.pay", {"amount": 200}), ("demo.echo", {"words": "x"}),
                              ("demo.pay", {"amount": 300})), text("approvals done")],
     "invalid": [tool_calls(("demo.pay", {"amount": "x"}), ("demo.nope", {})), text("fed back")],
+    "large": [tool_calls(("demo.echo", {"words": LARGE_WORDS})), text("large done")],  # output by reference
+    "forget": [tool_calls(("demo.echo", {"words": LARGE_WORDS})), tool_calls(("demo.echo", {"words": "again"})),
+               text("resent")],  # the recorder's worker forgets the transcript in round 2: round 3 is sent whole
     "reasoning": [ModelResponse(
         reasoning=[ReasoningOutput(provider="anthropic", model="scripted", summary="Pay 5 first.",
                                    item={"type": "thinking", "thinking": "Pay 5 first.", "signature": "sig-1"})],
@@ -57,7 +62,7 @@ SCRIPTS: dict[str, list[ModelResponse]] = {
 }
 
 
-def _script(request: ModelRequest) -> ModelResponse:
+def script(request: ModelRequest) -> ModelResponse:
     user = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
     if user == "fail":
         raise FatalModelError("scenario: model refused the request (400)", status=400)
@@ -68,7 +73,7 @@ def _script(request: ModelRequest) -> ModelResponse:
     return script[request.round - 1]
 
 
-model = ScriptedModel(_script)
+model = ScriptedModel(script)
 
 
 def _unavailable(request: ModelRequest) -> ModelResponse:

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
+from activities.transcripts import HistoryChain
 from agent.context import ToolContext
 from agent.messages import AssistantMessage, ModelRequest, ModelResponse, ToolResultMessage, UserMessage
 from agent.models import ToolOutput, ToolSuccess
@@ -15,7 +16,7 @@ from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, tool
 from plugins.triggers import plugin as triggers_plugin
-from tests.support.workers import agent_worker
+from tests.support.workers import TEST_SETTINGS, agent_worker
 from workflows.protocol import PromptRequest
 
 
@@ -169,4 +170,7 @@ async def test_a_cancelled_prompt_is_recorded_as_cancelled_in_the_conversation(d
         history = (await second.workflow.fetch_history()).events[0]
     start_input = history.workflow_execution_started_event_attributes.input.payloads[0]
     request = PromptRequest.model_validate_json(start_input.data)
-    assert [(p.id, p.state) for p in request.history] == [(first.id, "cancelled")]
+    assert request.history_ref is not None  # the earlier prompt by reference: its stored record says cancelled
+    store = TEST_SETTINGS.file_store()
+    records = await HistoryChain().resolve(request.history_ref, lambda ref: asyncio.to_thread(store.get, ref))
+    assert [(p.id, p.state) for p in records] == [(first.id, "cancelled")]

@@ -1,13 +1,17 @@
-"""The transcript the model round rebuilds from changes, a cache, or the paged `transcript` query."""
+"""The transcript a model round rebuilds from its input, the worker's cache and the store: never from a query."""
 
 from __future__ import annotations
 
+import inspect
 from datetime import UTC, datetime
 
-from activities.transcripts import TranscriptCache
+import pytest
+
+import activities.transcripts
+from activities.transcripts import HistoryBroken, HistoryChain, TranscriptCache, TranscriptMissing
 from agent.models import Prompt, TextOutput, ToolOutput, ToolSuccess
-from workflows.protocol import OutputChange, RoundInput, TranscriptPage, TranscriptPageRequest
-from workflows.transcript import apply_changes, assemble, build_page
+from workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
+from workflows.transcript import OUTPUT_REF_MIN_BYTES, apply_changes, build_page, change_for, output_digest
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -22,16 +26,38 @@ def _history() -> list[Prompt]:
             for n in range(3)] + [Prompt(id="empty", user_id="u", input="nothing happened")]
 
 
-def test_pages_reassemble_exactly_whatever_the_page_size() -> None:
+class _Store:
+    """An in-memory content-addressed store standing in for the file store (the real one is exercised by
+    tests/test_history_by_reference.py against a real worker)."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.reads = 0
+
+    def put(self, link: HistoryLink) -> HistoryRef:
+        data = link.model_dump_json().encode()
+        ref = f"sha256:{output_digest(data.decode())}"
+        self.blobs[ref] = data
+        return HistoryRef(ref=ref, count=(link.parent.count if link.parent else 0) + len(link.records))
+
+    async def load(self, ref: str) -> bytes:
+        self.reads += 1
+        if ref not in self.blobs:
+            raise FileNotFoundError(ref)
+        return self.blobs[ref]
+
+
+def _round(number: int, changes: list[OutputChange] | None, count: int, **extra: object) -> RoundInput:
+    fields: dict[str, object] = {"prompt": Prompt(id="p", user_id="u", input="q"), **extra}
+    return RoundInput(round=number, changes=changes, output_count=count, run_id="r1", **fields)  # type: ignore[arg-type]
+
+
+def test_the_pages_of_the_transcript_query_still_cover_everything() -> None:
     history, outputs = _history(), [_tool(10, 5000), TextOutput(text="t"), _tool(11, 5000)]
-    for max_bytes in (1, 300, 5200, 10_000_000):
-        pages = [build_page(history, outputs, 0, max_bytes)]
-        while pages[-1].next_start is not None:
-            pages.append(build_page(history, outputs, pages[-1].next_start, max_bytes))
-        rebuilt_history, rebuilt_outputs = assemble(pages)
-        assert rebuilt_history == history and rebuilt_outputs == outputs
-        if max_bytes == 1:
-            assert len(pages) == 9  # one item per page: a page always makes progress
+    pages = [build_page(history, outputs, 0, 300)]
+    while pages[-1].next_start is not None:
+        pages.append(build_page(history, outputs, pages[-1].next_start, 300))
+    assert sum(len(p.items) for p in pages) == sum(len(p.output) for p in history) + len(outputs)
 
 
 def test_apply_changes_detects_a_gap() -> None:
@@ -42,36 +68,63 @@ def test_apply_changes_detects_a_gap() -> None:
     assert not apply_changes(outputs, [OutputChange(index=5, output=TextOutput(text="x"))])
 
 
-async def test_cache_hits_on_consecutive_rounds_and_queries_on_a_miss() -> None:
-    history = _history()
-    workflow_outputs = [_tool(1), _tool(2), TextOutput(text="later")]
-    fetched: list[int] = []
-
-    async def fetch(inp: RoundInput, request: TranscriptPageRequest) -> TranscriptPage:
-        fetched.append(request.start)
-        return build_page(history, workflow_outputs[: inp.output_count], request.start, 400)
-
-    cache = TranscriptCache(fetch)
-    header = Prompt(id="p", user_id="u", input="q")
-
-    def round_input(number: int, changes: list[OutputChange], count: int) -> RoundInput:
-        return RoundInput(prompt=header, round=number, changes=changes, output_count=count,
-                          history_count=len(history), run_id="r1")
-
-    got = await cache.load("wf", round_input(1, [], 0))  # history needed: a miss, read page by page
-    assert got == (history, []) and cache.misses == 1 and len(fetched) > 1
-    fetched.clear()
-    got = await cache.load("wf", round_input(2, [OutputChange(index=0, output=workflow_outputs[0])], 1))
-    assert got == (history, workflow_outputs[:1]) and cache.hits == 1 and not fetched
-    # Round 3 ran elsewhere; round 4 here only has round 4's changes: a miss, and the query fills the gap.
-    got = await cache.load("wf", round_input(4, [OutputChange(index=2, output=workflow_outputs[2])], 3))
-    assert got == (history, workflow_outputs) and cache.misses == 2 and fetched
+def test_only_large_tool_outputs_travel_by_reference() -> None:
+    small, large = _tool(1, 10), _tool(2, OUTPUT_REF_MIN_BYTES)
+    assert change_for(0, small).result_ref is None and change_for(0, small).output == small
+    change = change_for(1, large)
+    assert change.result_ref == output_digest("x" * OUTPUT_REF_MIN_BYTES)
+    assert isinstance(change.output, ToolOutput) and change.output.result == ToolSuccess(output=None)
+    sub_agent = large.model_copy(update={"child_prompt_id": "child"})  # never produced by a tool activity
+    assert change_for(2, sub_agent).result_ref is None
 
 
-async def test_first_round_without_history_needs_no_query() -> None:
-    async def fetch(inp: RoundInput, request: TranscriptPageRequest) -> TranscriptPage:
-        raise AssertionError("no query expected")
+def test_the_cache_has_no_way_to_query_a_workflow() -> None:
+    """The worker's side takes the round's input and a blob loader: no client, no workflow handle, no query."""
+    source = inspect.getsource(activities.transcripts)
+    assert ".query(" not in source and "get_workflow_handle" not in source and "client" not in source
+    assert list(inspect.signature(TranscriptCache.load).parameters) == ["self", "workflow_id", "inp", "load_blob"]
 
-    cache = TranscriptCache(fetch)
-    inp = RoundInput(prompt=Prompt(id="p", user_id="u"), round=1, changes=[], output_count=0, run_id="r")
-    assert await cache.load("wf", inp) == ([], [])
+
+async def test_consecutive_rounds_hit_and_a_gap_asks_for_the_whole_input() -> None:
+    store, cache = _Store(), TranscriptCache()
+    first = [_tool(1, 5000)]
+    cache.outputs.remember(first[0].result)  # this worker ran the tool
+    got = await cache.load("wf", _round(1, [], 0), store.load)
+    assert got == ([], [])
+    got = await cache.load("wf", _round(2, [change_for(0, first[0])], 1), store.load)
+    assert got == ([], first) and cache.misses == 0
+    # Round 3 ran on another worker; round 4 here only brings round 4's changes.
+    with pytest.raises(TranscriptMissing):
+        await cache.load("wf", _round(4, [OutputChange(index=2, output=TextOutput(text="later"))], 3), store.load)
+    whole = [*first, TextOutput(text="mid"), TextOutput(text="later")]
+    resent = _round(4, None, 3, prompt=Prompt(id="p", user_id="u", input="q", output=whole))
+    assert await cache.load("wf", resent, store.load) == ([], whole)
+    got = await cache.load("wf", _round(5, [OutputChange(index=3, output=TextOutput(text="end"))], 4), store.load)
+    assert got == ([], [*whole, TextOutput(text="end")])
+
+
+async def test_an_output_produced_elsewhere_is_a_miss_not_a_query() -> None:
+    cache = TranscriptCache()
+    with pytest.raises(TranscriptMissing, match="another worker"):
+        await cache.load("wf", _round(1, [change_for(0, _tool(7, 5000))], 1), _Store().load)
+
+
+async def test_conversation_history_resolves_from_the_store_once_per_worker() -> None:
+    store, records = _Store(), _history()
+    first = store.put(HistoryLink(records=records[:2]))
+    second = store.put(HistoryLink(parent=first, records=records[2:3]))
+    third = store.put(HistoryLink(parent=second, records=records[3:]))
+    chain = HistoryChain()
+    assert await chain.resolve(second, store.load) == records[:3] and store.reads == 2
+    assert await chain.resolve(third, store.load) == records and store.reads == 3  # only the new link
+    cache = TranscriptCache(history=chain)
+    got = await cache.load("wf", _round(1, [], 0, history_ref=third, history_count=4), store.load)
+    assert got == (records, []) and store.reads == 3
+    got = await cache.load("wf", _round(2, [OutputChange(index=0, output=TextOutput(text="a"))], 1,
+                                        history_ref=third, history_count=4), store.load)
+    assert got[0] == records and store.reads == 3
+
+
+async def test_a_missing_link_is_reported_with_its_reference() -> None:
+    with pytest.raises(HistoryBroken, match="sha256:gone"):
+        await HistoryChain().resolve(HistoryRef(ref="sha256:gone", count=1), _Store().load)

@@ -1,6 +1,11 @@
-"""ConversationWorkflow: one per conversation. Runs each input as a child PromptWorkflow with the full
-history, queues inputs that arrive meanwhile, fires triggers as system-initiated prompts, and continues as
-new before its history grows large — carrying history, plugin state and queued inputs across.
+"""ConversationWorkflow: one per conversation. Runs each input as a child PromptWorkflow, queues inputs that
+arrive meanwhile, fires triggers as system-initiated prompts, and continues as new before its history grows
+large — carrying the history, plugin state and queued inputs across.
+
+The history is held by reference: each finished prompt's record goes into a content-addressed chain of
+links in the store (the `store_history` local activity: its input is not written to history), and each
+child prompt and each next run receives one `HistoryRef`, so a turn costs the same at turn 500 as at turn 10.
+Runs recorded before that (no `conversation-history-by-reference` marker) keep passing copies.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RawValue
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -20,9 +25,19 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
     from workflows.names import CONVERSATION_ID, USER_ID
-    from workflows.protocol import ConversationRequest, PromptRequest, QueuedInput, SendRequest
+    from workflows.protocol import (
+        ConversationRequest,
+        HistoryRef,
+        PromptRequest,
+        QueuedInput,
+        SendRequest,
+        StoreHistoryRequest,
+    )
 
 
+HISTORY_REFS_PATCH = "conversation-history-by-reference"
+STORE_TIMEOUT = timedelta(seconds=30)
+STORE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))  # until the store is back: no turn is lost
 MAX_AUDIT_ENTRIES = 200
 MAX_AUDIT_DETAIL_CHARS = 500
 
@@ -42,7 +57,10 @@ class ConversationWorkflow:
         self._request, self._input_error = decode_input(payloads, ConversationRequest)
         request = self._request
         self._id = request.conversation_id or workflow.info().workflow_id
-        self._history: list[Prompt] = list(request.history)
+        self._history: list[Prompt] = list(request.history)  # by value: not (yet) in the stored chain
+        self._history_ref: HistoryRef | None = request.history_ref  # the stored chain: every earlier prompt
+        self._stored_ids = list(request.prompt_ids)
+        self._stored_usage = request.usage
         self._plugin_state = dict(request.plugin_state)
         self._queue: list[QueuedInput] = list(request.queued)
         self._next_sequence = request.next_sequence
@@ -153,6 +171,9 @@ class ConversationWorkflow:
     async def _run_prompt(self, item: QueuedInput) -> None:
         request = self._request
         instructions = "\n\n".join(p for p in [request.instructions or "", item.instructions or ""] if p) or None
+        by_reference = workflow.patched(HISTORY_REFS_PATCH)
+        if by_reference:
+            await self._store_history()  # records carried by value from an earlier run
         try:
             # The child prompt starts a trace of its own, linked to this span (one trace per prompt).
             with telemetry.span(telemetry.CONVERSATION_TURN_SPAN, **{"dagent.conversation.id": self._id,
@@ -162,7 +183,8 @@ class ConversationWorkflow:
                     PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
                                   conversation_id=self._id, model=request.model, input=item.input,
                                   model_settings=request.model_settings, model_task_queue=request.model_task_queue,
-                                  instructions=instructions, history=self._history, plugin_state=self._plugin_state,
+                                  instructions=instructions, history=self._history, history_ref=self._history_ref,
+                                  plugin_state=self._plugin_state,
                                   max_rounds=request.max_rounds, fail_workflow_on_error=False),
                     id=item.prompt_id, result_type=Prompt,
                     static_summary=prompt_summary(item.user_id or request.user_id, item.input),
@@ -181,6 +203,20 @@ class ConversationWorkflow:
         if prompt.state != "failed" or prompt.plugin_state:
             self._plugin_state = dict(prompt.plugin_state)
         self._schedule_triggers()
+        if by_reference:
+            await self._store_history()
+
+    async def _store_history(self) -> None:
+        """Move the records held by value into the stored chain."""
+        if not self._history:
+            return
+        self._history_ref = await workflow.execute_local_activity(
+            names.STORE_HISTORY_ACTIVITY, StoreHistoryRequest(parent=self._history_ref, records=self._history),
+            result_type=HistoryRef, start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+            summary=f"store {len(self._history)} prompt record(s)")
+        self._stored_ids += [p.id for p in self._history]
+        self._stored_usage = self._stored_usage + _usage(self._history)
+        self._history = []
 
     # --- triggers -----------------------------------------------------------------------------------
 
@@ -203,18 +239,24 @@ class ConversationWorkflow:
 
     def _carry_over(self) -> ConversationRequest:
         return self._request.model_copy(update={
-            "conversation_id": self._id, "history": self._history, "plugin_state": self._plugin_state,
+            "conversation_id": self._id, "history": self._history, "history_ref": self._history_ref,
+            "prompt_ids": self._stored_ids, "usage": self._stored_usage, "plugin_state": self._plugin_state,
             "queued": self._queue, "next_sequence": self._next_sequence, "runs": self._request.runs + 1,
             "closing": self._closing,
         })  # a model, not a RawValue: the next run's decode_input accepts both
 
     def _snapshot(self) -> Conversation:
-        usage = Usage()
-        for prompt in self._history:
-            usage = usage + prompt.usage
+        usage = self._stored_usage + _usage(self._history)
         return Conversation(
-            id=self._id, user_id=self._request.user_id, prompt_ids=[p.id for p in self._history],
+            id=self._id, user_id=self._request.user_id, prompt_ids=self._stored_ids + [p.id for p in self._history],
             plugin_state=self._plugin_state, running_prompt_id=self._running,
             queued=[q.input or "(trigger)" for q in self._queue], usage=usage, runs=self._request.runs,
             audit=list(self._audit),
         )
+
+
+def _usage(prompts: Sequence[Prompt]) -> Usage:
+    total = Usage()
+    for prompt in prompts:
+        total = total + prompt.usage
+    return total

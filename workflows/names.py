@@ -36,6 +36,7 @@ GET_CONVERSATION_QUERY: Final = "get_conversation"
 MODEL_ROUND_ACTIVITY: Final = "dagent.model_round"
 INVOKE_TOOL_ACTIVITY: Final = "dagent.invoke_tool"
 EMIT_EVENT_ACTIVITY: Final = "dagent.emit_event"
+STORE_HISTORY_ACTIVITY: Final = "dagent.store_history"  # a conversation's local activity: prompt records -> blobs
 
 # --- workflow stream topics (temporalio.contrib.workflow_streams) -------------------------------------
 EVENTS_TOPIC: Final = "events"  # a prompt's live events, published by the workflow
@@ -58,4 +59,6 @@ RETRYABLE_MODEL_ERROR: Final = "RetryableModelError"  # rate limits, overload, n
 PLUGIN_PREPARE_ERROR: Final = "PluginPrepareError"  # a plugin's prepare hook raised
 INVALID_OUTPUT_SCHEMA_ERROR: Final = "InvalidOutputSchema"  # the prompt's output_schema is not usable
 TOOL_RAISED_ERROR: Final = "ToolRaised"  # a tool raised (retried up to the tool's attempts)
+TRANSCRIPT_MISSING_ERROR: Final = "TranscriptMissing"  # the worker lacks part of the round's input: send it whole
+HISTORY_MISSING_ERROR: Final = "HistoryMissing"  # a conversation's stored history link is gone from the store
 MODEL_FALLBACK_ERROR: Final = "ModelFallback"  # the model round failed; details: [next chain position, its spec]

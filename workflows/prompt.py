@@ -70,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.search_attributes import prompt_search_attributes
     from workflows.stream_guard import guard_stream_publish
-    from workflows.transcript import build_page
+    from workflows.transcript import build_page, change_for
 
 MODEL_TIMEOUT = timedelta(minutes=5)
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=30)  # a model call on a dead worker is retried after this
@@ -81,6 +81,7 @@ MODEL_RETRY = RetryPolicy(
 )
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 PARALLEL_CALLS_PATCH = "parallel-tool-calls"  # calls of one response side by side; approvals as one batch
+ROUND_REFS_PATCH = "round-input-by-reference"  # large tool outputs and a conversation's history by reference
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 MAX_AUDIT_ENTRIES = 200  # beyond this, refused signals are only logged: junk cannot grow the record forever
@@ -106,6 +107,12 @@ def _fallback_target(exc: ActivityError) -> tuple[int, str] | None:
     if len(details) < 2 or not isinstance(details[0], int):
         return None
     return details[0], str(details[1])
+
+
+def _transcript_missing(exc: ActivityError) -> bool:
+    """The worker that ran the round lacked part of its input (no query fills the gap: the workflow resends)."""
+    cause = exc.cause
+    return isinstance(cause, ApplicationError) and cause.type == names.TRANSCRIPT_MISSING_ERROR
 
 
 def _applied(step: Callable[[], T]) -> T:
@@ -150,6 +157,7 @@ class PromptWorkflow:
         self._steers: list[str] = []
         self._output_attempts = 0
         self._changed: set[int] = set()  # output indices added or changed since the last model round
+        self._history_sent = False  # the request's by-value history went with a round input of this run
         self._failed_tools: list[str] = []  # tools whose calls ended in an error since the last model round
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
@@ -253,14 +261,7 @@ class PromptWorkflow:
 
     async def _call_model(self, round_number: int) -> RoundResult:
         request = self._request
-        changes = [OutputChange(index=i, output=self._prompt.output[i]) for i in sorted(self._changed)]
-        self._changed.clear()
-        round_input = RoundInput(
-            prompt=self._prompt.model_copy(update={"output": []}), instructions=request.instructions,
-            round=round_number, output_schema=request.output_schema, changes=changes,
-            output_count=len(self._prompt.output), history_count=len(request.history), run_id=workflow.info().run_id,
-            context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens,
-            plugins=request.plugins)
+        round_input = self._round_input(round_number)
         next_model = ""
         workflow.set_current_details(details.calling_model(self._prompt, round_number))
         after_errors = f" · after tool error: {', '.join(self._failed_tools)}" if self._failed_tools else ""
@@ -276,6 +277,9 @@ class PromptWorkflow:
                 )
                 break
             except ActivityError as exc:
+                if _transcript_missing(exc) and round_input.changes is not None:
+                    round_input = self._whole_round_input(round_input)  # that worker lacked part of it
+                    continue
                 # Only a worker configured with a fallback chain raises this, so histories without it replay.
                 target = _fallback_target(exc)
                 if target is None or target[0] <= round_input.fallback:
@@ -290,6 +294,35 @@ class PromptWorkflow:
         self._metrics.model_round(result.model or self._prompt.model, result.usage)
         self._event_hooks = result.event_hooks
         return result
+
+    def _round_input(self, round_number: int) -> RoundInput:
+        """What changed since the last round; earlier outputs and prompts stay with the worker (its cache) or
+        in the store (a conversation's history), referenced, never copied again."""
+        request = self._request
+        by_reference = workflow.patched(ROUND_REFS_PATCH)
+        changes = [change_for(i, self._prompt.output[i]) if by_reference
+                   else OutputChange(index=i, output=self._prompt.output[i]) for i in sorted(self._changed)]
+        self._changed.clear()
+        history = request.history if by_reference and not self._history_sent else []
+        self._history_sent = self._history_sent or by_reference
+        return RoundInput(
+            prompt=self._prompt.model_copy(update={"output": []}), instructions=request.instructions,
+            round=round_number, output_schema=request.output_schema, changes=changes,
+            output_count=len(self._prompt.output), history_count=self._history_count(), run_id=workflow.info().run_id,
+            context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens,
+            plugins=request.plugins, history=history, history_ref=request.history_ref if by_reference else None)
+
+    def _whole_round_input(self, partial: RoundInput) -> RoundInput:
+        """The round's input with every output and earlier prompt by value (only a conversation's stored
+        history stays referenced): for a worker that did not have the rest."""
+        self._history_sent = True
+        return partial.model_copy(update={"prompt": self._prompt.model_copy(deep=True), "changes": None,
+                                          "history": self._request.history,
+                                          "history_ref": partial.history_ref})
+
+    def _history_count(self) -> int:
+        ref = self._request.history_ref
+        return len(self._request.history) + (ref.count if ref else 0)
 
     def _model_summary(self, round_number: int, fallback: int = 0, model: str = "") -> str:
         summary = f"model {self._prompt.model} round {round_number}"

@@ -49,6 +49,8 @@ class PromptRequest(_Model):
                               description="The user's message; None for system-initiated prompts.")
     instructions: str | None = None
     history: list[Prompt] = Field(default_factory=list)
+    history_ref: HistoryRef | None = Field(
+        default=None, description="Earlier prompts by reference (a conversation's), before `history` if both.")
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
     output_schema: dict[str, JsonValue] | str | None = Field(
@@ -202,18 +204,46 @@ PlannedCall = Annotated[
 RunnableCall = CallNeedingApproval | ReadyCall
 
 
+class HistoryRef(_Model):
+    """Earlier prompts of a conversation by reference: the newest link of a content-addressed chain of
+    `HistoryLink` blobs in the store (each link names its parent). Immutable, so workers cache it forever."""
+
+    ref: str = Field(description="The newest link's content reference in the file store.")
+    count: int = Field(ge=0, description="Prompts in the whole chain.")
+
+
+class HistoryLink(_Model):
+    """One stored link of a conversation's history: prompt records appended after `parent`."""
+
+    parent: HistoryRef | None = None
+    records: list[Prompt]
+
+
+class StoreHistoryRequest(_Model):
+    """Input of the conversation's `store_history` local activity (local: its input is not in history)."""
+
+    parent: HistoryRef | None = None
+    records: list[Prompt]
+
+
 class OutputChange(_Model):
     index: int
     output: PromptOutput
+    result_ref: str | None = Field(
+        default=None, description="A tool's output by reference (its content digest): `output` is the entry with "
+                                  "the result's output left out; the worker that ran the tool has it cached.")
 
 
 class RoundInput(_Model):
-    """One model round. To keep history linear, the workflow sends only the output entries added or changed
-    since its previous round (`changes`); the worker keeps the rest in a cache, or reads it back with the
-    `transcript` query. With `changes=None`, `prompt.output` and `history` are complete (older workflows)."""
+    """One model round. The workflow sends only the output entries added or changed since its previous round
+    (`changes`; a large tool output by reference), and the earlier prompts of a conversation by reference
+    (`history_ref`); the worker keeps the rest in a cache. A worker that misses anything fails the round with
+    `TranscriptMissing` and the workflow sends it again whole (`changes=None`): no activity queries its
+    workflow. With `changes=None`, `prompt.output` and `history` are complete."""
 
     prompt: Prompt
     history: list[Prompt] = Field(default_factory=list)
+    history_ref: HistoryRef | None = Field(default=None, description="Earlier prompts by reference, then `history`.")
     instructions: str | None = None
     round: int
     changes: list[OutputChange] | None = None
@@ -366,7 +396,10 @@ class ConversationRequest(_Model):
     instructions: str | None = None
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
     prompts_per_run: int = Field(default=100, ge=1, description="Continue-as-new after this many prompts.")
-    history: list[Prompt] = Field(default_factory=list)
+    history: list[Prompt] = Field(default_factory=list, description="Earlier prompts by value (older runs).")
+    history_ref: HistoryRef | None = Field(default=None, description="Earlier prompts by reference, then `history`.")
+    prompt_ids: list[str] = Field(default_factory=list, description="Ids of the prompts behind `history_ref`.")
+    usage: Usage = Field(default_factory=Usage, description="Usage of the prompts behind `history_ref`.")
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     queued: list[QueuedInput] = Field(default_factory=list)
     next_sequence: int = 1

@@ -1,14 +1,61 @@
-"""Paging a prompt's transcript (history + outputs) for the worker, and rebuilding it from pages or changes.
+"""A prompt's transcript between workflow and worker: which outputs travel by reference, applying a round's
+changes, and paging the whole transcript for the `transcript` query (tools and debugging; no worker uses it).
 
-Pure functions: the workflow's `transcript` query uses `build_page`; the model activity uses the rest.
+Pure functions, used by the workflow and the model activity alike.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 
-from agent.models import Prompt, PromptOutput
+from pydantic import JsonValue
+
+from agent.models import Prompt, PromptOutput, ToolOutput, ToolSuccess
 from workflows.protocol import OutputChange, TranscriptItem, TranscriptPage
+
+OUTPUT_REF_MIN_BYTES = 1024  # smaller tool outputs travel by value: a reference would not be much smaller
+
+
+def output_digest(output: JsonValue) -> str:
+    """The content digest of a tool's output: sha256 of its canonical JSON (the same in workflow and worker)."""
+    canonical = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def referable_output(entry: PromptOutput) -> JsonValue | None:
+    """The output of a finished tool call that the next model round can receive by reference: a tool
+    activity's success (sub-agent answers never pass through a tool activity) of `OUTPUT_REF_MIN_BYTES` or more."""
+    if not isinstance(entry, ToolOutput) or entry.child_prompt_id is not None:
+        return None
+    return large_output(entry.result)
+
+
+def large_output(result: object) -> JsonValue | None:
+    """A successful tool result's output when it is large enough to travel by reference."""
+    if not isinstance(result, ToolSuccess) or isinstance(result.output, bool | int | float | None):
+        return None
+    output = result.output
+    if isinstance(output, str):
+        return output if len(output) >= OUTPUT_REF_MIN_BYTES else None
+    return output if len(json.dumps(output, ensure_ascii=False)) >= OUTPUT_REF_MIN_BYTES else None
+
+
+def change_for(index: int, entry: PromptOutput) -> OutputChange:
+    """A changed output entry as the next round receives it: a large tool output by reference."""
+    output = referable_output(entry)
+    if output is None:
+        return OutputChange(index=index, output=entry)
+    assert isinstance(entry, ToolOutput)
+    bare = entry.model_copy(update={"result": ToolSuccess(output=None)})
+    return OutputChange(index=index, output=bare, result_ref=output_digest(output))
+
+
+def with_output(change: OutputChange, output: JsonValue) -> PromptOutput:
+    """The change's entry with its referenced tool output put back."""
+    assert isinstance(change.output, ToolOutput)
+    return change.output.model_copy(update={"result": ToolSuccess(output=output)})
 
 
 def build_page(history: Sequence[Prompt], outputs: Sequence[PromptOutput], start: int,
@@ -39,16 +86,6 @@ def build_page(history: Sequence[Prompt], outputs: Sequence[PromptOutput], start
     headers = [p.model_copy(update={"output": [], "audit": []}) for p in history] if start == 0 else []
     return TranscriptPage(history=headers, history_count=len(history), output_count=len(outputs), items=items,
                           next_start=cursor if cursor < total else None)
-
-
-def assemble(pages: Sequence[TranscriptPage]) -> tuple[list[Prompt], list[PromptOutput]]:
-    """History prompts (with their outputs) and the current prompt's outputs, from all pages in order."""
-    history = [p.model_copy(update={"output": []}) for p in pages[0].history]
-    outputs: list[PromptOutput] = []
-    for page in pages:
-        for item in page.items:
-            (history[item.prompt].output if item.prompt < len(history) else outputs).append(item.output)
-    return history, outputs
 
 
 def apply_changes(outputs: list[PromptOutput], changes: Sequence[OutputChange]) -> bool:

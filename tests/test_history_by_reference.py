@@ -1,0 +1,201 @@
+"""A conversation holds references to its earlier prompts, and a model round receives what it needs by value or
+by reference: never by querying its workflow. Real dev server, real worker, real file store (a directory)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import (
+    HandleQueryInput,
+    Interceptor,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
+
+from activities.transcripts import HistoryChain
+from agent.context import ToolContext
+from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.plugins import Plugin
+from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.tools import tool
+from client import AgentClient
+from tests.support.workers import TEST_SETTINGS
+from workers.worker import build_runtime, create_worker
+from workflows import names
+from workflows.protocol import PromptRequest, RoundInput
+
+OUTPUT_BYTES = 4096
+QUERIES: list[tuple[str, str]] = []  # (workflow type, query) of every query these tests' workers handled
+
+
+class _QueryRecorder(Interceptor):
+    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
+        return _RecordingInbound
+
+
+class _RecordingInbound(WorkflowInboundInterceptor):
+    async def handle_query(self, input: HandleQueryInput) -> Any:
+        QUERIES.append((workflow.info().workflow_type, input.query))
+        return await super().handle_query(input)
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+@tool("report.fetch")
+async def fetch_report(args: NoArgs, ctx: ToolContext) -> str:
+    """A large tool output: a report of OUTPUT_BYTES characters."""
+    return ctx.prompt_id[-4:] * (OUTPUT_BYTES // 4)
+
+
+report_plugin = Plugin("report", tools=[fetch_report])
+
+
+def _script(request: ModelRequest) -> ModelResponse:
+    """Round 1 fetches a report, round 2 answers with how many user messages and reports it can see."""
+    if request.round == 1:
+        return tool_calls(("report.fetch", {}))
+    users = sum(isinstance(m, UserMessage) for m in request.messages)
+    reports = sum(isinstance(m, ToolResultMessage) and len(m.content) >= OUTPUT_BYTES for m in request.messages)
+    return text(f"{users} messages, {reports} reports")
+
+
+async def _worker_client(env: WorkflowEnvironment, model: ScriptedModel,
+                         file_dir: Path) -> tuple[Any, Any, AgentClient]:
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}",
+                                                "file_dir": str(file_dir)})
+    runtime = build_runtime(settings, plugins=[report_plugin], providers={"normal": model, "high": model})
+    worker = create_worker(env.client, runtime, task_queue=settings.task_queue, settings=settings,
+                           interceptors=[_QueryRecorder()])
+    return runtime, worker, AgentClient(env.client, settings)
+
+
+def _prompt_queries() -> list[str]:
+    return [query for workflow_type, query in QUERIES if workflow_type == names.PROMPT_WORKFLOW]
+
+
+def _bytes(history: WorkflowHistory) -> int:
+    return sum(event.ByteSize() for event in history.events)
+
+
+def _round_inputs(history: WorkflowHistory) -> list[RoundInput]:
+    return [RoundInput.model_validate_json(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+            for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            and e.activity_task_scheduled_event_attributes.activity_type.name == names.MODEL_ROUND_ACTIVITY]
+
+
+async def test_a_conversation_passes_references_and_its_bytes_grow_linearly(dev_env: WorkflowEnvironment,
+                                                                           tmp_path: Path) -> None:
+    QUERIES.clear()
+    model = ScriptedModel(_script)
+    turns = 10
+    runtime, worker, client = await _worker_client(dev_env, model, tmp_path / "files")
+    conversation_bytes: list[int] = []
+    async with worker:
+        conversation = await client.start_conversation(user_id="lin")
+        prompts = []
+        for turn in range(1, turns + 1):
+            prompt = await conversation.send(f"turn {turn}")
+            await (await conversation.prompt_started(prompt.id)).result()
+            prompts.append(prompt)
+            conversation_bytes.append(_bytes(await dev_env.client.get_workflow_handle(conversation.id).fetch_history()))
+        final = await conversation.close()
+        last = await prompts[-1].result()
+        histories = [await p.workflow.fetch_history() for p in prompts]
+    assert final.prompt_ids == [p.id for p in prompts]
+    # The last prompt's model saw every earlier prompt, its report included.
+    assert last.output[-1].text == f"{turns} messages, {turns} reports"  # type: ignore[union-attr]
+    assert _prompt_queries() == []  # the test queries only the conversation (`prompt_started`); no round queries
+
+    starts = [PromptRequest.model_validate_json(
+        h.events[0].workflow_execution_started_event_attributes.input.payloads[0].data) for h in histories]
+    assert all(not s.history for s in starts)  # no copies ...
+    assert [s.history_ref.count if s.history_ref else 0 for s in starts] == list(range(turns))  # ... references
+    start_sizes = [h.events[0].ByteSize() for h in histories]
+    assert max(start_sizes) - min(start_sizes[1:]) < 100  # a prompt's input does not grow with the conversation
+
+    # Each report is in its prompt's history as the tool's result and in the final record, never in a round's input.
+    for history in histories:
+        second_round = _round_inputs(history)[1]
+        assert second_round.changes and second_round.changes[-1].result_ref is not None
+        assert len(second_round.model_dump_json()) < OUTPUT_BYTES
+        report = (history.workflow_id[-4:] * (OUTPUT_BYTES // 4)).encode()
+        carrying = [EventType.Name(e.event_type) for e in history.events if report in e.SerializeToString()]
+        assert carrying == ["EVENT_TYPE_ACTIVITY_TASK_COMPLETED", "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"]
+
+    # The conversation's own history grows by the same amount every turn: linear, not quadratic.
+    steps = [b - a for a, b in itertools.pairwise(conversation_bytes)]
+    assert max(steps[len(steps) // 2:]) <= 1.1 * max(steps[:len(steps) // 2]), steps
+    assert runtime.transcripts.misses == 0
+
+
+async def test_a_worker_without_the_transcript_gets_the_round_input_whole_never_by_query(
+        dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """In its second round, turn 3 makes the worker forget everything (as a restarted worker, or another one,
+    would): the third round misses, the workflow sends that round whole, the earlier prompts load from the store."""
+    QUERIES.clear()
+    forget = asyncio.Event()
+    runtime_box: list[Any] = []
+
+    def script(request: ModelRequest) -> ModelResponse:
+        if not forget.is_set():
+            return _script(request)
+        if request.round == 2:
+            runtime_box[0].transcripts.clear()
+        return tool_calls(("report.fetch", {})) if request.round <= 2 else _script(request)
+
+    model = ScriptedModel(script)
+    runtime, worker, client = await _worker_client(dev_env, model, tmp_path / "files")
+    runtime_box.append(runtime)
+    async with worker:
+        conversation = await client.start_conversation(user_id="miss")
+        for turn in (1, 2):
+            await (await conversation.prompt_started((await conversation.send(f"turn {turn}")).id)).result()
+        forget.set()
+        loads_before = runtime.transcripts.history.loads
+        third = await conversation.send("turn 3")
+        record = await (await conversation.prompt_started(third.id)).result()
+        history = await third.workflow.fetch_history()
+        await conversation.close()
+    assert record.output[-1].text == "3 messages, 4 reports"  # type: ignore[union-attr]
+    failures = [e.activity_task_failed_event_attributes.failure.application_failure_info.type
+                for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
+    assert failures == [names.TRANSCRIPT_MISSING_ERROR]
+    rounds = _round_inputs(history)
+    assert [r.changes is None for r in rounds] == [False, False, False, True]  # the third round, sent whole
+    assert runtime.transcripts.history.loads > loads_before  # earlier prompts: from the store, not a query
+    assert _prompt_queries() == []
+
+
+async def test_a_stored_history_link_names_its_records(dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """What a child prompt's reference points at is the earlier prompts' records, readable from the store."""
+    model = ScriptedModel(_script)
+    runtime, worker, client = await _worker_client(dev_env, model, tmp_path / "files")
+    async with worker:
+        conversation = await client.start_conversation(user_id="links")
+        first = await conversation.send("one")
+        first_record = await (await conversation.prompt_started(first.id)).result()
+        second = await conversation.send("two")
+        await (await conversation.prompt_started(second.id)).result()
+        start = (await second.workflow.fetch_history()).events[0]
+        await conversation.close()
+    payload = start.workflow_execution_started_event_attributes.input.payloads[0]
+    request = PromptRequest.model_validate_json(payload.data)
+    assert request.history_ref is not None
+    store = runtime.file_store
+
+    async def load(ref: str) -> bytes:
+        return await asyncio.to_thread(store.get, ref)
+
+    records = await HistoryChain().resolve(request.history_ref, load)
+    assert records == [first_record]
