@@ -222,9 +222,9 @@ class AgentActivities:
         return response
 
     @activity.defn(name=INVOKE_TOOL_ACTIVITY)
-    async def invoke_tool(self, inv: ToolInvocation) -> ToolInvocationResult:
-        call = inv.call
-        logger = _bound_log(prompt_id=inv.prompt_id, tool=call.tool, tool_call_id=call.id)
+    async def invoke_tool(self, call: ToolInvocation) -> ToolInvocationResult:
+        prompt_id = call.prompt_id or activity.info().workflow_id or ""
+        logger = _bound_log(prompt_id=prompt_id, tool=call.tool, tool_call_id=call.id)
         tool = self.runtime.tools.find(call.plugin, call.tool)
         if tool is None:
             try:
@@ -239,9 +239,9 @@ class AgentActivities:
             return _error(f"Tool '{call.tool}' is not available on this worker: its plugin "
                           f"{call.plugin or '(none)'} does not list it in Plugin.tools, and this worker has not "
                           "seen it offered by the plugin's prepare.")
-        info_for_hooks = ToolCallInfo(prompt_id=inv.prompt_id, user_id=inv.user_id,
-                                      conversation_id=inv.conversation_id, tool_call_id=call.id, tool=call.tool,
-                                      input=inv.input)
+        info_for_hooks = ToolCallInfo(prompt_id=prompt_id, user_id=call.user_id,
+                                      conversation_id=call.conversation_id, tool_call_id=call.id, tool=call.tool,
+                                      input=call.input)
         for plugin in self.runtime.plugins:
             decided = await plugin.before_tool(info_for_hooks)
             if isinstance(decided, ToolCallInfo):
@@ -250,8 +250,8 @@ class AgentActivities:
                 result = await self._after_tool(info_for_hooks, decided)
                 self.transcripts.outputs.remember(result)
                 return ToolInvocationResult(result=result)
-        with telemetry.tool_call(call.tool, call.id, inv.prompt_id) as span:
-            outcome = await self._run_tool(tool, inv, info_for_hooks.input, logger)
+        with telemetry.tool_call(call.tool, call.id, prompt_id) as span:
+            outcome = await self._run_tool(tool, call, prompt_id, info_for_hooks.input, logger)
             outcome.result = await self._after_tool(info_for_hooks, outcome.result)
             if isinstance(outcome.result, ToolError):
                 telemetry.tool_outcome(span, "error", outcome.result.error)
@@ -265,27 +265,26 @@ class AgentActivities:
             result = await plugin.after_tool(call, result) or result
         return result
 
-    async def _run_tool(self, tool: Tool[Any], inv: ToolInvocation, arguments: JsonValue,
+    async def _run_tool(self, tool: Tool[Any], call: ToolInvocation, prompt_id: str, arguments: JsonValue,
                         logger: Any) -> ToolInvocationResult:
-        call = inv.call
         try:
             args = tool.validate_input(arguments)
         except ToolInputError as exc:
             return _error(str(exc))
-        state_before = copy_state(inv.plugin_state)
+        state_before = copy_state(call.plugin_state)
         info = activity.info()
         live = _LiveDetails()
         ctx = ToolContext(
-            user_id=inv.user_id, prompt_id=inv.prompt_id, conversation_id=inv.conversation_id,
-            tool_call_id=call.id, idempotency_key=f"{inv.workflow_id}/{call.id}",
-            state=copy_state(inv.plugin_state), services=self.runtime.services,
-            file_store=self.runtime.file_store.scoped(info.workflow_namespace, inv.prompt_id), attempt=info.attempt,
+            user_id=call.user_id, prompt_id=prompt_id, conversation_id=call.conversation_id,
+            tool_call_id=call.id, idempotency_key=f"{info.workflow_id}/{call.id}",
+            state=copy_state(call.plugin_state), services=self.runtime.services,
+            file_store=self.runtime.file_store.scoped(info.workflow_namespace, prompt_id), attempt=info.attempt,
             progress=lambda message, fraction: live.set(ToolProgress(
                 tool_call_id=call.id, tool=call.tool, message=message, fraction=fraction)),
             is_cancelled=activity.is_cancelled,
         )
         try:
-            async with _heartbeating(min(HEARTBEAT_INTERVAL_SECONDS, call.heartbeat_timeout_seconds / 3), details=live):
+            async with _heartbeating(_beat_interval(info.heartbeat_timeout), details=live):
                 raw_output = await tool.fn(args, ctx)
         except ToolFailed as exc:
             logger.info("tool reported an error", error=str(exc)[:200])
@@ -378,6 +377,13 @@ async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS,
         yield
     finally:
         task.cancel()
+
+
+def _beat_interval(heartbeat_timeout: timedelta | None) -> float:
+    """Heartbeat often enough for the call's heartbeat timeout (from the activity's info, not its input)."""
+    if not heartbeat_timeout:
+        return HEARTBEAT_INTERVAL_SECONDS
+    return min(HEARTBEAT_INTERVAL_SECONDS, heartbeat_timeout.total_seconds() / 3)
 
 
 def _spec(provider: ModelProvider) -> str:

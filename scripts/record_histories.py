@@ -126,6 +126,16 @@ async def main() -> None:
             await fallback.result()
             await _save("prompt_model_fallback", fallback.workflow)
 
+            # With the `lean-rounds` patch: lean tool inputs, search attributes upserted only when they change.
+            lean = await agent.start("completed", prompt_id="hist-lean-completed", user_id="u1", conversation_id="c1")
+            await lean.result()
+            await _save("prompt_lean_rounds_completed", lean.workflow)
+
+            lean_approved = await agent.start("approval", prompt_id="hist-lean-approved", user_id="u2")
+            await lean_approved.approve(await _first_pending(lean_approved), by="alice")
+            await lean_approved.result()
+            await _save("prompt_lean_rounds_approved", lean_approved.workflow)
+
             reasoning = await agent.start("reasoning", prompt_id="hist-reasoning")
             await reasoning.result()
             await _save("prompt_with_reasoning", reasoning.workflow)

@@ -21,7 +21,8 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_steered_while_waiting", "prompt_cancelled_while_waiting", "prompt_parallel_calls",
             "prompt_batch_approvals", "conversation_continued_as_new",
             "conversation_closed", "prompt_model_fallback", "prompt_with_reasoning",
-            "prompt_transcript_sent_whole", "conversation_history_by_reference", "prompt_in_conversation_by_reference"}
+            "prompt_transcript_sent_whole", "conversation_history_by_reference", "prompt_in_conversation_by_reference",
+            "prompt_lean_rounds_completed", "prompt_lean_rounds_approved"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         EventDelivery,
         FinalAnswer,
         InvalidCall,
+        LegacyToolInvocation,
         OutputChange,
         ParentLink,
         PendingApproval,
@@ -68,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptPage,
         TranscriptPageRequest,
     )
-    from workflows.search_attributes import prompt_search_attributes
+    from workflows.search_attributes import changed_search_attributes, prompt_search_attributes
     from workflows.stream_guard import guard_stream_publish
     from workflows.transcript import build_page, change_for
 
@@ -82,6 +83,9 @@ MODEL_RETRY = RetryPolicy(
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 PARALLEL_CALLS_PATCH = "parallel-tool-calls"  # calls of one response side by side; approvals as one batch
 ROUND_REFS_PATCH = "round-input-by-reference"  # large tool outputs and a conversation's history by reference
+# Less per round: the tool activity's input without derivable fields, and search attributes upserted only
+# when a value changes. One patch for both (each patch costs a marker and a TemporalChangeVersion upsert).
+LEAN_ROUNDS_PATCH = "lean-rounds"
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 MAX_AUDIT_ENTRIES = 200  # beyond this, refused signals are only logged: junk cannot grow the record forever
@@ -456,11 +460,7 @@ class PromptWorkflow:
             outcome = await self._run_sub_agent(entry, call, arguments)
             self._resolve(entry, outcome.result)
             return outcome
-        plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
-        invocation = ToolInvocation(
-            prompt_id=self._prompt.id, user_id=self._prompt.user_id, conversation_id=self._prompt.conversation_id,
-            workflow_id=workflow.info().workflow_id, call=call.model_copy(update={"id": entry.id}),
-            input=arguments, plugin_state=plugin_state)
+        invocation = self._tool_invocation(entry, call, arguments)
         retry = RetryPolicy(initial_interval=timedelta(seconds=1),
                             maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
         timeout = call.timeout
@@ -485,6 +485,20 @@ class PromptWorkflow:
             outcome = ToolInvocationResult(result=ToolError(error=f"Tool call failed: {_failure_reason(exc)}"))
         self._resolve(entry, outcome.result)
         return outcome
+
+    def _tool_invocation(self, entry: ToolOutput, call: PlannedCall,
+                         arguments: object) -> ToolInvocation | LegacyToolInvocation:
+        plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
+        prompt = self._prompt
+        if not workflow.patched(LEAN_ROUNDS_PATCH):
+            return LegacyToolInvocation(
+                prompt_id=prompt.id, user_id=prompt.user_id, conversation_id=prompt.conversation_id,
+                workflow_id=workflow.info().workflow_id, call=call.model_copy(update={"id": entry.id}),
+                input=arguments, plugin_state=plugin_state)
+        return ToolInvocation(
+            id=entry.id, tool=call.tool, plugin=call.plugin, input=arguments, user_id=prompt.user_id,  # type: ignore[arg-type]
+            conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.max_attempts,
+            prompt_id=None if prompt.id == workflow.info().workflow_id else prompt.id)
 
     def _apply(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
         if isinstance(outcome.result, ToolError):
@@ -949,7 +963,12 @@ class PromptWorkflow:
 
     def _set_state(self, state: PromptState) -> None:
         self._prompt.state = state
-        workflow.upsert_search_attributes(prompt_search_attributes(self._prompt))
+        if workflow.patched(LEAN_ROUNDS_PATCH):
+            changed = changed_search_attributes(self._prompt, workflow.info().typed_search_attributes)
+            if changed:
+                workflow.upsert_search_attributes(changed)
+        else:
+            workflow.upsert_search_attributes(prompt_search_attributes(self._prompt))
         self._events.publish(StreamEvent(kind=EventKind.STATE_CHANGED, state=state))
 
     def _finish(self, state: PromptState, error: str | None = None) -> None:

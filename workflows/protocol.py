@@ -10,7 +10,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    Tag,
+    model_serializer,
+    model_validator,
+)
 
 from agent.events import EventKind, PromptEvent
 from agent.model_settings import ModelSettings
@@ -304,11 +314,48 @@ class RunTools:
 NextStep = FinalAnswer | RetryForSchema | RunTools
 
 
-class ToolInvocation(PromptRef):
+class LegacyToolInvocation(PromptRef):
+    """The tool activity's input as workflows without the `lean-tool-input` patch send it: the prompt's ids,
+    the whole planned call (policy fields included) and the arguments a second time."""
+
     workflow_id: str
     call: PlannedCall
     input: JsonValue
     plugin_state: JsonValue = None
+
+
+class ToolInvocation(_Model):
+    """The tool activity's input: only what the activity cannot derive, each id once. Fields at their
+    defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
+    come from the activity's info; the call's other policy fields (timeout, failure mode, local, sequential)
+    are the workflow's business. A `LegacyToolInvocation` (recorded or in flight) is read as well."""
+
+    id: str = Field(description="The call's id in the prompt.")
+    tool: str
+    plugin: str | None = None
+    input: JsonValue = Field(default=None, description="The arguments (as corrected by an approver).")
+    user_id: str = "anonymous"
+    conversation_id: str | None = None
+    prompt_id: str | None = Field(default=None, description="None: the workflow id (a prompt's default id).")
+    plugin_state: JsonValue = None
+    max_attempts: int = Field(default=1, description="The tool's own attempts (an MCP server that is down).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_legacy(cls, value: Any) -> Any:
+        if not (isinstance(value, dict) and isinstance(value.get("call"), dict)):
+            return value
+        call = value["call"]
+        return {"id": call["id"], "tool": call["tool"], "plugin": call.get("plugin"), "input": value.get("input"),
+                "user_id": value.get("user_id", "anonymous"), "conversation_id": value.get("conversation_id"),
+                "prompt_id": value.get("prompt_id"), "plugin_state": value.get("plugin_state"),
+                "max_attempts": call.get("max_attempts", 1)}
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields = type(self).model_fields
+        return {key: value for key, value in handler(self).items()
+                if fields[key].is_required() or value != fields[key].default}
 
 
 SideOutput = Annotated[FileOutput | WidgetOutput, Field(discriminator="type")]

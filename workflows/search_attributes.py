@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from temporalio.common import SearchAttributeUpdate
+from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
 
 from agent.models import Prompt
 from workflows.names import CONVERSATION_ID, PARENT_PROMPT_ID, PROMPT_STATE, USER_ID
@@ -15,3 +15,9 @@ def prompt_search_attributes(prompt: Prompt) -> list[SearchAttributeUpdate]:
     if prompt.parent_prompt_id:  # a sub-agent's prompt
         updates.append(PARENT_PROMPT_ID.value_set(prompt.parent_prompt_id))
     return updates
+
+
+def changed_search_attributes(prompt: Prompt, current: TypedSearchAttributes) -> list[SearchAttributeUpdate]:
+    """The prompt's search attributes whose value differs from `current` (what the workflow was started
+    with, plus its upserts so far): an upsert is an event in history, so one that changes nothing is waste."""
+    return [update for update in prompt_search_attributes(prompt) if current.get(update.key) != update.value]

@@ -1,0 +1,125 @@
+"""What one round costs in history: the tool activity's input holds only what the activity cannot derive,
+and search attributes are upserted only when a value changes (issue 17). Real dev server, scripted model."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.testing import WorkflowEnvironment
+
+from agent.context import ToolContext
+from agent.models import ToolOutput, ToolSuccess
+from agent.plugins import Plugin
+from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.tools import Approval, tool
+from client import PromptHandle
+from tests.support.workers import agent_worker
+from workflows.protocol import LegacyToolInvocation, ReadyCall, ToolInvocation
+
+
+class WhoInput(BaseModel):
+    n: int
+    approve: bool = False
+
+
+@tool("who.am_i", approval=lambda args: Approval(reason="check") if args.approve else None)
+async def who_am_i(args: WhoInput, ctx: ToolContext) -> dict[str, object]:
+    """Report the identity the tool sees."""
+    return {"n": args.n, "prompt_id": ctx.prompt_id, "user_id": ctx.user_id, "conversation_id": ctx.conversation_id,
+            "idempotency_key": ctx.idempotency_key, "call": ctx.tool_call_id}
+
+
+who_plugin = Plugin("who", tools=[who_am_i])
+
+
+def _events(events: list[HistoryEvent], kind: EventType.ValueType) -> list[HistoryEvent]:
+    return [e for e in events if e.event_type == kind]
+
+
+def _tool_inputs(events: list[HistoryEvent]) -> list[dict[str, object]]:
+    scheduled = _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    return [json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data) for e in scheduled
+            if e.activity_task_scheduled_event_attributes.activity_type.name == "dagent.invoke_tool"]
+
+
+def _upserts(events: list[HistoryEvent]) -> list[dict[str, str]]:
+    """The workflow's own upserts (not the SDK's `TemporalChangeVersion` one that comes with each patch marker)."""
+    found = []
+    for event in _events(events, EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES):
+        fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        if set(fields) != {"TemporalChangeVersion"}:
+            found.append({key: json.loads(payload.data) for key, payload in fields.items()})
+    return found
+
+
+async def _history(handle: PromptHandle) -> list[HistoryEvent]:
+    return list((await handle.workflow.fetch_history()).events)
+
+
+async def test_tool_input_carries_each_id_once_and_no_policy_fields(dev_env: WorkflowEnvironment) -> None:
+    model = ScriptedModel([tool_calls(("who.am_i", {"n": 1})), text("done")])
+    async with agent_worker(dev_env, plugins=[who_plugin], model=model) as client:
+        handle = await client.start("who?", user_id="u1", prompt_id="lean-input-1")
+        prompt = await handle.result()
+        events = await _history(handle)
+    [sent] = _tool_inputs(events)
+    assert sent == {"id": "call_r1_0", "tool": "who.am_i", "plugin": "who", "input": {"n": 1}, "user_id": "u1"}
+    # The client started it with PromptState=running and UserId=u1: the only upsert is the final state.
+    assert _upserts(events) == [{"PromptState": "completed"}]
+    entry = prompt.output[0]
+    assert isinstance(entry, ToolOutput) and isinstance(entry.result, ToolSuccess)
+    # What the activity derived (the prompt id and the idempotency key from the workflow id) reached the tool.
+    assert entry.result.output == {"n": 1, "prompt_id": "lean-input-1", "user_id": "u1", "conversation_id": None,
+                                   "idempotency_key": "lean-input-1/call_r1_0", "call": "call_r1_0"}
+
+
+async def test_conversation_and_prompt_ids_reach_the_tool_when_they_are_not_the_defaults(
+        dev_env: WorkflowEnvironment) -> None:
+    model = ScriptedModel([tool_calls(("who.am_i", {"n": 2})), text("done")])
+    async with agent_worker(dev_env, plugins=[who_plugin], model=model) as client:
+        handle = await client.start("who?", user_id="u2", prompt_id="lean-input-2", conversation_id="conv-9")
+        prompt = await handle.result()
+        events = await _history(handle)
+    [sent] = _tool_inputs(events)
+    assert sent["conversation_id"] == "conv-9" and "prompt_id" not in sent
+    entry = prompt.output[0]
+    assert isinstance(entry, ToolOutput) and isinstance(entry.result, ToolSuccess)
+    assert isinstance(entry.result.output, dict) and entry.result.output["conversation_id"] == "conv-9"
+    # Started with PromptState and UserId: the first upsert adds only the conversation, the last only the state.
+    assert _upserts(events) == [{"ConversationId": "conv-9"}, {"PromptState": "completed"}]
+
+
+async def test_search_attributes_are_upserted_only_when_they_change(dev_env: WorkflowEnvironment) -> None:
+    model = ScriptedModel([tool_calls(("who.am_i", {"n": 3})), tool_calls(("who.am_i", {"n": 4, "approve": True})),
+                           text("done")])
+    async with agent_worker(dev_env, plugins=[who_plugin], model=model) as client:
+        handle = await client.start("who?", user_id="u3")
+        await handle.wait_until("waiting_for_approval")
+        [pending] = await handle.pending_approvals()
+        await handle.approve(pending.tool_call_id, by="alice")
+        prompt = await handle.result()
+        events = await _history(handle)
+    assert prompt.state == "completed"
+    assert _upserts(events) == [{"PromptState": "waiting_for_approval"}, {"PromptState": "running"},
+                                {"PromptState": "completed"}]
+
+
+def test_legacy_tool_input_is_still_read() -> None:
+    """A tool activity scheduled by a workflow without the `lean-rounds` patch carries the old shape."""
+    legacy = LegacyToolInvocation(
+        prompt_id="p1", user_id="u1", conversation_id="c1", workflow_id="p1",
+        call=ReadyCall(id="call-1", tool="who.am_i", plugin="who", input={"n": 0}, max_attempts=3),
+        input={"n": 5}, plugin_state={"k": 1})
+    read = ToolInvocation.model_validate_json(legacy.model_dump_json())
+    assert read == ToolInvocation(id="call-1", tool="who.am_i", plugin="who", input={"n": 5}, user_id="u1",
+                                  conversation_id="c1", prompt_id="p1", plugin_state={"k": 1}, max_attempts=3)
+
+
+def test_tool_input_leaves_defaults_off_the_wire() -> None:
+    lean = ToolInvocation(id="c", tool="t", input={"a": 1})
+    assert json.loads(lean.model_dump_json()) == {"id": "c", "tool": "t", "input": {"a": 1}}
+    full = ToolInvocation(id="c", tool="t", plugin="p", user_id="u", max_attempts=2, plugin_state={"x": 1})
+    assert ToolInvocation.model_validate_json(full.model_dump_json()) == full
