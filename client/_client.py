@@ -294,6 +294,9 @@ class AgentClient:
                 search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "running"),
                                                          SearchAttributePair(USER_ID, user_id)]),
                 result_type=Prompt,
+                # With a worker for the queue in this process (on this client), its first workflow task comes
+                # back in the start reply; otherwise the SDK leaves the request out.
+                request_eager_start=True,
             )
         return PromptHandle(handle, self.client)
 

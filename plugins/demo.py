@@ -30,7 +30,7 @@ class PaymentInput(BaseModel):
 _FORECASTS = {"paris": (18, "light rain"), "london": (14, "overcast"), "tokyo": (22, "sunny")}
 
 
-@tool("weather.get")
+@tool("weather.get", local=True)  # pure and fast: a local activity (README, Performance)
 async def get_weather(args: WeatherInput, ctx: ToolContext) -> dict[str, object]:
     """Get today's weather forecast for a city."""
     temperature, sky = _FORECASTS.get(args.city.lower(), (20, "clear"))

@@ -29,7 +29,7 @@ def fallback_text(title: str, points: list[float]) -> str:
     return f"{title}: " + ", ".join(f"{p:g}" for p in points)
 
 
-@tool("chart.show")
+@tool("chart.show", local=True)  # pure and fast: a local activity (README, Performance)
 async def show_chart(args: ChartInput, ctx: ToolContext) -> str:
     """Show the user a line chart of a series of numbers."""
     ctx.display_widget("chart", {"title": args.title, "points": args.points},

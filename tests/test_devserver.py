@@ -96,6 +96,7 @@ def test_dev_server_args() -> None:
     dc = [args[i + 1] for i, a in enumerate(args) if a == "--dynamic-config-value"]
     assert "history.transferProcessorMaxPollRPS=10000" in dc
     assert "frontend.enableUpdateWorkflowExecution=true" in dc
+    assert {"system.enableActivityEagerExecution=true", "system.enableEagerWorkflowStart=true"} <= set(dc)
 
     with_ui = dev_server_args(port=7555, ui_port=8555, db_file=None, namespace="other")
     assert "--headless" not in with_ui and "--db-filename" not in with_ui

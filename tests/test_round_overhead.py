@@ -123,3 +123,13 @@ def test_tool_input_leaves_defaults_off_the_wire() -> None:
     assert json.loads(lean.model_dump_json()) == {"id": "c", "tool": "t", "input": {"a": 1}}
     full = ToolInvocation(id="c", tool="t", plugin="p", user_id="u", max_attempts=2, plugin_state={"x": 1})
     assert ToolInvocation.model_validate_json(full.model_dump_json()) == full
+
+
+async def test_a_prompt_started_next_to_its_worker_starts_eagerly(dev_env: WorkflowEnvironment) -> None:
+    """The client runs a worker for the queue (same client): the first workflow task comes in the start reply."""
+    model = ScriptedModel([text("hi")])
+    async with agent_worker(dev_env, plugins=[who_plugin], model=model) as client:
+        handle = await client.start("hello")
+        await handle.result()
+        events = await _history(handle)
+    assert events[0].workflow_execution_started_event_attributes.eager_execution_accepted

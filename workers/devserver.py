@@ -70,6 +70,13 @@ DYNAMIC_CONFIG: dict[str, str] = {
     "history.transferProcessorMaxPollRPS": "10000",
     # Flag a workflow whose task failed twice in a row (`dagent stuck` lists them by this attribute).
     "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
+    # Eager execution (issue 17): an activity scheduled on the workflow's own task queue is handed to the
+    # worker in the reply to its workflow task (no poll round trip), and a prompt started by a client whose
+    # process runs a worker on the queue gets its first workflow task in the start reply. Server 1.32's dev
+    # server has both on already (its `activity_eager_execution` / `workflow_eager_execution` metrics count
+    # them); set here so they stay on whatever the binary's defaults become.
+    "system.enableActivityEagerExecution": "true",
+    "system.enableEagerWorkflowStart": "true",
 }
 
 _INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {
