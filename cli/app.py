@@ -18,8 +18,8 @@ from rich.text import Text
 from temporalio.client import WorkflowExecutionStatus
 
 from agent.logging import configure_logging
-from agent.models import TERMINAL_STATES, ModelTier
-from cli import hints
+from agent.models import TERMINAL_STATES, ModelTier, ToolOutput
+from cli import decisions, hints
 from cli.errors import REFUSED, USER_ERROR, report
 from cli.follow import STATE_STYLES, follow, read_line
 from cli.ls import STATES, age, recent_prompts
@@ -342,6 +342,21 @@ def _one_or_all(tool_call_id: str | None, every: bool) -> None:
         raise typer.BadParameter("give a TOOL_CALL_ID or --all (not both)")
 
 
+async def _decide(settings: Settings, prompt_id: str, tool_call_id: str | None, how: decisions.Decide,
+                  verb: str) -> list[ToolOutput | None]:
+    """Decide one call (or, without an id, every call pending now, in record order) and print each outcome;
+    a sub-agent's call (`<call>/<call>`) is followed to the prompt that runs it."""
+    client = await AgentClient.connect(settings)
+    call_ids = [tool_call_id] if tool_call_id else [p.tool_call_id for p in
+                                                    await client.prompt(prompt_id).pending_approvals()]
+    outcomes = []
+    for call_id in call_ids:
+        resolved = await decisions.decide(client, prompt_id, call_id, how)
+        console.print(describe_output(resolved) if resolved else verb)
+        outcomes.append(resolved)
+    return outcomes
+
+
 @app.command()
 def approve(
     prompt_id: str,
@@ -364,15 +379,14 @@ def approve(
     if corrected is not None and every:
         raise typer.BadParameter("--input corrects one call; it cannot be used with --all")
 
+    async def approve_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
+        return await handle.approve(call_id, by=by, input=corrected, wait=True)
+
     async def main() -> int:
-        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        outcomes = await _decide(settings, prompt_id, tool_call_id, approve_one, "approved")
         if every:
-            for resolved in await handle.approve_all(by=by, wait=True):
-                console.print(describe_output(resolved) if resolved else "approved")
             return 0
-        assert tool_call_id is not None
-        resolved = await handle.approve(tool_call_id, by=by, input=corrected, wait=True)
-        console.print(describe_output(resolved) if resolved else "approved")
+        resolved = outcomes[0]
         return 0 if resolved is not None and resolved.result is not None and resolved.result.type == "success" else 1
 
     _run_async(main, settings)
@@ -392,15 +406,11 @@ def reject(
     settings = _settings(address, profile)
     _one_or_all(tool_call_id, every)
 
+    async def reject_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
+        return await handle.reject(call_id, by=by, reason=reason, wait=True)
+
     async def main() -> int:
-        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
-        if every:
-            for resolved in await handle.reject_all(by=by, reason=reason, wait=True):
-                console.print(describe_output(resolved) if resolved else "rejected")
-            return 0
-        assert tool_call_id is not None
-        resolved = await handle.reject(tool_call_id, by=by, reason=reason, wait=True)
-        console.print(describe_output(resolved) if resolved else "rejected")
+        await _decide(settings, prompt_id, tool_call_id, reject_one, "rejected")
         return 0
 
     _run_async(main, settings)
@@ -412,21 +422,18 @@ def pending(
     profile: ProfileOption = None,
     user: Annotated[str | None, typer.Option(help="Only this user's prompts")] = None,
 ) -> None:
-    """List every prompt waiting for approval, with its pending call."""
+    """List every call waiting for approval, addressed from its top prompt (a sub-agent's as <call>/<call>)."""
     settings = _settings(address, profile)
 
     async def main() -> int:
-        client = await AgentClient.connect(settings)
-        waiting = await client.waiting_prompts(user_id=user)
-        if not waiting:
+        rows = await decisions.pending_rows(await AgentClient.connect(settings), user)
+        if not rows:
             console.print("no prompt is waiting for approval")
-        for item in waiting:
-            handle = client.prompt(item.prompt_id)
-            parent = (await handle.get()).parent_prompt_id
-            path = f"  path={parent} -> {item.prompt_id}" if parent else ""  # a sub-agent's prompt
-            for call in await handle.pending_approvals():
-                console.print(f"{item.prompt_id}  user={item.user_id}  {call.tool_call_id}  {call.tool} "
-                              f"{json.dumps(call.input)}  — {call.reason}{path}")
+        for row in rows:
+            call = row.call
+            path = f"  path={' -> '.join([row.prompt_id, *call.path])}" if call.path else ""  # a sub-agent's call
+            console.print(f"{row.prompt_id}  user={row.user_id}  {call.tool_call_id}  {call.tool} "
+                          f"{json.dumps(call.input)}  — {call.reason}{path}")
         return 0
 
     _run_async(main, settings)

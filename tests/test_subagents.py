@@ -4,10 +4,13 @@ parent across a worker restart; cancelling the parent cancels the child."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from pydantic import BaseModel
 from temporalio.client import WorkflowExecutionStatus
@@ -27,6 +30,7 @@ from workers.worker import build_runtime, create_worker
 RUNS: Counter[str] = Counter()
 STARTED: set[str] = set()
 CHILD_INSTRUCTIONS = "You research one question."
+MANAGER_INSTRUCTIONS = "You hand every question to the researcher."
 
 
 class Query(BaseModel):
@@ -57,7 +61,10 @@ async def ponder(args: Query, ctx: ToolContext) -> str:
 
 researcher = SubAgent("research.ask", description="Ask the researcher one question.",
                       instructions=CHILD_INSTRUCTIONS, plugins=("lookup",), max_rounds=4)
-plugins = [Plugin("lookup", tools=[find, erase, ponder]), Plugin("agents", tools=[researcher.tool()])]
+manager = SubAgent("team.ask", description="Ask the manager, who asks the researcher.",
+                   instructions=MANAGER_INSTRUCTIONS, plugins=("agents",), max_rounds=4)
+plugins = [Plugin("lookup", tools=[find, erase, ponder]), Plugin("agents", tools=[researcher.tool()]),
+           Plugin("managers", tools=[manager.tool()])]
 
 
 def _results(request: ModelRequest) -> list[ToolResultMessage]:
@@ -74,6 +81,21 @@ def two_level_model(child_tool: str) -> ScriptedModel:
         if request.round == 1:
             return tool_calls(("research.ask", {"task": "tides"}), ("research.ask", {"task": "winds"}))
         return text(" | ".join(r.content for r in _results(request)))
+
+    return ScriptedModel(script)
+
+
+def three_level_model() -> ScriptedModel:
+    """top -> team.ask (manager) -> research.ask (researcher) -> lookup.erase, which needs approval."""
+    def script(request: ModelRequest) -> ModelResponse:
+        instructions = request.instructions or ""
+        if request.round > 1:
+            return text("answer: " + _results(request)[0].content)
+        if CHILD_INSTRUCTIONS in instructions:
+            return tool_calls(("lookup.erase", {"topic": request.messages[0].text}))  # type: ignore[union-attr]
+        if MANAGER_INSTRUCTIONS in instructions:
+            return tool_calls(("research.ask", {"task": request.messages[0].text}))  # type: ignore[union-attr]
+        return tool_calls(("team.ask", {"task": "tides"}), ("team.ask", {"task": "winds"}))
 
     return ScriptedModel(script)
 
@@ -157,3 +179,64 @@ async def test_cancelling_the_parent_cancels_the_running_child(dev_env: Workflow
     assert [c.result for c in calls] == [ToolError(error="The prompt was cancelled before this call finished.")] * 2
     assert statuses == [WorkflowExecutionStatus.CANCELED] * 2
     assert [child.state for child in children] == ["cancelled"] * 2
+
+
+async def _dagent(env: dict[str, str], *args: str) -> tuple[int, str]:
+    """The `dagent` CLI as a subprocess, awaited without blocking the in-process worker's event loop."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "cli", *args, env=env,
+                                                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    return proc.returncode or 0, out.decode()
+
+
+async def test_approvals_of_a_sub_agents_sub_agent_are_listed_and_decided_from_the_top_prompt(
+        dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """Two levels deep: the grandchild's approvals appear in the top prompt's `pending_approvals` (and in
+    `dagent pending`) as `<call>/<call>/<call>` with the whole path, and `dagent approve|reject <top> <id>`
+    reaches the grandchild through the middle prompt."""
+    queue = f"tq-{uuid.uuid4().hex[:10]}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+           "DAGENT_TASK_QUEUE": queue, "DAGENT_FILE_DIR": str(tmp_path / "files"), "DAGENT_LOG_LEVEL": "WARNING"}
+    async with worker(dev_env, three_level_model(), queue) as client:
+        handle = await client.start("erase two things via the manager", user_id=f"u-{queue}")
+        pending = []
+        for _ in range(300):
+            pending = await handle.pending_approvals()
+            if len(pending) == 2:
+                break
+            await asyncio.sleep(0.05)
+        managers = [o for o in (await handle.get()).output if isinstance(o, ToolOutput)]
+        middles = [await client.prompt(m.child_prompt_id).get() for m in managers]  # type: ignore[arg-type]
+        researchers = [next(o for o in m.output if isinstance(o, ToolOutput)) for m in middles]
+        expected_paths = [[m.child_prompt_id, r.child_prompt_id] for m, r in zip(managers, researchers, strict=True)]
+        assert [p.path for p in pending] == expected_paths
+        assert [p.tool_call_id for p in pending] == [f"{m.id}/{r.id}/call_r1_0"
+                                                     for m, r in zip(managers, researchers, strict=True)]
+        assert [(p.tool, p.input, p.reason) for p in pending] == [
+            ("lookup.erase", {"topic": "tides"}, "Erasing needs a person."),
+            ("lookup.erase", {"topic": "winds"}, "Erasing needs a person.")]
+
+        listed = ""
+        for _ in range(100):  # visibility is eventually consistent
+            code, listed = await _dagent(env, "pending", "--user", f"u-{queue}")
+            if all(p.tool_call_id in listed for p in pending):
+                break
+            await asyncio.sleep(0.2)
+        assert code == 0, listed
+        for p in pending:
+            line = next(line for line in listed.splitlines() if p.tool_call_id in line)
+            assert line.startswith(handle.id) and "lookup.erase" in line
+            assert " -> ".join([handle.id, *p.path]) in line
+
+        approved = await _dagent(env, "approve", handle.id, pending[0].tool_call_id, "--by", "ann")
+        rejected = await _dagent(env, "reject", handle.id, pending[1].tool_call_id, "--by", "ann", "--reason", "keep")
+        prompt = await handle.result()
+        assert await handle.pending_approvals() == []
+    assert approved[0] == 0 and "erased tides" in approved[1], approved[1]
+    assert rejected[0] == 0 and "rejected by ann: keep" in rejected[1], rejected[1]
+    first, second = [o for o in prompt.output if isinstance(o, ToolOutput)]
+    assert first.result == ToolSuccess(output="answer: answer: erased tides")
+    assert second.result == ToolSuccess(output="answer: answer: Error: The call was rejected by ann: keep")
+    leaf_keys = [f"{r.child_prompt_id}/call_r1_0" for r in researchers]
+    assert [RUNS[key] for key in leaf_keys] == [1, 0]
