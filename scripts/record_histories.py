@@ -59,7 +59,7 @@ async def main() -> None:
                 runtime.transcripts.clear()
             return scenarios.script(request)
 
-        runtime = build_runtime(settings, plugins=[scenarios.plugin],
+        runtime = build_runtime(settings, plugins=[scenarios.plugin, scenarios.agents_plugin],
                                 providers={"normal": ScriptedModel(forgetful),
                                            "high": [scenarios.unavailable, scenarios.model]})
         agent = AgentClient(client, settings)
@@ -100,6 +100,18 @@ async def main() -> None:
             await approvals.approve(pending[0].tool_call_id, by="alice", input={"amount": 150})
             await approvals.result()
             await _save("prompt_batch_approvals", approvals.workflow)
+
+            delegated = await agent.start("delegate", prompt_id="hist-sub-agent")
+            pending = await delegated.pending_approvals()
+            while not pending:  # the parent runs while its child waits; the child reports by a signal
+                await asyncio.sleep(0.05)
+                pending = await delegated.pending_approvals()
+            child = agent.prompt(pending[0].path[-1])
+            await _save("prompt_sub_agent_child_waiting", child.workflow)
+            await delegated.approve(pending[0].tool_call_id, by="alice", input={"amount": 450})
+            await delegated.result()
+            await _save("prompt_sub_agent", delegated.workflow)
+            await _save("prompt_sub_agent_child", child.workflow)
 
             invalid = await agent.start("invalid", prompt_id="hist-invalid")
             await invalid.result()

@@ -10,6 +10,7 @@ from agent.models import ReasoningOutput
 from agent.plugins import Plugin
 from agent.providers.base import FatalModelError
 from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.subagents import SubAgent
 from agent.tools import Approval, tool
 
 
@@ -40,6 +41,11 @@ plugin = Plugin("scenarios", tools=[echo, pay], instructions="Scenario plugin.")
 
 LARGE_WORDS = "many words " * 150  # above workflows.transcript.OUTPUT_REF_MIN_BYTES
 
+# A sub-agent with the scenario tools: its task's first word selects its script, like a user's input.
+helper = SubAgent("helper.ask", description="Hand a task to the helper.", instructions="You are the helper.",
+                  plugins=("scenarios",), max_rounds=4)
+agents_plugin = Plugin("scenario-agents", tools=[helper.tool()])
+
 # Each scenario: the user's input selects a script; round N answers from the list.
 SCRIPTS: dict[str, list[ModelResponse]] = {
     "completed": [tool_calls(("demo.echo", {"words": "hello"})), tool_calls(("demo.pay", {"amount": 5})),
@@ -51,6 +57,8 @@ SCRIPTS: dict[str, list[ModelResponse]] = {
                             ("demo.echo", {"words": "c"})), text("parallel done")],
     "approvals": [tool_calls(("demo.pay", {"amount": 200}), ("demo.echo", {"words": "x"}),
                              ("demo.pay", {"amount": 300})), text("approvals done")],
+    "delegate": [tool_calls(("helper.ask", {"task": "approval through the helper"}), ("demo.echo", {"words": "side"})),
+                 text("delegated")],
     "invalid": [tool_calls(("demo.pay", {"amount": "x"}), ("demo.nope", {})), text("fed back")],
     "large": [tool_calls(("demo.echo", {"words": LARGE_WORDS})), text("large done")],  # output by reference
     "forget": [tool_calls(("demo.echo", {"words": LARGE_WORDS})), tool_calls(("demo.echo", {"words": "again"})),

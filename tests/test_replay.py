@@ -6,6 +6,7 @@ change with `workflow.patched(...)` (see README, "Changing workflow code safely"
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,16 +23,23 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_batch_approvals", "conversation_continued_as_new",
             "conversation_closed", "prompt_model_fallback", "prompt_with_reasoning",
             "prompt_transcript_sent_whole", "conversation_history_by_reference", "prompt_in_conversation_by_reference",
-            "prompt_lean_rounds_completed", "prompt_lean_rounds_approved"}
+            "prompt_lean_rounds_completed", "prompt_lean_rounds_approved",
+            "prompt_sub_agent", "prompt_sub_agent_child", "prompt_sub_agent_child_waiting"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:
     assert EXPECTED <= {p.stem for p in HISTORIES}
 
 
+def _workflow_id(path: Path) -> str:
+    """The recorded workflow's own id (a sub-agent's child id is made from it), else the file's name."""
+    started = json.loads(path.read_text())["events"][0].get("workflowExecutionStartedEventAttributes", {})
+    return started.get("workflowId") or path.stem
+
+
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_history_replays_against_current_code(path: Path) -> None:
-    history = WorkflowHistory.from_json(path.stem, path.read_text())  # noqa: ASYNC240
+    history = WorkflowHistory.from_json(_workflow_id(path), path.read_text())  # noqa: ASYNC240
     replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin(TEST_SETTINGS)])  # the worker's configuration
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
