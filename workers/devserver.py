@@ -385,32 +385,27 @@ class DevServer:
 
         Returns the exit code (None if never started). A graceful stop takes 1.5-3 s.
         """
+        return self._end(signal.SIGTERM, timeout)
+
+    def kill(self) -> int | None:
+        """SIGKILL (a crash, for durability tests). Returns the exit code (None if not started)."""
+        return self._end(signal.SIGKILL, None)
+
+    def _end(self, first: signal.Signals, grace: float | None) -> int | None:
+        """Send ``first``, wait up to ``grace`` seconds (None: as long as it takes), then SIGKILL."""
         with self._lock:
             proc = self._proc
             if proc is None:
                 return None
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
+                    proc.send_signal(first)
                 try:
-                    proc.wait(timeout)
+                    proc.wait(grace)
                 except subprocess.TimeoutExpired:
                     with contextlib.suppress(ProcessLookupError):
                         proc.kill()
                     proc.wait()
-            _live_servers.discard(self)
-            return proc.returncode
-
-    def kill(self) -> int | None:
-        """SIGKILL (a crash, for durability tests). Returns the exit code (None if not started)."""
-        with self._lock:
-            proc = self._proc
-            if proc is None:
-                return None
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait()
             _live_servers.discard(self)
             return proc.returncode
 

@@ -33,11 +33,11 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models import ReasoningOutput, Usage
-from agent.providers.base import ModelError, TextSink
-from agent.providers.errors import to_model_error, truncated_stream
+from agent.providers.base import TextSink
 from agent.providers.naming import ToolNameMap
 from agent.providers.openai_responses import NO_KEY, decode_arguments
 from agent.providers.options import forced_tool_name, with_extra
+from agent.providers.sdk import SDKProvider
 from agent.providers.streaming import accumulate, event_type, open_stream
 
 PROVIDER = "anthropic"
@@ -326,7 +326,7 @@ class AnthropicStreamAccumulator:
                              model=self.model)
 
 
-class AnthropicMessagesProvider:
+class AnthropicMessagesProvider(SDKProvider):
     """The Anthropic Messages API. SDK retries are off; errors surface as `ModelError`s."""
 
     name = "anthropic"
@@ -336,25 +336,15 @@ class AnthropicMessagesProvider:
                  client: anthropic.AsyncAnthropic | Any | None = None, name: str | None = None):
         """`client`: another client of the Anthropic SDK with the same `messages` API (e.g.
         `AsyncAnthropicVertex`), built with `max_retries=0`; `name` is then the provider's name in records."""
-        self.model = model
+        super().__init__(model=model, api_key=api_key, name=name, client=client or anthropic.AsyncAnthropic(
+            api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0))
         self.max_tokens = max_tokens
-        self._api_key = api_key
-        self.name = name or type(self).name
-        self._client = client or anthropic.AsyncAnthropic(
-            api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
-        )
-
-    def _error(self, exc: Exception) -> ModelError:
-        return to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key])
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
-        try:
-            response = await self._client.messages.create(**kwargs)
-            return parse_response(response, names=names)
-        except Exception as exc:
-            raise self._error(exc) from None
+        return await self._complete(lambda: self._client.messages.create(**kwargs),
+                                    lambda response: parse_response(response, names=names))
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
@@ -363,9 +353,4 @@ class AnthropicMessagesProvider:
         events = await open_stream(self._client.messages.create(**kwargs, stream=True), self._error)
         acc = AnthropicStreamAccumulator()
         await accumulate(events, acc, on_text, self._error, on_reasoning=on_reasoning)
-        if not acc.stopped:
-            raise truncated_stream(provider=self.name, model=self.model, missing="message_stop")
-        try:
-            return acc.response(names=names)
-        except Exception as exc:
-            raise self._error(exc) from None
+        return self._finish(acc if acc.stopped else None, "message_stop", lambda ended: ended.response(names=names))

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -33,10 +32,9 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models import ReasoningOutput, Usage
-from agent.providers.base import ModelError, TextSink
-from agent.providers.errors import to_model_error, truncated_stream
+from agent.providers.base import TextSink
 from agent.providers.naming import ToolNameMap
-from agent.providers.openai_responses import DEFAULT_BASE_URL, NO_KEY, decode_arguments, encode_arguments
+from agent.providers.openai_responses import OpenAISDKProvider, decode_arguments, encode_arguments
 from agent.providers.options import forced_tool_name, with_extra
 from agent.providers.streaming import accumulate, open_stream
 
@@ -240,33 +238,16 @@ class ChatStreamAccumulator:
                              model=self.model)
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(OpenAISDKProvider):
     """Any OpenAI-compatible Chat Completions server. SDK retries are off; errors surface as `ModelError`s."""
 
     name = "openai-chat"
 
-    def __init__(self, *, model: str, api_key: str | None, base_url: str | None = None,
-                 timeout: float = 120.0, client: openai.AsyncOpenAI | None = None, name: str | None = None):
-        """`client`: another OpenAI SDK client (e.g. `AsyncAzureOpenAI`), built with `max_retries=0`; `name` is
-        then the provider's name in records."""
-        self.model = model
-        self._api_key = api_key
-        self.name = name or type(self).name
-        self._client = client or openai.AsyncOpenAI(
-            api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
-        )
-
-    def _error(self, exc: Exception) -> ModelError:
-        return to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key])
-
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names)
-        try:
-            response = await self._client.chat.completions.create(**kwargs)
-            return parse_response(response, names=names)
-        except Exception as exc:
-            raise self._error(exc) from None
+        return await self._complete(lambda: self._client.chat.completions.create(**kwargs),
+                                    lambda response: parse_response(response, names=names))
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
@@ -276,9 +257,5 @@ class OpenAIChatProvider:
         chunks = await open_stream(call, self._error)
         acc = ChatStreamAccumulator()
         await accumulate(chunks, acc, on_text, self._error, on_reasoning=on_reasoning)
-        if acc.finish_reason is None:
-            raise truncated_stream(provider=self.name, model=self.model, missing="a finish_reason")
-        try:
-            return acc.response(names=names)
-        except Exception as exc:
-            raise self._error(exc) from None
+        return self._finish(acc if acc.finish_reason is not None else None, "a finish_reason",
+                            lambda ended: ended.response(names=names))

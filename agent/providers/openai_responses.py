@@ -34,9 +34,10 @@ from agent.messages import (
 )
 from agent.models import ReasoningOutput, Usage
 from agent.providers.base import ModelError, TextSink
-from agent.providers.errors import stream_error, to_model_error, truncated_stream
+from agent.providers.errors import stream_error
 from agent.providers.naming import ToolNameMap
 from agent.providers.options import forced_tool_name, with_extra
+from agent.providers.sdk import SDKProvider
 from agent.providers.streaming import event_type, guarded_events, open_stream
 
 PROVIDER = "openai"
@@ -184,33 +185,27 @@ def parse_response(response: Response, *, names: ToolNameMap) -> ModelResponse:
                          model=str(response.model or ""))
 
 
-class OpenAIResponsesProvider:
-    """The OpenAI Responses API. SDK retries are off; errors surface as `ModelError`s."""
-
-    name = "openai"
+class OpenAISDKProvider(SDKProvider):
+    """A provider on the OpenAI SDK's client."""
 
     def __init__(self, *, model: str, api_key: str | None, base_url: str | None = None,
                  timeout: float = 120.0, client: openai.AsyncOpenAI | None = None, name: str | None = None):
         """`client`: another OpenAI SDK client (e.g. `AsyncAzureOpenAI`), built with `max_retries=0`; `name` is
         then the provider's name in records."""
-        self.model = model
-        self._api_key = api_key
-        self.name = name or type(self).name
-        self._client = client or openai.AsyncOpenAI(
-            api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0
-        )
+        super().__init__(model=model, api_key=api_key, name=name, client=client or openai.AsyncOpenAI(
+            api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0))
 
-    def _error(self, exc: Exception) -> ModelError:
-        return to_model_error(exc, provider=self.name, model=self.model, secrets=[self._api_key])
+
+class OpenAIResponsesProvider(OpenAISDKProvider):
+    """The OpenAI Responses API. SDK retries are off; errors surface as `ModelError`s."""
+
+    name = "openai"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
         kwargs = build_request(request, model=self.model, names=names)
-        try:
-            response = await self._client.responses.create(**kwargs)
-            return parse_response(response, names=names)
-        except Exception as exc:
-            raise self._error(exc) from None
+        return await self._complete(lambda: self._client.responses.create(**kwargs),
+                                    lambda response: parse_response(response, names=names))
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
@@ -239,12 +234,7 @@ class OpenAIResponsesProvider:
                 elif kind == "error":
                     raise stream_error([getattr(event, "code", None)], str(getattr(event, "message", "") or ""),
                                        provider=self.name, model=self.model, secrets=[self._api_key])
-        if final is None:
-            raise truncated_stream(provider=self.name, model=self.model, missing="response.completed")
-        try:
-            return parse_response(final, names=names)
-        except Exception as exc:
-            raise self._error(exc) from None
+        return self._finish(final, "response.completed", lambda response: parse_response(response, names=names))
 
     def _failed(self, response: object) -> ModelError:
         error = getattr(response, "error", None)
