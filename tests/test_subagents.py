@@ -1,16 +1,19 @@
 """Sub-agents as child PromptWorkflows: result, links and usage roll-up; approvals reaching a person through the
-parent across a worker restart; cancelling the parent cancels the child."""
+parent (also two levels deep, and across worker SIGKILLs while the child runs a tool and while it waits);
+cancelling the parent cancels the child."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from temporalio.client import WorkflowExecutionStatus
@@ -24,9 +27,13 @@ from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.subagents import SubAgent
 from agent.tools import Approval, tool
 from client import AgentClient
+from tests.support.ledger import CHARGE_AMOUNT
 from tests.support.workers import TEST_SETTINGS
+from tests.test_durability import Rig
 from workers.worker import build_runtime, create_worker
+from workflows.protocol import PendingApproval
 
+T = TypeVar("T")
 RUNS: Counter[str] = Counter()
 STARTED: set[str] = set()
 CHILD_INSTRUCTIONS = "You research one question."
@@ -132,8 +139,10 @@ async def test_sub_agents_run_side_by_side_as_child_prompts(dev_env: WorkflowEnv
     assert prompt.output[-1].text == "answer: facts about tides | answer: facts about winds"  # type: ignore[union-attr]
 
 
-async def test_sub_agent_approval_reaches_a_person_through_the_parent_across_a_worker_restart(
+async def test_sub_agent_approvals_are_decided_through_the_parent_by_a_new_worker(
         dev_env: WorkflowEnvironment) -> None:
+    """Two children wait side by side; a new (in-process) worker replays them and the parent forwards an
+    approval and a rejection. The SIGKILL version is the test below."""
     queue = f"tq-{uuid.uuid4().hex[:10]}"
     model = two_level_model("lookup.erase")
     async with worker(dev_env, model, queue) as client:
@@ -240,3 +249,70 @@ async def test_approvals_of_a_sub_agents_sub_agent_are_listed_and_decided_from_t
     assert second.result == ToolSuccess(output="answer: answer: Error: The call was rejected by ann: keep")
     leaf_keys = [f"{r.child_prompt_id}/call_r1_0" for r in researchers]
     assert [RUNS[key] for key in leaf_keys] == [1, 0]
+
+
+class DelegationRig(Rig):
+    """The durability rig (dev server on a SQLite file, workers as processes) with the delegation plugins."""
+
+    def worker_env(self) -> dict[str, str]:
+        return {**super().worker_env(),
+                "DAGENT_PLUGINS": "tests.support.ledger:plugin,tests.support.delegation:survey_plugin,"
+                                  "tests.support.delegation:plugin",
+                "DAGENT_MODEL_NORMAL": "scripted:tests.support.delegation:model"}
+
+
+async def _eventually(rig: Rig, check: Callable[[], Awaitable[T | None]], what: str, wait_s: float = 60) -> T:
+    async def poll() -> T:
+        while True:
+            found = await check()
+            if found is not None:
+                return found
+            await asyncio.sleep(0.1)
+
+    return await rig.within(poll(), wait_s, what)
+
+
+async def test_sub_agent_survives_worker_sigkills_while_running_a_tool_and_while_waiting_for_approval(
+        tmp_path: Path) -> None:
+    """The worker running the child's slow tool is SIGKILLed: a new worker retries the call (after its 2 s
+    heartbeat timeout) and the child goes on to a call that needs approval, which the parent lists. That worker
+    is SIGKILLed too while the child waits; the approval, sent to the parent, reaches the child through a third
+    worker, which runs the charge exactly once."""
+    rig = DelegationRig(tmp_path)
+    try:
+        await rig.start()
+        first = await rig.start_worker()
+        handle = await rig.client.start("Delegate the books.", user_id="delegation")
+        child_id = f"{handle.id}.call_r1_0"
+
+        async def survey_attempts() -> list[dict[str, Any]] | None:
+            return rig.lines(child_id, "survey.attempt") or None
+
+        await _eventually(rig, survey_attempts, "the child's survey to start")
+        first.sigkill()  # mid-tool
+        second = await rig.start_worker()
+
+        async def pending() -> list[PendingApproval] | None:
+            return await handle.pending_approvals() or None
+
+        [waiting] = await _eventually(rig, pending, "the child's approval to reach the parent")
+        second.sigkill()  # while the child waits for approval
+        third = await rig.start_worker()
+        decided = await rig.within(handle.approve(waiting.tool_call_id, by="ann", wait=True), 60, "the approval")
+        prompt = await rig.finish(handle, 60, "the parent after two SIGKILLs")
+        child = await rig.client.prompt(child_id).get()
+    finally:
+        await rig.close()
+    assert waiting.tool_call_id == "call_r1_0/call_r2_0" and waiting.path == [child_id]
+    assert (waiting.tool, waiting.input) == ("ledger.charge", {"amount": CHARGE_AMOUNT})
+    assert decided is not None and decided.decision is not None and decided.decision.by == "ann"
+    attempts = rig.lines(child_id, "survey.attempt")
+    assert [(a["attempt"], a["pid"]) for a in attempts] == [(1, first.pid), (2, second.pid)]
+    charges = rig.lines(child_id, "charge")
+    assert [(c["amount"], c["pid"]) for c in charges] == [(CHARGE_AMOUNT, third.pid)]
+    assert child.parent_prompt_id == handle.id and child.state == "completed"
+    charge = child.tool_call("call_r2_0")
+    assert charge is not None and charge.decision is not None and charge.decision.by == "ann"
+    charged = json.dumps({'status': 'charged', 'amount': CHARGE_AMOUNT}, separators=(',', ':'))
+    report = f"Booked: surveyed books | {charged}"
+    assert prompt.output[-1].text == f"Coordinator: {report}"  # type: ignore[union-attr]
