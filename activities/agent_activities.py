@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from activities import telemetry
 from activities.mcp_tools import MCPUnavailable
 from activities.runtime import AgentRuntime
-from activities.transcripts import HistoryBroken, TranscriptMissing
+from activities.transcripts import HistoryBroken, Transcript, TranscriptMissing
 from agent.context import ToolContext, copy_state
 from agent.context_window import ContextLimit, trim_messages
 from agent.errors import PluginPrepareError, ToolInputError
@@ -27,7 +27,7 @@ from agent.model_settings import ModelSettings
 from agent.models import ToolError, ToolSuccess
 from agent.output_schema import OutputSchema
 from agent.plugins import ToolCallInfo
-from agent.projection import project_prompts
+from agent.projection import project_prompt
 from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
 from agent.subagents import sub_agent_of
 from agent.tools import Tool, ToolFailed
@@ -80,7 +80,7 @@ class AgentActivities:
     async def _load_blob(self, ref: str) -> bytes:
         return await asyncio.to_thread(self.runtime.file_store.get, ref)
 
-    async def _transcript(self, inp: RoundInput, logger: Any) -> tuple[list[Any], list[Any]]:
+    async def _transcript(self, inp: RoundInput, logger: Any) -> Transcript:
         """The earlier prompts and outputs: from the input, this worker's cache and the store; never a query."""
         try:
             return await self.transcripts.load(activity.info().workflow_id or "", inp, self._load_blob)
@@ -107,8 +107,8 @@ class AgentActivities:
     @activity.defn(name=MODEL_ROUND_ACTIVITY)
     async def model_round(self, inp: RoundInput) -> RoundResult:
         logger = _bound_log(prompt_id=inp.prompt.id, round=inp.round, tier=inp.prompt.model)
-        history, outputs = await self._transcript(inp, logger)
-        prompt = inp.prompt.model_copy(update={"output": outputs})
+        transcript = await self._transcript(inp, logger)
+        prompt = inp.prompt.model_copy(update={"output": transcript.outputs})
         try:
             prepared = await self.runtime.prepare(prompt, inp.round, only=inp.plugins)
         except PluginPrepareError as exc:
@@ -119,7 +119,7 @@ class AgentActivities:
                                                        schema.instruction() if schema else ""] if part)
         # A system-initiated prompt has no user message; a neutral one keeps every provider's turn order valid.
         current = prompt.model_copy(update={"plugin_state": {}, "input": prompt.input or NO_INPUT_MESSAGE})
-        messages = project_prompts(history, current)
+        messages = [*transcript.history.messages, *project_prompt(current)]  # = project_prompts(history, current)
         if inp.context_max_messages or inp.context_max_tokens:
             limit = ContextLimit(max_messages=inp.context_max_messages, max_tokens=inp.context_max_tokens)
             messages = trim_messages(messages, limit)

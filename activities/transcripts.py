@@ -5,7 +5,8 @@
 - `RecentOutputs`: large tool outputs this worker produced, by content digest; the next round receives them
   by reference (the worker that ran the tool usually runs the next round).
 - `HistoryChain`: a conversation's earlier prompts, a chain of content-addressed links in the store, loaded
-  once per worker and kept (links never change).
+  once per worker and kept (links never change), with their projection into model messages (each earlier
+  prompt is projected once per worker, not once per round).
 
 Nothing here queries a workflow: what a worker lacks (another worker ran the last round, a restart, an
 output produced elsewhere) raises `TranscriptMissing`, and the workflow sends that round's input whole.
@@ -20,7 +21,9 @@ from typing import Generic, TypeVar
 
 from pydantic import JsonValue
 
+from agent.messages import Message
 from agent.models import Prompt, PromptOutput
+from agent.projection import project_prompt
 from workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
 from workflows.transcript import apply_changes, large_output, output_digest, with_output
 
@@ -35,6 +38,29 @@ class TranscriptMissing(LookupError):
 
 class HistoryBroken(LookupError):
     """A stored history link is missing or does not match its reference: nothing can rebuild it."""
+
+
+@dataclass(frozen=True)
+class History:
+    """Earlier prompts and their projection into model messages (what `project_prompts` makes of them)."""
+
+    records: list[Prompt]
+    messages: list[Message]
+
+    def extended(self, records: list[Prompt]) -> History:
+        if not records:
+            return self
+        return History([*self.records, *records],
+                       [*self.messages, *(m for record in records for m in project_prompt(record))])
+
+
+EMPTY_HISTORY = History([], [])
+
+
+@dataclass(frozen=True)
+class Transcript:
+    history: History
+    outputs: list[PromptOutput]
 
 
 class _Lru(Generic[K, V]):
@@ -84,18 +110,18 @@ class HistoryChain:
 
     def __init__(self, max_links: int = 50_000, max_lists: int = 256) -> None:
         self._links: _Lru[str, HistoryLink] = _Lru(max_links)
-        self._lists: _Lru[str, list[Prompt]] = _Lru(max_lists)
+        self._lists: _Lru[str, History] = _Lru(max_lists)
         self.loads = 0
 
     def add(self, ref: str, link: HistoryLink) -> None:
         self._links.put(ref, link)
 
-    async def resolve(self, head: HistoryRef, load: LoadBlob) -> list[Prompt]:
+    async def resolve(self, head: HistoryRef, load: LoadBlob) -> History:
         cached = self._lists.get(head.ref)
         if cached is not None:
             return cached
-        pending: list[HistoryLink] = []  # newest first, down to a list this worker already has
-        base: list[Prompt] = []
+        pending: list[HistoryLink] = []  # newest first, down to a history this worker already has
+        base = EMPTY_HISTORY
         current: HistoryRef | None = head
         while current is not None:
             if (known := self._lists.get(current.ref)) is not None:
@@ -104,13 +130,12 @@ class HistoryChain:
             link = self._links.get(current.ref) or await self._load(current.ref, load)
             pending.append(link)
             current = link.parent
-        records = list(base)
-        for link in reversed(pending):
-            records.extend(link.records)
-        if len(records) != head.count:
-            raise HistoryBroken(f"history {head.ref} should hold {head.count} prompts, its links hold {len(records)}")
-        self._lists.put(head.ref, records)
-        return records
+        history = base.extended([record for link in reversed(pending) for record in link.records])
+        if len(history.records) != head.count:
+            raise HistoryBroken(f"history {head.ref} should hold {head.count} prompts, "
+                                f"its links hold {len(history.records)}")
+        self._lists.put(head.ref, history)
+        return history
 
     async def _load(self, ref: str, load: LoadBlob) -> HistoryLink:
         try:
@@ -126,7 +151,7 @@ class HistoryChain:
 @dataclass
 class _Entry:
     round: int
-    history: list[Prompt]
+    history: History
     outputs: list[PromptOutput]
 
 
@@ -145,31 +170,35 @@ class TranscriptCache:
         self._entries = _Lru(self.max_prompts)
 
     async def load(self, workflow_id: str, inp: RoundInput,
-                   load_blob: LoadBlob) -> tuple[list[Prompt], list[PromptOutput]]:
+                   load_blob: LoadBlob) -> Transcript:
         """The earlier prompts and the current outputs as of this round; `TranscriptMissing` when this worker
         cannot rebuild them from its cache and the input."""
         key = (workflow_id, inp.run_id)
         entry = self._entries.get(key)
-        chain = await self.history.resolve(inp.history_ref, load_blob) if inp.history_ref else []
         if inp.changes is None:  # sent whole
-            history, outputs = chain + list(inp.history), list(inp.prompt.output)
+            history = (await self._chain(inp, load_blob)).extended(list(inp.history))
+            outputs = list(inp.prompt.output)
         else:
-            history = self._history(inp, entry, chain)
+            history = await self._history(inp, entry, load_blob)
             outputs = self._outputs(inp, entry)
         self.hits += inp.changes is not None
         self._entries.put(key, _Entry(inp.round, history, outputs))
-        return history, outputs
+        return Transcript(history, outputs)
 
-    def _history(self, inp: RoundInput, entry: _Entry | None, chain: list[Prompt]) -> list[Prompt]:
+    async def _chain(self, inp: RoundInput, load_blob: LoadBlob) -> History:
+        return await self.history.resolve(inp.history_ref, load_blob) if inp.history_ref else EMPTY_HISTORY
+
+    async def _history(self, inp: RoundInput, entry: _Entry | None, load_blob: LoadBlob) -> History:
         if inp.history:
-            history = chain + list(inp.history)
-        elif entry is not None and len(entry.history) == inp.history_count:
+            history = (await self._chain(inp, load_blob)).extended(list(inp.history))
+        elif entry is not None and len(entry.history.records) == inp.history_count:
             history = entry.history
         else:
-            history = chain
-        if len(history) != inp.history_count:
+            history = await self._chain(inp, load_blob)
+        if len(history.records) != inp.history_count:
             self.misses += 1
-            raise TranscriptMissing(f"{inp.history_count} earlier prompts expected, {len(history)} known here")
+            raise TranscriptMissing(f"{inp.history_count} earlier prompts expected, "
+                                    f"{len(history.records)} known here")
         return history
 
     def _outputs(self, inp: RoundInput, entry: _Entry | None) -> list[PromptOutput]:

@@ -3,7 +3,8 @@
 Each turn is one `bench rounds=1` prompt (one tool round, two model calls) sent with `ConversationHandle.send`
 and awaited; the latency of a turn is send -> result. At the end every history the conversation produced
 is fetched: each child prompt's and each conversation run's (continue-as-new starts new runs). Bytes are
-`HistoryEvent.ByteSize()` summed, plus the files in the payload store (payloads kept outside history).
+`HistoryEvent.ByteSize()` summed, plus what the conversation put in the stores: its payloads kept outside
+history (payload directory) and its history links (the file store, where earlier prompts are referenced from).
 The question it answers: does a turn cost the same at turn 500 as at turn 10 (flat), or grow with the
 conversation (each child prompt receiving copies of every earlier prompt)?
 """
@@ -21,13 +22,15 @@ from temporalio.client import Client
 from bench.config import log
 from bench.scenario import Scenario
 from client import AgentClient
+from workers.blobstore import encode_segment
 
 WINDOW = 10  # turns averaged around the early and the late mark
 TURN_LIMIT_S = 180.0  # a turn taking longer counts as a stall: the run stops there and says so
 
 
 async def measure_conversation(agent: AgentClient, client: Client, *, turns: int, payload_dir: Path,
-                               marks: tuple[int, int] = (10, 500)) -> dict[str, Any]:
+                               file_dir: Path | None = None, marks: tuple[int, int] = (10, 500)) -> dict[str, Any]:
+    """`file_dir`: the worker's file store (default: `files` beside `payload_dir`, the bench's layout)."""
     early, late = marks[0], min(marks[1], turns)
     conversation = await agent.start_conversation(user_id="bench")
     latencies: list[float] = []
@@ -68,7 +71,8 @@ async def measure_conversation(agent: AgentClient, client: Client, *, turns: int
         history = await client.get_workflow_handle(conversation.id, run_id=execution.run_id).fetch_history()
         conversation_bytes += sum(e.ByteSize() for e in history.events)
         runs += 1
-    payload_bytes = _directory_bytes(payload_dir)
+    payload_bytes = _conversation_blobs(payload_dir, "wt/*/wi", conversation.id)
+    link_bytes = _conversation_blobs(file_dir or payload_dir.parent / "files", "files/wi", conversation.id)
 
     def around(mark: int) -> float:
         start = max(0, mark - WINDOW // 2)
@@ -77,13 +81,15 @@ async def measure_conversation(agent: AgentClient, client: Client, *, turns: int
     return {
         "turns": turns, "turns_done": len(latencies), "stalled_at": stalled_at, "marks": [early, late], "runs": runs,
         "prompt_history_bytes": prompt_bytes, "conversation_history_bytes": conversation_bytes,
-        "payload_store_bytes": payload_bytes,
-        "total_bytes": prompt_bytes + conversation_bytes + payload_bytes,
+        "payload_store_bytes": payload_bytes, "history_link_bytes": link_bytes,
+        "total_bytes": prompt_bytes + conversation_bytes + payload_bytes + link_bytes,
         "turn_ms": {early: around(early), late: around(late)},
         "child_history_bytes": child_bytes,
         "latencies_ms": latencies,
     }
 
 
-def _directory_bytes(directory: Path) -> int:
-    return sum(p.stat().st_size for p in directory.glob("*") if p.is_file()) if directory.is_dir() else 0
+def _conversation_blobs(root: Path, kind: str, conversation_id: str) -> int:
+    """Bytes of the blobs a store directory keeps for the conversation and its prompts (ids start with its id)."""
+    folders = root.glob(f"v0/ns/{encode_segment('default')}/{kind}/{encode_segment(conversation_id)}*")
+    return sum(p.stat().st_size for folder in folders for p in folder.rglob("*") if p.is_file())

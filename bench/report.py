@@ -138,9 +138,9 @@ def build_rows(results: dict[str, Any]) -> tuple[list[Row], dict[str, Any]]:
         done = f" (stalled at turn {stalled}: no result within 180 s)" if stalled else ""
         rows.append(Row(f"conversation of {conv['turns']} turns{done}, {conv['runs']} runs: history + payload bytes",
                         mb(conv["total_bytes"]), "-", "", "linear", verdict(None) if stalled else ""))
-        rows.append(Row("  prompts' histories / conversation's / payload store",
+        rows.append(Row("  prompts' histories / conversation's / payload store / history links",
                         f"{mb(conv['prompt_history_bytes'])} / {mb(conv['conversation_history_bytes'])} / "
-                        f"{mb(conv['payload_store_bytes'])}", "-"))
+                        f"{mb(conv['payload_store_bytes'])} / {mb(conv.get('history_link_bytes', 0))}", "-"))
         t_early, t_late = conv["turn_ms"][early], conv["turn_ms"][late]
         rows.append(Row(f"  turn latency at turn {early} vs turn {late} (median of 10)",
                         f"{ms(t_early)} vs {ms(t_late)}", "-", fx(ratio(t_late, t_early)), "flat (~1x)"))

@@ -172,5 +172,5 @@ async def test_a_cancelled_prompt_is_recorded_as_cancelled_in_the_conversation(d
     request = PromptRequest.model_validate_json(start_input.data)
     assert request.history_ref is not None  # the earlier prompt by reference: its stored record says cancelled
     store = TEST_SETTINGS.file_store()
-    records = await HistoryChain().resolve(request.history_ref, lambda ref: asyncio.to_thread(store.get, ref))
+    records = (await HistoryChain().resolve(request.history_ref, lambda ref: asyncio.to_thread(store.get, ref))).records
     assert [(p.id, p.state) for p in records] == [(first.id, "cancelled")]

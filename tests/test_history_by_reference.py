@@ -197,5 +197,5 @@ async def test_a_stored_history_link_names_its_records(dev_env: WorkflowEnvironm
     async def load(ref: str) -> bytes:
         return await asyncio.to_thread(store.get, ref)
 
-    records = await HistoryChain().resolve(request.history_ref, load)
+    records = (await HistoryChain().resolve(request.history_ref, load)).records
     assert records == [first_record]

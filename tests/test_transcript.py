@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 import activities.transcripts
-from activities.transcripts import HistoryBroken, HistoryChain, TranscriptCache, TranscriptMissing
-from agent.models import Prompt, TextOutput, ToolOutput, ToolSuccess
+from activities.transcripts import HistoryBroken, HistoryChain, Transcript, TranscriptCache, TranscriptMissing
+from agent.models import Prompt, PromptOutput, TextOutput, ToolOutput, ToolSuccess
+from agent.projection import project_prompt, project_prompts
 from workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
 from workflows.transcript import OUTPUT_REF_MIN_BYTES, apply_changes, build_page, change_for, output_digest
 
@@ -45,6 +46,10 @@ class _Store:
         if ref not in self.blobs:
             raise FileNotFoundError(ref)
         return self.blobs[ref]
+
+
+def _plain(transcript: Transcript) -> tuple[list[Prompt], list[PromptOutput]]:
+    return transcript.history.records, transcript.outputs
 
 
 def _round(number: int, changes: list[OutputChange] | None, count: int, **extra: object) -> RoundInput:
@@ -90,17 +95,17 @@ async def test_consecutive_rounds_hit_and_a_gap_asks_for_the_whole_input() -> No
     first = [_tool(1, 5000)]
     cache.outputs.remember(first[0].result)  # this worker ran the tool
     got = await cache.load("wf", _round(1, [], 0), store.load)
-    assert got == ([], [])
+    assert _plain(got) == ([], [])
     got = await cache.load("wf", _round(2, [change_for(0, first[0])], 1), store.load)
-    assert got == ([], first) and cache.misses == 0
+    assert _plain(got) == ([], first) and cache.misses == 0
     # Round 3 ran on another worker; round 4 here only brings round 4's changes.
     with pytest.raises(TranscriptMissing):
         await cache.load("wf", _round(4, [OutputChange(index=2, output=TextOutput(text="later"))], 3), store.load)
     whole = [*first, TextOutput(text="mid"), TextOutput(text="later")]
     resent = _round(4, None, 3, prompt=Prompt(id="p", user_id="u", input="q", output=whole))
-    assert await cache.load("wf", resent, store.load) == ([], whole)
+    assert _plain(await cache.load("wf", resent, store.load)) == ([], whole)
     got = await cache.load("wf", _round(5, [OutputChange(index=3, output=TextOutput(text="end"))], 4), store.load)
-    assert got == ([], [*whole, TextOutput(text="end")])
+    assert _plain(got) == ([], [*whole, TextOutput(text="end")])
 
 
 async def test_an_output_produced_elsewhere_is_a_miss_not_a_query() -> None:
@@ -115,14 +120,17 @@ async def test_conversation_history_resolves_from_the_store_once_per_worker() ->
     second = store.put(HistoryLink(parent=first, records=records[2:3]))
     third = store.put(HistoryLink(parent=second, records=records[3:]))
     chain = HistoryChain()
-    assert await chain.resolve(second, store.load) == records[:3] and store.reads == 2
-    assert await chain.resolve(third, store.load) == records and store.reads == 3  # only the new link
+    assert (await chain.resolve(second, store.load)).records == records[:3] and store.reads == 2
+    resolved = await chain.resolve(third, store.load)
+    assert resolved.records == records and store.reads == 3  # only the new link
+    current = Prompt(id="now", user_id="u", input="now")
+    assert [*resolved.messages, *project_prompt(current)] == project_prompts(records, current)
     cache = TranscriptCache(history=chain)
     got = await cache.load("wf", _round(1, [], 0, history_ref=third, history_count=4), store.load)
-    assert got == (records, []) and store.reads == 3
+    assert _plain(got) == (records, []) and store.reads == 3
     got = await cache.load("wf", _round(2, [OutputChange(index=0, output=TextOutput(text="a"))], 1,
                                         history_ref=third, history_count=4), store.load)
-    assert got[0] == records and store.reads == 3
+    assert got.history.records == records and store.reads == 3
 
 
 async def test_a_missing_link_is_reported_with_its_reference() -> None:

@@ -893,11 +893,12 @@ class PromptWorkflow:
 
     @workflow.query(
         name=names.TRANSCRIPT_QUERY,
-        description="History and outputs, paged (used by workers). "
+        description="History and outputs, paged (for tools and debugging; workers never query it). "
         'Payload: {"start": 0, "max_bytes": 1000000}')
     @raw_payloads
     def transcript(self, *payloads: object) -> TranscriptPage:
-        """History and outputs, paged: how a worker without a cached copy reads the model's context."""
+        """History given by value and outputs, paged. Workers of an older version read the model's context
+        this way; current ones get it by value or by reference in the round's input."""
         request, problem = decode_payloads(payloads, TranscriptPageRequest, optional=True)
         if request is None:
             raise ValueError(problem)
