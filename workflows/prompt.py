@@ -304,7 +304,9 @@ class PromptWorkflow:
         in the store (a conversation's history), referenced, never copied again."""
         request = self._request
         by_reference = workflow.patched(ROUND_REFS_PATCH)
-        changes = [change_for(i, self._prompt.output[i]) if by_reference
+        # Tools run on this queue: with model calls on another queue, no tool output is ever cached where they run.
+        outputs_by_reference = by_reference and not request.model_task_queue
+        changes = [change_for(i, self._prompt.output[i]) if outputs_by_reference
                    else OutputChange(index=i, output=self._prompt.output[i]) for i in sorted(self._changed)]
         self._changed.clear()
         history = request.history if by_reference and not self._history_sent else []
