@@ -37,7 +37,8 @@ class SendMessage(_Body):
 
 
 class Approve(_Body):
-    input: dict[str, JsonValue] | None = Field(default=None, description="Corrected arguments (the whole object).")
+    input: dict[str, JsonValue] | None = Field(default=None, description=(
+        "Corrected arguments, a JSON merge patch (RFC 7396): fields given replace the model's, null removes one."))
 
 
 class Reject(_Body):
