@@ -45,6 +45,14 @@ def _tool_inputs(events: list[HistoryEvent]) -> list[dict[str, object]]:
             if e.activity_task_scheduled_event_attributes.activity_type.name == "dagent.invoke_tool"]
 
 
+def _results(events: list[HistoryEvent], activity_type: str) -> list[dict[str, object]]:
+    names = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+             for e in _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)}
+    return [json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
+            for e in _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+            if names[e.activity_task_completed_event_attributes.scheduled_event_id] == activity_type]
+
+
 def _upserts(events: list[HistoryEvent]) -> list[dict[str, str]]:
     """The workflow's own upserts (not the SDK's `TemporalChangeVersion` one that comes with each patch marker)."""
     found = []
@@ -67,6 +75,12 @@ async def test_tool_input_carries_each_id_once_and_no_policy_fields(dev_env: Wor
         events = await _history(handle)
     [sent] = _tool_inputs(events)
     assert sent == {"id": "call_r1_0", "tool": "who.am_i", "plugin": "who", "input": {"n": 1}, "user_id": "u1"}
+    # Results too leave their defaults off: no empty side outputs, no unchanged plugin state, no null fields.
+    [tool_result] = _results(events, "dagent.invoke_tool")
+    assert set(tool_result) == {"result"}
+    first_round, last_round = _results(events, "dagent.model_round")
+    assert [set(call) for call in first_round["calls"]] == [{"id", "tool", "input", "plugin"}]  # type: ignore[union-attr]
+    assert not {"reasoning", "calls", "plugin_state", "fallback", "settings", "data", "output_error"} & set(last_round)
     # The client started it with PromptState=running and UserId=u1: the only upsert is the final state.
     assert _upserts(events) == [{"PromptState": "completed"}]
     entry = prompt.output[0]

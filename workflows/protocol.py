@@ -45,6 +45,21 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _Lean(_Model):
+    """An activity payload written to history once per round: fields at their defaults stay off the wire
+    (the reader fills them in again), so every round's events carry only what says something."""
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields = type(self).model_fields
+        return {key: value for key, value in handler(self).items()
+                if fields[key].is_required() or getattr(self, key) != _default_of(fields[key])}
+
+
+def _default_of(field: Any) -> Any:
+    return field.default_factory() if field.default_factory is not None else field.default
+
+
 class PromptRequest(_Model):
     """Input of `PromptWorkflow`. Only `input` (or nothing, for system-initiated prompts) is needed."""
 
@@ -153,9 +168,10 @@ class ApprovalRequirement(_Model):
         return timedelta(seconds=self.expires_after_seconds) if self.expires_after_seconds else None
 
 
-class _CallBase(_Model):
-    """A tool call from the model as the worker checked it. The wire keeps every field of every kind
-    (`error` and `approval` null where they do not apply), so recorded round results decode unchanged."""
+class _CallBase(_Lean):
+    """A tool call from the model as the worker checked it. Fields at their defaults stay off the wire;
+    round results recorded with every field (`error` and `approval` null where they do not apply) decode
+    the same."""
 
     id: str
     tool: str
@@ -267,7 +283,7 @@ class RoundInput(_Model):
     fallback: int = Field(default=0, description="Which model of the tier's fallback chain to call.")
 
 
-class RoundResult(_Model):
+class RoundResult(_Lean):
     reasoning: list[ReasoningOutput] = Field(default_factory=list)
     text: str | None = None
     calls: list[PlannedCall] = Field(default_factory=list)
@@ -324,7 +340,7 @@ class LegacyToolInvocation(PromptRef):
     plugin_state: JsonValue = None
 
 
-class ToolInvocation(_Model):
+class ToolInvocation(_Lean):
     """The tool activity's input: only what the activity cannot derive, each id once. Fields at their
     defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
     come from the activity's info; the call's other policy fields (timeout, failure mode, local, sequential)
@@ -351,17 +367,11 @@ class ToolInvocation(_Model):
                 "prompt_id": value.get("prompt_id"), "plugin_state": value.get("plugin_state"),
                 "max_attempts": call.get("max_attempts", 1)}
 
-    @model_serializer(mode="wrap")
-    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        fields = type(self).model_fields
-        return {key: value for key, value in handler(self).items()
-                if fields[key].is_required() or value != fields[key].default}
-
 
 SideOutput = Annotated[FileOutput | WidgetOutput, Field(discriminator="type")]
 
 
-class ToolInvocationResult(_Model):
+class ToolInvocationResult(_Lean):
     result: Annotated[ToolSuccess | ToolError, Field(discriminator="type")]
     side_outputs: list[SideOutput] = Field(default_factory=list)
     plugin_state: JsonValue = None
