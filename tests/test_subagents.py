@@ -5,6 +5,7 @@ cancelling the parent cancels the child."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from rich.console import Console
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
@@ -26,6 +28,7 @@ from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.subagents import SubAgent
 from agent.tools import Approval, tool
+from cli.follow import follow
 from client import AgentClient
 from tests.support.ledger import CHARGE_AMOUNT
 from tests.support.workers import TEST_SETTINGS
@@ -141,8 +144,9 @@ async def test_sub_agents_run_side_by_side_as_child_prompts(dev_env: WorkflowEnv
 
 async def test_sub_agent_approvals_are_decided_through_the_parent_by_a_new_worker(
         dev_env: WorkflowEnvironment) -> None:
-    """Two children wait side by side; a new (in-process) worker replays them and the parent forwards an
-    approval and a rejection. The SIGKILL version is the test below."""
+    """Two children wait side by side; the parent's watchers are told (as `dagent run` would print it); a new
+    (in-process) worker replays them and the parent forwards an approval and a rejection. The SIGKILL version is
+    the test below."""
     queue = f"tq-{uuid.uuid4().hex[:10]}"
     model = two_level_model("lookup.erase")
     async with worker(dev_env, model, queue) as client:
@@ -155,8 +159,14 @@ async def test_sub_agent_approvals_are_decided_through_the_parent_by_a_new_worke
             await asyncio.sleep(0.05)
         assert len(pending) == 2
         calls = [o for o in (await handle.get()).output if isinstance(o, ToolOutput)]
+        shown = io.StringIO()
+        watched = await asyncio.wait_for(
+            follow(handle, Console(file=shown, width=300), interactive=False, approver="ann"), 60)
     assert [p.path for p in pending] == [[c.child_prompt_id] for c in calls]
     assert [p.tool_call_id for p in pending] == [f"{c.id}/call_r1_0" for c in calls]
+    # `dagent run`/`watch` of the parent hear of the child's request and print how to decide it on the parent
+    assert watched == "waiting_for_approval"
+    assert any(f"dagent approve {handle.id} {p.tool_call_id}\n" in shown.getvalue() for p in pending)  # the first
     assert [p.reason for p in pending] == ["Erasing needs a person."] * 2
     async with worker(dev_env, model, queue) as client:  # a new worker: everything replays
         decided = await handle.approve(pending[0].tool_call_id, by="ann", wait=True)

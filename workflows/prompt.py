@@ -154,6 +154,7 @@ class PromptWorkflow:
         self._waiting: dict[str, ToolOutput] = {}  # calls waiting for a decision, in record order
         self._requirements: dict[str, ApprovalRequirement] = {}  # what each waiting call's approval requires
         self._child_pending: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
+        self._announced: set[str] = set()  # sub-agents' calls (`<call>/<its call>`) published as approval_requested
         self._background: set[asyncio.Task[None]] = set()
         if request.parent is not None:
             self._prompt.parent_prompt_id = request.parent.prompt_id
@@ -562,6 +563,12 @@ class PromptWorkflow:
             self._ignore("child_approvals", f"no running sub-agent call {report.tool_call_id!r}")
             return
         self._child_pending[report.tool_call_id] = report
+        for pending in report.pending:  # watchers of this prompt see the sub-agent's requests, once each
+            call_id = f"{report.tool_call_id}/{pending.tool_call_id}"
+            if call_id not in self._announced:
+                self._announced.add(call_id)
+                self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry),
+                                                 output=self._child_entry(call_id, pending)))
         self._in_background(self._report_to_parent())
 
     def _in_background(self, work: Awaitable[None]) -> None:
@@ -599,8 +606,12 @@ class PromptWorkflow:
         report.pending = [p for p in report.pending if p is not pending]
         decision = Decision(decision="approved" if kind == "approve" else "rejected", by=request.by,
                             at=workflow.now(), reason=getattr(request, "reason", None))
-        return ToolOutput(id=request.tool_call_id, tool=pending.tool, input=pending.input,
-                          started_at=pending.requested_at,
+        return self._child_entry(request.tool_call_id, pending, decision)
+
+    @staticmethod
+    def _child_entry(call_id: str, pending: PendingApproval, decision: Decision | None = None) -> ToolOutput:
+        """A sub-agent's pending call as this prompt shows it: addressed `<call>/<its call>`."""
+        return ToolOutput(id=call_id, tool=pending.tool, input=pending.input, started_at=pending.requested_at,
                           result=ToolPending(reason=pending.reason, requested_at=pending.requested_at,
                                              expires_at=pending.expires_at, approvers=pending.approvers),
                           decision=decision)
