@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import typing
 from collections.abc import Awaitable, Callable
@@ -30,6 +32,13 @@ class Approval(BaseModel):
     expires_after: timedelta | None = Field(default=None, description="Unanswered -> rejected as expired.")
 
 
+@functools.cache
+def _json_schema_of(model: type[BaseModel]) -> dict[str, JsonValue]:
+    """A model's JSON schema, built once per process: every model round lists its tools' schemas, and
+    building one costs milliseconds of CPU."""
+    return model.model_json_schema()
+
+
 ApprovalPolicy = Approval | Callable[[Any], Approval | bool | None]
 ToolFunction = Callable[[InputT, ToolContext], Awaitable[JsonValue | BaseModel]]
 
@@ -55,7 +64,7 @@ class Tool(Generic[InputT]):
     def parameters_schema(self) -> dict[str, JsonValue]:
         if self.input_schema is not None:
             return self.input_schema
-        return self.input_model.model_json_schema()
+        return copy.deepcopy(_json_schema_of(self.input_model))  # a copy: providers may adapt theirs
 
     def validate_input(self, raw: JsonValue) -> InputT:
         """Validate the model's arguments; raises `ToolInputError` with a message the model can act on."""

@@ -61,3 +61,20 @@ async def test_a_dynamic_tool_runs_without_prepare_running_again(dev_env: Workfl
     call = prompt.output[0]
     assert call.result == ToolSuccess(output="HELLO")  # type: ignore[union-attr]
     assert plugin.prepared_rounds == [1, 2]  # once per model round, never for the tool call
+
+
+class ProbeArgs(BaseModel):
+    city: str
+
+
+@tool("cache.probe")
+async def probe(args: ProbeArgs, ctx: ToolContext) -> str:
+    """Probe."""
+    return args.city
+
+
+def test_a_tools_schema_is_built_once_and_handed_out_as_a_copy() -> None:
+    first = probe.parameters_schema()
+    assert first == ProbeArgs.model_json_schema()
+    first["properties"]["city"]["type"] = "integer"  # type: ignore[index]  # a provider adapting its copy
+    assert probe.parameters_schema() == ProbeArgs.model_json_schema()
