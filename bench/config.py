@@ -11,6 +11,8 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 SECTIONS = ("latency", "history", "approval", "throughput", "waiting", "long", "conversation")
 PRODUCT, BASELINE = "durable-agent", "baseline"
+# the project's worker with Temporal's sandbox on (DAGENT_WORKFLOW_SANDBOX=on)
+PRODUCT_SANDBOXED = "durable-agent+sandbox"
 SMALL = 16  # bytes of tool output in the "small" scenarios
 
 
@@ -22,10 +24,11 @@ class Config:
     throughput_rounds: int = 3
     throughput_repeats: int = 2
     history_rounds: tuple[int, ...] = (5, 20, 100)
-    big_rounds: int = 50
+    big_rounds: tuple[int, ...] = (20, 50)  # prompts with `big_size` outputs
     big_size: int = 10_240
     approval_repeats: int = 20
-    waiting_prompts: int = 2_000
+    waiting_prompts: int = 1_000
+    resume_samples: int = 20  # waiting prompts approved one by one (approve -> result), spread over the lot
     long_rounds: int = 1_000
     long_size: int = 10_240
     long_cap_s: float = 200.0
@@ -39,7 +42,8 @@ class Config:
     @classmethod
     def quick(cls) -> Config:
         return cls(latency_rounds=(1, 5, 20), latency_repeats=2, throughput_prompts=20, throughput_repeats=1,
-                   history_rounds=(5, 20, 100), big_rounds=10, approval_repeats=3, waiting_prompts=50,
+                   history_rounds=(5, 20, 100), big_rounds=(10,), approval_repeats=3, waiting_prompts=50,
+                   resume_samples=3,
                    long_cap_s=3.0, fresh_for=("latency", "waiting", "long"), settle_s=0.5,
                    conversation_turns=30)
 

@@ -16,15 +16,19 @@ Sections (``--sections``):
 * ``latency`` - client ``start_workflow`` -> result for 1, 5, 20, 100 tool rounds (median of 5, sides
   interleaved); per-round overhead = least-squares slope of the medians over the round counts.
 * ``throughput`` - 100 prompts of 3 tool rounds started at once on one worker; prompts/s = 100 / (first
-  start -> last result); median of 2 bursts per side, interleaved.
-* ``history`` - events and bytes of one prompt of 5, 20, 100 rounds (16-byte tool outputs) and of 50 rounds
-  with 10 KB outputs. Bytes = sum of ``HistoryEvent.ByteSize()`` over ``fetch_history()``; payloads the
-  project's data converter keeps outside history (external storage) are reported next to it.
+  start -> last result); median of 2 bursts per side, rotated. Also the worker's (and the server's) CPU per
+  prompt over each burst (``/proc/<pid>/stat``). The project runs twice here: with its defaults (sandbox
+  off) and with ``DAGENT_WORKFLOW_SANDBOX=on`` (``durable-agent+sandbox``), the baseline's runner.
+* ``history`` - events and bytes of one prompt of 5, 20, 100 rounds (16-byte tool outputs) and of 20 and 50
+  rounds with 10 KB outputs (with their latency per round and worker CPU). Bytes = sum of
+  ``HistoryEvent.ByteSize()`` over ``fetch_history()``; payloads the project's data converter keeps outside
+  history (external storage) are reported next to it.
 * ``approval`` - ``approve`` signal sent -> first ``get_prompt`` (baseline: ``get_state``) query that shows
   the tool's result, median of 20; compared with one baseline round (the latency slope).
-* ``waiting`` - a fresh worker's RSS (VmRSS) when idle (after a warm-up) and when 2,000 prompts wait for
+* ``waiting`` - a fresh worker's RSS (VmRSS) when idle (after a warm-up) and when 1,000 prompts wait for
   approval (started in bursts of 50, each once the previous burst waits; counted through the
-  ``PromptState`` search attribute). One side at a time.
+  ``PromptState`` search attribute); then 20 of them, from the oldest to the newest, approved one at a
+  time: approve -> result shown by a query (resume latency). One side at a time.
 * ``long`` - one prompt of 1,000 rounds with 10 KB outputs, terminated if still running after 200 s:
   completed or not, time, rounds done, history size (the baseline hits the 50 MB history limit).
 * ``conversation`` - this project only (the baseline has no conversations): a conversation of 500 one-round
@@ -77,7 +81,8 @@ async def run_bench(cfg: Config, sections: Sequence[str], workdir: Path, db_file
         product_client = await connect(product_settings(server.address, workdir))
         baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         bench = Bench(cfg, ProductSide(product_client, server.address, workdir, options),
-                      BaselineSide(baseline_client, server.address, workdir, options), server.pid or 0)
+                      BaselineSide(baseline_client, server.address, workdir, options), server.pid or 0,
+                      product_sandboxed=ProductSide(product_client, server.address, workdir, options, sandboxed=True))
         timings: dict[str, float] = {}
         for section in sections:
             log(f"section {section}")
@@ -94,7 +99,7 @@ async def run_bench(cfg: Config, sections: Sequence[str], workdir: Path, db_file
         return bench.results
     finally:
         if bench is not None:
-            for side in bench.sides:
+            for side in bench.all_sides:
                 side.stop_worker()
         await server.stop_async()
 

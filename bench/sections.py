@@ -25,7 +25,9 @@ from bench.measure import (
     tool_rounds_done,
 )
 from bench.scenario import Scenario
-from bench.sides import BaselineSide, ProductSide, Side, WorkerProcess, product_settings
+from bench.sides import BaselineSide, ProductSide, Run, Side, WorkerProcess, product_settings
+
+RESUME_CALL_ID = "call_r1_0"  # the first round's call, as both sides' scripted model names it
 
 
 @dataclass
@@ -34,11 +36,16 @@ class Bench:
     product: ProductSide
     baseline: BaselineSide
     server_pid: int
+    product_sandboxed: ProductSide | None = None  # the throughput section also runs the project with the sandbox on
     results: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sides(self) -> list[Side]:
         return [self.product, self.baseline]
+
+    @property
+    def all_sides(self) -> list[Side]:
+        return [*self.sides, *([self.product_sandboxed] if self.product_sandboxed else [])]
 
     def interleaved(self, rep: int) -> list[Side]:
         return self.sides if rep % 2 == 0 else self.sides[::-1]
@@ -73,42 +80,59 @@ class Bench:
         return out
 
     async def throughput(self) -> dict[str, Any]:
+        """Prompts/s of bursts of concurrent prompts, and the CPU each side's worker (and the server) spent per
+        prompt during them. The project runs twice: with its defaults and with the sandbox on."""
         cfg = self.cfg
-        fresh = await start_workers(self.sides, "throughput", reuse="throughput" not in cfg.fresh_for)
-        rates: dict[str, list[float]] = {s.name: [] for s in self.sides}
+        sides = self.all_sides
+        fresh = await start_workers(sides, "throughput", reuse="throughput" not in cfg.fresh_for)
+        rates: dict[str, list[float]] = {s.name: [] for s in sides}
+        cpu: dict[str, list[float]] = {s.name: [] for s in sides}
+        server_cpu: dict[str, list[float]] = {s.name: [] for s in sides}
         for rep in range(cfg.throughput_repeats):
-            for side in self.interleaved(rep):
+            for side in sides[rep % len(sides):] + sides[:rep % len(sides)]:
                 scenario = Scenario(rounds=cfg.throughput_rounds)
 
                 async def burst(side: Side = side, scenario: Scenario = scenario) -> None:
                     runs = await asyncio.gather(*(side.start(scenario) for _ in range(cfg.throughput_prompts)))
                     await asyncio.gather(*(side.finish(r) for r in runs))
 
+                worker = self._worker(side)
+                cpu0, server0 = cpu_seconds(worker.pid), cpu_seconds(self.server_pid)
                 t0 = time.perf_counter()
-                await guarded(burst(), self.sides, 300)
+                await guarded(burst(), sides, 300)
                 rates[side.name].append(cfg.throughput_prompts / (time.perf_counter() - t0))
-                log(f"  throughput {side.name}: {rates[side.name][-1]:.1f} prompts/s")
+                cpu[side.name].append((cpu_seconds(worker.pid) - cpu0) / cfg.throughput_prompts * 1000)
+                server_cpu[side.name].append((cpu_seconds(self.server_pid) - server0) / cfg.throughput_prompts * 1000)
+                log(f"  throughput {side.name}: {rates[side.name][-1]:.1f} prompts/s, worker CPU "
+                    f"{cpu[side.name][-1]:.1f} ms/prompt, server CPU {server_cpu[side.name][-1]:.1f} ms/prompt")
         out: dict[str, Any] = {"prompts": cfg.throughput_prompts, "rounds": cfg.throughput_rounds,
-                               "repeats": cfg.throughput_repeats, "samples": rates}
+                               "repeats": cfg.throughput_repeats, "samples": rates, "cpu_samples": cpu}
         for name, values in rates.items():
-            out[name] = {"prompts_per_s": median(values)}
-        out["memory"] = stop_workers(self.sides, keep=True)
+            out[name] = {"prompts_per_s": median(values), "worker_cpu_ms_per_prompt": median(cpu[name]),
+                         "server_cpu_ms_per_prompt": median(server_cpu[name])}
+        out["memory"] = stop_workers(sides, keep=True)
         out["fresh_workers"] = fresh
         return out
 
     async def history(self) -> dict[str, Any]:
         cfg = self.cfg
         fresh = await start_workers(self.sides, "history", reuse="history" not in cfg.fresh_for)
-        cases = [(n, SMALL) for n in cfg.history_rounds] + [(cfg.big_rounds, cfg.big_size)]
+        cases = [(n, SMALL) for n in cfg.history_rounds] + [(n, cfg.big_size) for n in cfg.big_rounds]
         out: dict[str, Any] = {"bytes_measure": "sum of HistoryEvent.ByteSize() over fetch_history()"}
         for side in self.sides:
             per_case: dict[str, Any] = {}
             for n, size in cases:
-                run = await side.start(Scenario(rounds=n, size=size))
+                worker = self._worker(side)
+                cpu0 = cpu_seconds(worker.pid)
                 t0 = time.perf_counter()
+                run = await side.start(Scenario(rounds=n, size=size))
                 await guarded(side.finish(run), self.sides, 300)
+                elapsed = time.perf_counter() - t0
+                worker_cpu = cpu_seconds(worker.pid) - cpu0
                 stats = await history_stats(run.wf)
-                stats["latency_ms"] = (time.perf_counter() - t0) * 1000
+                stats["latency_ms"] = elapsed * 1000  # start -> result of this one prompt
+                stats["per_round_ms"] = elapsed * 1000 / n
+                stats["worker_cpu_ms"] = worker_cpu * 1000
                 per_case[f"{n}x{size}"] = stats
                 log(f"  history {side.name} {n} rounds x {size} B: {stats['events']} events, "
                     f"{stats['bytes'] / 1e6:.2f} MB")
@@ -165,37 +189,57 @@ class Bench:
             await asyncio.sleep(cfg.settle_s)
             idle = self._worker(side).memory()
             cpu0, server0 = cpu_seconds(self._worker(side).pid), cpu_seconds(self.server_pid)
-            seconds = await guarded(self._fill_waiting(side), [side], 500)
+            t0 = time.perf_counter()
+            runs = await guarded(self._fill_waiting(side), [side], 500)
+            seconds = time.perf_counter() - t0
             cpu = cpu_seconds(self._worker(side).pid) - cpu0
             server_cpu = cpu_seconds(self.server_pid) - server0
             await asyncio.sleep(cfg.settle_s)
             loaded = self._worker(side).memory()
+            resume = await guarded(self._resume(side, runs), [side], 300)
             out[side.name] = {"idle_rss": idle["rss"], "waiting_rss": loaded["rss"], "peak": loaded["peak"],
                               "ratio": loaded["rss"] / idle["rss"], "seconds_to_all_waiting": seconds,
-                              "worker_cpu_seconds": cpu, "server_cpu_seconds": server_cpu}
+                              "worker_cpu_seconds": cpu, "server_cpu_seconds": server_cpu,
+                              "resume_ms": resume, "resume_median_ms": median(resume)}
             log(f"  waiting {side.name}: idle {idle['rss'] / 2**20:.0f} MiB, {cfg.waiting_prompts} waiting "
                 f"{loaded['rss'] / 2**20:.0f} MiB ({seconds:.1f} s to get them all waiting; CPU: worker {cpu:.1f} s, "
-                f"server {server_cpu:.1f} s)")
+                f"server {server_cpu:.1f} s); approve -> result median {median(resume):.1f} ms")
             side.stop_worker()
         return out
+
+    async def _resume(self, side: Side, runs: list[Run]) -> list[float]:
+        """Approve `resume_samples` of the waiting prompts, spread from the oldest to the newest (the oldest
+        are long out of a small workflow cache), one at a time: ms from the decision sent to its result shown
+        by a query. The call id is the scripted model's, so nothing queries (and pages in) a prompt before."""
+        count = min(self.cfg.resume_samples, len(runs))
+        step = max(1, len(runs) // max(count, 1))
+        samples = []
+        for run in runs[::step][:count]:
+            t0 = time.perf_counter()
+            await side.approve(run, RESUME_CALL_ID)
+            while True:
+                if await side.result_visible(run, RESUME_CALL_ID):
+                    break
+                await asyncio.sleep(0.005)  # each poll is a query the worker answers: do not flood it
+            samples.append((time.perf_counter() - t0) * 1000)
+        return samples
 
     @staticmethod
     def _worker(side: Side) -> WorkerProcess:
         assert side.worker is not None
         return side.worker
 
-    async def _fill_waiting(self, side: Side) -> float:
+    async def _fill_waiting(self, side: Side) -> list[Run]:
         """Start the prompts in batches, each once the previous batch waits: a steady stream of arrivals
-        rather than 2,000 simultaneous starts (which would mostly measure a workflow-cache stampede)."""
+        rather than 1,000 simultaneous starts (which would mostly measure a workflow-cache stampede)."""
         cfg = self.cfg
-        t0 = time.perf_counter()
-        started = 0
-        while started < cfg.waiting_prompts:
-            batch = min(cfg.waiting_batch, cfg.waiting_prompts - started)
-            await bounded_gather([lambda: side.start(Scenario(rounds=1, approve=1))] * batch, cfg.start_concurrency)
-            started += batch
-            await self._all_waiting(side, started)
-        return time.perf_counter() - t0
+        runs: list[Run] = []
+        while len(runs) < cfg.waiting_prompts:
+            batch = min(cfg.waiting_batch, cfg.waiting_prompts - len(runs))
+            runs += await bounded_gather([lambda: side.start(Scenario(rounds=1, approve=1))] * batch,
+                                         cfg.start_concurrency)
+            await self._all_waiting(side, len(runs))
+        return runs
 
     async def _all_waiting(self, side: Side, count: int) -> None:
         """Count (visibility, one cheap call; queries would page evicted workflows back into the worker's

@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 from agent.models import ToolOutput, ToolPending, ToolSuccess
 from bench.baseline import WORKFLOW_NAME as BASELINE_WORKFLOW
 from bench.baseline import BaselineInput, BaselineState, Message
-from bench.config import BASELINE, PRODUCT, REPO, log
+from bench.config import BASELINE, PRODUCT, PRODUCT_SANDBOXED, REPO, log
 from bench.scenario import Scenario
 from client import AgentClient, PromptHandle
 from workers.settings import Settings
@@ -147,7 +147,17 @@ def product_settings(address: str, workdir: Path, task_queue: str = "") -> Setti
 
 
 class ProductSide(Side):
+    """The project's worker (`dagent worker`) with its defaults; `sandboxed=True`: with Temporal's workflow
+    sandbox on (DAGENT_WORKFLOW_SANDBOX=on, our modules passed through), the baseline's runner."""
+
     name = PRODUCT
+
+    def __init__(self, client: Client, address: str, workdir: Path, options: dict[str, Any], *,
+                 sandboxed: bool = False) -> None:
+        super().__init__(client, address, workdir, options)
+        self.sandboxed = sandboxed
+        if sandboxed:
+            self.name = PRODUCT_SANDBOXED
 
     def worker_command(self) -> list[str]:
         return [sys.executable, "-m", "cli", "worker"]
@@ -163,6 +173,8 @@ class ProductSide(Side):
             "DAGENT_PAYLOAD_DIR": product_settings(self.address, self.workdir).payload_dir,
             "BENCH_LOCAL_TOOL": "1" if self.options.get("local_tool") else "",
         })
+        if self.sandboxed:
+            env["DAGENT_WORKFLOW_SANDBOX"] = "on"
         return env
 
     @property
