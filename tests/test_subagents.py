@@ -31,7 +31,7 @@ from agent.tools import Approval, tool
 from cli.follow import follow
 from client import AgentClient
 from tests.support.ledger import CHARGE_AMOUNT
-from tests.support.workers import TEST_SETTINGS
+from tests.support.workers import TEST_SETTINGS, agent_worker
 from tests.test_durability import Rig
 from workers.worker import build_runtime, create_worker
 from workflows.protocol import PendingApproval
@@ -326,3 +326,26 @@ async def test_sub_agent_survives_worker_sigkills_while_running_a_tool_and_while
     charged = json.dumps({'status': 'charged', 'amount': CHARGE_AMOUNT}, separators=(',', ':'))
     report = f"Booked: surveyed books | {charged}"
     assert prompt.output[-1].text == f"Coordinator: {report}"  # type: ignore[union-attr]
+
+
+FACTS_INSTRUCTIONS = "You count facts."
+fact_counter = SubAgent("facts.count", description="Count the facts about a topic.", instructions=FACTS_INSTRUCTIONS,
+                        model="high", plugins=(), max_rounds=2,
+                        output_schema={"type": "object", "required": ["topic", "facts"],
+                                       "properties": {"topic": {"type": "string"}, "facts": {"type": "integer"}}})
+
+
+async def test_a_sub_agent_with_an_output_schema_returns_data_from_its_own_model_tier(
+        dev_env: WorkflowEnvironment) -> None:
+    parent_model = ScriptedModel(lambda request: tool_calls(("facts.count", {"task": "tides"})) if request.round == 1
+                                 else text("got " + _results(request)[0].content))
+    child_model = ScriptedModel(lambda request: text('{"topic": "tides", "facts": 3}'))
+    async with agent_worker(dev_env, plugins=[Plugin("counters", tools=[fact_counter.tool()])], model=parent_model,
+                            high_model=child_model) as client:
+        prompt = await (await client.start("count")).result()
+    [call] = [o for o in prompt.output if isinstance(o, ToolOutput)]
+    assert call.result == ToolSuccess(output={"topic": "tides", "facts": 3})
+    assert prompt.output[-1].text == 'got {"topic":"tides","facts":3}'  # type: ignore[union-attr]
+    [child_request] = child_model.requests
+    assert FACTS_INSTRUCTIONS in (child_request.instructions or "") and child_request.tools == []
+    assert all(FACTS_INSTRUCTIONS not in (r.instructions or "") for r in parent_model.requests)
