@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
@@ -85,16 +85,23 @@ class WaitingPrompt:
     conversation_id: str | None
 
 
-class PromptHandle:
-    """One prompt (= one `PromptWorkflow` execution, workflow id = prompt id)."""
+ResultT = TypeVar("ResultT")
 
-    def __init__(self, handle: WorkflowHandle[Any, Prompt], client: Client) -> None:
+
+class _Handle(Generic[ResultT]):
+    """A workflow of ours: its Temporal handle and the client it was made with."""
+
+    def __init__(self, handle: WorkflowHandle[Any, ResultT], client: Client) -> None:
         self._handle = handle
         self._client = client
 
     @property
     def id(self) -> str:
         return self._handle.id
+
+
+class PromptHandle(_Handle[Prompt]):
+    """One prompt (= one `PromptWorkflow` execution, workflow id = prompt id)."""
 
     @property
     def workflow(self) -> WorkflowHandle[Any, Prompt]:
@@ -217,16 +224,8 @@ class PromptHandle:
             await asyncio.sleep(poll_interval)
 
 
-class ConversationHandle:
+class ConversationHandle(_Handle[Conversation]):
     """One conversation (= one `ConversationWorkflow`, workflow id = conversation id)."""
-
-    def __init__(self, handle: WorkflowHandle[Any, Conversation], client: Client) -> None:
-        self._handle = handle
-        self._client = client
-
-    @property
-    def id(self) -> str:
-        return self._handle.id
 
     async def send(self, text: str, *, user_id: str | None = None) -> PromptHandle:
         """Queue a user input; returns the handle of the prompt it becomes (it may wait its turn)."""

@@ -384,17 +384,11 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-class ExplainingDriver(StorageDriver):
-    """Wraps a payload driver so every failure is one line with the store's location and the object key.
+class WrappingDriver(StorageDriver):
+    """A driver around another one: the same name and type; subclasses add to what it stores and retrieves."""
 
-    A missing object fails the workflow (non-retryable `PayloadBlobMissing`, also the activity's type); any
-    other failure (unreachable store, wrong store) is retryable, so the prompt waits and the reason is in
-    the workflow task failure until the configuration or the store is fixed.
-    """
-
-    def __init__(self, inner: StorageDriver, location: str) -> None:
+    def __init__(self, inner: StorageDriver) -> None:
         self.inner = inner
-        self.location = location
 
     def name(self) -> str:
         return self.inner.name()
@@ -403,8 +397,28 @@ class ExplainingDriver(StorageDriver):
         return self.inner.type()
 
     async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        return list(await self.inner.store(context, payloads))
+
+    async def retrieve(self, context: StorageDriverRetrieveContext,
+                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        return list(await self.inner.retrieve(context, claims))
+
+
+class ExplainingDriver(WrappingDriver):
+    """Wraps a payload driver so every failure is one line with the store's location and the object key.
+
+    A missing object fails the workflow (non-retryable `PayloadBlobMissing`, also the activity's type); any
+    other failure (unreachable store, wrong store) is retryable, so the prompt waits and the reason is in
+    the workflow task failure until the configuration or the store is fixed.
+    """
+
+    def __init__(self, inner: StorageDriver, location: str) -> None:
+        super().__init__(inner)
+        self.location = location
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
         try:
-            return list(await self.inner.store(context, payloads))
+            return await super().store(context, payloads)
         except Exception as exc:
             raise StoreUnavailable(f"payload store {self.location}: cannot write a payload: "
                                    f"{_describe(exc)}") from exc
@@ -412,7 +426,7 @@ class ExplainingDriver(StorageDriver):
     async def retrieve(self, context: StorageDriverRetrieveContext,
                        claims: Sequence[StorageDriverClaim]) -> list[Payload]:
         try:
-            return list(await self.inner.retrieve(context, claims))
+            return await super().retrieve(context, claims)
         except Exception as exc:
             keys = ", ".join(str(c.claim_data.get("key") or c.claim_data.get("sha256")) for c in claims)
             cause = _root_cause(exc)

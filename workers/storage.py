@@ -18,43 +18,28 @@ from temporalio.converter import (
     DataConverter,
     ExternalStorage,
     PayloadCodec,
-    StorageDriver,
     StorageDriverClaim,
-    StorageDriverRetrieveContext,
     StorageDriverStoreContext,
 )
 
-from workers.blobstore import ObjectClient, objects_for, payload_driver
+from workers.blobstore import ObjectClient, WrappingDriver, objects_for, payload_driver
 from workers.observability import process_meter
 
 DEFAULT_PAYLOAD_THRESHOLD = 256 * 1024
 
 
-class MeteredStorageDriver(StorageDriver):
+class MeteredStorageDriver(WrappingDriver):
     """Counts what another driver stores: `dagent_payload_stored_bytes` and `dagent_payloads_stored` by driver
     (on the process's metrics runtime; nothing is recorded without one)."""
 
-    def __init__(self, inner: StorageDriver) -> None:
-        self.inner = inner
-
-    def name(self) -> str:
-        return self.inner.name()
-
-    def type(self) -> str:
-        return self.inner.type()
-
     async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        claims = await self.inner.store(context, payloads)
+        claims = await super().store(context, payloads)
         meter = process_meter()
         labels = {"driver": self.inner.type()}
         meter.create_counter("dagent_payload_stored_bytes", "Payload bytes sent to external storage", "By").add(
             sum(p.ByteSize() for p in payloads), labels)
         meter.create_counter("dagent_payloads_stored", "Payloads sent to external storage").add(len(payloads), labels)
         return claims
-
-    async def retrieve(self, context: StorageDriverRetrieveContext,
-                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
-        return await self.inner.retrieve(context, claims)
 
 
 def data_converter(store: ObjectClient | str | Path, *, threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
