@@ -176,6 +176,12 @@ async def main() -> None:
             await _save("conversation_history_by_reference", by_reference._handle, run_id=first_run.run_id)
             await _save("prompt_in_conversation_by_reference",
                         client.get_workflow_handle("hist-conversation-refs-0002"))
+
+            first_given = await agent.start("completed first", prompt_id="hist-given-0")
+            given = await agent.start("large given", prompt_id="hist-given-history",
+                                      history=[await first_given.result()])
+            await given.result()
+            await _save("prompt_with_given_history", given.workflow)
     sys.stdout.flush()
     os._exit(0)
 

@@ -244,3 +244,22 @@ async def test_records_carried_by_value_from_an_older_run_are_stored_before_the_
     second_run = next(r for r in continued if r.runs == 2)
     assert not second_run.history and second_run.history_ref is not None and second_run.history_ref.count == 4
     assert second_run.prompt_ids == final.prompt_ids[:4] and [q.prompt_id for q in second_run.queued] == [queued.id]
+
+
+async def test_history_given_by_value_is_stored_once_and_rounds_reference_it(dev_env: WorkflowEnvironment,
+                                                                              tmp_path: Path) -> None:
+    """A caller's earlier prompts arrive with the prompt's input (once) and go to the store before round 1 with
+    a local activity (not written to history again): no round input carries them."""
+    model = ScriptedModel(_script)
+    _, worker, client = await _worker_client(dev_env, model, tmp_path / "files")
+    older = [Prompt(id=f"given-{i}", user_id="g", input=f"given turn {i}", state="completed",
+                    output=[TextOutput(text=f"answer {i} " + "y" * 2000)]) for i in range(3)]
+    async with worker:
+        prompt = await client.start("now", user_id="g", history=older)
+        record = await prompt.result()
+        history = await prompt.workflow.fetch_history()
+    assert record.output[-1].text == "4 messages, 1 reports"  # type: ignore[union-attr]
+    rounds = _round_inputs(history)
+    assert all(not r.history and r.history_ref is not None and r.history_ref.count == 3 for r in rounds)
+    carrying = [EventType.Name(e.event_type) for e in history.events if b"y" * 2000 in e.SerializeToString()]
+    assert carrying == ["EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"]  # the input only (the result has no history)

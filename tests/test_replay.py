@@ -24,7 +24,8 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "conversation_closed", "prompt_model_fallback", "prompt_with_reasoning",
             "prompt_transcript_sent_whole", "conversation_history_by_reference", "prompt_in_conversation_by_reference",
             "prompt_lean_rounds_completed", "prompt_lean_rounds_approved",
-            "prompt_sub_agent", "prompt_sub_agent_child", "prompt_sub_agent_child_waiting"}
+            "prompt_sub_agent", "prompt_sub_agent_child", "prompt_sub_agent_child_waiting",
+            "prompt_with_given_history"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:

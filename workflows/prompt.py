@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ChildApprovals,
         EventDelivery,
         FinalAnswer,
+        HistoryRef,
         InvalidCall,
         LegacyToolInvocation,
         OutputChange,
@@ -63,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         RoundResult,
         RunTools,
         SteerRequest,
+        StoreHistoryRequest,
         StreamEvent,
         ToolInvocation,
         ToolInvocationResult,
@@ -83,6 +85,9 @@ MODEL_RETRY = RetryPolicy(
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 PARALLEL_CALLS_PATCH = "parallel-tool-calls"  # calls of one response side by side; approvals as one batch
 ROUND_REFS_PATCH = "round-input-by-reference"  # large tool outputs and a conversation's history by reference
+HISTORY_STORE_PATCH = "given-history-stored"  # history given by value goes to the store once, then by reference
+STORE_HISTORY_TIMEOUT = timedelta(seconds=30)
+STORE_HISTORY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))  # the prompt waits for the store
 # Less per round: the tool activity's input without derivable fields, and search attributes upserted only
 # when a value changes. One patch for both (each patch costs a marker and a TemporalChangeVersion upsert).
 LEAN_ROUNDS_PATCH = "lean-rounds"
@@ -163,6 +168,7 @@ class PromptWorkflow:
         self._output_attempts = 0
         self._changed: set[int] = set()  # output indices added or changed since the last model round
         self._history_sent = False  # the request's by-value history went with a round input of this run
+        self._history_stored: HistoryRef | None = None  # the request's history (both parts) in the store
         self._failed_tools: list[str] = []  # tools whose calls ended in an error since the last model round
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
@@ -266,6 +272,7 @@ class PromptWorkflow:
 
     async def _call_model(self, round_number: int) -> RoundResult:
         request = self._request
+        await self._store_given_history()
         round_input = self._round_input(round_number)
         next_model = ""
         workflow.set_current_details(details.calling_model(self._prompt, round_number))
@@ -310,22 +317,35 @@ class PromptWorkflow:
         changes = [change_for(i, self._prompt.output[i]) if outputs_by_reference
                    else OutputChange(index=i, output=self._prompt.output[i]) for i in sorted(self._changed)]
         self._changed.clear()
-        history = request.history if by_reference and not self._history_sent else []
+        history = request.history if by_reference and not self._history_sent and not self._history_stored else []
         self._history_sent = self._history_sent or by_reference
+        history_ref = self._history_stored or (request.history_ref if by_reference else None)
         return RoundInput(
             prompt=self._prompt.model_copy(update={"output": []}), instructions=request.instructions,
             round=round_number, output_schema=request.output_schema, changes=changes,
             output_count=len(self._prompt.output), history_count=self._history_count(), run_id=workflow.info().run_id,
             context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens,
-            plugins=request.plugins, history=history, history_ref=request.history_ref if by_reference else None)
+            plugins=request.plugins, history=history, history_ref=history_ref)
 
     def _whole_round_input(self, partial: RoundInput) -> RoundInput:
         """The round's input with every output and earlier prompt by value (only a conversation's stored
         history stays referenced): for a worker that did not have the rest."""
         self._history_sent = True
         return partial.model_copy(update={"prompt": self._prompt.model_copy(deep=True), "changes": None,
-                                          "history": self._request.history,
+                                          "history": [] if self._history_stored else self._request.history,
                                           "history_ref": partial.history_ref})
+
+    async def _store_given_history(self) -> None:
+        """Earlier prompts given by value (by a caller, not by a conversation) go to the store before the first
+        round, with the `store_history` local activity (its input is not written to history): no round input
+        carries them again, and a worker without them loads them from the store."""
+        request = self._request
+        if self._history_stored is not None or not request.history or not workflow.patched(HISTORY_STORE_PATCH):
+            return
+        self._history_stored = await workflow.execute_local_activity(
+            names.STORE_HISTORY_ACTIVITY, StoreHistoryRequest(parent=request.history_ref, records=request.history),
+            result_type=HistoryRef, start_to_close_timeout=STORE_HISTORY_TIMEOUT, retry_policy=STORE_HISTORY_RETRY,
+            summary=f"store {len(request.history)} earlier prompt record(s)")
 
     def _history_count(self) -> int:
         ref = self._request.history_ref
