@@ -3,11 +3,16 @@ and search attributes are upserted only when a value changes (issue 17). Real de
 
 from __future__ import annotations
 
+import importlib
 import json
+import uuid
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from agent.context import ToolContext
@@ -15,8 +20,10 @@ from agent.models import ToolOutput, ToolSuccess
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, tool
-from client import PromptHandle
-from tests.support.workers import agent_worker
+from client import AgentClient, PromptHandle
+from tests.support.workers import TEST_SETTINGS, agent_worker
+from workers.plugin import DurableAgentPlugin
+from workers.worker import build_runtime, create_worker
 from workflows.protocol import LegacyToolInvocation, ReadyCall, ToolInvocation
 
 
@@ -147,3 +154,28 @@ async def test_a_prompt_started_next_to_its_worker_starts_eagerly(dev_env: Workf
         await handle.result()
         events = await _history(handle)
     assert events[0].workflow_execution_started_event_attributes.eager_execution_accepted
+
+
+async def test_sandbox_on_runs_prompts_without_reimporting_our_modules(
+        dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DAGENT_WORKFLOW_SANDBOX=on: each workflow run gets a fresh sandbox, but our modules are passed through,
+    so a prompt imports none of them again (the import hook below records every module created)."""
+    created: list[str] = []
+    init_module_attrs = importlib._bootstrap._init_module_attrs  # type: ignore[attr-defined]
+
+    def record(spec: Any, module: Any, *args: Any, **kwargs: Any) -> Any:
+        created.append(spec.name)
+        return init_module_attrs(spec, module, *args, **kwargs)
+
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}", "workflow_sandbox": "on"})
+    model = ScriptedModel([tool_calls(("who.am_i", {"n": 5})), text("done")])
+    runtime = build_runtime(settings, plugins=[who_plugin], providers={"normal": model, "high": model})
+    client = Client(dev_env.client.service_client, namespace=dev_env.client.namespace,
+                    plugins=[DurableAgentPlugin(settings)])
+    async with create_worker(client, runtime, task_queue=settings.task_queue, settings=settings):
+        agent = AgentClient(client, settings)
+        await agent.run("warm up")  # the first run may import what nothing imported before
+        monkeypatch.setattr(importlib._bootstrap, "_init_module_attrs", record)
+        prompt = await agent.run("who?", user_id="u5")
+    assert prompt.state == "completed"
+    assert [m for m in created if m.split(".")[0] in ("agent", "workflows", "activities", "workers")] == []

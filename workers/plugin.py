@@ -47,13 +47,15 @@ def workflow_runner(mode: WorkflowSandbox = "off") -> WorkflowRunner:
     activities), so the sandbox guards our code alone, and CI does that: every test worker and the replay
     tests run the workflows under the `strict` sandbox, failing on any non-deterministic call. Deployed
     workers skip the sandbox's per-activation cost (about 40 % of a round with a local tool). `on` keeps
-    the sandbox but passes our workflow modules through (re-importing them per workflow instance cost
-    ~280 KB per cached prompt).
+    the sandbox but passes our workflow and core modules (`workflows`, `agent`) through (re-importing them
+    per workflow instance cost ~280 KB per cached prompt).
     """
     if mode == "strict":
         return SandboxedWorkflowRunner()
     if mode == "on":
-        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows"))
+        # `agent` too: the workflows' failure types import agent.errors, re-imported per workflow run otherwise.
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
+            "workflows", "agent"))
     if mode == "off":
         return UnsandboxedWorkflowRunner()
     raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
