@@ -29,7 +29,7 @@ from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.subagents import SubAgent
 from agent.tools import Approval, tool
 from cli.follow import follow
-from client import AgentClient
+from client import AgentClient, PromptHandle
 from tests.support.ledger import CHARGE_AMOUNT
 from tests.support.workers import TEST_SETTINGS, agent_worker
 from tests.test_durability import Rig
@@ -110,6 +110,16 @@ def three_level_model() -> ScriptedModel:
     return ScriptedModel(script)
 
 
+async def _pending_approvals(handle: PromptHandle, count: int) -> list[PendingApproval]:
+    """The parent's pending approvals once `count` are listed (children report theirs by signal)."""
+    for _ in range(300):
+        pending = await handle.pending_approvals()
+        if len(pending) == count:
+            return pending
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never saw {count} pending approvals, last: {pending}")
+
+
 @asynccontextmanager
 async def worker(env: WorkflowEnvironment, model: ScriptedModel, queue: str) -> AsyncIterator[AgentClient]:
     settings = TEST_SETTINGS.model_copy(update={"task_queue": queue})
@@ -151,13 +161,7 @@ async def test_sub_agent_approvals_are_decided_through_the_parent_by_a_new_worke
     model = two_level_model("lookup.erase")
     async with worker(dev_env, model, queue) as client:
         handle = await client.start("erase two things")
-        pending = []
-        for _ in range(300):
-            pending = await handle.pending_approvals()
-            if len(pending) == 2:
-                break
-            await asyncio.sleep(0.05)
-        assert len(pending) == 2
+        pending = await _pending_approvals(handle, 2)
         calls = [o for o in (await handle.get()).output if isinstance(o, ToolOutput)]
         shown = io.StringIO()
         watched = await asyncio.wait_for(
@@ -219,12 +223,7 @@ async def test_approvals_of_a_sub_agents_sub_agent_are_listed_and_decided_from_t
            "DAGENT_TASK_QUEUE": queue, "DAGENT_FILE_DIR": str(tmp_path / "files"), "DAGENT_LOG_LEVEL": "WARNING"}
     async with worker(dev_env, three_level_model(), queue) as client:
         handle = await client.start("erase two things via the manager", user_id=f"u-{queue}")
-        pending = []
-        for _ in range(300):
-            pending = await handle.pending_approvals()
-            if len(pending) == 2:
-                break
-            await asyncio.sleep(0.05)
+        pending = await _pending_approvals(handle, 2)
         managers = [o for o in (await handle.get()).output if isinstance(o, ToolOutput)]
         middles = [await client.prompt(m.child_prompt_id).get() for m in managers]  # type: ignore[arg-type]
         researchers = [next(o for o in m.output if isinstance(o, ToolOutput)) for m in middles]
