@@ -72,7 +72,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptPageRequest,
     )
     from workflows.search_attributes import changed_search_attributes, prompt_search_attributes
-    from workflows.stream_guard import guard_stream_publish
+    from workflows.stream_guard import guard_stream_poll, guard_stream_publish
     from workflows.transcript import build_page, change_for
 
 MODEL_TIMEOUT = timedelta(minutes=5)
@@ -173,6 +173,7 @@ class PromptWorkflow:
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
         guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
+        guard_stream_poll(self._stream)
         self._metrics = telemetry.WorkflowMetrics()
         self._span: telemetry.Span | None = None
         self._call_spans: dict[str, telemetry.Span] = {}  # open dagent.tool_call spans by call id
@@ -213,6 +214,7 @@ class PromptWorkflow:
             # A bug in this workflow's code: fail the prompt with the reason rather than retry the task forever.
             self._interrupt("The prompt failed before this call finished.")
             self._finish("failed", error=f"internal error: {describe_exception(exc)}")
+        self._stream.detach_pollers()  # a poll waiting for an offset never reached must not hold the end
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
             return ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
@@ -576,12 +578,15 @@ class PromptWorkflow:
         return ToolInvocationResult(result=ToolSuccess(output=answer))
 
     @workflow.signal(name="child_approvals")
-    def child_approvals(self, report: ChildApprovals) -> None:
+    @raw_payloads
+    def child_approvals(self, *payloads: object) -> None:
         """A sub-agent's prompt reports the approvals it waits for; they are listed (and decided) here too."""
+        self._take_signal("child_approvals", payloads, ChildApprovals, self._accept_child_approvals)
+
+    def _accept_child_approvals(self, report: ChildApprovals) -> str | None:
         entry = self._prompt.tool_call(report.tool_call_id)
         if entry is None or entry.child_prompt_id != report.child_workflow_id or entry.finished_at is not None:
-            self._ignore("child_approvals", f"no running sub-agent call {report.tool_call_id!r}")
-            return
+            return f"no running sub-agent call {report.tool_call_id!r}"
         self._child_pending[report.tool_call_id] = report
         for pending in report.pending:  # watchers of this prompt see the sub-agent's requests, once each
             call_id = f"{report.tool_call_id}/{pending.tool_call_id}"
@@ -590,6 +595,7 @@ class PromptWorkflow:
                 self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry),
                                                  output=self._child_entry(call_id, pending)))
         self._in_background(self._report_to_parent())
+        return None
 
     def _in_background(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
