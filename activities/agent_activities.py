@@ -12,13 +12,15 @@ from typing import Any, Literal
 import pydantic_core
 from pydantic import BaseModel, JsonValue
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities import telemetry
 from activities.mcp_tools import MCPUnavailable
 from activities.runtime import AgentRuntime
 from activities.transcripts import HistoryBroken, Transcript, TranscriptMissing
-from agent.context import ToolContext, copy_state
+from agent.context import FileStore, ToolContext, copy_state
 from agent.context_window import ContextLimit, trim_messages
 from agent.errors import PluginPrepareError, ToolInputError
 from agent.logging import get_logger
@@ -77,13 +79,13 @@ class AgentActivities:
     def all(self) -> list[Any]:
         return [self.model_round, self.invoke_tool, self.emit_event, self.store_history]
 
-    async def _load_blob(self, ref: str) -> bytes:
-        return await asyncio.to_thread(self.runtime.file_store.get, ref)
+    async def _load_link(self, ref: str) -> HistoryLink:
+        return await read_history_link(self.runtime.file_store, ref, _payload_codec())
 
     async def _transcript(self, inp: RoundInput, logger: Any) -> Transcript:
         """The earlier prompts and outputs: from the input, this worker's cache and the store; never a query."""
         try:
-            return await self.transcripts.load(activity.info().workflow_id or "", inp, self._load_blob)
+            return await self.transcripts.load(activity.info().workflow_id or "", inp, self._load_link)
         except TranscriptMissing as exc:
             logger.info("transcript not cached here, asking for it whole", reason=str(exc))
             raise ApplicationError(str(exc), type=names.TRANSCRIPT_MISSING_ERROR, non_retryable=True,
@@ -98,9 +100,12 @@ class AgentActivities:
         writes the same object); the link stays cached on this worker."""
         info = activity.info()
         link = HistoryLink(parent=request.parent, records=request.records)
+        payload = Payload(metadata={"encoding": b"json/plain"}, data=link.model_dump_json().encode())
+        if (codec := _payload_codec()) is not None:  # encrypted like every payload: the store holds no plaintext
+            payload = (await codec.encode([payload]))[0]
         store = self.runtime.file_store.scoped(info.workflow_namespace, info.workflow_id or "unscoped")
-        ref = await asyncio.to_thread(store.put, "history-link.json", link.model_dump_json().encode(),
-                                      "application/json")
+        ref = await asyncio.to_thread(store.put, "history-link.pb", payload.SerializeToString(),
+                                      "application/x-protobuf")
         self.transcripts.history.add(ref, link)
         return HistoryRef(ref=ref, count=(request.parent.count if request.parent else 0) + len(request.records))
 
@@ -384,6 +389,22 @@ def _beat_interval(heartbeat_timeout: timedelta | None) -> float:
     if not heartbeat_timeout:
         return HEARTBEAT_INTERVAL_SECONDS
     return min(HEARTBEAT_INTERVAL_SECONDS, heartbeat_timeout.total_seconds() / 3)
+
+
+async def read_history_link(store: FileStore, ref: str, codec: PayloadCodec | None) -> HistoryLink:
+    """One link of a conversation's stored history (a Temporal payload, encrypted when the worker has a codec)."""
+    payload = Payload.FromString(await asyncio.to_thread(store.get, ref))
+    if codec is not None:
+        payload = (await codec.decode([payload]))[0]
+    return HistoryLink.model_validate_json(payload.data)
+
+
+def _payload_codec() -> PayloadCodec | None:
+    """The worker's payload codec (encryption), if it has one."""
+    try:
+        return activity.client().data_converter.payload_codec
+    except RuntimeError:  # no client: an activity run outside a worker (ActivityEnvironment)
+        return None
 
 
 def _spec(provider: ModelProvider) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from google.protobuf.message import DecodeError
 from pydantic import JsonValue
 
 from agent.messages import Message
@@ -29,7 +30,7 @@ from workflows.transcript import apply_changes, large_output, output_digest, wit
 
 K = TypeVar("K")
 V = TypeVar("V")
-LoadBlob = Callable[[str], Awaitable[bytes]]
+LoadLink = Callable[[str], Awaitable[HistoryLink]]
 
 
 class TranscriptMissing(LookupError):
@@ -116,7 +117,7 @@ class HistoryChain:
     def add(self, ref: str, link: HistoryLink) -> None:
         self._links.put(ref, link)
 
-    async def resolve(self, head: HistoryRef, load: LoadBlob) -> History:
+    async def resolve(self, head: HistoryRef, load: LoadLink) -> History:
         cached = self._lists.get(head.ref)
         if cached is not None:
             return cached
@@ -137,12 +138,13 @@ class HistoryChain:
         self._lists.put(head.ref, history)
         return history
 
-    async def _load(self, ref: str, load: LoadBlob) -> HistoryLink:
+    async def _load(self, ref: str, load: LoadLink) -> HistoryLink:
         try:
-            data = await load(ref)
+            link = await load(ref)
         except (FileNotFoundError, LookupError) as exc:
             raise HistoryBroken(f"history link {ref} is not in the store: {exc}") from exc
-        link = HistoryLink.model_validate_json(data)
+        except (ValueError, DecodeError) as exc:
+            raise HistoryBroken(f"history link {ref} is not readable: {exc}") from exc
         self.loads += 1
         self._links.put(ref, link)
         return link
@@ -170,31 +172,31 @@ class TranscriptCache:
         self._entries = _Lru(self.max_prompts)
 
     async def load(self, workflow_id: str, inp: RoundInput,
-                   load_blob: LoadBlob) -> Transcript:
+                   load_link: LoadLink) -> Transcript:
         """The earlier prompts and the current outputs as of this round; `TranscriptMissing` when this worker
         cannot rebuild them from its cache and the input."""
         key = (workflow_id, inp.run_id)
         entry = self._entries.get(key)
         if inp.changes is None:  # sent whole
-            history = (await self._chain(inp, load_blob)).extended(list(inp.history))
+            history = (await self._chain(inp, load_link)).extended(list(inp.history))
             outputs = list(inp.prompt.output)
         else:
-            history = await self._history(inp, entry, load_blob)
+            history = await self._history(inp, entry, load_link)
             outputs = self._outputs(inp, entry)
         self.hits += inp.changes is not None
         self._entries.put(key, _Entry(inp.round, history, outputs))
         return Transcript(history, outputs)
 
-    async def _chain(self, inp: RoundInput, load_blob: LoadBlob) -> History:
-        return await self.history.resolve(inp.history_ref, load_blob) if inp.history_ref else EMPTY_HISTORY
+    async def _chain(self, inp: RoundInput, load_link: LoadLink) -> History:
+        return await self.history.resolve(inp.history_ref, load_link) if inp.history_ref else EMPTY_HISTORY
 
-    async def _history(self, inp: RoundInput, entry: _Entry | None, load_blob: LoadBlob) -> History:
+    async def _history(self, inp: RoundInput, entry: _Entry | None, load_link: LoadLink) -> History:
         if inp.history:
-            history = (await self._chain(inp, load_blob)).extended(list(inp.history))
+            history = (await self._chain(inp, load_link)).extended(list(inp.history))
         elif entry is not None and len(entry.history.records) == inp.history_count:
             history = entry.history
         else:
-            history = await self._chain(inp, load_blob)
+            history = await self._chain(inp, load_link)
         if len(history.records) != inp.history_count:
             self.misses += 1
             raise TranscriptMissing(f"{inp.history_count} earlier prompts expected, "

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
+from activities.agent_activities import read_history_link
 from activities.transcripts import HistoryChain
 from agent.context import ToolContext
 from agent.messages import AssistantMessage, ModelRequest, ModelResponse, ToolResultMessage, UserMessage
@@ -172,5 +173,6 @@ async def test_a_cancelled_prompt_is_recorded_as_cancelled_in_the_conversation(d
     request = PromptRequest.model_validate_json(start_input.data)
     assert request.history_ref is not None  # the earlier prompt by reference: its stored record says cancelled
     store = TEST_SETTINGS.file_store()
-    records = (await HistoryChain().resolve(request.history_ref, lambda ref: asyncio.to_thread(store.get, ref))).records
+    records = (await HistoryChain().resolve(request.history_ref,
+                                            lambda ref: read_history_link(store, ref, None))).records
     assert [(p.id, p.state) for p in records] == [(first.id, "cancelled")]

@@ -4,15 +4,16 @@ by reference: never by querying its workflow. Real dev server, real worker, real
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import (
     HandleQueryInput,
@@ -21,6 +22,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
+from activities.agent_activities import read_history_link
 from activities.transcripts import HistoryChain
 from agent.context import ToolContext
 from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
@@ -30,6 +32,7 @@ from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
 from client import AgentClient, ConversationHandle
 from tests.support.workers import TEST_SETTINGS
+from workers.plugin import DurableAgentPlugin
 from workers.worker import build_runtime, create_worker
 from workflows import names
 from workflows.protocol import ConversationRequest, PromptRequest, RoundInput
@@ -203,11 +206,8 @@ async def test_a_stored_history_link_names_its_records(dev_env: WorkflowEnvironm
     request = PromptRequest.model_validate_json(payload.data)
     assert request.history_ref is not None
     store = runtime.file_store
-
-    async def load(ref: str) -> bytes:
-        return await asyncio.to_thread(store.get, ref)
-
-    records = (await HistoryChain().resolve(request.history_ref, load)).records
+    records = (await HistoryChain().resolve(request.history_ref,
+                                            lambda ref: read_history_link(store, ref, None))).records
     assert records == [first_record]
 
 
@@ -263,3 +263,27 @@ async def test_history_given_by_value_is_stored_once_and_rounds_reference_it(dev
     assert all(not r.history and r.history_ref is not None and r.history_ref.count == 3 for r in rounds)
     carrying = [EventType.Name(e.event_type) for e in history.events if b"y" * 2000 in e.SerializeToString()]
     assert carrying == ["EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"]  # the input only (the result has no history)
+
+
+async def test_with_payload_encryption_the_stored_history_holds_no_plaintext(dev_env: WorkflowEnvironment,
+                                                                             tmp_path: Path) -> None:
+    """History links are Temporal payloads through the worker's codec, like everything in history."""
+    key = base64.b64encode(b"7" * 32).decode()
+    settings = TEST_SETTINGS.model_copy(update={
+        "task_queue": f"tq-{uuid.uuid4().hex[:10]}", "file_dir": str(tmp_path / "files"),
+        "payload_dir": str(tmp_path / "payloads"), "codec_keys": SecretStr(f"k1:{key}")})
+    runtime = build_runtime(settings, plugins=[report_plugin], providers={"normal": ScriptedModel(_script)})
+    encrypted = Client(dev_env.client.service_client, namespace=dev_env.client.namespace,
+                       plugins=[DurableAgentPlugin(settings)])
+    async with create_worker(encrypted, runtime, task_queue=settings.task_queue):
+        conversation = await AgentClient(encrypted, settings).start_conversation(user_id="enc")
+        for turn in ("my secret plan", "and the next step"):
+            await (await conversation.prompt_started((await conversation.send(turn)).id)).result()
+        runtime.transcripts.clear()  # the next round reads the links back from the store, decrypting them
+        last = await conversation.send("what now")
+        record = await (await conversation.prompt_started(last.id)).result()
+        await conversation.close()
+    assert record.output[-1].text == "3 messages, 3 reports"  # type: ignore[union-attr]
+    assert runtime.transcripts.history.loads >= 1  # read back and decrypted
+    stored = [p.read_bytes() for p in (tmp_path / "files").rglob("*") if p.is_file()]
+    assert stored and not any(b"my secret plan" in blob or b"next step" in blob for blob in stored)

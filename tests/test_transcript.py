@@ -41,11 +41,11 @@ class _Store:
         self.blobs[ref] = data
         return HistoryRef(ref=ref, count=(link.parent.count if link.parent else 0) + len(link.records))
 
-    async def load(self, ref: str) -> bytes:
+    async def load(self, ref: str) -> HistoryLink:
         self.reads += 1
         if ref not in self.blobs:
             raise FileNotFoundError(ref)
-        return self.blobs[ref]
+        return HistoryLink.model_validate_json(self.blobs[ref])
 
 
 def _plain(transcript: Transcript) -> tuple[list[Prompt], list[PromptOutput]]:
@@ -87,7 +87,7 @@ def test_the_cache_has_no_way_to_query_a_workflow() -> None:
     """The worker's side takes the round's input and a blob loader: no client, no workflow handle, no query."""
     source = inspect.getsource(activities.transcripts)
     assert ".query(" not in source and "get_workflow_handle" not in source and "client" not in source
-    assert list(inspect.signature(TranscriptCache.load).parameters) == ["self", "workflow_id", "inp", "load_blob"]
+    assert list(inspect.signature(TranscriptCache.load).parameters) == ["self", "workflow_id", "inp", "load_link"]
 
 
 async def test_consecutive_rounds_hit_and_a_gap_asks_for_the_whole_input() -> None:
