@@ -71,6 +71,8 @@ class ApiConfig(_Model):
     decision_private_key: str | None = Field(default=None, description="Ed25519 private key (PEM) that signs "
                                                                         "decision tokens; never in logs.")
     decision_token_seconds: int = Field(default=300, ge=10)
+    pending_query_seconds: float = Field(default=5.0, gt=0, description=(
+        "How long the approvals list waits for one prompt's worker to answer before leaving that prompt out."))
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     public_url: str = Field(default="", description="Where browsers reach the API (for printed links).")

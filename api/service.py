@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -87,18 +88,22 @@ class AgentService:
         return principal.id == owner or principal.sees_everything
 
     async def pending(self, principal: Principal) -> list[tuple[str | None, str | None, str, PendingApproval]]:
-        """Every waiting call the principal may see: `(owner, conversation, prompt id, call)`."""
+        """Every waiting call the principal may see: `(owner, conversation, prompt id, call)`. The prompts are
+        asked at once, each for at most `pending_query_seconds`: one whose worker is down is left out rather
+        than holding the whole list."""
         owner_filter = None if principal.sees_everything else principal.id
-        found = []
-        for waiting in await self.agent.waiting_prompts(user_id=owner_filter):
-            handle = self.agent.prompt(waiting.prompt_id)
+        waiting = await self.agent.waiting_prompts(user_id=owner_filter)
+
+        async def calls_of(prompt_id: str) -> list[PendingApproval]:
             try:
-                calls = await handle.pending_approvals()
+                return await self.agent.prompt(prompt_id).pending_approvals(
+                    timeout=self.config.pending_query_seconds)
             except RPCError:
-                continue  # finished between the listing and the query
-            for call in calls:
-                found.append((waiting.user_id, waiting.conversation_id, waiting.prompt_id, call))
-        return found
+                return []  # finished between the listing and the query, or no worker answers
+
+        answers = await asyncio.gather(*(calls_of(w.prompt_id) for w in waiting))
+        return [(w.user_id, w.conversation_id, w.prompt_id, call)
+                for w, calls in zip(waiting, answers, strict=True) for call in calls]
 
     # --- deciding --------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from opentelemetry import trace
@@ -126,8 +126,12 @@ class PromptHandle(_Handle[Prompt]):
                 return prompt
             await asyncio.sleep(poll_interval)
 
-    async def pending_approvals(self) -> list[PendingApproval]:
-        return await self._handle.query(names.PENDING_APPROVALS_QUERY, result_type=list[PendingApproval])
+    async def pending_approvals(self, *, timeout: float | None = None) -> list[PendingApproval]:
+        """The calls waiting for a decision. A query needs a worker: with `timeout`, a prompt whose worker
+        does not answer within that many seconds raises `RPCError` instead of holding the caller."""
+        rpc_timeout = timedelta(seconds=timeout) if timeout is not None else None
+        return await self._handle.query(names.PENDING_APPROVALS_QUERY, result_type=list[PendingApproval],
+                                        rpc_timeout=rpc_timeout)
 
     async def approve(self, tool_call_id: str, *, by: str | None = None,
                       input: dict[str, JsonValue] | None = None, wait: bool = False,

@@ -115,7 +115,8 @@ class ApiStack:
 
     def http(self, user: str | None = None, **options: object) -> httpx.AsyncClient:
         headers = auth(user) if user else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=60, **options)  # type: ignore[arg-type]
+        options.setdefault("timeout", 60)
+        return httpx.AsyncClient(base_url=self.url, headers=headers, **options)  # type: ignore[arg-type]
 
 
 @asynccontextmanager
