@@ -287,3 +287,21 @@ async def test_with_payload_encryption_the_stored_history_holds_no_plaintext(dev
     assert runtime.transcripts.history.loads >= 1  # read back and decrypted
     stored = [p.read_bytes() for p in (tmp_path / "files").rglob("*") if p.is_file()]
     assert stored and not any(b"my secret plan" in blob or b"next step" in blob for blob in stored)
+
+
+async def test_a_round_input_does_not_grow_with_the_rounds_before_it(dev_env: WorkflowEnvironment,
+                                                                     tmp_path: Path) -> None:
+    """Only what changed since the last round: no list that grows every round (model rounds, audit) rides along."""
+
+    def many_rounds(request: ModelRequest) -> ModelResponse:
+        return tool_calls(("report.fetch", {})) if request.round < 25 else text("done")
+
+    _, worker, client = await _worker_client(dev_env, ScriptedModel(many_rounds), tmp_path / "files")
+    async with worker:
+        prompt = await client.start("go", max_rounds=30)
+        record = await prompt.result()
+        history = await prompt.workflow.fetch_history()
+    assert len(record.model_rounds) == 25
+    sizes = [e.ByteSize() for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+             and e.activity_task_scheduled_event_attributes.activity_type.name == names.MODEL_ROUND_ACTIVITY]
+    assert len(sizes) == 25 and max(sizes[2:]) - min(sizes[2:]) < 100, sizes

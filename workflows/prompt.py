@@ -323,7 +323,7 @@ class PromptWorkflow:
         self._history_sent = self._history_sent or by_reference
         history_ref = self._history_stored or (request.history_ref if by_reference else None)
         return RoundInput(
-            prompt=self._prompt.model_copy(update={"output": []}), instructions=request.instructions,
+            prompt=self._header(by_reference), instructions=request.instructions,
             round=round_number, output_schema=request.output_schema, changes=changes,
             output_count=len(self._prompt.output), history_count=self._history_count(), run_id=workflow.info().run_id,
             context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens,
@@ -333,7 +333,8 @@ class PromptWorkflow:
         """The round's input with every output and earlier prompt by value (only a conversation's stored
         history stays referenced): for a worker that did not have the rest."""
         self._history_sent = True
-        return partial.model_copy(update={"prompt": self._prompt.model_copy(deep=True), "changes": None,
+        whole = self._header(workflow.patched(ROUND_REFS_PATCH)).model_copy(update={"output": self._prompt.output})
+        return partial.model_copy(update={"prompt": whole.model_copy(deep=True), "changes": None,
                                           "history": [] if self._history_stored else self._request.history,
                                           "history_ref": partial.history_ref})
 
@@ -348,6 +349,13 @@ class PromptWorkflow:
             names.STORE_HISTORY_ACTIVITY, StoreHistoryRequest(parent=request.history_ref, records=request.history),
             result_type=HistoryRef, start_to_close_timeout=STORE_HISTORY_TIMEOUT, retry_policy=STORE_HISTORY_RETRY,
             summary=f"store {len(request.history)} earlier prompt record(s)")
+
+    def _header(self, lean: bool) -> Prompt:
+        """The prompt without its outputs; lean: without the lists that grow every round (model rounds, audit),
+        which the worker does not use, so a round's input does not grow with the rounds before it."""
+        if not lean:
+            return self._prompt.model_copy(update={"output": []})
+        return self._prompt.model_copy(update={"output": [], "model_rounds": [], "audit": []})
 
     def _history_count(self) -> int:
         ref = self._request.history_ref
