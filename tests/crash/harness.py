@@ -3,6 +3,7 @@
     python -m tests.crash.harness --seed 7 --prompts 10 --kills 20 --target worker
     python -m tests.crash.harness --seed 7 --target server --prompts 5 --kills 5
     python -m tests.crash.harness --long                   # soak: bigger runs, several seeds in a row
+    scripts/soak                                           # the soak for both targets, with totals
 
 One run, all on a fresh dev server with its own SQLite file under `workdir`:
 
@@ -18,14 +19,18 @@ One run, all on a fresh dev server with its own SQLite file under `workdir`:
    recorded: between calls and rounds) - and where it actually landed is classified afterwards from the
    activity journal (a call started but not ended by the killed pid) and the prompts' last polled states.
    The harness approves or rejects (by signal, as the plan says) every call that waits, after a seeded
-   delay.
+   delay; every fourth prompt's round-1 charge is answered with a steer instead (`scenario.steered_call`).
+   Kills aimed at a model call, a tool call, an approval wait (decisions are held until a prompt waits) or
+   a decision (the worker holding the decided prompt, right after the signal) wait for that state as long
+   as a crash prompt runs, so they land where they aim whatever the machine's load.
 3. **Settle**: after the last kill the workers stay up, every waiting call is decided at once, and every
    prompt must complete within a deadline.
-4. **Checks**: every prompt completed; its output array equals the reference's (timestamps aside: same
-   entries, same order; duplicates and losses are reported separately); usage is exactly
-   `rounds x CALL_USAGE` (a model call counted twice would show); every approved charge appears in the
-   ledger exactly once (the tool honours its idempotency key), a rejected one never runs. The report also
-   counts re-executions (model calls, charges, lookups) and the timeouts found in the prompts' histories.
+4. **Checks**: every prompt completed (one unfinished after the settle time is *stuck*); its output array
+   equals the reference's (timestamps aside: same entries, same order; duplicates and losses are reported
+   separately); usage is exactly `rounds x CALL_USAGE` (a model call counted twice would show); every
+   approved charge appears in the ledger exactly once (the tool honours its idempotency key), a rejected
+   one never runs. The report also counts re-executions (model calls, charges, lookups) and the timeouts
+   found in the prompts' histories.
 
 Seeded: the kill plan (targets, delays, downtimes, victims) and the approval delays come from `--seed`
 only, so a failing seed can be re-run. Wall-clock timing still varies, so a replay aims at the same moments
@@ -64,12 +69,12 @@ from typing import Any
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.activity.v1 import ActivityOptions
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.common.v1 import Payloads, WorkflowExecution
 from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
-from temporalio.api.workflowservice.v1 import UpdateActivityOptionsRequest
+from temporalio.api.workflowservice.v1 import SignalWorkflowExecutionRequest, UpdateActivityOptionsRequest
 from temporalio.service import RPCError
 
-from agent.models import ToolOutput, ToolPending
+from agent.models import MessageOutput, ToolOutput, ToolPending
 from client import AgentClient, DecisionRefused
 from tests.crash import scenario
 from tests.crash.constants import (
@@ -81,6 +86,8 @@ from tests.crash.constants import (
     REPO_ROOT,
     RESCUE_TIMEOUT,
     SOAK_PACE,
+    STATE_TARGET_CAP_S,
+    STEER_MESSAGE,
     TARGET_WAIT_S,
     Spawn,
     Target,
@@ -92,7 +99,8 @@ from tests.crash.workers import WorkerProc, Zygote, zygote
 from tests.support.jsonl import read_lines
 from workers.devserver import DevServer
 from workers.settings import Settings
-from workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
+from workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, STEER_SIGNAL
+from workflows.protocol import SteerRequest
 
 # --------------------------------------------------------------------------------------------------
 # the harness
@@ -133,6 +141,9 @@ class Harness:
         self._restarts: list[tuple[KillRecord, float, WorkerProc]] = []
         self.killed_pids: set[int] = set()
         self.approve_now = True
+        self.hold_decisions = False  # a kill aimed at an approval wait is looking for one
+        self._decided = asyncio.Event()  # set each time a decision (or steer) signal was delivered
+        self._last_decided: Tracked | None = None
         self._client: AgentClient | None = None
         self._stranded: dict[tuple[str, str, int], dict[str, Any]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -228,6 +239,8 @@ class Harness:
         if prompt is None or not t.active:
             return
         t.state = prompt.state
+        if self.hold_decisions and not t.reference:
+            return
         now = time.monotonic()
         for entry in prompt.output:
             if not (isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending)):
@@ -240,13 +253,28 @@ class Harness:
                 self.report.problems.append(f"{t.handle.id}: unexpected pending call {entry.id} ({entry.tool})")
                 approve = False
             try:
-                if approve:
+                if scenario.steered_call(t.index) == entry.id:  # the steer answers this call: not run
+                    await asyncio.wait_for(self._steer(t), 5.0)
+                    t.steered = True
+                elif approve:
                     await asyncio.wait_for(t.handle.approve(entry.id, by=APPROVER), 5.0)
                 else:
                     await asyncio.wait_for(t.handle.reject(entry.id, by=APPROVER, reason=REJECT_REASON), 5.0)
             except (RPCError, DecisionRefused, TimeoutError):
                 continue  # not delivered (server down): next round
             t.sent[entry.id] = now
+            if not t.reference:
+                self._last_decided = t
+                self._decided.set()
+
+    async def _steer(self, t: Tracked) -> None:
+        """Steer the prompt, exactly once even if a server kill hides whether a first try got through: the
+        signal carries a request id of its own, so the server drops a repeat."""
+        payloads = await self.client.client.data_converter.encode([SteerRequest(message=STEER_MESSAGE)])
+        await self.client.client.workflow_service.signal_workflow_execution(SignalWorkflowExecutionRequest(
+            namespace=self.client.settings.namespace, workflow_execution=WorkflowExecution(workflow_id=t.handle.id),
+            signal_name=STEER_SIGNAL, input=Payloads(payloads=payloads), identity=APPROVER,
+            request_id=f"steer-{t.handle.id}"))
 
     def _note_errors(self, where: str, results: list[Any]) -> None:
         for result in results:
@@ -360,6 +388,8 @@ class Harness:
                                     for pa in description.raw_description.pending_activities) or "none"
             self.report.problems.append(f"{what}: {t.handle.id} did not finish within {seconds:.0f} s "
                                         f"(last state {t.state}; pending activities: {pending})")
+            if not t.reference:
+                self.report.stuck.append(t.handle.id)
         for t in tracked:
             if t.error:
                 self.report.problems.append(f"{what}: {t.handle.id}: {t.error}")
@@ -382,6 +412,39 @@ class Harness:
             return bool(ends) and max(ends) > since and time.time() - max(ends) < 0.03
         return True
 
+    def _crash_prompts_running(self) -> bool:
+        return any(t.active and not t.reference for t in self.tracked)
+
+    async def _wait_for_state(self, target: str) -> tuple[bool, WorkerProc | None]:
+        """Wait for a crash prompt waiting for approval (decisions held meanwhile), or for a decision signal
+        just delivered (the victim: the worker that ran that prompt's last workflow task, which holds it in
+        its cache and gets the signal's task); as long as any crash prompt runs."""
+        cap = time.monotonic() + STATE_TARGET_CAP_S
+        self._decided.clear()
+        self.hold_decisions = target == "approval"
+        try:
+            while self._crash_prompts_running() and time.monotonic() < cap:
+                if target == "approval" and self._phase_seen("approval", 0.0, None):
+                    return True, None
+                if target == "decision" and self._decided.is_set() and self._last_decided is not None:
+                    return True, await self._sticky_worker(self._last_decided)
+                try:
+                    await asyncio.wait_for(self._decided.wait(), 0.05)
+                except TimeoutError:
+                    pass
+            return False, None
+        finally:
+            self.hold_decisions = False
+
+    async def _sticky_worker(self, t: Tracked) -> WorkerProc | None:
+        if self.target != "worker":
+            return None
+        history = await quietly(t.handle.workflow.fetch_history(), 2.0)
+        identity = next((e.workflow_task_completed_event_attributes.identity for e in reversed(history.events)
+                         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), "") if history else ""
+        pid = pid_of(identity)
+        return next((w for w in self.pool if w.pid == pid and w.ready_at is not None), None)
+
     def _classify(self, number: int, plan: KillPlan, seen: bool, pid: int | None, killed_at: float,
                   flying: list[tuple[int, str, str]]) -> KillRecord:
         """Where a kill landed: calls in flight (journal), a call that had just ended (its result was being
@@ -401,6 +464,8 @@ class Harness:
             phases.append("between")
         if waiting:
             phases.append("approval")
+        if plan.target == "decision" and seen:
+            phases.append("decision")  # right after a decision signal was delivered, before its task ran
         if not phases:
             phases.append("other")
         return KillRecord(number=number, target=plan.target, target_seen=seen, phases=phases,
@@ -418,9 +483,21 @@ class Harness:
         victim = await self._victim(plan.pick) if self.target == "worker" else None
         since = time.time()
         seen = plan.target == "any"
+        if plan.target in ("approval", "decision"):
+            seen, found = await self._wait_for_state(plan.target)
+            victim = found or victim
         deadline = time.monotonic() + TARGET_WAIT_S
-        while not seen and time.monotonic() < deadline:
-            if victim is None or plan.target == "approval":  # not about one worker
+        cap = time.monotonic() + STATE_TARGET_CAP_S
+
+        def looking() -> bool:  # model/tool: a call of a running crash prompt will be in flight eventually
+            if plan.target in ("approval", "decision"):
+                return False
+            if plan.target in ("model", "tool"):
+                return self._crash_prompts_running() and time.monotonic() < cap
+            return time.monotonic() < deadline
+
+        while not seen and looking():
+            if victim is None:  # not about one worker
                 seen = self._phase_seen(plan.target, since, None)
             else:  # the first ready worker seen in the target phase is the victim
                 ready = [w for w in self.pool if w.ready_at is not None]
@@ -596,6 +673,13 @@ class Harness:
                 if t.finished is not None:
                     report.prompt_seconds.append(round(t.finished - t.started, 2))
             self._compare(name, shape(ref), shape(got))
+            if scenario.steered_call(t.index) is not None:
+                steers = [sum(isinstance(o, MessageOutput) and o.source == "steer" for o in prompt.output)
+                          for prompt in (ref, got)]
+                if steers == [1, 1]:
+                    report.steers += 1
+                else:
+                    report.problems.append(f"{name}: steer messages (crash-free run, this run): {steers}")
             want = scenario.expected_usage(t.index)
             if got.usage != want or got.usage != ref.usage or got.rounds != scenario.expected_rounds(t.index):
                 report.usage_problems.append(f"{name}: usage {got.usage!r}, rounds {got.rounds}; expected {want!r}, "
@@ -719,6 +803,7 @@ def main(argv: list[str] | None = None) -> int:
     settle = args.settle if args.settle is not None else (400.0 if not args.rescue else 180.0 if args.long else 90.0)
     base = args.workdir or Path(tempfile.mkdtemp(prefix="dagent-crash-"))
     failures = 0
+    totals: Counter[str] = Counter()
     for run in range(runs):
         seed = args.seed + run
         workdir = base / f"{args.target}-seed{seed}" if runs > 1 or args.workdir is None else base
@@ -727,8 +812,13 @@ def main(argv: list[str] | None = None) -> int:
         print(report.summary(), flush=True)
         print(f"  report: {workdir / 'report.json'}", flush=True)
         failures += not report.ok
+        totals.update(prompts=report.prompts, kills=report.kills_done, lost=report.lost_outputs,
+                      duplicated=report.duplicated_effects, stuck=report.stuck_prompts)
     if runs > 1:
         print(f"{runs - failures}/{runs} runs OK", flush=True)
+    print(f"soak totals [{args.target}]: {runs} runs, {totals['prompts']} prompts, {totals['kills']} kills: "
+          f"lost outputs {totals['lost']}, duplicated side effects {totals['duplicated']}, "
+          f"stuck prompts {totals['stuck']}", flush=True)
     return 1 if failures else 0
 
 

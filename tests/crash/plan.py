@@ -25,6 +25,7 @@ class Tracked:
     state: str = "starting"
     first_pending: dict[str, float] = field(default_factory=dict)
     sent: dict[str, float] = field(default_factory=dict)
+    steered: bool = False
     result: Prompt | None = None
     finished: float | None = None
     error: str | None = None

@@ -48,7 +48,9 @@ class HarnessReport:
     usage_problems: list[str] = field(default_factory=list)
     ledger_problems: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)  # crash prompts not finished when the settle time ran out
     charges_approved: int = 0
+    steers: int = 0  # crash prompts steered while waiting whose output holds the steer message exactly once
     charges_rejected: int = 0
     charge_attempts: int = 0  # executions of approved charges (retries after kills included)
     lookups_rerun: int = 0  # lookup executions beyond one per call (at-least-once, expected)
@@ -68,6 +70,26 @@ class HarnessReport:
         return not (self.duplicates or self.losses or self.mismatches or self.exhausted or self.usage_problems
                     or self.ledger_problems or self.problems) and self.completed == self.prompts
 
+    @property
+    def lost_outputs(self) -> int:
+        """Output entries missing against the crash-free run, and approved charges that never took effect."""
+        return len(self.losses) + sum("(lost;" in problem for problem in self.ledger_problems)
+
+    @property
+    def duplicated_effects(self) -> int:
+        """Output entries that appear too often, charges applied twice, rejected charges that ran."""
+        return len(self.duplicates) + sum("(duplicated;" in problem or "rejected charge ran" in problem
+                                          for problem in self.ledger_problems)
+
+    @property
+    def stuck_prompts(self) -> int:
+        """Crash prompts still unfinished at the end, plus workflow tasks that failed (a retry loop is stuck)."""
+        return len(self.stuck) + self.stalls.get("workflow task failed", 0)
+
+    def figures(self) -> str:
+        return (f"lost outputs {self.lost_outputs}, duplicated side effects {self.duplicated_effects}, "
+                f"stuck prompts {self.stuck_prompts} ({self.prompts} prompts, {self.kills_done} kills)")
+
     def phase_counts(self) -> dict[str, int]:
         counts = Counter(phase for kill in self.kills for phase in kill.phases)
         return {phase: counts.get(phase, 0) for phase in PHASE_ORDER}
@@ -86,10 +108,12 @@ class HarnessReport:
         lines = [
             f"crash harness [{verdict}] target={self.target} seed={self.seed} prompts={self.prompts} "
             f"kills={self.kills_done}/{self.kills_planned} workers={self.pool} spawn={self.spawn} rescue={self.rescue}",
+            f"  {self.figures()}",
             f"  completed {self.completed}/{self.prompts}; duplicates {len(self.duplicates)}, losses "
             f"{len(self.losses)}, other output mismatches {len(self.mismatches)}, retries exhausted "
             f"{len(self.exhausted)}, usage problems "
-            f"{len(self.usage_problems)}, ledger problems {len(self.ledger_problems)}, other {len(self.problems)}",
+            f"{len(self.usage_problems)}, ledger problems {len(self.ledger_problems)}, other {len(self.problems)}; "
+            f"steered {self.steers}",
             f"  kills landed (a kill may count in several): {phases}",
             f"  kill targets: {dict(sorted(targets.items()))}",
             f"  charges approved {self.charges_approved} (executions incl. retries {self.charge_attempts}, "
@@ -127,4 +151,6 @@ class HarnessReport:
         data = asdict(self)
         data["ok"] = self.ok
         data["phase_counts"] = self.phase_counts()
+        data["figures"] = {"lost_outputs": self.lost_outputs, "duplicated_side_effects": self.duplicated_effects,
+                           "stuck_prompts": self.stuck_prompts}
         return json.dumps(data, indent=2, default=str)

@@ -110,6 +110,15 @@ def charges(index: int) -> list[tuple[str, Call]]:
             for i, call in enumerate(calls) if call.tool == "crash.charge"]
 
 
+def steered_call(index: int) -> str | None:
+    """The call whose approval wait the harness answers with a steer instead of a decision: the rejected
+    charge of round 1 (every fourth prompt). A steer supersedes the pending call (it is not run) and is
+    delivered at the start of round 2; nothing else reaches the prompt meanwhile, so the output is the same
+    in every run. (A steer *and* a decision sent together is a race: whichever the workflow sees first wins.)"""
+    rejected = [cid for cid, call in charges(index) if not call.approve and cid.startswith(call_id(1, 0)[:-1])]
+    return rejected[0] if rejected else None
+
+
 def expected_usage(index: int) -> Usage:
     total = Usage()
     for _ in range(expected_rounds(index)):
