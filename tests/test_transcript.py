@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+import activities
 import activities.transcripts
 from activities.transcripts import HistoryBroken, HistoryChain, Transcript, TranscriptCache, TranscriptMissing
 from agent.models import Prompt, PromptOutput, TextOutput, ToolOutput, ToolSuccess
@@ -83,10 +85,15 @@ def test_only_large_tool_outputs_travel_by_reference() -> None:
     assert change_for(2, sub_agent).result_ref is None
 
 
-def test_the_cache_has_no_way_to_query_a_workflow() -> None:
-    """The worker's side takes the round's input and a blob loader: no client, no workflow handle, no query."""
+def test_no_activity_reads_a_workflow() -> None:
+    """The worker's side takes the round's input and a link loader: no workflow handle, query or history read
+    anywhere in the activities (tests/test_history_by_reference.py checks the same on a running worker)."""
     source = inspect.getsource(activities.transcripts)
-    assert ".query(" not in source and "get_workflow_handle" not in source and "client" not in source
+    assert "client" not in source
+    for module in Path(activities.__file__).parent.glob("*.py"):
+        code = module.read_text()
+        for reading in (".query(", "get_workflow_handle", "fetch_history", "TRANSCRIPT_QUERY"):
+            assert reading not in code, f"{module.name} uses {reading}"
     assert list(inspect.signature(TranscriptCache.load).parameters) == ["self", "workflow_id", "inp", "load_link"]
 
 
