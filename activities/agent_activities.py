@@ -372,10 +372,10 @@ async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS,
         return
     live = details or _LiveDetails()
 
-    async def beat() -> None:
+    async def beat() -> None:  # the first beat after one interval: a short call sends none (one RPC less)
         while True:
-            live.beat()
             await asyncio.sleep(interval)
+            live.beat()
 
     task = asyncio.create_task(beat())
     try:
