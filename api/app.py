@@ -29,6 +29,7 @@ from api.events import prompt_events, resume_offset
 from api.limits import BodyLimitMiddleware
 from api.problems import PROBLEM_BASE, PROBLEM_TYPES, Problem, install_problem_handlers
 from api.schemas import (
+    CALL_PATH_PATTERN,
     ID_PATTERN,
     Approve,
     ConversationRecord,
@@ -50,6 +51,8 @@ from workers.settings import Settings
 
 Caller = Annotated[Principal, Depends(current_principal)]
 PathId = Annotated[str, Path(pattern=ID_PATTERN)]
+# A call of this prompt, or a sub-agent's addressed through it: `<call>/<its call>` (the `/` sent as %2F or as is).
+CallPath = Annotated[str, Path(pattern=CALL_PATH_PATTERN)]
 STATIC = resources.files("api") / "static"
 
 
@@ -195,16 +198,18 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
 
         return EventSourceResponse(changes(), ping=config.heartbeat_seconds, sep="\n")
 
-    @app.post("/prompts/{prompt_id}/approvals/{tool_call_id}/approve", response_model=ToolOutput, tags=["approvals"])
-    async def approve(prompt_id: PathId, tool_call_id: PathId, caller: Caller, service: Service,
+    @app.post("/prompts/{prompt_id}/approvals/{tool_call_id:path}/approve", response_model=ToolOutput,
+              tags=["approvals"])
+    async def approve(prompt_id: PathId, tool_call_id: CallPath, caller: Caller, service: Service,
                       body: Approve | None = None) -> ToolOutput:
         """Approve (optionally with corrected arguments); returns the call once it has run. The approver
         recorded is the caller."""
         return await service.decide(caller, prompt_id, tool_call_id, "approve",
                                     corrected=body.input if body else None)
 
-    @app.post("/prompts/{prompt_id}/approvals/{tool_call_id}/reject", response_model=ToolOutput, tags=["approvals"])
-    async def reject(prompt_id: PathId, tool_call_id: PathId, caller: Caller, service: Service,
+    @app.post("/prompts/{prompt_id}/approvals/{tool_call_id:path}/reject", response_model=ToolOutput,
+              tags=["approvals"])
+    async def reject(prompt_id: PathId, tool_call_id: CallPath, caller: Caller, service: Service,
                      body: Reject | None = None) -> ToolOutput:
         return await service.decide(caller, prompt_id, tool_call_id, "reject", reason=body.reason if body else None)
 

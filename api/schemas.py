@@ -11,6 +11,7 @@ from agent.models import Conversation, ModelTier, Prompt, PromptState
 from workflows.protocol import MAX_INPUT_CHARS
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
+CALL_PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}(/[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}){0,15}$"
 Identifier = Annotated[str, Field(pattern=ID_PATTERN)]
 
 

@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
+import httpx
 from pydantic import BaseModel
 from rich.console import Console
 from temporalio.client import WorkflowExecutionStatus
@@ -28,8 +30,11 @@ from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.subagents import SubAgent
 from agent.tools import Approval, tool
+from api import create_app
+from api.server import serve_in_background
 from cli.follow import follow
 from client import AgentClient, PromptHandle
+from tests.support.api import api_config, auth, key_pair
 from tests.support.ledger import CHARGE_AMOUNT
 from tests.support.workers import TEST_SETTINGS, agent_worker
 from tests.test_durability import Rig
@@ -348,3 +353,26 @@ async def test_a_sub_agent_with_an_output_schema_returns_data_from_its_own_model
     [child_request] = child_model.requests
     assert FACTS_INSTRUCTIONS in (child_request.instructions or "") and child_request.tools == []
     assert all(FACTS_INSTRUCTIONS not in (r.instructions or "") for r in parent_model.requests)
+
+
+async def test_the_web_api_decides_a_sub_agents_call_through_the_parent(dev_env: WorkflowEnvironment) -> None:
+    """POST /prompts/<parent>/approvals/<call>%2F<child call>/approve|reject, with signed decisions: the
+    parent forwards each to its child (the id the parent's event stream and pages show)."""
+    private_pem, public_pem = key_pair()
+    model = two_level_model("lookup.erase")
+    async with agent_worker(dev_env, plugins=plugins, model=model, decision_key=public_pem) as client:
+        app = create_app(client, api_config(private_pem))
+        async with serve_in_background(app) as url, httpx.AsyncClient(base_url=url, headers=auth("ann"),
+                                                                      timeout=60) as http:
+            handle = await client.start("erase two things", user_id="alice")
+            first, second = await _pending_approvals(handle, 2)
+            approved = await http.post(f"/prompts/{handle.id}/approvals/{quote(first.tool_call_id, safe='')}/approve")
+            rejected = await http.post(f"/prompts/{handle.id}/approvals/{second.tool_call_id}/reject",
+                                       json={"reason": "keep it"})
+            assert approved.status_code == 200, approved.text
+            assert rejected.status_code == 200, rejected.text
+            prompt = await asyncio.wait_for(handle.result(), 60)
+    assert approved.json()["id"] == first.tool_call_id and approved.json()["decision"]["by"] == "ann"
+    assert [o.result for o in prompt.output if isinstance(o, ToolOutput)] == [
+        ToolSuccess(output="answer: erased tides"),
+        ToolSuccess(output="answer: Error: The call was rejected by ann: keep it")]
