@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -349,6 +350,8 @@ async def _decide(settings: Settings, prompt_id: str, tool_call_id: str | None, 
     client = await AgentClient.connect(settings)
     call_ids = [tool_call_id] if tool_call_id else [p.tool_call_id for p in
                                                     await client.prompt(prompt_id).pending_approvals()]
+    if not call_ids:
+        raise DecisionRefused(f"prompt {prompt_id} has no call waiting for approval")
     outcomes = []
     for call_id in call_ids:
         resolved = await decisions.decide(client, prompt_id, call_id, how)
@@ -384,10 +387,8 @@ def approve(
 
     async def main() -> int:
         outcomes = await _decide(settings, prompt_id, tool_call_id, approve_one, "approved")
-        if every:
-            return 0
-        resolved = outcomes[0]
-        return 0 if resolved is not None and resolved.result is not None and resolved.result.type == "success" else 1
+        ran = [o is not None and o.result is not None and o.result.type == "success" for o in outcomes]
+        return 0 if all(ran) else 1  # a refused call, or one whose tool failed, did not succeed
 
     _run_async(main, settings)
 
@@ -421,12 +422,16 @@ def pending(
     address: AddressOption = None,
     profile: ProfileOption = None,
     user: Annotated[str | None, typer.Option(help="Only this user's prompts")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the calls as one JSON document")] = False,
 ) -> None:
     """List every call waiting for approval, addressed from its top prompt (a sub-agent's as <call>/<call>)."""
     settings = _settings(address, profile)
 
     async def main() -> int:
         rows = await decisions.pending_rows(await AgentClient.connect(settings), user)
+        if as_json:
+            console.print_json(json.dumps([row.model_dump(mode="json") for row in rows]))
+            return 0
         if not rows:
             console.print("no prompt is waiting for approval")
         for row in rows:
@@ -472,15 +477,18 @@ def list_prompts(
 
 
 @app.command()
-def stuck(address: AddressOption = None, profile: ProfileOption = None) -> None:
-    """List prompts and conversations whose workflow task keeps failing, with the reason."""
+def stuck(address: AddressOption = None, profile: ProfileOption = None,
+          as_json: Annotated[bool, typer.Option("--json", help="Print them as one JSON document")] = False) -> None:
+    """List prompts and conversations whose workflow task keeps failing, with the reason (exit 1 if any)."""
     settings = _settings(address, profile)
 
     async def main() -> int:
         problems = await (await AgentClient.connect(settings)).stuck()
-        if not problems:
+        if as_json:
+            console.print_json(json.dumps([dataclasses.asdict(problem) for problem in problems]))
+        elif not problems:
             console.print("no prompt or conversation is stuck")
-        for problem in problems:
+        for problem in [] if as_json else problems:
             console.print(f"{problem.workflow_id}  {problem.workflow_type}  attempt {problem.attempt}: "
                           f"{problem.reason}")
         return 1 if problems else 0
