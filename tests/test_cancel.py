@@ -1,4 +1,6 @@
-"""Cancelling a prompt stops its running tool within about a second (measured through a ledger).
+"""Cancelling a prompt stops its running tool, or its streaming model call, within about a second (measured
+through a ledger, and for the model through the HTTP stream the provider's SDK holds open); the record says
+whether a cancelled call's side effect may have happened.
 
 Before, the cancellation reached a tool only with a heartbeat sent every 0.8 x its heartbeat timeout
 (16 s by default): a 12-second tool still ran to the end and had its side effect, a 45-second tool was
@@ -8,18 +10,28 @@ stopped ~15 s after the cancel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import time
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
+import uvicorn
 from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
 from temporalio.testing import WorkflowEnvironment
 
 from agent.context import ToolContext
 from agent.models import ToolError, ToolOutput
 from agent.plugins import Plugin
+from agent.providers import OpenAIChatProvider
 from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
+from agent.tools import Approval, tool
 from tests.support.workers import agent_worker
+from workflows.prompt import CANCELLED_WHILE_RUNNING, CANCELLED_WHILE_WAITING
 
 LEDGER: list[tuple[str, str, float]] = []  # (tool call key, event, time.monotonic())
 
@@ -57,7 +69,14 @@ async def blocking_work(args: Work, ctx: ToolContext) -> str:
     return await asyncio.to_thread(steps)
 
 
-plugin = Plugin("work", tools=[async_work, blocking_work])
+@tool("work.approved", approval=Approval(reason="Needs a yes."))
+async def approved_work(args: Work, ctx: ToolContext) -> str:
+    """Work that needs an approval first."""
+    LEDGER.append((ctx.idempotency_key, "started", time.monotonic()))
+    return "done"
+
+
+plugin = Plugin("work", tools=[async_work, blocking_work, approved_work])
 
 
 def events(key: str) -> dict[str, float]:
@@ -98,7 +117,7 @@ async def test_cancel_stops_a_12_second_tool_before_its_side_effect(dev_env: Wor
     seen, cancelled_at, entry = await cancel_while_running(dev_env, "work.async", 12)
     assert "side_effect" not in seen and "stopped" in seen
     print(f"12 s tool stopped {seen['stopped'] - cancelled_at:.2f} s after the cancel")
-    assert isinstance(entry.result, ToolError) and "cancelled" in entry.result.error
+    assert entry.result == ToolError(error=CANCELLED_WHILE_RUNNING)  # "... its side effect may have happened."
 
 
 async def test_cancel_reaches_a_45_second_blocking_tool_through_ctx_cancelled(dev_env: WorkflowEnvironment) -> None:
@@ -107,3 +126,84 @@ async def test_cancel_reaches_a_45_second_blocking_tool_through_ctx_cancelled(de
     delay = seen["stopped"] - cancelled_at
     print(f"45 s tool stopped {delay:.2f} s after the cancel")
     assert delay < 10  # was ~15 s (heartbeat every 16 s); about 1 s now, loose for a loaded 2-core box
+
+
+# --- a streaming model call ----------------------------------------------------------------------------
+
+STREAM: dict[str, float] = {}  # "sent": first chunk out; "closed": the client went away
+
+
+def _chunk(delta: dict[str, object]) -> str:
+    body = {"id": "chatcmpl-slow", "object": "chat.completion.chunk", "created": 0, "model": "slow-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None}]}
+    return f"data: {json.dumps(body)}\n\n"
+
+
+async def _endless_completion(request: Request) -> StreamingResponse:
+    """A chat completion that starts streaming and never ends: only the client closing it stops it."""
+    async def events() -> AsyncIterator[str]:
+        try:
+            yield _chunk({"role": "assistant", "content": ""})
+            yield _chunk({"content": "Let me think about that"})
+            STREAM["sent"] = time.monotonic()
+            await asyncio.Event().wait()  # forever
+        finally:  # Starlette cancels the stream when the client disconnects
+            STREAM["closed"] = time.monotonic()
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+@contextlib.asynccontextmanager
+async def endless_llm() -> AsyncIterator[str]:
+    """A real HTTP server (uvicorn) speaking OpenAI chat completions; yields its base URL."""
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/v1/chat/completions", _endless_completion,
+                                                                   methods=["POST"])]),
+                                           host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(1000):
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def test_cancel_stops_a_streaming_model_call(dev_env: WorkflowEnvironment) -> None:
+    """The model activity heartbeats every 0.5 s, so the cancel reaches it like a tool: the SDK's stream is
+    closed long before the model call's 30 s heartbeat timeout or 5 min timeout could have ended it."""
+    STREAM.clear()
+    async with endless_llm() as base_url:
+        provider = OpenAIChatProvider(model="slow-model", api_key="sk-test", base_url=base_url, timeout=600)
+        async with agent_worker(dev_env, plugins=[plugin], model=provider, stream_text=True) as client:
+            handle = await client.start("think")
+            for _ in range(600):
+                if "sent" in STREAM:
+                    break
+                await asyncio.sleep(0.05)
+            assert "sent" in STREAM
+            cancelled_at = time.monotonic()
+            await handle.cancel()
+            prompt = await handle.result()
+            for _ in range(400):  # 20 s at most: well before the 30 s heartbeat timeout
+                if "closed" in STREAM:
+                    break
+                await asyncio.sleep(0.05)
+    assert prompt.state == "cancelled" and prompt.output == []
+    assert "closed" in STREAM, "the model's stream was still open 20 s after the cancel"
+    print(f"model stream closed {STREAM['closed'] - cancelled_at:.2f} s after the cancel")
+
+
+async def test_a_call_waiting_for_approval_is_recorded_as_never_run(dev_env: WorkflowEnvironment) -> None:
+    model = ScriptedModel(lambda r: tool_calls(("work.approved", {"seconds": 1})) if r.round == 1 else text("x"))
+    async with agent_worker(dev_env, plugins=[plugin], model=model) as client:
+        handle = await client.start("work")
+        await handle.wait_until("waiting_for_approval")
+        await handle.cancel()
+        prompt = await handle.result()
+    assert prompt.state == "cancelled"
+    assert prompt.output[0].result == ToolError(error=CANCELLED_WHILE_WAITING)  # type: ignore[union-attr]
+    assert [k for k, e, _ in LEDGER if k.startswith(handle.id)] == []

@@ -21,6 +21,7 @@ from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import tool
 from tests.support.workers import agent_worker
+from workflows.prompt import CANCELLED_WHILE_RUNNING
 
 RUNNING: set[str] = set()
 
@@ -171,6 +172,6 @@ async def test_cancel_cancels_every_call_in_flight(dev_env: WorkflowEnvironment)
         history = await handle.workflow.fetch_history()
     assert status == WorkflowExecutionStatus.CANCELED and prompt.state == "cancelled"
     errors = [o.result for o in prompt.output if isinstance(o, ToolOutput)]
-    assert errors == [ToolError(error="The prompt was cancelled before this call finished.")] * 3
+    assert errors == [ToolError(error=CANCELLED_WHILE_RUNNING)] * 3
     requested = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED]
     assert len(requested) == 3

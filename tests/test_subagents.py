@@ -39,6 +39,7 @@ from tests.support.ledger import CHARGE_AMOUNT
 from tests.support.workers import TEST_SETTINGS, agent_worker
 from tests.test_durability import Rig
 from workers.worker import build_runtime, create_worker
+from workflows.prompt import CANCELLED_WHILE_RUNNING
 from workflows.protocol import PendingApproval
 
 T = TypeVar("T")
@@ -204,7 +205,7 @@ async def test_cancelling_the_parent_cancels_the_running_child(dev_env: Workflow
                     for c in calls]
         children = [await client.prompt(c.child_prompt_id).get() for c in calls]  # type: ignore[arg-type]
     assert prompt.state == "cancelled"
-    assert [c.result for c in calls] == [ToolError(error="The prompt was cancelled before this call finished.")] * 2
+    assert [c.result for c in calls] == [ToolError(error=CANCELLED_WHILE_RUNNING)] * 2
     assert statuses == [WorkflowExecutionStatus.CANCELED] * 2
     assert [child.state for child in children] == ["cancelled"] * 2
 

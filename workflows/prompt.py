@@ -75,6 +75,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.stream_guard import guard_stream_poll, guard_stream_publish
     from workflows.transcript import build_page, change_for
 
+# What a cancelled prompt's unfinished calls say: whether their side effect may have happened.
+CANCELLED_WHILE_RUNNING = ("The prompt was cancelled before this call finished: it was stopped while running "
+                           "(or before it started), so its side effect may have happened.")
+CANCELLED_WHILE_WAITING = "The prompt was cancelled while this call waited for approval: it never ran."
 MODEL_TIMEOUT = timedelta(minutes=5)
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=30)  # a model call on a dead worker is retried after this
 MODEL_RETRY = RetryPolicy(
@@ -203,7 +207,7 @@ class PromptWorkflow:
             await self._run_rounds()
         except (ActivityError, ChildWorkflowError, PromptFailedError, asyncio.CancelledError) as exc:
             if _is_cancellation(exc):
-                self._interrupt("The prompt was cancelled before this call finished.")
+                self._interrupt(CANCELLED_WHILE_RUNNING, waiting=CANCELLED_WHILE_WAITING)
                 self._finish("cancelled")
                 return asyncio.CancelledError()
             self._interrupt("Not run: the prompt failed before this call finished.")
@@ -996,9 +1000,12 @@ class PromptWorkflow:
         entry.result, entry.finished_at = result, workflow.now()
         self._touch(entry)
 
-    def _interrupt(self, reason: str) -> None:
+    def _interrupt(self, reason: str, *, waiting: str | None = None) -> None:
+        """End every unfinished call with `reason` (`waiting`: for a call still waiting for its approval)."""
         for entry in self._prompt.output:
-            if isinstance(entry, ToolOutput) and (entry.result is None or isinstance(entry.result, ToolPending)):
+            if isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending):
+                self._resolve(entry, ToolError(error=waiting or reason))
+            elif isinstance(entry, ToolOutput) and entry.result is None:
                 self._resolve(entry, ToolError(error=reason))
         self._waiting.clear()
 
