@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from pydantic import BaseModel
+from temporalio.service import RPCError
 
 from agent.models import TERMINAL_STATES, ToolOutput, ToolPending
 from client import AgentClient, PromptHandle
@@ -14,6 +16,9 @@ from workflows.protocol import PendingApproval
 
 MAX_DEPTH = 32  # sub-agents of sub-agents: far more levels than any real agent uses
 POLL_SECONDS = 0.2
+QUERY_SECONDS = 5.0  # how long `dagent pending` waits for one prompt's worker to answer
+
+T = TypeVar("T")
 
 Decide = Callable[[PromptHandle, str], Awaitable[ToolOutput | None]]
 
@@ -40,22 +45,42 @@ async def top_prompt(client: AgentClient, prompt_id: str) -> str:
     return current
 
 
-async def pending_rows(client: AgentClient, user_id: str | None) -> list[PendingRow]:
+async def pending_rows(client: AgentClient, user_id: str | None, *, timeout: float = QUERY_SECONDS,
+                       unanswered: list[str] | None = None) -> list[PendingRow]:
     """Every call waiting for a decision, once, addressed from its top prompt (a sub-agent's as `<call>/<call>`
-    with the whole path). A waiting prompt whose calls its top prompt does not list (yet) is listed itself."""
+    with the whole path). A waiting prompt whose calls its top prompt does not list (yet) is listed itself.
+    Prompts are asked at once, each for at most `timeout` seconds: one whose worker does not answer is left
+    out (and its id added to `unanswered`) rather than holding the list."""
+    waiting = await client.waiting_prompts(user_id=user_id)
+    silent: set[str] = set()
+
+    async def bounded(prompt_id: str, work: Awaitable[T]) -> T | None:
+        try:
+            return await asyncio.wait_for(work, timeout)
+        except (TimeoutError, RPCError):
+            silent.add(prompt_id)
+            return None
+
+    tops = await asyncio.gather(*(bounded(w.prompt_id, top_prompt(client, w.prompt_id)) for w in waiting))
+    sub_agents = [w.prompt_id for w, top in zip(waiting, tops, strict=True) if top not in (None, w.prompt_id)]
+    asked = list(dict.fromkeys([top for top in tops if top is not None] + sub_agents))
+    answers = await asyncio.gather(*(bounded(p, client.prompt(p).pending_approvals()) for p in asked))
+    calls = {p: a for p, a in zip(asked, answers, strict=True) if a is not None}
     rows: list[PendingRow] = []
-    tops: dict[str, list[PendingApproval]] = {}
-    for waiting in await client.waiting_prompts(user_id=user_id):
-        top = await top_prompt(client, waiting.prompt_id)
-        if top not in tops:
-            tops[top] = await client.prompt(top).pending_approvals()
-            rows += [PendingRow(prompt_id=top, user_id=waiting.user_id, call=call) for call in tops[top]]
-        if top == waiting.prompt_id:
+    listed_tops: set[str] = set()
+    for entry, top in zip(waiting, tops, strict=True):
+        if top is None or top not in calls:
             continue
-        listed = {(call.path[-1], call.tool_call_id.rsplit("/", 1)[-1]) for call in tops[top] if call.path}
-        rows += [PendingRow(prompt_id=waiting.prompt_id, user_id=waiting.user_id, call=call)
-                 for call in await client.prompt(waiting.prompt_id).pending_approvals()
-                 if (waiting.prompt_id, call.tool_call_id) not in listed]
+        if top not in listed_tops:
+            listed_tops.add(top)
+            rows += [PendingRow(prompt_id=top, user_id=entry.user_id, call=call) for call in calls[top]]
+        if top == entry.prompt_id or entry.prompt_id not in calls:
+            continue
+        listed = {(call.path[-1], call.tool_call_id.rsplit("/", 1)[-1]) for call in calls[top] if call.path}
+        rows += [PendingRow(prompt_id=entry.prompt_id, user_id=entry.user_id, call=call)
+                 for call in calls[entry.prompt_id] if (entry.prompt_id, call.tool_call_id) not in listed]
+    if unanswered is not None:
+        unanswered += sorted(silent)
     return rows
 
 
