@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from pydantic import BaseModel
@@ -79,16 +80,31 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> None:
     assert len(lines) == 1 and lines[0].startswith(("error: ", "refused: ")), done.stderr
 
 
-@pytest.mark.parametrize("args", USER_ERRORS.values(), ids=USER_ERRORS.keys())
-def test_a_user_error_is_one_line_on_stderr_with_a_non_zero_exit(args: list[str]) -> None:
-    one_line_error(subprocess.run([*DAGENT, *args], env=OFFLINE, capture_output=True, text=True, timeout=60,
-                                  stdin=subprocess.DEVNULL))
+@pytest.fixture(scope="module")
+def error_runs() -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every error case run once, a few at a time (each is a fresh interpreter: ~2 s, mostly imports)."""
+    cases = {name: (args, OFFLINE) for name, args in USER_ERRORS.items()}
+    cases |= {name: (args, {**OFFLINE, **env}) for name, (args, env) in ENV_ERRORS.items()}
+
+    def run(case: tuple[list[str], dict[str, str]]) -> subprocess.CompletedProcess[str]:
+        args, env = case
+        return subprocess.run([*DAGENT, *args], env=env, capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(cases, pool.map(run, cases.values()), strict=True))
 
 
-@pytest.mark.parametrize(("args", "env"), ENV_ERRORS.values(), ids=ENV_ERRORS.keys())
-def test_a_bad_environment_is_one_line_on_stderr_too(args: list[str], env: dict[str, str]) -> None:
-    one_line_error(subprocess.run([*DAGENT, *args], env={**OFFLINE, **env}, capture_output=True, text=True,
-                                  timeout=60, stdin=subprocess.DEVNULL))
+@pytest.mark.parametrize("name", USER_ERRORS)
+def test_a_user_error_is_one_line_on_stderr_with_a_non_zero_exit(
+        name: str, error_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    one_line_error(error_runs[name])
+
+
+@pytest.mark.parametrize("name", ENV_ERRORS)
+def test_a_bad_environment_is_one_line_on_stderr_too(
+        name: str, error_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    one_line_error(error_runs[name])
 
 
 # --- against a server: --json documents and approve's exit code -----------------------------------------
