@@ -360,6 +360,20 @@ async def _decide(settings: Settings, prompt_id: str, tool_call_id: str | None, 
     return outcomes
 
 
+async def _once_run(settings: Settings, prompt_id: str,
+                    outcomes: list[ToolOutput | None]) -> list[ToolOutput | None]:
+    """The calls as they ended, read from the record once every one has finished (or the prompt ended)."""
+    handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+    for _ in range(600):
+        prompt = await handle.get()
+        current = [(prompt.tool_call(o.id) or o) if o is not None else None for o in outcomes]
+        if prompt.state in ("completed", "failed", "cancelled") or all(
+                c is None or c.finished_at is not None or "/" in c.id for c in current):
+            return current
+        await asyncio.sleep(0.1)
+    return current
+
+
 @app.command()
 def approve(
     prompt_id: str,
@@ -387,6 +401,8 @@ def approve(
 
     async def main() -> int:
         outcomes = await _decide(settings, prompt_id, tool_call_id, approve_one, "approved")
+        if every:  # calls decided before the rest of their batch run with it: how did they end?
+            outcomes = await _once_run(settings, prompt_id, outcomes)
         ran = [o is not None and o.result is not None and o.result.type == "success" for o in outcomes]
         return 0 if all(ran) else 1  # a refused call, or one whose tool failed, did not succeed
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
 from agent.context import ToolContext
-from agent.messages import UserMessage
+from agent.messages import ModelRequest, ModelResponse, UserMessage
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, ToolFailed, tool
@@ -124,8 +124,15 @@ async def transfer(args: Transfer, ctx: ToolContext) -> str:
 
 
 bank = Plugin("bank", tools=[transfer])
-bank_model = ScriptedModel(lambda r: tool_calls(("bank.transfer", {"to": "bob", "amount": int(
-    next(m.text for m in r.messages if isinstance(m, UserMessage)).split()[-1])})) if r.round == 1 else text("ok"))
+def _bank_script(request: ModelRequest) -> ModelResponse:
+    """`send 5` asks for one transfer of 5; `send 7 8` for two in one batch."""
+    amounts = next(m.text for m in request.messages if isinstance(m, UserMessage)).split()[1:]
+    if request.round > 1:
+        return text("ok")
+    return tool_calls(*[("bank.transfer", {"to": "bob", "amount": int(a)}) for a in amounts])
+
+
+bank_model = ScriptedModel(_bank_script)
 
 
 def dagent(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -139,13 +146,13 @@ async def test_json_is_one_document_on_stdout_and_approve_exits_non_zero_unless_
         env = {**os.environ, "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
                "DAGENT_TASK_QUEUE": client.settings.task_queue, "DAGENT_LOG_LEVEL": "DEBUG",
                "DAGENT_PAYLOAD_DIR": client.settings.payload_dir}
-        ok, failing, batch = [await client.start(f"send {amount}", user_id="contract") for amount in (5, 500, 7)]
+        ok, failing, batch = [await client.start(f"send {amount}", user_id="contract") for amount in (5, 500, "7 8")]
         for handle in (ok, failing, batch):
             await handle.wait_until("waiting_for_approval")
         call = "call_r1_0"
         for _ in range(100):  # visibility (ls, pending) lags the workflows a little
             listed = await asyncio.to_thread(dagent, env, "pending", "--json", "--user", "contract")
-            if listed.returncode == 0 and len(json.loads(listed.stdout)) == 3:
+            if listed.returncode == 0 and len(json.loads(listed.stdout)) == 4:
                 break
             await asyncio.sleep(0.2)
         documents = {}
@@ -164,12 +171,12 @@ async def test_json_is_one_document_on_stdout_and_approve_exits_non_zero_unless_
         nothing_left = await asyncio.to_thread(dagent, env, "approve", batch.id, "--all")
     assert documents["show"]["id"] == ok.id and documents["show"]["state"] == "waiting_for_approval"
     assert sorted(row["id"] for row in documents["ls"]) == sorted([ok.id, failing.id, batch.id])
-    assert sorted(row["prompt_id"] for row in documents["pending"]) == sorted([ok.id, failing.id, batch.id])
+    assert sorted(row["prompt_id"] for row in documents["pending"]) == sorted([ok.id, failing.id, batch.id, batch.id])
     assert isinstance(documents["stuck"], list)
     for refused in (refused_correction, refused_id, after_the_end):
         one_line_error(refused)
     assert "amount" in refused_correction.stderr and still_pending.state == "waiting_for_approval"
     assert approved.returncode == 0 and "sent 9 to bob" in approved.stdout  # merged: `to` kept
     assert tool_failed.returncode == 1 and "limit exceeded: 500" in tool_failed.stdout
-    assert every.returncode == 0 and "sent 7 to bob" in every.stdout
+    assert every.returncode == 0 and "sent 8 to bob" in every.stdout  # the batch's first call waited its turn
     assert nothing_left.returncode != 0 and nothing_left.stdout == "", nothing_left
