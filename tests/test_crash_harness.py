@@ -29,9 +29,9 @@ def _check(report: HarnessReport, kills: int) -> None:
     assert report.kills_done == kills, report.summary()
     assert report.completed == report.prompts
     assert (report.lost_outputs, report.duplicated_effects, report.stuck_prompts) == (0, 0, 0), report.summary()
-    for kill in report.kills:  # state-driven targets land where they aim
-        if kill.target in ("model", "tool", "approval", "decision"):
-            assert kill.target_seen and kill.target in kill.phases, report.summary()
+    for kill in report.kills:  # an approval wait (decisions held until the kill) or a decision, once seen, is hit
+        if kill.target in ("approval", "decision") and kill.target_seen:
+            assert kill.target in kill.phases, report.summary()
 
 
 @pytest.mark.timeout(170)

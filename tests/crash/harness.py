@@ -421,20 +421,17 @@ class Harness:
         its cache and gets the signal's task); as long as any crash prompt runs."""
         cap = time.monotonic() + STATE_TARGET_CAP_S
         self._decided.clear()
-        self.hold_decisions = target == "approval"
-        try:
-            while self._crash_prompts_running() and time.monotonic() < cap:
-                if target == "approval" and self._phase_seen("approval", 0.0, None):
-                    return True, None
-                if target == "decision" and self._decided.is_set() and self._last_decided is not None:
-                    return True, await self._sticky_worker(self._last_decided)
-                try:
-                    await asyncio.wait_for(self._decided.wait(), 0.05)
-                except TimeoutError:
-                    pass
-            return False, None
-        finally:
-            self.hold_decisions = False
+        self.hold_decisions = target == "approval"  # released by kill_once once the kill has landed
+        while self._crash_prompts_running() and time.monotonic() < cap:
+            if target == "approval" and self._phase_seen("approval", 0.0, None):
+                return True, None
+            if target == "decision" and self._decided.is_set() and self._last_decided is not None:
+                return True, await self._sticky_worker(self._last_decided)
+            try:
+                await asyncio.wait_for(self._decided.wait(), 0.05)
+            except TimeoutError:
+                pass
+        return False, None
 
     async def _sticky_worker(self, t: Tracked) -> WorkerProc | None:
         if self.target != "worker":
@@ -514,6 +511,7 @@ class Harness:
             self.pool.remove(victim)
             self.journal.refresh()  # the victim is dead: its open calls were interrupted by the kill
             record = self._classify(number, plan, seen, victim.pid, killed_at, self.journal.in_flight(victim.pid))
+            self.hold_decisions = False
             await asyncio.sleep(plan.downtime)
             self._restarts.append((record, killed_at, await self.spawn_worker()))
         else:
@@ -522,6 +520,7 @@ class Harness:
             killed_at = time.monotonic()
             await asyncio.to_thread(self.server.kill)
             record = self._classify(number, plan, seen, None, killed_at, flying)
+            self.hold_decisions = False
             await asyncio.sleep(plan.downtime)
             await asyncio.to_thread(self.server.start)
             record.restart_s = round(time.monotonic() - killed_at, 2)
@@ -580,7 +579,7 @@ class Harness:
                     record.restart_s = round(replacement.ready_at - killed_at, 2)
 
             mark = time.monotonic()
-            self.approve_now = True
+            self.approve_now, self.hold_decisions = True, False
             await self.wait_all(crash, self.settle_s, "crash run")
             self.report.timings["settle"] = time.monotonic() - mark
             if self.parallel_reference:
