@@ -28,8 +28,9 @@ from pathlib import Path
 
 from opentelemetry import trace
 
-from bench.run import REPO, WorkerProcess
+from bench.config import REPO
 from bench.scenario import Scenario
+from bench.sides import WorkerProcess
 from client import AgentClient
 from tests.support.otlp_receiver import OtlpReceiver
 from workers.devserver import DevServer
