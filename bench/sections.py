@@ -168,13 +168,7 @@ class Bench:
         run = await side.start(Scenario(rounds=1, approve=1))
         call_id = await side.wait_waiting(run)
         await asyncio.sleep(0.05)  # let the worker go idle: time the decision, not the tail of the pause
-        t0 = time.perf_counter()
-        await side.approve(run, call_id)
-        while True:
-            if await side.result_visible(run, call_id):
-                break
-            await asyncio.sleep(0.005)  # each poll is a query the worker answers: do not flood it
-        elapsed = time.perf_counter() - t0
+        elapsed = await _approve_and_see_result(side, run, call_id)
         await side.finish(run)
         return elapsed
 
@@ -215,13 +209,7 @@ class Bench:
         step = max(1, len(runs) // max(count, 1))
         samples = []
         for run in runs[::step][:count]:
-            t0 = time.perf_counter()
-            await side.approve(run, RESUME_CALL_ID)
-            while True:
-                if await side.result_visible(run, RESUME_CALL_ID):
-                    break
-                await asyncio.sleep(0.005)  # each poll is a query the worker answers: do not flood it
-            samples.append((time.perf_counter() - t0) * 1000)
+            samples.append(await _approve_and_see_result(side, run, RESUME_CALL_ID) * 1000)
         return samples
 
     @staticmethod
@@ -290,3 +278,13 @@ class Bench:
             log(f"  long {side.name}: {status.name} after {elapsed:.1f} s, {stats['tool_rounds_done']} tool rounds, "
                 f"{stats['bytes'] / 1e6:.1f} MB history{' (capped)' if capped else ''} {stats['close']}")
         return out
+
+
+async def _approve_and_see_result(side: Side, run: Run, call_id: str) -> float:
+    """Seconds from sending the approval to the call's result being visible through the side's client."""
+    t0 = time.perf_counter()
+    await side.approve(run, call_id)
+    while True:
+        if await side.result_visible(run, call_id):
+            return time.perf_counter() - t0
+        await asyncio.sleep(0.005)  # each poll is a query the worker answers: do not flood it
