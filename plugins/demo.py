@@ -7,9 +7,9 @@ import json
 from pydantic import BaseModel, Field
 
 from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
 from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
 from agent.tools import Approval, tool
 
 
@@ -71,19 +71,9 @@ plugin = Plugin(
 )
 
 
-def _results_since_last_user_message(request: ModelRequest) -> dict[str, ToolResultMessage]:
-    results: dict[str, ToolResultMessage] = {}
-    for message in request.messages:
-        if isinstance(message, UserMessage):
-            results.clear()
-        elif isinstance(message, ToolResultMessage):
-            results[message.tool] = message
-    return results
-
-
 def _demo_script(request: ModelRequest) -> ModelResponse:
     """Round 1: forecast + report. Round 2: a $250 payment (needs approval). Then a summary."""
-    done = _results_since_last_user_message(request)
+    done = {result.tool: result for result in results_since_last_user(request)}
     if "weather.get" not in done:
         return tool_calls(
             ("weather.get", {"city": "Paris"}),

@@ -11,10 +11,10 @@ from temporalio.testing import WorkflowEnvironment
 from activities.agent_activities import read_history_link
 from activities.transcripts import HistoryChain
 from agent.context import ToolContext
-from agent.messages import AssistantMessage, ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.messages import AssistantMessage, ModelRequest, ModelResponse, UserMessage
 from agent.models import ToolOutput, ToolSuccess
 from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
 from agent.tools import Approval, tool
 from plugins.triggers import plugin as triggers_plugin
 from tests.support.workers import TEST_SETTINGS, agent_worker
@@ -49,15 +49,10 @@ def user_texts(request: ModelRequest) -> list[str]:
 def memo_script(request: ModelRequest) -> ModelResponse:
     """Each prompt: round 1 stores its input as a memo, round 2 answers with the memo count."""
     last_user = user_texts(request)[-1]
-    results_after_last_user = []
-    for message in request.messages:
-        if isinstance(message, UserMessage):
-            results_after_last_user = []
-        elif isinstance(message, ToolResultMessage):
-            results_after_last_user.append(message.content)
-    if not results_after_last_user:
+    results = results_since_last_user(request)
+    if not results:
         return tool_calls(("memo.add", {"note": last_user}))
-    return text(f"noted #{results_after_last_user[-1]}: {last_user}")
+    return text(f"noted #{results[-1].content}: {last_user}")
 
 
 async def test_history_queue_and_state_carry_across_prompts(dev_env: WorkflowEnvironment) -> None:

@@ -16,9 +16,9 @@ import os
 from pydantic import BaseModel
 
 from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.messages import ModelRequest, ModelResponse
 from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
 from agent.tools import Approval, tool
 
 REPORT_CHARS = 200_000
@@ -56,12 +56,7 @@ plugin = Plugin("bigblobs", tools=[report, publish], instructions="You write big
 
 
 def _script(request: ModelRequest) -> ModelResponse:
-    results: list[ToolResultMessage] = []
-    for message in request.messages:
-        if isinstance(message, UserMessage):
-            results.clear()
-        elif isinstance(message, ToolResultMessage):
-            results.append(message)
+    results = results_since_last_user(request)
     if not results:
         return tool_calls(("blob.report", {"topic": "tides"}), text="Writing the report.")
     if len(results) == 1:

@@ -26,9 +26,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from agent.messages import ModelRequest, ModelResponse, UserMessage
 from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
+from agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
 from agent.tools import Approval, tool
 from tests.support.jsonl import append_line, read_lines
 
@@ -83,12 +83,7 @@ plugin = Plugin("ledger", tools=[charge, note], instructions="You keep the ledge
 
 
 def _script(request: ModelRequest) -> ModelResponse:
-    results: list[ToolResultMessage] = []
-    for message in request.messages:
-        if isinstance(message, UserMessage):
-            results.clear()
-        elif isinstance(message, ToolResultMessage):
-            results.append(message)
+    results = results_since_last_user(request)
     user = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
     if not results and user == BATCH_INPUT:
         return tool_calls(*[("ledger.charge", {"amount": amount}) for amount in BATCH_AMOUNTS],
