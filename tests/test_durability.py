@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent.models import Prompt, ToolOutput, ToolPending, ToolSuccess
 from client import AgentClient, PromptHandle
 from tests.support.ledger import CHARGE_AMOUNT, read_ledger
+from tests.support.records import shape
 from workers.devserver import DevServer
 from workers.settings import Settings
 
@@ -39,7 +40,6 @@ T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROMPT_INPUT = "Note it, then charge the customer."
 READY_MARKER = "worker on "
-VOLATILE_KEYS = frozenset({"started_at", "finished_at", "requested_at", "expires_at", "at"})
 STICKY_GUARD_S = 7.0  # the SDK's default sticky timeout (10 s) would exceed this; ours (2 s) stays well under
 
 
@@ -217,19 +217,6 @@ def pending_call(prompt: Prompt) -> ToolOutput:
     assert len(pending) == 1, f"expected one pending call, got {prompt.output}"
     assert pending[0].tool == "ledger.charge"
     return pending[0]
-
-
-def shape(prompt: Prompt) -> list[Any]:
-    """The output array without timestamps: entry types, ids, tools, inputs, results, decisions."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return [strip(entry.model_dump(mode="json")) for entry in prompt.output]
 
 
 async def run_to_completion(rig: Rig) -> Prompt:

@@ -12,7 +12,6 @@ Spawn = Literal["fork", "exec"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_MARKER = "worker on "
-VOLATILE_KEYS = frozenset({"started_at", "finished_at", "requested_at", "expires_at", "at"})
 TARGETS = ("any", "model", "tool", "approval", "between", "decision")
 PHASE_ORDER = ("model", "tool", "between", "approval", "decision", "other")
 # Share of kills that first wait until at most one worker is still starting; the others may follow each other

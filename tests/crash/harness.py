@@ -93,10 +93,11 @@ from tests.crash.constants import (
     Target,
 )
 from tests.crash.journal import Journal, prompt_of
-from tests.crash.plan import KillPlan, Tracked, kill_plan, pid_of, quietly, retries_exhausted, shape
+from tests.crash.plan import KillPlan, Tracked, kill_plan, pid_of, quietly, retries_exhausted
 from tests.crash.report import HarnessReport, KillRecord
 from tests.crash.workers import WorkerProc, Zygote, zygote
 from tests.support.jsonl import read_lines
+from tests.support.records import shape
 from workers.devserver import DevServer
 from workers.settings import Settings
 from workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, STEER_SIGNAL

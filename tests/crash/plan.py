@@ -10,7 +10,7 @@ from typing import Any
 
 from agent.models import Prompt, ToolOutput
 from client import PromptHandle
-from tests.crash.constants import DEFAULT_PACE, REFILL_SHARE, TARGETS, VOLATILE_KEYS, Target
+from tests.crash.constants import DEFAULT_PACE, REFILL_SHARE, TARGETS, Target
 
 # --------------------------------------------------------------------------------------------------
 # prompts
@@ -52,19 +52,6 @@ def kill_plan(seed: int, kills: int, target: Target, pace: float = DEFAULT_PACE)
     return [KillPlan(target=rng.choice(TARGETS), delay=rng.uniform(0.05, pace), offset=rng.uniform(0.0, 0.06),
                      downtime=rng.uniform(0.0, max_down), pick=rng.random(), refill=rng.random() < REFILL_SHARE)
             for _ in range(kills)]
-
-
-def shape(prompt: Prompt) -> list[Any]:
-    """The output array without timestamps."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return [strip(entry.model_dump(mode="json")) for entry in prompt.output]
 
 
 TIMEOUT_MARK = "activity StartToClose timeout"
