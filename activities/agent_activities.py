@@ -153,7 +153,7 @@ class AgentActivities:
                         response = await self._stream_model(provider, request, live)
                     else:
                         response = await provider.complete(request)
-                response = await self._after_model(request, response)
+                response = self._priced(await self._after_model(request, response), provider)
                 call.responded(response)
         except RetryableModelError as exc:
             if fallback is not None and activity.info().attempt >= self.runtime.fallback_after_attempts:
@@ -174,16 +174,20 @@ class AgentActivities:
         calls = [_plan_call(call, prepared.tools, self.runtime.decision_key) for call in response.tool_calls]
         data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
         model_name = response.model or provider.name
-        usage = response.usage
-        if usage.cost is None and (cost := self.runtime.prices.cost(model_name, usage)) is not None:
-            usage = usage.model_copy(update={"cost": cost})
         return RoundResult(
-            reasoning=response.reasoning, text=response.text, calls=calls, usage=usage,
+            reasoning=response.reasoning, text=response.text, calls=calls, usage=response.usage,
             plugin_state=prepared.plugin_state,
             model=model_name, event_hooks=self.runtime.handles_events, data=data, output_error=output_error,
             spec=_spec(provider), fallback=position,
             settings=request.settings if request.settings != ModelSettings() else None,
         )
+
+    def _priced(self, response: ModelResponse, provider: ModelProvider) -> ModelResponse:
+        """The response with its cost from the price table when the provider reported none."""
+        if response.usage.cost is not None:
+            return response
+        usage = self.runtime.prices.with_cost(response.model or provider.name, response.usage)
+        return response.model_copy(update={"usage": usage})
 
     async def _stream_model(self, provider: ModelProvider, request: ModelRequest,
                             live: _LiveDetails) -> ModelResponse:

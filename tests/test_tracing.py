@@ -33,6 +33,8 @@ from tests.support.workers import TEST_SETTINGS
 from workers.plugin import DurableAgentPlugin
 from workers.worker import build_runtime, create_worker
 
+PRICES = '{"scripted": {"input": 1.0, "output": 2.0}}'  # USD per million tokens
+
 
 async def traced_client(env: WorkflowEnvironment) -> Client:
     memory_exporter()
@@ -44,7 +46,7 @@ async def traced_client(env: WorkflowEnvironment) -> Client:
 async def traced_worker(env: WorkflowEnvironment, *, trace_content: bool = False) -> AsyncIterator[AgentClient]:
     client = await traced_client(env)
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}",
-                                                "trace_content": trace_content})
+                                                "trace_content": trace_content, "prices": PRICES})
     runtime = build_runtime(settings, plugins=[scenarios.plugin],
                             providers={"normal": scenarios.model, "high": scenarios.model})
     async with create_worker(client, runtime, task_queue=settings.task_queue):
@@ -100,6 +102,7 @@ async def test_one_trace_per_prompt_with_tool_and_approval(dev_env: WorkflowEnvi
         assert chat.attributes["gen_ai.usage.input_tokens"] > 0
         assert chat.attributes["gen_ai.usage.output_tokens"] > 0
         assert chat.attributes["gen_ai.response.finish_reasons"] in (("tool_calls",), ("stop",))
+        assert chat.attributes["dagent.usage.cost_usd"] > 0  # priced from the worker's price table
     call = only(spans, "dagent.tool_call")
     assert ancestry(spans, call)[1:] == ["dagent.round", "dagent.prompt", "dagent.prompt.start"], tree
     assert call.attributes["dagent.tool.id"] == "demo.pay"
