@@ -57,7 +57,7 @@ from workflows.protocol import (
 
 log = get_logger("dagent.activities")
 
-HEARTBEAT_INTERVAL_SECONDS = 0.5  # the worker sends at most one per second (workers.plugin.HEARTBEAT_THROTTLE)
+HEARTBEAT_INTERVAL_SECONDS = 0.5  # the worker forwards them at most every 0.5 s (workers.plugin.HEARTBEAT_THROTTLE)
 LIVE_TEXT_TAIL_CHARS = 16_000  # streamed text kept in heartbeat details (watchers joining late see this much)
 LIVE_TEXT_EVERY_SECONDS = 0.2  # how often the streamed text so far is handed to the heartbeat
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"

@@ -65,7 +65,6 @@ class AgentRuntime:
     prices: PriceTable = field(default_factory=PriceTable)
     stream_text: bool | None = None  # None: stream from real providers, not from scripted ones
     fallback_after_attempts: int = 3  # retryable failures of one model before its fallback is used
-    delta_batch_interval: float = 0.2
     mcp: MCPToolSources = field(default_factory=MCPToolSources)
     trace_content: bool = False  # prompt and completion text on model spans (Settings.trace_content)
     decision_key: str | None = None  # Ed25519 public key (PEM): decisions must carry a token it verifies

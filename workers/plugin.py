@@ -29,12 +29,11 @@ from agent.errors import DurableAgentError
 from workers.settings import Settings, WorkflowSandbox
 from workflows import WORKFLOWS
 
-LIVE_DETAILS_INTERVAL = timedelta(milliseconds=500)  # at most this long from report_progress to the server
-
 PLUGIN_NAME = "durable-agent"
-# Heartbeats leave the worker at least this often, so a cancellation (delivered in a heartbeat's reply)
-# reaches a running tool or model call within about a second instead of 0.8 x its heartbeat timeout.
-HEARTBEAT_THROTTLE = timedelta(seconds=1)
+# Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
+# heartbeat's reply) reaches a running tool or model call within about a second, and streamed text and tool
+# progress (heartbeat details) reach watchers within half a second.
+HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
 STICKY_TIMEOUT = timedelta(seconds=2)  # a crashed worker's prompts move on after 2 s, not the SDK's 10 s
 T = TypeVar("T")
 FAILURE_TYPES: tuple[type[BaseException], ...] = (DurableAgentError,)
@@ -92,10 +91,8 @@ class DurableAgentPlugin(SimplePlugin):
         config = super().configure_worker(config)
         config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
         config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["max_cached_workflows"] = self.settings.max_cached_workflows
-        # Heartbeat details carry streamed text and tool progress to watchers: send them within a second.
-        config["max_heartbeat_throttle_interval"] = LIVE_DETAILS_INTERVAL
-        config["default_heartbeat_throttle_interval"] = LIVE_DETAILS_INTERVAL
         return config
 
 
