@@ -174,11 +174,11 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     @app.get("/approvals", response_model=list[PendingApprovalItem], tags=["approvals"])
     async def pending(caller: Caller, service: Service) -> list[PendingApprovalItem]:
         """Every waiting tool call the caller may see, across prompts."""
-        return [PendingApprovalItem(prompt_id=prompt_id, user_id=owner, conversation_id=conversation,
-                                    can_decide=service.may_decide(caller, owner, call.approvers),
-                                    links=_links(service, prompt_id, conversation),
-                                    **call.model_dump(exclude={"signed_decisions"}))
-                for owner, conversation, prompt_id, call in await service.pending(caller)]
+        return [PendingApprovalItem(prompt_id=row.prompt_id, user_id=row.user_id, conversation_id=row.conversation_id,
+                                    can_decide=service.may_decide(caller, row.user_id, row.call.approvers),
+                                    links=_links(service, row.prompt_id, row.conversation_id),
+                                    **row.call.model_dump(exclude={"signed_decisions"}))
+                for row in await service.pending(caller)]
 
     @app.get("/approvals/events", tags=["approvals"], response_class=EventSourceResponse)
     async def pending_events(caller: Caller, service: Service,

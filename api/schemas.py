@@ -95,6 +95,8 @@ class PendingApprovalItem(BaseModel):
     expires_at: datetime | None = None
     approvers: list[str] | None = None
     input_schema: dict[str, JsonValue] | None = None
+    path: list[str] = Field(default_factory=list, description=(
+        "A sub-agent's call: the prompt ids from `prompt_id` down to the one that waits (decide it on `prompt_id`)."))
     can_decide: bool = Field(description="Whether the caller may approve or reject this call.")
     links: Links
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -14,10 +13,9 @@ from agent.models import Conversation, Prompt, ToolOutput, ToolPending
 from api.auth import Principal
 from api.config import ApiConfig
 from api.problems import Problem
-from client import AgentClient, DecisionRefused, PromptHandle
+from client import AgentClient, DecisionRefused, PendingRow, PromptHandle
 from workflows.corrections import merge_patch, schema_problem
 from workflows.decision_tokens import DecisionClaims, DecisionKind, input_digest, may_decide, sign_decision
-from workflows.protocol import PendingApproval
 
 T = TypeVar("T")
 
@@ -87,23 +85,11 @@ class AgentService:
             return may_decide(approvers, principal.id, sorted(principal.roles))
         return principal.id == owner or principal.sees_everything
 
-    async def pending(self, principal: Principal) -> list[tuple[str | None, str | None, str, PendingApproval]]:
-        """Every waiting call the principal may see: `(owner, conversation, prompt id, call)`. The prompts are
-        asked at once, each for at most `pending_query_seconds`: one whose worker is down is left out rather
-        than holding the whole list."""
+    async def pending(self, principal: Principal) -> list[PendingRow]:
+        """Every waiting call the principal may see, addressed from its top prompt. Each prompt is asked for
+        at most `pending_query_seconds`: one whose worker is down is left out rather than holding the list."""
         owner_filter = None if principal.sees_everything else principal.id
-        waiting = await self.agent.waiting_prompts(user_id=owner_filter)
-
-        async def calls_of(prompt_id: str) -> list[PendingApproval]:
-            try:
-                return await self.agent.prompt(prompt_id).pending_approvals(
-                    timeout=self.config.pending_query_seconds)
-            except RPCError:
-                return []  # finished between the listing and the query, or no worker answers
-
-        answers = await asyncio.gather(*(calls_of(w.prompt_id) for w in waiting))
-        return [(w.user_id, w.conversation_id, w.prompt_id, call)
-                for w, calls in zip(waiting, answers, strict=True) for call in calls]
+        return (await self.agent.pending(user_id=owner_filter, timeout=self.config.pending_query_seconds)).rows
 
     # --- deciding --------------------------------------------------------------------------------
 

@@ -444,11 +444,11 @@ def pending(
     settings = _settings(address, profile)
 
     async def main() -> int:
-        unanswered: list[str] = []
-        rows = await decisions.pending_rows(await AgentClient.connect(settings), user, unanswered=unanswered)
-        for prompt_id in unanswered:
+        found = await (await AgentClient.connect(settings)).pending(user_id=user)
+        for prompt_id in found.unanswered:
             err_console.print(f"warning: prompt {prompt_id} is waiting but did not answer (is a worker running "
                               "for its task queue?); its calls are not listed")
+        rows = found.rows
         if as_json:
             console.print_json(json.dumps([row.model_dump(mode="json") for row in rows]))
             return 0

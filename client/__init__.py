@@ -10,7 +10,8 @@ from client._client import (
     new_prompt_id,
 )
 from client._live import PromptNotFound
+from client.pending import PendingList, PendingRow
 from client.stuck import TaskProblem
 
-__all__ = ["AgentClient", "ConversationHandle", "DecisionRefused", "PromptHandle", "PromptNotFound", "PromptSummary",
-           "TaskProblem", "WaitingPrompt", "new_prompt_id"]
+__all__ = ["AgentClient", "ConversationHandle", "DecisionRefused", "PendingList", "PendingRow", "PromptHandle",
+           "PromptNotFound", "PromptSummary", "TaskProblem", "WaitingPrompt", "new_prompt_id"]

@@ -10,7 +10,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from opentelemetry import trace
@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent.errors import DecisionRefused
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
 from client._live import poller_for
+from client.pending import QUERY_SECONDS, PendingList, pending_list
 from client.stuck import TaskProblem, task_problem, workflows_with_task_problems
 from workers.connection import connect_client
 from workers.observability import temporal_plugins
@@ -126,12 +127,9 @@ class PromptHandle(_Handle[Prompt]):
                 return prompt
             await asyncio.sleep(poll_interval)
 
-    async def pending_approvals(self, *, timeout: float | None = None) -> list[PendingApproval]:
-        """The calls waiting for a decision. A query needs a worker: with `timeout`, a prompt whose worker
-        does not answer within that many seconds raises `RPCError` instead of holding the caller."""
-        rpc_timeout = timedelta(seconds=timeout) if timeout is not None else None
-        return await self._handle.query(names.PENDING_APPROVALS_QUERY, result_type=list[PendingApproval],
-                                        rpc_timeout=rpc_timeout)
+    async def pending_approvals(self) -> list[PendingApproval]:
+        """The calls waiting for a decision (a query: it needs the prompt's worker; see AgentClient.pending)."""
+        return await self._handle.query(names.PENDING_APPROVALS_QUERY, result_type=list[PendingApproval])
 
     async def approve(self, tool_call_id: str, *, by: str | None = None,
                       input: dict[str, JsonValue] | None = None, wait: bool = False,
@@ -350,6 +348,11 @@ class AgentClient:
                 started_at=execution.start_time,
             ))
         return found
+
+    async def pending(self, *, user_id: str | None = None, timeout: float = QUERY_SECONDS) -> PendingList:
+        """Every call waiting for a decision (of `user_id`'s prompts), addressed from its top prompt; the
+        prompts whose worker did not answer within `timeout` seconds are named in `unanswered`."""
+        return await pending_list(self, user_id, timeout=timeout)
 
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""

@@ -1,11 +1,11 @@
-"""`dagent pending`'s listing when a waiting prompt's worker is gone: the others are listed, that one is named
-as not answering, and nothing waits for it (real dev server, in-process workers on their own task queues)."""
+"""`AgentClient.pending` (`dagent pending`, the API's inbox) when a waiting prompt's worker is gone: the
+others are listed, that one is named as not answering, and nothing waits for it (real dev server, in-process
+workers on their own task queues)."""
 
 from __future__ import annotations
 
 from temporalio.testing import WorkflowEnvironment
 
-from cli.decisions import pending_rows
 from tests.support.api import PLUGIN, web_model
 from tests.support.workers import agent_worker
 
@@ -17,10 +17,10 @@ async def test_a_waiting_prompt_without_a_worker_is_named_not_waited_for(dev_env
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as agent:
         live = await agent.start("pay carol 300", user_id="alice")
         await live.wait_until("waiting_for_approval")
-        unanswered: list[str] = []
-        rows = await pending_rows(agent, "alice", timeout=1.0, unanswered=unanswered)
+        found = await agent.pending(user_id="alice", timeout=1.0)
+        rows = found.rows
         listed = {row.prompt_id for row in rows}
         assert live.id in listed and orphan.id not in listed
-        assert orphan.id in unanswered and live.id not in unanswered
+        assert orphan.id in found.unanswered and live.id not in found.unanswered
         assert [row.call.tool for row in rows if row.prompt_id == live.id] == ["payment.send"]
         await live.approve(next(row.call.tool_call_id for row in rows if row.prompt_id == live.id), by="alice")
