@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
-from workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
+from client import prompt_query
+from workflows.names import PROMPT_STATE, USER_ID
 
 STATES = ("waiting", "running", "completed", "failed", "cancelled")
 WAITING = "waiting_for_approval"
@@ -29,13 +30,9 @@ def age(started_at: datetime, now: datetime | None = None) -> str:
     return f"{max(seconds, 0)}s"
 
 
-def _query(state: str | None, user: str | None) -> str:
-    query = f"WorkflowType = '{PROMPT_WORKFLOW}'"
-    if state:
-        query += f" AND PromptState = '{WAITING if state == 'waiting' else state}'"
-    if user:
-        query += f" AND UserId = '{user}'"
-    return query
+def _query(state: str | None, user: str | None, *, running: bool = False) -> str:
+    return prompt_query(user_id=user or None, state=(WAITING if state == "waiting" else state) or None,
+                        running=running)
 
 
 async def _row(execution: WorkflowExecution) -> PromptRow:
@@ -53,7 +50,7 @@ async def recent_prompts(client: Client, *, state: str | None = None, user: str 
     """Up to `limit` prompts, newest first, those waiting for approval before the rest."""
     rows: list[PromptRow] = []
     if state in (None, "waiting"):
-        async for execution in client.list_workflows(_query("waiting", user) + " AND ExecutionStatus = 'Running'",
+        async for execution in client.list_workflows(_query("waiting", user, running=True),
                                                      limit=limit):
             rows.append(await _row(execution))
     if state != "waiting" and len(rows) < limit:

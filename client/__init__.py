@@ -8,10 +8,11 @@ from client._client import (
     PromptSummary,
     WaitingPrompt,
     new_prompt_id,
+    prompt_query,
 )
 from client._live import PromptNotFound
 from client.pending import PendingList, PendingRow
 from client.stuck import TaskProblem
 
 __all__ = ["AgentClient", "ConversationHandle", "DecisionRefused", "PendingList", "PendingRow", "PromptHandle",
-           "PromptNotFound", "PromptSummary", "TaskProblem", "WaitingPrompt", "new_prompt_id"]
+           "PromptNotFound", "PromptSummary", "TaskProblem", "WaitingPrompt", "new_prompt_id", "prompt_query"]

@@ -19,7 +19,6 @@ from pydantic import JsonValue
 from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
@@ -333,11 +332,7 @@ class AgentClient:
     async def list_prompts(self, *, user_id: str | None = None, conversation_id: str | None = None,
                            state: str | None = None, limit: int = 100) -> list[PromptSummary]:
         """Prompts by user, conversation and state (the search attributes), newest first."""
-        query = f"WorkflowType = '{PROMPT_WORKFLOW}'"
-        for key, value in ((names.USER_ID, user_id), (names.CONVERSATION_ID, conversation_id),
-                           (names.PROMPT_STATE, state)):
-            if value is not None:
-                query += f" AND {key.name} = '{_quote(value)}'"
+        query = prompt_query(user_id=user_id, conversation_id=conversation_id, state=state)
         found: list[PromptSummary] = []
         async for execution in self.client.list_workflows(query, limit=limit):
             attrs = execution.typed_search_attributes
@@ -356,18 +351,25 @@ class AgentClient:
 
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""
-        query = f"WorkflowType = '{PROMPT_WORKFLOW}' AND {names.PROMPT_STATE.name} = 'waiting_for_approval' " \
-                f"AND ExecutionStatus = 'Running'"
-        if user_id:
-            query += f" AND {names.USER_ID.name} = '{user_id}'"
+        query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True)
         found: list[WaitingPrompt] = []
         async for execution in self.client.list_workflows(query):
-            if execution.status != WorkflowExecutionStatus.RUNNING:
-                continue
             attrs = execution.typed_search_attributes
             found.append(WaitingPrompt(prompt_id=execution.id, user_id=attrs.get(names.USER_ID),
                                        conversation_id=attrs.get(names.CONVERSATION_ID)))
         return found
+
+
+def prompt_query(*, user_id: str | None = None, conversation_id: str | None = None, state: str | None = None,
+                 running: bool = False) -> str:
+    """The visibility query for prompts by user, conversation and state (values quoted), optionally only
+    those whose workflow still runs."""
+    query = f"WorkflowType = '{PROMPT_WORKFLOW}'"
+    for key, value in ((names.USER_ID, user_id), (names.CONVERSATION_ID, conversation_id),
+                       (names.PROMPT_STATE, state)):
+        if value is not None:
+            query += f" AND {key.name} = '{_quote(value)}'"
+    return query + (" AND ExecutionStatus = 'Running'" if running else "")
 
 
 def _quote(value: str) -> str:

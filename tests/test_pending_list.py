@@ -24,3 +24,16 @@ async def test_a_waiting_prompt_without_a_worker_is_named_not_waited_for(dev_env
         assert orphan.id in found.unanswered and live.id not in found.unanswered
         assert [row.call.tool for row in rows if row.prompt_id == live.id] == ["payment.send"]
         await live.approve(next(row.call.tool_call_id for row in rows if row.prompt_id == live.id), by="alice")
+
+
+async def test_a_user_id_with_a_quote_is_quoted_in_the_visibility_queries(dev_env: WorkflowEnvironment) -> None:
+    """User ids reach the list queries as quoted literals: a quote in one neither breaks nor widens the query."""
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as agent:
+        handle = await agent.start("pay dave 400", user_id="o'brien")
+        await handle.wait_until("waiting_for_approval")
+        found = await agent.pending(user_id="o'brien")
+        assert [row.prompt_id for row in found.rows] == [handle.id]
+        assert [w.prompt_id for w in await agent.waiting_prompts(user_id="o' OR UserId != '")] == []
+        listed = await agent.list_prompts(user_id="o'brien")
+        assert [p.prompt_id for p in listed] == [handle.id]
+        await handle.approve(found.rows[0].call.tool_call_id, by="o'brien")
