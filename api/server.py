@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 
 import uvicorn
 from fastapi import FastAPI
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+from workers.devserver import free_port
 
 
 @contextlib.asynccontextmanager

@@ -49,10 +49,10 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
         settings = Settings(temporal_address=server.address, ui_url=server.ui_url or "",
                             task_queue=f"durable-agent-demo-{uuid.uuid4().hex[:6]}")
         client = await connect(settings)
+        agent = AgentClient(client, settings)
         async with create_worker(client, build_runtime(settings), task_queue=settings.task_queue), \
-                _web_api(AgentClient(client, settings), console):
+                _web_api(agent, console):
             console.print("Worker running (plugin plugins.demo, offline scripted model).")
-            agent = AgentClient(client, settings)
             handle = await agent.start(input_text, user_id="quickstart")
             console.print(f"\nprompt {handle.id}: {input_text}")
             console.print(f"Temporal UI (while the server runs): {settings.workflow_url(handle.id)}")
@@ -85,7 +85,7 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
 
 
 @asynccontextmanager
-async def _web_api(agent: AgentClient, console: Console) -> AsyncIterator[str]:
+async def _web_api(agent: AgentClient, console: Console) -> AsyncIterator[None]:
     """`dagent api` in-process, with a one-time API key for the quick-start user (approver and admin)."""
     from api import create_app
     from api.config import ApiConfig, ApiKey
@@ -96,7 +96,7 @@ async def _web_api(agent: AgentClient, console: Console) -> AsyncIterator[str]:
     async with serve_in_background(create_app(agent, config), port=_port_or_free(PREFERRED_API_PORT)) as url:
         console.print(f"Web API {url}/docs   approvals inbox: {url}/inbox#key={key}")
         console.print(f"                            chat: {url}/chat#key={key}")
-        yield url
+        yield
 
 
 async def _approve_from_second_client(settings: Settings, prompt_id: str, console: Console) -> None:

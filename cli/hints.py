@@ -10,7 +10,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from client import DecisionRefused, PromptNotFound
+from client import PromptNotFound
 from workers.connection import NOTHING_LISTENING, TemporalConnectError
 from workers.settings import Settings
 from workflows.names import PROMPT_WORKFLOW
@@ -74,6 +74,3 @@ def no_worker(settings: Settings) -> str:
     return (f"no worker is polling task queue {settings.task_queue!r} — start one with `dagent worker` "
             "(the prompt waits and runs as soon as one starts)")
 
-
-def refused(exc: DecisionRefused) -> str:
-    return str(exc)
