@@ -55,15 +55,14 @@ class AguiTranslator:
         return f"{self.prompt_id}-m{self.messages}"
 
     def delta(self, delta: TextDelta) -> list[BaseEvent]:
-        already = self.streamed.get(delta.round, 0)
-        fresh = delta.text[max(already - delta.offset, 0):] if delta.offset + len(delta.text) > already else ""
+        fresh = delta.past(self.streamed.get(delta.round, 0))
         if not fresh:
             return []
         events: list[BaseEvent] = []
         if self.open_message is None:
             self.open_message = self._new_message_id()
             events.append(TextMessageStartEvent(message_id=self.open_message, role="assistant"))
-        self.streamed[delta.round] = delta.offset + len(delta.text)
+        self.streamed[delta.round] = delta.end
         events.append(TextMessageContentEvent(message_id=self.open_message, delta=fresh))
         return events
 

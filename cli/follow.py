@@ -157,8 +157,7 @@ class LiveView:
             return
         if delta.round in self.finished_rounds:
             return
-        already = self.streamed.get(delta.round, 0)
-        fresh = delta.text[max(already - delta.offset, 0):] if delta.offset + len(delta.text) > already else ""
+        fresh = delta.past(self.streamed.get(delta.round, 0))
         if not fresh:
             return
         self.flush_held()
@@ -168,7 +167,7 @@ class LiveView:
             self.console.print(Text("…       ", style="dim"), end="")
         self.console.print(fresh, end="", markup=False, highlight=False)
         self.streaming = True
-        self.streamed[delta.round] = delta.offset + len(delta.text)
+        self.streamed[delta.round] = delta.end
 
     def tool_progress(self, progress: ToolProgress) -> None:
         fraction = f" {progress.fraction:.0%}" if progress.fraction is not None else ""

@@ -13,6 +13,7 @@ from client import AgentClient, PromptNotFound
 from client._live import _POLLERS
 from tests.support.workers import TEST_SETTINGS
 from workers.worker import create_worker
+from workflows.protocol import TextDelta
 
 
 async def test_five_watchers_and_token_streaming_leave_the_history_as_unwatched(dev_env: WorkflowEnvironment) -> None:
@@ -69,3 +70,9 @@ async def test_watching_an_unknown_prompt_says_so(dev_env: WorkflowEnvironment) 
         assert str(exc) == "no prompt 'prompt-nope'"
     else:
         raise AssertionError("expected PromptNotFound")
+
+
+def test_a_delta_shows_only_what_is_past_the_text_already_shown() -> None:
+    delta = TextDelta(round=1, attempt=1, offset=5, text="world!")
+    assert (delta.past(0), delta.past(5), delta.past(8), delta.past(11), delta.past(20)) == \
+        ("world!", "world!", "ld!", "", "")

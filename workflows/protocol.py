@@ -403,6 +403,14 @@ class TextDelta(_Model):
     text: str
     kind: Literal["text", "reasoning"] = "text"
 
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.text)
+
+    def past(self, shown: int) -> str:
+        """What this delta adds beyond the first `shown` characters of the round's text."""
+        return self.text[max(shown - self.offset, 0):] if self.end > shown else ""
+
 
 class StreamingText(_Model):
     """The heartbeat details of a model round that streams: its text and reasoning summary so far."""
