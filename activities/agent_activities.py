@@ -240,7 +240,7 @@ class AgentActivities:
                 tool = await self.runtime.find_mcp_tool(call.plugin, call.tool)
             except MCPUnavailable as exc:
                 if activity.info().attempt < call.max_attempts:
-                    raise ApplicationError(str(exc), type="MCPUnavailable") from exc
+                    raise ApplicationError(str(exc), type=names.MCP_UNAVAILABLE_ERROR) from exc
                 logger.warning("mcp server unavailable", error=str(exc))
                 return _error(str(exc))
         if tool is None:

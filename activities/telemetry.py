@@ -12,18 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from temporalio import activity
 
 from agent.messages import ModelRequest, ModelResponse
 from agent.providers.base import ModelProvider
-
-TRACER_NAME = "durable_agent"
-
-
-def _tracer() -> trace.Tracer:
-    return trace.get_tracer(TRACER_NAME)
+from workflows.telemetry import tracer
 
 
 def request_model(provider: ModelProvider) -> str:
@@ -69,7 +63,7 @@ def model_call(provider: ModelProvider, request: ModelRequest, *, record_content
     }
     started = time.monotonic()
     outcome = "error"
-    with _tracer().start_as_current_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes,
+    with tracer().start_as_current_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes,
                                          record_exception=False, set_status_on_exception=False) as span:
         if record_content:
             span.set_attribute("gen_ai.system_instructions", request.instructions)
@@ -95,7 +89,7 @@ def tool_call(tool: str, call_id: str, prompt_id: str) -> Iterator[Span]:
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id,
         "dagent.prompt.id": prompt_id, "dagent.attempt": activity.info().attempt,
     }
-    with _tracer().start_as_current_span(f"execute_tool {tool}", kind=SpanKind.INTERNAL, attributes=attributes,
+    with tracer().start_as_current_span(f"execute_tool {tool}", kind=SpanKind.INTERNAL, attributes=attributes,
                                          record_exception=False, set_status_on_exception=False) as span:
         try:
             yield span

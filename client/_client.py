@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from pydantic import JsonValue
 from temporalio.api.common.v1 import Payload
@@ -58,6 +57,7 @@ from workflows.protocol import (
     TextDelta,
     ToolProgress,
 )
+from workflows.telemetry import tracer
 
 LiveItem = StreamEvent | TextDelta | ToolProgress
 
@@ -283,7 +283,7 @@ class AgentClient:
                                 conversation_id=conversation_id, instructions=instructions,
                                 history=history or [], **options)
         # The root of the prompt's trace (with tracing on): the workflow's spans are its children.
-        with trace.get_tracer("durable_agent").start_as_current_span(
+        with tracer().start_as_current_span(
                 "dagent.prompt.start", kind=SpanKind.CLIENT, attributes={"dagent.prompt.id": prompt_id}):
             summary = prompt_summary(user_id, input)
             handle = await self.client.start_workflow(

@@ -61,4 +61,5 @@ INVALID_OUTPUT_SCHEMA_ERROR: Final = "InvalidOutputSchema"  # the prompt's outpu
 TOOL_RAISED_ERROR: Final = "ToolRaised"  # a tool raised (retried up to the tool's attempts)
 TRANSCRIPT_MISSING_ERROR: Final = "TranscriptMissing"  # the worker lacks part of the round's input: send it whole
 HISTORY_MISSING_ERROR: Final = "HistoryMissing"  # a conversation's stored history link is gone from the store
+MCP_UNAVAILABLE_ERROR: Final = "MCPUnavailable"  # an MCP server cannot be reached (retried like a crash)
 MODEL_FALLBACK_ERROR: Final = "ModelFallback"  # the model round failed; details: [next chain position, its spec]
