@@ -376,15 +376,13 @@ class PromptWorkflow:
         entry = self._record_call(call)
         match call:
             case InvalidCall(error=error):
-                self._resolve(entry, ToolError(error=error))
-                self._close_call(entry, "invalid")
+                self._end_call(entry, error, "invalid")
                 return
             case CallNeedingApproval(approval=approval):
                 decision = await self._await_decision(entry, approval)
                 entry.decision = decision
                 if decision.decision != "approved":
-                    self._resolve(entry, ToolError(error=self._refusal_text(decision)))
-                    self._close_call(entry, decision.decision)
+                    self._end_call(entry, self._refusal_text(decision), decision.decision)
                     return
         await self._invoke(entry, call, entry.input)  # the approver may have corrected the input
 
@@ -398,8 +396,7 @@ class PromptWorkflow:
         before, batch, after = [], [], []
         for index, (entry, call) in enumerate(zip(entries, calls, strict=True)):
             if call.error is not None:
-                self._resolve(entry, ToolError(error=call.error))
-                self._close_call(entry, "invalid")
+                self._end_call(entry, call.error, "invalid")
             elif call.approval is not None:
                 batch.append((entry, call))
             else:
@@ -416,8 +413,7 @@ class PromptWorkflow:
             if decision.decision == "approved":
                 approved.append((entry, call))
             else:
-                self._resolve(entry, ToolError(error=self._refusal_text(decision)))
-                self._close_call(entry, decision.decision)
+                self._end_call(entry, self._refusal_text(decision), decision.decision)
         self._apply_in_order(approved, await self._run_side_by_side(approved))
         self._apply_in_order(after, await self._run_side_by_side(after))
 
@@ -430,6 +426,11 @@ class PromptWorkflow:
             telemetry.TOOL_SPAN, **{"dagent.tool.id": call.tool, "dagent.tool.call_id": entry.id,
                                     "dagent.prompt.id": self._prompt.id})
         return entry
+
+    def _end_call(self, entry: ToolOutput, error: str, outcome: str) -> None:
+        """A call that ends without running (or without finishing): its error result, span and count."""
+        self._resolve(entry, ToolError(error=error))
+        self._close_call(entry, outcome)
 
     def _close_call(self, entry: ToolOutput, outcome: str) -> None:
         self._metrics.tool_call(entry.tool, outcome)
@@ -454,8 +455,7 @@ class PromptWorkflow:
         async def run(entry: ToolOutput, call: PlannedCall) -> None:
             async with limit:
                 if self._steers:
-                    self._resolve(entry, ToolError(error=SKIPPED_BY_STEER))
-                    self._close_call(entry, "skipped")
+                    self._end_call(entry, SKIPPED_BY_STEER, "skipped")
                     return
                 outcomes[entry.id] = await self._execute(entry, call, entry.input)
 
@@ -678,11 +678,7 @@ class PromptWorkflow:
 
     def _skip(self, calls: list[PlannedCall]) -> None:
         for call in calls:
-            entry = ToolOutput(id=self._unique_call_id(call.id), tool=call.tool, input=call.input,
-                               started_at=workflow.now())
-            self._append(entry)
-            self._resolve(entry, ToolError(error=SKIPPED_BY_STEER))
-            self._metrics.tool_call(call.tool, "skipped")
+            self._end_call(self._record_call(call), SKIPPED_BY_STEER, "skipped")
 
     # --- approvals --------------------------------------------------------------------------------
 
@@ -715,7 +711,7 @@ class PromptWorkflow:
 
     async def _wait_for_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
         requested_at = entry.result.requested_at if isinstance(entry.result, ToolPending) else workflow.now()
-        with telemetry.child_span(telemetry.APPROVAL_SPAN, self._call_spans.get(entry.id),
+        with telemetry.span(telemetry.APPROVAL_SPAN, self._call_spans.get(entry.id),
                                   **{"dagent.tool.id": entry.tool, "dagent.tool.call_id": entry.id,
                                      "dagent.prompt.id": self._prompt.id}) as span:
             decision = await self._decision_for(entry, approval)
@@ -1004,10 +1000,9 @@ class PromptWorkflow:
         """End every unfinished call with `reason` (`waiting`: for a call still waiting for its approval)."""
         for entry in self._prompt.output:
             if isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending):
-                self._resolve(entry, ToolError(error=waiting or reason))
+                self._end_call(entry, waiting or reason, "interrupted")
             elif isinstance(entry, ToolOutput) and entry.result is None:
-                self._resolve(entry, ToolError(error=reason))
-        self._waiting.clear()
+                self._end_call(entry, reason, "interrupted")
 
     def _unique_call_id(self, call_id: str) -> str:
         candidate, n = call_id or "call", 1
@@ -1033,9 +1028,6 @@ class PromptWorkflow:
         self._set_state(state)
         workflow.set_current_details(details.finished(self._prompt))
         self._metrics.prompt_finished(state)
-        for call_id, span in list(self._call_spans.items()):  # calls the prompt's end interrupted
-            telemetry.end_span(span, "interrupted")
-            self._call_spans.pop(call_id)
         if self._span is not None:
             self._span.set_attributes({"dagent.prompt.state": state, "dagent.prompt.rounds": self._prompt.rounds})
             if state == "failed":

@@ -83,8 +83,10 @@ def prompt_span(prompt_id: str, *, conversation_child: bool) -> Iterator[Span]:
 
 
 @contextmanager
-def span(name: str, **attributes: str | int | float | bool) -> Iterator[Span]:
-    with _started(name, attributes, kind=SpanKind.INTERNAL) as current:
+def span(name: str, parent: Span | None = None, **attributes: str | int | float | bool) -> Iterator[Span]:
+    """A span under `parent` (by default the current span), current for the block."""
+    context = trace.set_span_in_context(parent) if parent is not None else None
+    with _started(name, attributes, parent=context, kind=SpanKind.INTERNAL) as current:
         yield current
 
 
@@ -115,14 +117,6 @@ def within(current: Span | None) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):  # a token from another contextvars.Context
             token.var.reset(token)
-
-
-@contextmanager
-def child_span(name: str, parent: Span | None, **attributes: str | int | float | bool) -> Iterator[Span]:
-    """A span under `parent` (or the current span when there is none), current for the block."""
-    context = trace.set_span_in_context(parent) if parent is not None else None
-    with _started(name, attributes, parent=context, kind=SpanKind.INTERNAL) as current:
-        yield current
 
 
 def mark_error(current: Span, description: str) -> None:
