@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
@@ -146,6 +147,14 @@ def _failure_reason(exc: BaseException) -> str:
     return getattr(cause, "message", None) or str(cause) or type(cause).__name__
 
 
+@dataclass
+class _WaitingCall:
+    """A call waiting for a decision, with what its approval requires (approvers, schema, decision key)."""
+
+    entry: ToolOutput
+    requirement: ApprovalRequirement
+
+
 @workflow.defn(name=names.PROMPT_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES)
 class PromptWorkflow:
     @workflow.init
@@ -160,8 +169,7 @@ class PromptWorkflow:
             input=request.input, created_at=workflow.now(), plugin_state=dict(request.plugin_state),
         )
         self._decisions: dict[str, Decision] = {}
-        self._waiting: dict[str, ToolOutput] = {}  # calls waiting for a decision, in record order
-        self._requirements: dict[str, ApprovalRequirement] = {}  # what each waiting call's approval requires
+        self._waiting: dict[str, _WaitingCall] = {}  # calls waiting for a decision, in record order
         self._child_pending: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
         self._announced: set[str] = set()  # sub-agents' calls (`<call>/<its call>`) published as approval_requested
         self._background: set[asyncio.Task[None]] = set()
@@ -695,8 +703,7 @@ class PromptWorkflow:
                                    expires_at=now + expires_in if expires_in else None,
                                    approvers=approval.approvers)
         self._touch(entry)
-        self._waiting[entry.id] = entry
-        self._requirements[entry.id] = approval
+        self._waiting[entry.id] = _WaitingCall(entry, approval)
         self._metrics.approval_requested(entry.tool)
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
@@ -771,11 +778,10 @@ class PromptWorkflow:
             pending = ", ".join(repr(i) for i in self._waiting)
             are = "call is" if len(self._waiting) == 1 else "calls are"
             return f"unknown tool call {tool_call_id!r}; the pending {are} {pending}"
-        assert isinstance(waiting.result, ToolPending)
-        allowed = waiting.result.approvers
-        requirement = self._requirements.get(tool_call_id)
+        requirement = waiting.requirement
+        allowed = requirement.approvers
         roles: list[str] = []
-        if requirement is not None and requirement.decision_key:
+        if requirement.decision_key:
             # The signature check imports (e.g. cryptography's exception types) from native code: those
             # imports must reach the real modules, not sandbox copies. Pure computation, deterministic.
             with workflow.unsafe.imports_passed_through():
@@ -797,13 +803,12 @@ class PromptWorkflow:
         waiting = self._waiting.get(request.tool_call_id)
         if request.input is None or waiting is None:
             return None
-        requirement = self._requirements.get(waiting.id)
-        schema = requirement.input_schema if requirement else None
-        problem = schema_problem(merge_patch(waiting.input, request.input), schema)
-        return f"invalid correction for {waiting.tool}: {problem}" if problem else None
+        entry = waiting.entry
+        problem = schema_problem(merge_patch(entry.input, request.input), waiting.requirement.input_schema)
+        return f"invalid correction for {entry.tool}: {problem}" if problem else None
 
     def _accept_approval(self, request: ApproveRequest) -> None:
-        waiting = self._waiting[request.tool_call_id]
+        waiting = self._waiting[request.tool_call_id].entry
         original = None
         if request.input is not None:  # JSON merge patch (RFC 7396): only the corrected fields change
             original, waiting.input = waiting.input, merge_patch(waiting.input, request.input)
@@ -957,21 +962,21 @@ class PromptWorkflow:
         "arguments, reason, approvers.")
     @raw_payloads
     def pending_approvals(self, *payloads: object) -> list[PendingApproval]:
-        own = [self._pending(entry) for entry in self._waiting.values() if isinstance(entry.result, ToolPending)]
+        own = [self._pending(waiting) for waiting in self._waiting.values()]
         return own + [
             pending.model_copy(update={"tool_call_id": f"{call_id}/{pending.tool_call_id}",
                                        "path": [report.child_workflow_id, *pending.path]})
             for call_id, report in sorted(self._child_pending.items(), key=lambda item: self._call_position(item[0]))
             for pending in report.pending]
 
-    def _pending(self, entry: ToolOutput) -> PendingApproval:
+    @staticmethod
+    def _pending(waiting: _WaitingCall) -> PendingApproval:
+        entry, requirement = waiting.entry, waiting.requirement
         assert isinstance(entry.result, ToolPending)
-        requirement = self._requirements.get(entry.id)
         return PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
                                requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
-                               approvers=entry.result.approvers,
-                               input_schema=requirement.input_schema if requirement else None,
-                               signed_decisions=bool(requirement and requirement.decision_key))
+                               approvers=entry.result.approvers, input_schema=requirement.input_schema,
+                               signed_decisions=bool(requirement.decision_key))
 
     def _call_position(self, tool_call_id: str) -> int:
         positions = (i for i, e in enumerate(self._prompt.output) if isinstance(e, ToolOutput) and e.id == tool_call_id)
