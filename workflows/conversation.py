@@ -14,15 +14,17 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from agent.models import AuditEntry, Conversation, Prompt, Usage
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
     from workflows import names, telemetry
+    from workflows.audit import record_ignored
     from workflows.details import prompt_static_details, prompt_summary
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
+    from workflows.history_store import store_history
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
     from workflows.names import CONVERSATION_ID, USER_ID
     from workflows.protocol import (
@@ -31,15 +33,10 @@ with workflow.unsafe.imports_passed_through():
         PromptRequest,
         QueuedInput,
         SendRequest,
-        StoreHistoryRequest,
     )
 
 
 HISTORY_REFS_PATCH = "conversation-history-by-reference"
-STORE_TIMEOUT = timedelta(seconds=30)
-STORE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))  # until the store is back: no turn is lost
-MAX_AUDIT_ENTRIES = 200
-MAX_AUDIT_DETAIL_CHARS = 500
 
 
 def _send_request(payloads: tuple[object, ...]) -> SendRequest:
@@ -153,11 +150,7 @@ class ConversationWorkflow:
         return self._snapshot()
 
     def _ignore(self, kind: str, problem: str) -> None:
-        workflow.logger.warning("conversation %s ignored %s signal: %s", self._id, kind,
-                                problem[:MAX_AUDIT_DETAIL_CHARS])
-        if len(self._audit) < MAX_AUDIT_ENTRIES:
-            self._audit.append(AuditEntry(at=workflow.now(), kind=f"ignored_{kind}",
-                                          detail=problem[:MAX_AUDIT_DETAIL_CHARS]))
+        record_ignored(self._audit, kind, problem, who=f"conversation {self._id}")
 
     # --- running prompts ----------------------------------------------------------------------------
 
@@ -210,10 +203,8 @@ class ConversationWorkflow:
         """Move the records held by value into the stored chain."""
         if not self._history:
             return
-        self._history_ref = await workflow.execute_local_activity(
-            names.STORE_HISTORY_ACTIVITY, StoreHistoryRequest(parent=self._history_ref, records=self._history),
-            result_type=HistoryRef, start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
-            summary=f"store {len(self._history)} prompt record(s)")
+        self._history_ref = await store_history(self._history_ref, self._history,
+                                                f"store {len(self._history)} prompt record(s)")
         self._stored_ids += [p.id for p in self._history]
         self._stored_usage = self._stored_usage + _usage(self._history)
         self._history = []

@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from agent.events import EventKind, PromptEvent
     from agent.models import (
         TERMINAL_STATES,
-        AuditEntry,
         DataOutput,
         Decision,
         MessageOutput,
@@ -39,9 +38,11 @@ with workflow.unsafe.imports_passed_through():
         ToolSuccess,
     )
     from workflows import details, names, telemetry
+    from workflows.audit import record_ignored
     from workflows.corrections import merge_patch, schema_problem
     from workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
+    from workflows.history_store import store_history
     from workflows.inputs import decode_input, decode_payloads, raw_payloads
     from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
     from workflows.protocol import (
@@ -65,7 +66,6 @@ with workflow.unsafe.imports_passed_through():
         RoundResult,
         RunTools,
         SteerRequest,
-        StoreHistoryRequest,
         StreamEvent,
         ToolInvocation,
         ToolInvocationResult,
@@ -91,15 +91,11 @@ EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 PARALLEL_CALLS_PATCH = "parallel-tool-calls"  # calls of one response side by side; approvals as one batch
 ROUND_REFS_PATCH = "round-input-by-reference"  # large tool outputs and a conversation's history by reference
 HISTORY_STORE_PATCH = "given-history-stored"  # history given by value goes to the store once, then by reference
-STORE_HISTORY_TIMEOUT = timedelta(seconds=30)
-STORE_HISTORY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))  # the prompt waits for the store
 # Less per round: the tool activity's input without derivable fields, and search attributes upserted only
 # when a value changes. One patch for both (each patch costs a marker and a TemporalChangeVersion upsert).
 LEAN_ROUNDS_PATCH = "lean-rounds"
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
-MAX_AUDIT_ENTRIES = 200  # beyond this, refused signals are only logged: junk cannot grow the record forever
-MAX_AUDIT_DETAIL_CHARS = 500
 
 
 T = TypeVar("T")
@@ -357,10 +353,8 @@ class PromptWorkflow:
         request = self._request
         if self._history_stored is not None or not request.history or not workflow.patched(HISTORY_STORE_PATCH):
             return
-        self._history_stored = await workflow.execute_local_activity(
-            names.STORE_HISTORY_ACTIVITY, StoreHistoryRequest(parent=request.history_ref, records=request.history),
-            result_type=HistoryRef, start_to_close_timeout=STORE_HISTORY_TIMEOUT, retry_policy=STORE_HISTORY_RETRY,
-            summary=f"store {len(request.history)} earlier prompt record(s)")
+        self._history_stored = await store_history(request.history_ref, request.history,
+                                                   f"store {len(request.history)} earlier prompt record(s)")
 
     def _header(self, lean: bool) -> Prompt:
         """The prompt without its outputs; lean: without the lists that grow every round (model rounds, audit),
@@ -820,10 +814,7 @@ class PromptWorkflow:
             decision="rejected", by=request.by, at=workflow.now(), reason=request.reason)
 
     def _ignore(self, kind: str, problem: str) -> None:
-        workflow.logger.warning("ignored %s signal: %s", kind, problem[:MAX_AUDIT_DETAIL_CHARS])
-        if len(self._prompt.audit) < MAX_AUDIT_ENTRIES:
-            self._prompt.audit.append(AuditEntry(at=workflow.now(), kind=f"ignored_{kind}",
-                                                 detail=problem[:MAX_AUDIT_DETAIL_CHARS]))
+        record_ignored(self._prompt.audit, kind, problem)
 
     def _take_signal(self, kind: str, payloads: tuple[object, ...], model: type[ModelT],
                      accept: Callable[[ModelT], str | None]) -> None:
