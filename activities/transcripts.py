@@ -26,7 +26,7 @@ from agent.messages import Message
 from agent.models import Prompt, PromptOutput
 from agent.projection import project_prompt
 from workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
-from workflows.transcript import apply_changes, large_output, output_digest, with_output
+from workflows.transcript import apply_changes, json_digest, large_output, with_output
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -97,7 +97,7 @@ class RecentOutputs:
     def remember(self, result: object) -> None:
         output = large_output(result)
         if output is not None:
-            self._outputs.put(output_digest(output), output)
+            self._outputs.put(json_digest(output), output)
 
     def get(self, digest: str) -> JsonValue:
         output = self._outputs.get(digest)

@@ -14,7 +14,7 @@ from activities.transcripts import HistoryBroken, HistoryChain, Transcript, Tran
 from agent.models import Prompt, PromptOutput, TextOutput, ToolOutput, ToolSuccess
 from agent.projection import project_prompt, project_prompts
 from workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
-from workflows.transcript import OUTPUT_REF_MIN_BYTES, apply_changes, build_page, change_for, output_digest
+from workflows.transcript import OUTPUT_REF_MIN_BYTES, apply_changes, build_page, change_for, json_digest
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -39,7 +39,7 @@ class _Store:
 
     def put(self, link: HistoryLink) -> HistoryRef:
         data = link.model_dump_json().encode()
-        ref = f"sha256:{output_digest(data.decode())}"
+        ref = f"sha256:{json_digest(data.decode())}"
         self.blobs[ref] = data
         return HistoryRef(ref=ref, count=(link.parent.count if link.parent else 0) + len(link.records))
 
@@ -79,7 +79,7 @@ def test_only_large_tool_outputs_travel_by_reference() -> None:
     small, large = _tool(1, 10), _tool(2, OUTPUT_REF_MIN_BYTES)
     assert change_for(0, small).result_ref is None and change_for(0, small).output == small
     change = change_for(1, large)
-    assert change.result_ref == output_digest("x" * OUTPUT_REF_MIN_BYTES)
+    assert change.result_ref == json_digest("x" * OUTPUT_REF_MIN_BYTES)
     assert isinstance(change.output, ToolOutput) and change.output.result == ToolSuccess(output=None)
     sub_agent = large.model_copy(update={"child_prompt_id": "child"})  # never produced by a tool activity
     assert change_for(2, sub_agent).result_ref is None

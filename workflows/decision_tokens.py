@@ -12,14 +12,14 @@ Pure functions, no I/O: imported by workflow code (passed through the sandbox) a
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import datetime
 from typing import Literal
 
 import jwt
 from jwt.api_jws import PyJWS
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from workflows.transcript import json_digest
 
 DecisionKind = Literal["approve", "reject"]
 TOKEN_ALGORITHM = "EdDSA"
@@ -43,10 +43,7 @@ class DecisionClaims(BaseModel):
 
 def input_digest(value: JsonValue) -> str | None:
     """A canonical hash of corrected arguments (None when there are none)."""
-    if value is None:
-        return None
-    encoded = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(encoded.encode()).hexdigest()
+    return None if value is None else json_digest(value)
 
 
 def sign_decision(claims: DecisionClaims, private_key_pem: str) -> str:

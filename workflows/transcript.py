@@ -18,10 +18,12 @@ from workflows.protocol import OutputChange, TranscriptItem, TranscriptPage
 OUTPUT_REF_MIN_BYTES = 1024  # smaller tool outputs travel by value: a reference would not be much smaller
 
 
-def output_digest(output: JsonValue) -> str:
-    """The content digest of a tool's output: sha256 of its canonical JSON (the same in workflow and worker)."""
-    canonical = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def json_digest(value: JsonValue) -> str:
+    """sha256 of the canonical JSON of `value` (the same in workflow, worker and API): the content digest of
+    a tool's output, and the hash of corrected arguments in a decision token."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
 
 
 def referable_output(entry: PromptOutput) -> JsonValue | None:
@@ -49,7 +51,7 @@ def change_for(index: int, entry: PromptOutput) -> OutputChange:
         return OutputChange(index=index, output=entry)
     assert isinstance(entry, ToolOutput)
     bare = entry.model_copy(update={"result": ToolSuccess(output=None)})
-    return OutputChange(index=index, output=bare, result_ref=output_digest(output))
+    return OutputChange(index=index, output=bare, result_ref=json_digest(output))
 
 
 def with_output(change: OutputChange, output: JsonValue) -> PromptOutput:
