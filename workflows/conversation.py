@@ -42,7 +42,7 @@ HISTORY_REFS_PATCH = "conversation-history-by-reference"
 def _send_request(payloads: tuple[object, ...]) -> SendRequest:
     request, problem = decode_payloads(payloads, SendRequest)
     if request is None:
-        raise ApplicationError(problem or "no input", type="InvalidInput", non_retryable=True)
+        raise ApplicationError(problem or "no input", type=names.INVALID_INPUT_ERROR, non_retryable=True)
     return request
 
 

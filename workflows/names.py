@@ -20,6 +20,7 @@ CONVERSATION_WORKFLOW: Final = "ConversationWorkflow"
 STEER_SIGNAL: Final = "steer"
 APPROVE_SIGNAL: Final = "approve"
 REJECT_SIGNAL: Final = "reject"
+CHILD_APPROVALS_SIGNAL: Final = "child_approvals"  # a sub-agent's prompt reports its pending calls to its parent
 APPROVE_CALL_UPDATE: Final = "approve_call"
 REJECT_CALL_UPDATE: Final = "reject_call"
 GET_PROMPT_QUERY: Final = "get_prompt"

@@ -573,7 +573,7 @@ class PromptWorkflow:
         self._touch(entry)
         try:
             child = await workflow.execute_child_workflow(
-                "PromptWorkflow", request, id=child_id, result_type=Prompt,
+                names.PROMPT_WORKFLOW, request, id=child_id, result_type=Prompt,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}")
         except ChildWorkflowError as exc:
             if _is_cancellation(exc):
@@ -591,7 +591,7 @@ class PromptWorkflow:
             answer = next((o.text for o in reversed(child.output) if isinstance(o, TextOutput)), "")
         return ToolInvocationResult(result=ToolSuccess(output=answer))
 
-    @workflow.signal(name="child_approvals")
+    @workflow.signal(name=names.CHILD_APPROVALS_SIGNAL)
     @raw_payloads
     def child_approvals(self, *payloads: object) -> None:
         """A sub-agent's prompt reports the approvals it waits for; they are listed (and decided) here too."""
@@ -623,7 +623,7 @@ class PromptWorkflow:
         report = ChildApprovals(tool_call_id=link.tool_call_id, child_workflow_id=workflow.info().workflow_id,
                                 pending=self.pending_approvals())
         try:
-            await workflow.get_external_workflow_handle(link.workflow_id).signal("child_approvals", report)
+            await workflow.get_external_workflow_handle(link.workflow_id).signal(names.CHILD_APPROVALS_SIGNAL, report)
         except Exception as exc:  # the parent is gone: our own pending calls still work
             workflow.logger.warning("could not report approvals to the parent prompt: %s", exc)
 
@@ -641,8 +641,9 @@ class PromptWorkflow:
         assert found is not None
         report, pending = found
         child_request = request.model_copy(update={"tool_call_id": pending.tool_call_id})
+        signal = names.APPROVE_SIGNAL if kind == "approve" else names.REJECT_SIGNAL
         self._in_background(workflow.get_external_workflow_handle(report.child_workflow_id).signal(
-            kind, child_request))
+            signal, child_request))
         report.pending = [p for p in report.pending if p is not pending]
         decision = Decision(decision="approved" if kind == "approve" else "rejected", by=request.by,
                             at=workflow.now(), reason=getattr(request, "reason", None))
