@@ -96,12 +96,13 @@ def parse_keys(spec: str) -> dict[str, bytes]:
     return keys
 
 
-def codec_from_env(env: Mapping[str, str]) -> AESGCMCodec | None:
-    """The codec if `DAGENT_CODEC_KEYS` is set, else None (payloads stay plain JSON)."""
-    spec = env.get("DAGENT_CODEC_KEYS", "").strip()
-    if not spec:
-        return None
+def codec_for(spec: str, key_id: str | None = None) -> AESGCMCodec | None:
+    """The codec for a `DAGENT_CODEC_KEYS` value (encrypting with `key_id`, by default the first listed),
+    or None when it names no key (payloads stay plain JSON)."""
     keys = parse_keys(spec)
-    if not keys:
-        return None
-    return AESGCMCodec(keys, env.get("DAGENT_CODEC_KEY_ID", "").strip() or next(iter(keys)))
+    return AESGCMCodec(keys, (key_id or "").strip() or next(iter(keys))) if keys else None
+
+
+def codec_from_env(env: Mapping[str, str]) -> AESGCMCodec | None:
+    """The codec if `DAGENT_CODEC_KEYS` is set in `env`, else None."""
+    return codec_for(env.get("DAGENT_CODEC_KEYS", ""), env.get("DAGENT_CODEC_KEY_ID"))

@@ -17,7 +17,7 @@ from temporalio.envconfig import ClientConfigProfile
 
 from agent.model_settings import ModelSettings, check_settings_json
 from workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
-from workers.codec import AESGCMCodec, codec_from_env
+from workers.codec import AESGCMCodec, codec_for
 from workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 from workers.observability import ObservabilityConfig
 from workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
@@ -228,12 +228,7 @@ class Settings(BaseModel):
 
     def codec(self) -> AESGCMCodec | None:
         """The payload codec when `codec_keys` is set (a `CodecKeyError` names a bad entry)."""
-        if self.codec_keys is None:
-            return None
-        codec_env = {"DAGENT_CODEC_KEYS": self.codec_keys.get_secret_value()}
-        if self.codec_key_id:
-            codec_env["DAGENT_CODEC_KEY_ID"] = self.codec_key_id
-        return codec_from_env(codec_env)
+        return codec_for(self.codec_keys.get_secret_value(), self.codec_key_id) if self.codec_keys else None
 
     def observability(self) -> ObservabilityConfig:
         """Tracing and metrics exporters: the OTEL_* variables plus the metrics port."""
