@@ -30,9 +30,7 @@ from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, Promp
 from client._live import poller_for
 from client.pending import QUERY_SECONDS, PendingList, pending_list
 from client.stuck import TaskProblem, task_problem, workflows_with_task_problems
-from workers.connection import connect_client
-from workers.observability import temporal_plugins
-from workers.plugin import DurableAgentPlugin
+from workers.plugin import connect
 from workers.settings import Settings
 from workflows import names
 from workflows.details import prompt_static_details, prompt_summary
@@ -260,10 +258,7 @@ class AgentClient:
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> AgentClient:
         settings = settings or Settings.from_env()
-        plugins = [DurableAgentPlugin(settings), *temporal_plugins(settings.observability())]
-        client = await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
-                                      plugins=plugins)
-        return cls(client, settings)
+        return cls(await connect(settings), settings)
 
     async def read_file(self, content_ref: str) -> bytes:
         """The content of a file a tool attached (`FileOutput.content_ref`), from the shared store."""

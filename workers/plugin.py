@@ -26,6 +26,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.agent_activities import AgentActivities
 from activities.runtime import AgentRuntime
 from agent.errors import DurableAgentError
+from workers.connection import connect_client
+from workers.observability import metrics_runtime, temporal_plugins
 from workers.settings import Settings, WorkflowSandbox
 from workflows import WORKFLOWS
 
@@ -102,3 +104,14 @@ def carried_plugin(client: Client) -> DurableAgentPlugin | None:
 
 
 __all__ = ["FAILURE_TYPES", "PLUGIN_NAME", "STICKY_TIMEOUT", "DurableAgentPlugin", "carried_plugin", "workflow_runner"]
+
+
+async def connect(settings: Settings, *, metrics: bool = False) -> Client:
+    """A client carrying `DurableAgentPlugin(settings)`: the project's converter, and for its workers the rest;
+    with OpenTelemetry's plugin when tracing is configured. Connected through the settings' envconfig profile
+    (TLS, API key); `TemporalConnectError` says what failed. `metrics=True` (workers) also exports the
+    Temporal runtime's metrics and the agent's (Prometheus endpoint or OTLP)."""
+    config = settings.observability()
+    return await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
+                                plugins=[DurableAgentPlugin(settings), *temporal_plugins(config)],
+                                runtime=metrics_runtime(config) if metrics else None)

@@ -15,9 +15,7 @@ from agent.plugins import Plugin, load_plugins
 from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
 from agent.providers.registry import resolve_chain
-from workers.connection import connect_client
-from workers.observability import metrics_runtime, temporal_plugins
-from workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, workflow_runner
+from workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
 from workers.settings import Settings
 
 __all__ = ["STICKY_TIMEOUT", "build_runtime", "connect", "create_model_worker", "create_worker", "create_workers",
@@ -38,17 +36,6 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         trace_content=settings.trace_content,
         decision_key=settings.decision_public_key,
     )
-
-
-async def connect(settings: Settings, *, metrics: bool = False) -> Client:
-    """A client carrying `DurableAgentPlugin(settings)`: the project's converter, and for its workers the rest;
-    with OpenTelemetry's plugin when tracing is configured. Connected through the settings' envconfig profile
-    (TLS, API key); `TemporalConnectError` says what failed. `metrics=True` (workers) also exports the
-    Temporal runtime's metrics and the agent's (Prometheus endpoint or OTLP)."""
-    config = settings.observability()
-    return await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
-                                plugins=[DurableAgentPlugin(settings), *temporal_plugins(config)],
-                                runtime=metrics_runtime(config) if metrics else None)
 
 
 def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
