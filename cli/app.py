@@ -60,13 +60,13 @@ async def _explained(main: Callable[[], Awaitable[int | None]], settings: Settin
         if settings is None:
             raise
         if hints.is_connect_failure(exc):
-            raise _Explained(hints.no_server(settings), 1) from None
+            raise _Explained(hints.no_server(settings), REFUSED) from None
         if (prompt_id := hints.missing_prompt_id(exc)) is not None:
             try:
                 client = (await AgentClient.connect(settings)).client
             except RuntimeError:
                 client = None
-            raise _Explained(await hints.unknown_prompt(client, prompt_id), 2) from None
+            raise _Explained(await hints.unknown_prompt(client, prompt_id), USER_ERROR) from None
         raise
 
 
@@ -76,7 +76,7 @@ def _run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | N
     except KeyboardInterrupt:
         code = 130
     except _Explained as exc:
-        err_console.print(Text.assemble(("error: ", "red"), str(exc)))
+        report("error", exc)
         code = exc.code
     except DecisionRefused as exc:
         report("refused", exc)
