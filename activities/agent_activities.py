@@ -96,8 +96,9 @@ class AgentActivities:
 
     @activity.defn(name=STORE_HISTORY_ACTIVITY)
     async def store_history(self, request: StoreHistoryRequest) -> HistoryRef:
-        """Append prompt records to a conversation's history chain in the store (content-addressed, so a retry
-        writes the same object); the link stays cached on this worker."""
+        """Append prompt records to a conversation's history chain in the store (content-addressed: a retry
+        writes the same object, or with payload encryption on a second one whose random nonce differs, which
+        nothing references); the link stays cached on this worker."""
         info = activity.info()
         link = HistoryLink(parent=request.parent, records=request.records)
         payload = Payload(metadata={"encoding": b"json/plain"}, data=link.model_dump_json().encode())
@@ -148,7 +149,7 @@ class AgentActivities:
         live = _LiveDetails()
         try:
             with telemetry.model_call(provider, request, record_content=self.runtime.trace_content) as call:
-                async with _heartbeating(details=live):
+                async with _heartbeating(live):
                     if self.runtime.streams_text(provider):
                         response = await self._stream_model(provider, request, live)
                     else:
@@ -293,7 +294,7 @@ class AgentActivities:
             is_cancelled=activity.is_cancelled,
         )
         try:
-            async with _heartbeating(_beat_interval(info.heartbeat_timeout), details=live):
+            async with _heartbeating(live, _beat_interval(info.heartbeat_timeout)):
                 raw_output = await tool.fn(args, ctx)
         except ToolFailed as exc:
             logger.info("tool reported an error", error=str(exc)[:200])
@@ -366,15 +367,13 @@ class _LiveDetails:
 
 
 @contextlib.asynccontextmanager
-async def _heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS,
-                        details: _LiveDetails | None = None) -> AsyncIterator[None]:
+async def _heartbeating(live: _LiveDetails, interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
     """Heartbeat while a tool runs: a dead worker is noticed within the heartbeat timeout, and a
     cancelled prompt's cancellation reaches the tool."""
 
     if activity.info().is_local:  # local activities cannot heartbeat
         yield
         return
-    live = details or _LiveDetails()
 
     async def beat() -> None:  # the first beat after one interval: a short call sends none (one RPC less)
         while True:
@@ -460,8 +459,7 @@ def _sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
                         max_rounds=agent.max_rounds, output_schema=agent.output_schema)
 
 
-def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]],
-               decision_key: str | None = None) -> PlannedCall:
+def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], decision_key: str | None) -> PlannedCall:
     found = tools.get(call.tool)
     if found is None:
         available = ", ".join(sorted(tools)) or "none"

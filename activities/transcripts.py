@@ -81,12 +81,6 @@ class _Lru(Generic[K, V]):
         while len(self._items) > self._max:
             self._items.popitem(last=False)
 
-    def pop(self, key: K) -> None:
-        self._items.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
 
 class RecentOutputs:
     """Large tool outputs by content digest, the most recent `max_items`."""
@@ -164,8 +158,7 @@ class TranscriptCache:
     history: HistoryChain = field(default_factory=HistoryChain)
     outputs: RecentOutputs = field(default_factory=RecentOutputs)
     max_prompts: int = 128
-    hits: int = 0
-    misses: int = 0
+    misses: int = 0  # rounds this worker could not rebuild (the workflow then sends them whole)
     _entries: _Lru[tuple[str, str], _Entry] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -183,7 +176,6 @@ class TranscriptCache:
         else:
             history = await self._history(inp, entry, load_link)
             outputs = self._outputs(inp, entry)
-        self.hits += inp.changes is not None
         self._entries.put(key, _Entry(inp.round, history, outputs))
         return Transcript(history, outputs)
 
