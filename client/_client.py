@@ -35,6 +35,7 @@ from workers.settings import Settings
 from workflows import names
 from workflows.details import prompt_static_details, prompt_summary
 from workflows.names import (
+    CONVERSATION_ID,
     CONVERSATION_WORKFLOW,
     DELTAS_TOPIC,
     EVENTS_TOPIC,
@@ -56,6 +57,7 @@ from workflows.protocol import (
     ToolProgress,
 )
 from workflows.telemetry import tracer
+from workflows.versions import CURRENT_VERSION
 
 LiveItem = StreamEvent | TextDelta | ToolProgress
 
@@ -274,6 +276,7 @@ class AgentClient:
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
         options.setdefault("model_task_queue", self.settings.model_queue_for(model))
+        options.setdefault("workflow_version", CURRENT_VERSION)
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
                                 conversation_id=conversation_id, instructions=instructions,
                                 history=history or [], **options)
@@ -286,8 +289,9 @@ class AgentClient:
                 static_summary=summary, static_details=prompt_static_details(user_id, input),
                 memo={"summary": summary},  # listings (dagent ls) show it; summaries are not listed
                 # listed as running before the workflow's first task
-                search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "running"),
-                                                         SearchAttributePair(USER_ID, user_id)]),
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(PROMPT_STATE, "running"), SearchAttributePair(USER_ID, user_id),
+                    *([SearchAttributePair(CONVERSATION_ID, conversation_id)] if conversation_id else [])]),
                 result_type=Prompt,
                 # With a worker for the queue in this process (on this client), its first workflow task comes
                 # back in the start reply; otherwise the SDK leaves the request out.
@@ -305,6 +309,7 @@ class AgentClient:
         `ConversationRequest` fields (instructions, max_rounds, prompts_per_run, plugin_state)."""
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
         options.setdefault("model_task_queue", self.settings.model_queue_for(model))
+        options.setdefault("workflow_version", CURRENT_VERSION)
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
         handle = await self.client.start_workflow(
             CONVERSATION_WORKFLOW, request, id=conversation_id, task_queue=self.settings.task_queue,

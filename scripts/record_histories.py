@@ -182,6 +182,42 @@ async def main() -> None:
                                       history=[await first_given.result()])
             await given.result()
             await _save("prompt_with_given_history", given.workflow)
+
+            # Started with a workflow version (AgentClient's default since versions): no patch markers.
+            v1_approved = await agent.start("approval", prompt_id="hist-v1-approved", user_id="u2",
+                                            conversation_id="c2")
+            await v1_approved.approve(await _first_pending(v1_approved), by="alice", input={"amount": 450})
+            await v1_approved.result()
+            await _save("prompt_v1_approved", v1_approved.workflow)
+
+            v1_parallel = await agent.start("parallel", prompt_id="hist-v1-parallel")
+            await v1_parallel.result()
+            await _save("prompt_v1_parallel_calls", v1_parallel.workflow)
+
+            v1_delegated = await agent.start("delegate", prompt_id="hist-v1-sub-agent")
+            pending = await v1_delegated.pending_approvals()
+            while not pending:
+                await asyncio.sleep(0.05)
+                pending = await v1_delegated.pending_approvals()
+            await v1_delegated.approve(pending[0].tool_call_id, by="alice")
+            await v1_delegated.result()
+            await _save("prompt_v1_sub_agent", v1_delegated.workflow)
+            await _save("prompt_v1_sub_agent_child", agent.prompt(pending[0].path[-1]).workflow)
+
+            v1_given = await agent.start("large given", prompt_id="hist-v1-given-history",
+                                         history=[await first_given.result()])
+            await v1_given.result()
+            await _save("prompt_v1_with_given_history", v1_given.workflow)
+
+            v1_conversation = await agent.start_conversation(conversation_id="hist-v1-conversation", user_id="u1",
+                                                             prompts_per_run=2)
+            for text in ("large one", "large two", "large three"):
+                await v1_conversation.send(text)
+            await v1_conversation.close()
+            runs = [e async for e in client.list_workflows("WorkflowId = 'hist-v1-conversation'")]
+            first_run = min(runs, key=lambda e: e.start_time)
+            await _save("conversation_v1_continued_as_new", v1_conversation._handle, run_id=first_run.run_id)
+            await _save("prompt_v1_in_conversation", client.get_workflow_handle("hist-v1-conversation-0002"))
     sys.stdout.flush()
     os._exit(0)
 

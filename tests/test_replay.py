@@ -25,7 +25,9 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_transcript_sent_whole", "conversation_history_by_reference", "prompt_in_conversation_by_reference",
             "prompt_lean_rounds_completed", "prompt_lean_rounds_approved",
             "prompt_sub_agent", "prompt_sub_agent_child", "prompt_sub_agent_child_waiting",
-            "prompt_with_given_history"}
+            "prompt_with_given_history", "prompt_v1_approved", "prompt_v1_parallel_calls", "prompt_v1_sub_agent",
+            "prompt_v1_sub_agent_child", "prompt_v1_with_given_history", "conversation_v1_continued_as_new",
+            "prompt_v1_in_conversation"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:

@@ -109,8 +109,37 @@ async def test_conversation_and_prompt_ids_reach_the_tool_when_they_are_not_the_
     entry = prompt.output[0]
     assert isinstance(entry, ToolOutput) and isinstance(entry.result, ToolSuccess)
     assert isinstance(entry.result.output, dict) and entry.result.output["conversation_id"] == "conv-9"
-    # Started with PromptState and UserId: the first upsert adds only the conversation, the last only the state.
-    assert _upserts(events) == [{"ConversationId": "conv-9"}, {"PromptState": "completed"}]
+    # Started with PromptState, UserId and ConversationId: the only upsert is the final state.
+    assert _upserts(events) == [{"PromptState": "completed"}]
+
+
+def _patch_events(events: list[HistoryEvent]) -> tuple[list[str], int]:
+    """The patch ids of the marker events, and how many `TemporalChangeVersion` upserts came with them."""
+    markers = [json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+               for e in _events(events, EventType.EVENT_TYPE_MARKER_RECORDED)
+               if e.marker_recorded_event_attributes.marker_name == "core_patch"]
+    versions = sum(1 for e in _events(events, EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+                   if "TemporalChangeVersion" in e.upsert_workflow_search_attributes_event_attributes
+                   .search_attributes.indexed_fields)
+    return markers, versions
+
+
+async def test_a_prompt_started_with_a_version_writes_no_patch_markers(dev_env: WorkflowEnvironment) -> None:
+    """AgentClient names the current workflow version in the input: no marker and no TemporalChangeVersion
+    upsert per patch. A request without a version (a raw client, or a prompt from before versions) still
+    decides by markers, so both kinds replay."""
+    model = ScriptedModel([tool_calls(("who.am_i", {"n": 5})), text("done"),
+                           tool_calls(("who.am_i", {"n": 6})), text("done")])
+    async with agent_worker(dev_env, plugins=[who_plugin], model=model) as client:
+        versioned = await client.start("who?", prompt_id=f"versioned-{uuid.uuid4().hex[:6]}")
+        assert (await versioned.result()).state == "completed"
+        unversioned = await client.start("who?", prompt_id=f"unversioned-{uuid.uuid4().hex[:6]}",
+                                         workflow_version=None)
+        assert (await unversioned.result()).state == "completed"
+        assert _patch_events(await _history(versioned)) == ([], 0)
+        markers, version_upserts = _patch_events(await _history(unversioned))
+    assert set(markers) == {"lean-rounds", "round-input-by-reference", "parallel-tool-calls"}
+    assert version_upserts == len(markers)
 
 
 async def test_search_attributes_are_upserted_only_when_they_change(dev_env: WorkflowEnvironment) -> None:

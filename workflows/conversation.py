@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 with workflow.unsafe.imports_passed_through():
     from agent.models import AuditEntry, Conversation, Prompt, Usage
     from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
-    from workflows import names, telemetry
+    from workflows import names, telemetry, versions
     from workflows.audit import record_ignored
     from workflows.details import prompt_static_details, prompt_summary
     from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
@@ -164,7 +164,7 @@ class ConversationWorkflow:
     async def _run_prompt(self, item: QueuedInput) -> None:
         request = self._request
         instructions = "\n\n".join(p for p in [request.instructions or "", item.instructions or ""] if p) or None
-        by_reference = workflow.patched(HISTORY_REFS_PATCH)
+        by_reference = versions.has(HISTORY_REFS_PATCH, self._request.workflow_version)
         if by_reference:
             await self._store_history()  # records carried by value from an earlier run
         try:
@@ -178,7 +178,8 @@ class ConversationWorkflow:
                                   model_settings=request.model_settings, model_task_queue=request.model_task_queue,
                                   instructions=instructions, history=self._history, history_ref=self._history_ref,
                                   plugin_state=self._plugin_state,
-                                  max_rounds=request.max_rounds, fail_workflow_on_error=False),
+                                  max_rounds=request.max_rounds, fail_workflow_on_error=False,
+                                  workflow_version=versions.CURRENT_VERSION),
                     id=item.prompt_id, result_type=Prompt,
                     static_summary=prompt_summary(item.user_id or request.user_id, item.input),
                     static_details=prompt_static_details(item.user_id or request.user_id, item.input),
@@ -233,7 +234,7 @@ class ConversationWorkflow:
             "conversation_id": self._id, "history": self._history, "history_ref": self._history_ref,
             "prompt_ids": self._stored_ids, "usage": self._stored_usage, "plugin_state": self._plugin_state,
             "queued": self._queue, "next_sequence": self._next_sequence, "runs": self._request.runs + 1,
-            "closing": self._closing,
+            "closing": self._closing, "workflow_version": versions.CURRENT_VERSION,
         })  # a model, not a RawValue: the next run's decode_input accepts both
 
     def _snapshot(self) -> Conversation:

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
-    from workflows import details, names, telemetry
+    from workflows import details, names, telemetry, versions
     from workflows.audit import record_ignored
     from workflows.corrections import merge_patch, schema_problem
     from workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
@@ -92,7 +92,7 @@ PARALLEL_CALLS_PATCH = "parallel-tool-calls"  # calls of one response side by si
 ROUND_REFS_PATCH = "round-input-by-reference"  # large tool outputs and a conversation's history by reference
 HISTORY_STORE_PATCH = "given-history-stored"  # history given by value goes to the store once, then by reference
 # Less per round: the tool activity's input without derivable fields, and search attributes upserted only
-# when a value changes. One patch for both (each patch costs a marker and a TemporalChangeVersion upsert).
+# when a value changes. A prompt started with a version has them all without markers (workflows/versions.py).
 LEAN_ROUNDS_PATCH = "lean-rounds"
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
@@ -271,7 +271,7 @@ class PromptWorkflow:
             "Answer again with only a JSON value that matches the schema.")))
 
     async def _run_calls(self, calls: list[PlannedCall]) -> None:
-        if workflow.patched(PARALLEL_CALLS_PATCH):
+        if self._has(PARALLEL_CALLS_PATCH):
             await self._process_calls(calls)
             return
         for index, call in enumerate(calls):
@@ -321,7 +321,7 @@ class PromptWorkflow:
         """What changed since the last round; earlier outputs and prompts stay with the worker (its cache) or
         in the store (a conversation's history), referenced, never copied again."""
         request = self._request
-        by_reference = workflow.patched(ROUND_REFS_PATCH)
+        by_reference = self._has(ROUND_REFS_PATCH)
         # Tools run on this queue: with model calls on another queue, no tool output is ever cached where they run.
         outputs_by_reference = by_reference and not request.model_task_queue
         changes = [change_for(i, self._prompt.output[i]) if outputs_by_reference
@@ -341,7 +341,7 @@ class PromptWorkflow:
         """The round's input with every output and earlier prompt by value (only a conversation's stored
         history stays referenced): for a worker that did not have the rest."""
         self._history_sent = True
-        whole = self._header(workflow.patched(ROUND_REFS_PATCH)).model_copy(update={"output": self._prompt.output})
+        whole = self._header(self._has(ROUND_REFS_PATCH)).model_copy(update={"output": self._prompt.output})
         return partial.model_copy(update={"prompt": whole.model_copy(deep=True), "changes": None,
                                           "history": [] if self._history_stored else self._request.history,
                                           "history_ref": partial.history_ref})
@@ -351,7 +351,7 @@ class PromptWorkflow:
         round, with the `store_history` local activity (its input is not written to history): no round input
         carries them again, and a worker without them loads them from the store."""
         request = self._request
-        if self._history_stored is not None or not request.history or not workflow.patched(HISTORY_STORE_PATCH):
+        if self._history_stored is not None or not request.history or not self._has(HISTORY_STORE_PATCH):
             return
         self._history_stored = await store_history(request.history_ref, request.history,
                                                    f"store {len(request.history)} earlier prompt record(s)")
@@ -529,7 +529,7 @@ class PromptWorkflow:
                          arguments: object) -> ToolInvocation | LegacyToolInvocation:
         plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
         prompt = self._prompt
-        if not workflow.patched(LEAN_ROUNDS_PATCH):
+        if not self._has(LEAN_ROUNDS_PATCH):
             return LegacyToolInvocation(
                 prompt_id=prompt.id, user_id=prompt.user_id, conversation_id=prompt.conversation_id,
                 workflow_id=workflow.info().workflow_id, call=call.model_copy(update={"id": entry.id}),
@@ -564,7 +564,7 @@ class PromptWorkflow:
                 input=arguments.get("task") if isinstance(arguments, dict) else None,  # type: ignore[arg-type]
                 instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
                 plugins=agent.plugins, fail_workflow_on_error=False,
-                max_parallel_tools=self._request.max_parallel_tools,
+                max_parallel_tools=self._request.max_parallel_tools, workflow_version=versions.CURRENT_VERSION,
                 parent=ParentLink(workflow_id=info.workflow_id, prompt_id=self._prompt.id, tool_call_id=entry.id,
                                   path=parent_path))
         except ValueError as exc:
@@ -984,6 +984,9 @@ class PromptWorkflow:
     def _index(self, entry: PromptOutput) -> int:
         return next(i for i, e in enumerate(self._prompt.output) if e is entry)
 
+    def _has(self, patch_id: str) -> bool:
+        return versions.has(patch_id, self._request.workflow_version)
+
     def _touch(self, entry: PromptOutput) -> None:
         index = self._index(entry)
         self._changed.add(index)
@@ -1010,7 +1013,7 @@ class PromptWorkflow:
 
     def _set_state(self, state: PromptState) -> None:
         self._prompt.state = state
-        if workflow.patched(LEAN_ROUNDS_PATCH):
+        if self._has(LEAN_ROUNDS_PATCH):
             changed = changed_search_attributes(self._prompt, workflow.info().typed_search_attributes)
             if changed:
                 workflow.upsert_search_attributes(changed)

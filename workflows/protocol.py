@@ -89,6 +89,9 @@ class PromptRequest(_Model):
         default=None, ge=1, description="At most this many tool calls of one response run at once (None: all).")
     plugins: list[str] | None = Field(default=None, description="Only these plugins of the worker (sub-agents).")
     parent: ParentLink | None = Field(default=None, description="Set when a sub-agent call started this prompt.")
+    workflow_version: int | None = Field(
+        default=None, description="The workflow behaviour this run has (workflows/versions.py); set by AgentClient "
+        "and by parent workflows. None: patch markers decide, as for runs started before versions existed.")
 
 
 class ParentLink(_Model):
@@ -470,6 +473,9 @@ class ConversationRequest(_Model):
     next_sequence: int = 1
     runs: int = 1
     closing: bool = False
+    workflow_version: int | None = Field(
+        default=None, description="The workflow behaviour this run has (workflows/versions.py); set by AgentClient "
+        "and by parent workflows. None: patch markers decide, as for runs started before versions existed.")
 
 
 class QueuedInput(_Model):
