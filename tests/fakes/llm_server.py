@@ -1,7 +1,8 @@
 """A local fake LLM server speaking three wire protocols over real HTTP.
 
 OpenAI Responses (`POST /v1/responses`), OpenAI Chat Completions (`POST /v1/chat/completions`) and Anthropic
-Messages (`POST /v1/messages`), served by pytest-httpserver. Replies are queued per protocol and served in
+Messages (`POST /v1/messages`), served by pytest-httpserver, and the same protocols at Azure's, Vertex AI's and
+Amazon Bedrock's URLs. Replies are queued per protocol and served in
 order; every JSON request body (and its headers) is recorded so tests can assert what the SDK sent. A
 request with nothing queued gets a 418 whose message says so, which the providers map to a fatal error.
 
@@ -10,6 +11,11 @@ format (`responses_events` / `chat_events` / `anthropic_events`): text in word-s
 arguments in small fragments, usage where the protocol puts it. Error replies stay plain JSON with their
 status, as real servers answer before a stream starts. `SSEOptions` can cut a stream off (a dropped
 connection or a clean but early end), pause it until the test says go, or leave out the chat usage chunk.
+
+Bedrock (`/model/<id>/invoke`, `/model/<id>/invoke-with-response-stream`) serves the Anthropic queue: the
+stream comes as AWS event-stream frames (tests/fakes/eventstream.py), and a request is answered only if it
+is signed for `FakeLLMServer.bedrock_auth` (SigV4, checked with botocore, or a Bedrock API key) - anything
+else gets Bedrock's 403 and takes no reply from the queue.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from typing import Any, Literal
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from tests.fakes import eventstream
+from tests.fakes.sigv4 import AWSCredentials, sigv4_problem
+
 WireProtocol = Literal["responses", "chat", "anthropic"]
 PROTOCOLS: tuple[WireProtocol, ...] = ("responses", "chat", "anthropic")
 PATHS: dict[WireProtocol, str] = {
@@ -43,6 +52,10 @@ CLOUD_PATHS: dict[WireProtocol, re.Pattern[str]] = {
     "anthropic": re.compile(r"^/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/[^/:]+"
                             r":(raw|streamRaw)Predict$"),
 }
+# Amazon Bedrock (`AsyncAnthropicBedrock`): the model id (which may hold colons) in the path, no `model` in
+# the body, streams as AWS event-stream frames.
+BEDROCK_PATH = re.compile(r"^/model/[^/]+/invoke(-with-response-stream)?$")
+BEDROCK_STREAM_SUFFIX = "/invoke-with-response-stream"
 
 
 @dataclass(frozen=True)
@@ -71,8 +84,9 @@ class SSEOptions:
     `cut_after`: send only this many SSE events, then end the stream - `cut="reset"` drops the connection
     mid-body (the client sees an incomplete chunked body), `cut="eof"` ends the body cleanly but without the
     protocol's final events, `cut="error"` sends the protocol's in-stream error event (type / code
-    `error_type`) and then ends the body. `pause_after` / `resume`: after that many events, wait (up to `pause_timeout`
-    seconds) until the test sets `resume`; whether it was set in time is appended to `FakeLLMServer.pauses`.
+    `error_type`; on Bedrock an exception frame of that type, e.g. `throttlingException`) and then ends the
+    body. `pause_after` / `resume`: after that many events, wait (up to `pause_timeout` seconds) until the
+    test sets `resume`; whether it was set in time is appended to `FakeLLMServer.pauses`.
     `usage=False`: a chat server that ignores `stream_options.include_usage`.
     """
 
@@ -100,6 +114,7 @@ class RecordedRequest:
     body: Any
     at: float = 0.0  # time.monotonic() when it arrived
     rate_limited: bool = False  # answered 429 by `FakeLLMServer.rate_limit`
+    auth_problem: str | None = None  # Bedrock: why its signature (or API key) was refused, answered 403
 
 
 # --- response bodies per protocol ---------------------------------------------------------------
@@ -319,15 +334,15 @@ def chat_events(body: Mapping[str, Any], *, include_usage: bool) -> list[str]:
     return events
 
 
-def anthropic_events(body: Mapping[str, Any]) -> list[str]:
-    """`POST /v1/messages` with `stream: true`: `message_start` (input usage), a `ping`, per content block
+def anthropic_stream(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Messages stream events for `body`: `message_start` (input usage), a `ping`, per content block
     start / deltas (`text_delta`, `input_json_delta`, `thinking_delta`) / stop, `message_delta` (stop reason,
     output usage), `message_stop`."""
     usage = dict(body.get("usage") or {})
-    events: list[str] = []
+    events: list[dict[str, Any]] = []
 
     def emit(kind: str, **fields: Any) -> None:
-        events.append(_sse(kind, {"type": kind, **fields}))
+        events.append({"type": kind, **fields})
 
     start_usage = {key: usage.get(key) for key in
                    ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}
@@ -364,6 +379,22 @@ def anthropic_events(body: Mapping[str, Any]) -> list[str]:
     return events
 
 
+def anthropic_events(body: Mapping[str, Any]) -> list[str]:
+    """`POST /v1/messages` with `stream: true`: `anthropic_stream(body)` as server-sent events."""
+    return [_sse(event["type"], event) for event in anthropic_stream(body)]
+
+
+def bedrock_frames(body: Mapping[str, Any]) -> list[bytes]:
+    """`POST /model/<id>/invoke-with-response-stream`: the same events, each the base64 `bytes` of an AWS
+    event-stream `chunk`; Bedrock adds its invocation metrics to `message_stop`."""
+    events = anthropic_stream(body)
+    usage = body.get("usage") or {}
+    events[-1] = {**events[-1], "amazon-bedrock-invocationMetrics": {
+        "inputTokenCount": usage.get("input_tokens", 0), "outputTokenCount": usage.get("output_tokens", 0),
+        "invocationLatency": 1, "firstByteLatency": 1}}
+    return [eventstream.chunk(event) for event in events]
+
+
 def stream_error_event(protocol: WireProtocol, error_type: str, message: str = "fake stream error") -> str:
     """The error a server sends inside an already-started (200) stream."""
     if protocol == "responses":
@@ -397,6 +428,8 @@ class FakeLLMServer:
         self.pauses: list[bool] = []  # per `SSEOptions.pause_after`: was `resume` set before the timeout?
         self._limits: dict[WireProtocol, tuple[int, float]] = {}
         self._served: dict[WireProtocol, deque[float]] = {p: deque() for p in PROTOCOLS}
+        # What Bedrock requests must be signed with: AWS credentials (SigV4) or a Bedrock API key (bearer).
+        self.bedrock_auth: AWSCredentials | str | None = None
 
     # lifecycle
 
@@ -426,6 +459,7 @@ class FakeLLMServer:
                 self._served[protocol].clear()
             self.pauses.clear()
             self._limits.clear()
+            self.bedrock_auth = None
         self.server.clear()
         self._register()
 
@@ -434,6 +468,8 @@ class FakeLLMServer:
             self.server.expect_request(path, method="POST").respond_with_handler(self._handler(protocol))
         for protocol, pattern in CLOUD_PATHS.items():
             self.server.expect_request(pattern, method="POST").respond_with_handler(self._handler(protocol))
+        self.server.expect_request(BEDROCK_PATH, method="POST").respond_with_handler(
+            self._handler("anthropic", bedrock=True))
 
     def base_url(self, protocol: WireProtocol) -> str:
         """The SDK `base_url` (the OpenAI SDK appends `/responses`, the Anthropic SDK `/v1/messages`)."""
@@ -486,7 +522,7 @@ class FakeLLMServer:
         with self._lock:
             return len(self._queues[protocol])
 
-    def _handler(self, protocol: WireProtocol) -> Any:
+    def _handler(self, protocol: WireProtocol, *, bedrock: bool = False) -> Any:
         def handle(request: Request) -> Response:
             try:
                 body = json.loads(request.get_data(as_text=True) or "null")
@@ -494,21 +530,47 @@ class FakeLLMServer:
                 body = request.get_data(as_text=True)
             with self._lock:
                 now = time.monotonic()
-                refused = self._over_limit(protocol, now)
+                auth_problem = self._bedrock_auth_problem(request) if bedrock else None
+                refused = None if auth_problem else self._over_limit(protocol, now)
                 path = f"{request.path}?{request.query_string.decode()}" if request.query_string else request.path
                 self._requests[protocol].append(RecordedRequest(path, dict(request.headers), body, now,
-                                                                refused is not None))
+                                                                refused is not None, auth_problem))
+                if auth_problem is not None:
+                    kind = "InvalidSignatureException" if "signature" in auth_problem else "UnrecognizedClientException"
+                    return Response(json.dumps({"message": auth_problem}), status=403,
+                                    headers={"x-amzn-ErrorType": kind}, content_type="application/json")
                 if refused is not None:
                     return refused
                 reply = self._queues[protocol].popleft() if self._queues[protocol] else None
             if reply is None:
                 reply = _Reply(418, error_body(protocol, 418, f"fake server: no {protocol} reply queued"), {})
-            if isinstance(body, dict) and body.get("stream") is True and reply.status < 400:
-                return self._stream(protocol, body, reply)
+            if reply.status < 400 and bedrock and request.path.endswith(BEDROCK_STREAM_SUFFIX):
+                frames = bedrock_frames(reply.body)
+                error = eventstream.exception(reply.sse.error_type, "fake stream error")
+                return self._stream(frames, error, reply, eventstream.CONTENT_TYPE)
+            if reply.status < 400 and isinstance(body, dict) and body.get("stream") is True:
+                include_usage = (bool((body.get("stream_options") or {}).get("include_usage"))
+                                 and reply.sse.usage)
+                events = [e.encode() for e in sse_events(protocol, reply.body, include_usage=include_usage)]
+                error = stream_error_event(protocol, reply.sse.error_type).encode()
+                return self._stream(events, error, reply, "text/event-stream")
             return Response(json.dumps(reply.body), status=reply.status, headers=dict(reply.headers),
                             content_type="application/json")
 
         return handle
+
+    def _bedrock_auth_problem(self, request: Request) -> str | None:
+        """Why Bedrock would refuse this request's credentials (None: accepted); lock held."""
+        expected = self.bedrock_auth
+        if expected is None:
+            return "fake server: set FakeLLMServer.bedrock_auth to accept Bedrock requests"
+        if isinstance(expected, str):
+            given = request.headers.get("Authorization", "")
+            return None if given == f"Bearer {expected}" else f"the Bedrock API key is missing or wrong: {given!r}"
+        # The URL as the client sent (and signed) it: the raw path, not werkzeug's decoded one.
+        raw_path = request.environ.get("RAW_URI") or request.environ.get("REQUEST_URI") or request.full_path
+        url = f"{request.scheme}://{request.host}{raw_path}"
+        return sigv4_problem(request.method, url, request.headers, request.get_data(), expected)
 
     def _over_limit(self, protocol: WireProtocol, now: float) -> Response | None:
         """A 429 when `protocol` is rate limited and its budget for the last second is spent (lock held)."""
@@ -526,10 +588,9 @@ class FakeLLMServer:
         served.append(now)
         return None
 
-    def _stream(self, protocol: WireProtocol, request_body: Mapping[str, Any], reply: _Reply) -> Response:
+    def _stream(self, events: list[bytes], error: bytes, reply: _Reply, content_type: str) -> Response:
+        """`events` sent one by one (cut off or paused as `reply.sse` says; `error` is its in-stream error)."""
         options = reply.sse
-        include_usage = bool((request_body.get("stream_options") or {}).get("include_usage")) and options.usage
-        events = sse_events(protocol, reply.body, include_usage=include_usage)
 
         def generate() -> Iterator[bytes]:
             for sent, event in enumerate(events):
@@ -539,13 +600,13 @@ class FakeLLMServer:
                         # zero-length chunk and closes the socket, so the client sees a truncated body.
                         raise ConnectionResetError("fake server: stream cut off")
                     if options.cut == "error":
-                        yield stream_error_event(protocol, options.error_type).encode()
+                        yield error
                     return
                 if options.pause_after is not None and sent == options.pause_after:
                     resumed = options.resume.wait(options.pause_timeout) if options.resume else False
                     with self._lock:
                         self.pauses.append(resumed)
-                yield event.encode()
+                yield event
 
         headers = {"Cache-Control": "no-cache", **reply.headers}
-        return Response(generate(), status=reply.status, headers=headers, content_type="text/event-stream")
+        return Response(generate(), status=reply.status, headers=headers, content_type=content_type)
