@@ -27,6 +27,9 @@ RETRYABLE_STREAM_CODES = frozenset({
     "api_error", "internal_error", "internal_server_error", "overloaded", "overloaded_error",
     "rate_limit_error", "rate_limit_exceeded", "server_error", "service_unavailable", "timeout",
     "timeout_error", "too_many_requests", "vector_store_timeout",
+    # Bedrock's exception frames (`:exception-type`), as the anthropic SDK's Bedrock client reports them
+    "throttlingexception", "internalserverexception", "serviceunavailableexception", "modeltimeoutexception",
+    "modelstreamerrorexception",
 })
 _MAX_DETAIL = 500
 
