@@ -16,6 +16,7 @@ signature, or the encrypted data), which `build_messages` sends back unchanged i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -333,23 +334,33 @@ class AnthropicMessagesProvider(SDKProvider):
 
     def __init__(self, *, model: str, api_key: str | None, base_url: str | None = None,
                  timeout: float = 120.0, max_tokens: int = DEFAULT_MAX_TOKENS,
-                 client: anthropic.AsyncAnthropic | Any | None = None, name: str | None = None):
+                 client: anthropic.AsyncAnthropic | Any | None = None, name: str | None = None,
+                 endpoint_body: Mapping[str, Any] | None = None):
         """`client`: another client of the Anthropic SDK with the same `messages` API (e.g.
-        `AsyncAnthropicVertex`), built with `max_retries=0`; `name` is then the provider's name in records."""
+        `AsyncAnthropicVertex`), built with `max_retries=0`; `name` is then the provider's name in records.
+        `endpoint_body`: fields that endpoint needs in every request body (e.g. its `anthropic_version`);
+        the prompt's `extra` settings can still override them."""
         super().__init__(model=model, api_key=api_key, name=name, client=client or anthropic.AsyncAnthropic(
             api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0))
         self.max_tokens = max_tokens
+        self.endpoint_body = dict(endpoint_body or {})
+
+    def _request(self, request: ModelRequest, names: ToolNameMap) -> dict[str, Any]:
+        kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
+        if self.endpoint_body:
+            kwargs["extra_body"] = {**self.endpoint_body, **kwargs.get("extra_body", {})}
+        return kwargs
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
-        kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
+        kwargs = self._request(request, names)
         return await self._complete(lambda: self._client.messages.create(**kwargs),
                                     lambda response: parse_response(response, names=names))
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
         names = ToolNameMap.for_request(request)
-        kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
+        kwargs = self._request(request, names)
         events = await open_stream(self._client.messages.create(**kwargs, stream=True), self._error)
         acc = AnthropicStreamAccumulator()
         await accumulate(events, acc, on_text, self._error, on_reasoning=on_reasoning)
