@@ -1,20 +1,33 @@
 """More endpoints through the same three adapters: Azure OpenAI (the openai SDK's `AsyncAzureOpenAI`, for the
-Responses and Chat Completions APIs), Claude on Google Vertex AI (the anthropic SDK's `AsyncAnthropicVertex`)
-and a local OpenAI-compatible server (Ollama, vLLM) via the Chat adapter. Each is built by the registry from
-environment variables, as a worker builds it, and talks to the local fake server at that cloud's URLs."""
+Responses and Chat Completions APIs), Claude on Google Vertex AI (the anthropic SDK's `AsyncAnthropicVertex`),
+Claude on Amazon Bedrock (`AsyncAnthropicBedrock`: SigV4 signing, AWS event-stream frames) and a local
+OpenAI-compatible server (Ollama, vLLM) via the Chat adapter. Each is built by the registry from environment
+variables, as a worker builds it, and talks to the local fake server at that cloud's URLs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
+from pydantic import BaseModel
+from temporalio.testing import WorkflowEnvironment
 
+from agent.context import ToolContext
 from agent.model_settings import ModelSettings
+from agent.models import TextOutput, ToolOutput, ToolSuccess
+from agent.plugins import Plugin
 from agent.providers import ScriptedModel
-from agent.providers.registry import resolve_provider
-from tests.fakes import FakeCall, FakeLLMServer, FakeUsage
+from agent.providers.base import FatalModelError, RetryableModelError
+from agent.providers.registry import BEDROCK_ANTHROPIC_VERSION, VERTEX_ANTHROPIC_VERSION, resolve_provider
+from agent.tools import tool
+from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, SSEOptions
+from tests.fakes.eventstream import chunk
 from tests.fakes.llm_server import anthropic_body, with_reasoning
 from tests.fakes.providers import API_KEY, ask
+from tests.fakes.sigv4 import AWSCredentials
+from tests.support.workers import agent_worker
 
 AZURE_VERSION = "2025-04-01-preview"
 
@@ -74,7 +87,8 @@ async def test_anthropic_on_vertex(llm: FakeLLMServer) -> None:
     request = llm.requests("anthropic")[-1]
     assert request.path == ("/v1/projects/my-project/locations/europe-west1/publishers/anthropic/models/"
                             "claude-sonnet-4-5@20250929:rawPredict")
-    assert "model" not in request.body and request.body["anthropic_version"]  # the model is in the URL
+    assert "model" not in request.body  # the model is in the URL
+    assert request.body["anthropic_version"] == VERTEX_ANTHROPIC_VERSION == "vertex-2023-10-16"
     assert request.body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert request.body["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert _headers(llm, "anthropic")["authorization"] == "Bearer ya29.fake-token"
@@ -105,8 +119,124 @@ async def test_local_ollama_or_vllm_via_chat(llm: FakeLLMServer) -> None:
     assert "prompt_cache_key" not in body
 
 
+BEDROCK_MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"  # Bedrock model ids hold a colon
+AWS = AWSCredentials(access_key="AKIDFAKEEXAMPLE", secret_key="fake/secret+KEY0123456789abcdefghijklmn",
+                     session_token="fake-session-token", region="eu-central-1")
+
+
+def _bedrock_env(llm: FakeLLMServer, **changes: str) -> dict[str, str]:
+    env = {"AWS_REGION": AWS.region, "AWS_ACCESS_KEY_ID": AWS.access_key, "AWS_SECRET_ACCESS_KEY": AWS.secret_key,
+           "AWS_SESSION_TOKEN": AWS.session_token or "", "ANTHROPIC_BEDROCK_BASE_URL": llm.base_url("anthropic")}
+    return {**env, **changes}
+
+
+class City(BaseModel):
+    city: str
+
+
+@tool("weather.get")
+async def weather(args: City, ctx: ToolContext) -> dict[str, str]:
+    """Today's weather in a city."""
+    return {"city": args.city, "sky": "sunny"}
+
+
+async def test_anthropic_on_bedrock(llm: FakeLLMServer, dev_env: WorkflowEnvironment) -> None:
+    """A prompt on a worker whose model is `anthropic-bedrock:`: both rounds stream (event-stream frames),
+    the first calls a tool, the second answers; every request is SigV4-signed for the test's credentials
+    (the fake server checks the signature with botocore and answers 403 otherwise)."""
+    llm.bedrock_auth = AWS
+    provider = resolve_provider(f"anthropic-bedrock:{BEDROCK_MODEL}", _bedrock_env(llm), timeout=5.0)
+    assert provider.name == "anthropic-bedrock"
+    llm.reply_tool_calls("anthropic", [FakeCall("weather_get", {"city": "Paris"}, id="toolu_1")],
+                         text="Let me look.")
+    llm.reply_text("anthropic", "Sunny in Paris today.", usage=FakeUsage(input_tokens=30, output_tokens=6))
+    plugin = Plugin("weather", tools=[weather])
+    async with agent_worker(dev_env, plugins=[plugin], model=provider, stream_text=True) as client:
+        prompt = await (await client.start("What's the weather in Paris?")).result()
+
+    assert prompt.state == "completed", prompt.error
+    call = next(entry for entry in prompt.output if isinstance(entry, ToolOutput))
+    assert (call.tool, call.input, call.result) == ("weather.get", {"city": "Paris"},
+                                                   ToolSuccess(output={"city": "Paris", "sky": "sunny"}))
+    assert [e.text for e in prompt.output if isinstance(e, TextOutput)][-1] == "Sunny in Paris today."
+    assert prompt.model_rounds[0].model == f"anthropic-bedrock:{BEDROCK_MODEL}"
+    assert prompt.usage.output_tokens == 6
+    requests = llm.requests("anthropic")
+    assert [r.path for r in requests] == [f"/model/{BEDROCK_MODEL}/invoke-with-response-stream"] * 2
+    for request in requests:
+        assert request.auth_problem is None
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        assert headers["authorization"].startswith(
+            f"AWS4-HMAC-SHA256 Credential={AWS.access_key}/{headers['x-amz-date'][:8]}/{AWS.region}/bedrock/")
+        assert headers["x-amz-security-token"] == AWS.session_token
+        body = request.body
+        assert body["anthropic_version"] == BEDROCK_ANTHROPIC_VERSION == "bedrock-2023-05-31"
+        assert "model" not in body and "stream" not in body  # both are in the URL
+        assert [t["name"] for t in body["tools"]] == ["weather_get"]
+        assert body["tools"][0]["input_schema"]["properties"] == {"city": {"title": "City", "type": "string"}}
+    result = requests[1].body["messages"][-1]["content"][0]
+    assert (result["type"], result["tool_use_id"]) == ("tool_result", "toolu_1") and "sunny" in result["content"]
+
+
+async def test_bedrock_refuses_a_wrong_signature(llm: FakeLLMServer) -> None:
+    """The fake server's signature check can fail: a request signed with another secret key gets Bedrock's
+    403, which is fatal, and the secret is in neither the request nor the error."""
+    llm.bedrock_auth = AWS
+    wrong = "another/secret+KEY0123456789abcdefghijklmn"
+    provider = resolve_provider(f"anthropic-bedrock:{BEDROCK_MODEL}",
+                                _bedrock_env(llm, AWS_SECRET_ACCESS_KEY=wrong), timeout=5.0)
+    llm.reply_text("anthropic", "never sent")
+    with pytest.raises(FatalModelError, match="HTTP 403") as failure:
+        await provider.complete(ask())
+    request = llm.requests("anthropic")[-1]
+    assert request.auth_problem is not None and "signature" in request.auth_problem
+    assert llm.pending("anthropic") == 1
+    assert wrong not in str(failure.value) and wrong not in json.dumps(request.headers)
+
+
+async def test_bedrock_api_key_and_in_stream_throttling(llm: FakeLLMServer) -> None:
+    """A Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK`) goes as a bearer token instead of a signature; a
+    `throttlingException` frame inside the stream is retryable, like a 429."""
+    llm.bedrock_auth = "bedrock-api-key-fake"
+    env = {"AWS_DEFAULT_REGION": "us-east-1", "AWS_BEARER_TOKEN_BEDROCK": "bedrock-api-key-fake",
+           "ANTHROPIC_BEDROCK_BASE_URL": llm.base_url("anthropic")}
+    provider = resolve_provider(f"anthropic-bedrock:{BEDROCK_MODEL}", env, timeout=5.0)
+    llm.reply_text("anthropic", "Hello from Bedrock.")
+    assert (await provider.complete(ask())).text == "Hello from Bedrock."
+    request = llm.requests("anthropic")[-1]
+    assert request.path == f"/model/{BEDROCK_MODEL}/invoke" and request.auth_problem is None
+    llm.reply_text("anthropic", "cut short by a throttle",
+                   sse=SSEOptions(cut_after=3, cut="error", error_type="throttlingException"))
+
+    async def on_text(delta: str) -> None:
+        pass
+
+    with pytest.raises(RetryableModelError, match="throttlingException"):
+        await provider.stream(ask(), on_text)  # type: ignore[attr-defined]
+
+
+def test_event_stream_frames_decode_with_botocore() -> None:
+    frame = chunk({"type": "message_stop"})
+    buffer = EventStreamBuffer()
+    buffer.add_data(frame)
+    (message,) = list(buffer)
+    assert message.headers == {":event-type": "chunk", ":content-type": "application/json",
+                               ":message-type": "event"}
+    assert json.loads(message.payload)["bytes"] == "eyJ0eXBlIjogIm1lc3NhZ2Vfc3RvcCJ9"  # {"type": "message_stop"}
+    corrupted = EventStreamBuffer()
+    corrupted.add_data(frame[:-5] + bytes([frame[-5] ^ 1]) + frame[-4:])
+    with pytest.raises(ChecksumMismatch):
+        list(corrupted)
+
+
 @pytest.mark.parametrize(("spec", "missing"), [("azure:d", "AZURE_OPENAI_API_KEY"),
-                                               ("anthropic-vertex:m", "CLOUD_ML_REGION")])
+                                               ("anthropic-vertex:m", "CLOUD_ML_REGION"),
+                                               (f"anthropic-bedrock:{BEDROCK_MODEL}", "AWS_REGION")])
 def test_cloud_specs_name_what_is_missing(spec: str, missing: str) -> None:
     with pytest.raises(ValueError, match=missing):
         resolve_provider(spec, {})
+
+
+def test_bedrock_keys_come_in_pairs() -> None:
+    with pytest.raises(ValueError, match="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY together"):
+        resolve_provider(f"anthropic-bedrock:{BEDROCK_MODEL}", {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x"})

@@ -6,6 +6,7 @@ Keys and base URLs come only from the `env` mapping passed in, never from `os.en
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Mapping, Sequence
 
 from agent.messages import ModelResponse
@@ -24,10 +25,16 @@ VALID_FORMS = (
     "AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY, OPENAI_API_VERSION)",
     "anthropic-vertex:<model> (Claude on Google Vertex AI; needs CLOUD_ML_REGION, ANTHROPIC_VERTEX_PROJECT_ID, "
     "and Google credentials or ANTHROPIC_VERTEX_ACCESS_TOKEN; optional ANTHROPIC_VERTEX_BASE_URL)",
+    "anthropic-bedrock:<model-id> (Claude on Amazon Bedrock; needs AWS_REGION (or AWS_DEFAULT_REGION) and "
+    "AWS credentials (AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY [+ AWS_SESSION_TOKEN], AWS_PROFILE or the default "
+    "chain; needs boto3) or a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK; optional ANTHROPIC_BEDROCK_BASE_URL)",
     "scripted:<module>:<attr> (a ScriptedModel, a list of ModelResponse, or a function of the request)",
     "<spec>,<spec>,... (a fallback chain: the next model answers when one fails)",
 )
 LOCAL_API_KEY = "not-needed"
+# The request-body versions the clouds document (the anthropic SDK's own default has varied across releases).
+VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
+BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 
 
 def _invalid(spec: str, reason: str) -> ValueError:
@@ -88,7 +95,46 @@ def _vertex(model: str, spec: str, env: Mapping[str, str], timeout: float) -> Mo
     client = anthropic.AsyncAnthropicVertex(
         region=_required(env, "CLOUD_ML_REGION", spec), project_id=_required(env, "ANTHROPIC_VERTEX_PROJECT_ID", spec),
         access_token=token, base_url=env.get("ANTHROPIC_VERTEX_BASE_URL") or None, timeout=timeout, max_retries=0)
-    return AnthropicMessagesProvider(model=model, api_key=token, client=client, name="anthropic-vertex")
+    return AnthropicMessagesProvider(model=model, api_key=token, client=client, name="anthropic-vertex",
+                                     endpoint_body={"anthropic_version": VERTEX_ANTHROPIC_VERSION})
+
+
+def _bedrock(model_id: str, spec: str, env: Mapping[str, str], timeout: float) -> ModelProvider:
+    """Claude on Amazon Bedrock through the anthropic SDK's Bedrock client (same Messages API at
+    `/model/<id>/invoke[-with-response-stream]`, SigV4-signed by boto3, streamed as AWS event-stream frames).
+
+    A Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK`) is sent as a bearer token instead of signing. Keys given
+    in `env` are passed on; without them boto3's default chain (`AWS_PROFILE`, ~/.aws, SSO, instance roles)
+    finds the credentials when the first request is signed.
+    """
+    import anthropic
+
+    from agent.providers.anthropic_messages import AnthropicMessagesProvider
+
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if not region:
+        raise _invalid(spec, "environment variable AWS_REGION (or AWS_DEFAULT_REGION) is not set")
+    api_key = env.get("AWS_BEARER_TOKEN_BEDROCK") or None
+    access_key, secret_key = env.get("AWS_ACCESS_KEY_ID") or None, env.get("AWS_SECRET_ACCESS_KEY") or None
+    credentials: dict[str, str | None] = {}
+    if api_key is None:
+        if (access_key is None) != (secret_key is None):
+            raise _invalid(spec, "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY together (or neither)")
+        if importlib.util.find_spec("boto3") is None:
+            raise _invalid(spec, "signing Bedrock requests needs boto3 (pip install 'anthropic[bedrock]'), "
+                                 "or set AWS_BEARER_TOKEN_BEDROCK")
+        credentials = {"aws_access_key": access_key, "aws_secret_key": secret_key,
+                       "aws_session_token": (env.get("AWS_SESSION_TOKEN") or None) if access_key else None,
+                       "aws_profile": None if access_key else env.get("AWS_PROFILE") or None}
+    try:
+        client = anthropic.AsyncAnthropicBedrock(
+            aws_region=region, api_key=api_key, base_url=env.get("ANTHROPIC_BEDROCK_BASE_URL") or None,
+            timeout=timeout, max_retries=0, **credentials)
+    except ValueError as exc:  # e.g. both an API key and AWS credentials reached the SDK
+        raise _invalid(spec, str(exc)) from exc
+    return AnthropicMessagesProvider(model=model_id, api_key=api_key or secret_key, client=client,
+                                     name="anthropic-bedrock",
+                                     endpoint_body={"anthropic_version": BEDROCK_ANTHROPIC_VERSION})
 
 
 def resolve_chain(spec: str, env: Mapping[str, str], *, timeout: float = 120.0) -> list[ModelProvider]:
@@ -129,6 +175,8 @@ def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.
             return _azure(provider, model, spec, env, timeout)
         case "anthropic-vertex":
             return _vertex(model, spec, env, timeout)
+        case "anthropic-bedrock":
+            return _bedrock(model, spec, env, timeout)
         case "scripted":
             return _load_scripted(model, spec)
         case _:
