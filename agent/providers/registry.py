@@ -121,7 +121,7 @@ def _bedrock(model_id: str, spec: str, env: Mapping[str, str], timeout: float) -
         if (access_key is None) != (secret_key is None):
             raise _invalid(spec, "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY together (or neither)")
         if importlib.util.find_spec("boto3") is None:
-            raise _invalid(spec, "signing Bedrock requests needs boto3 (pip install 'anthropic[bedrock]'), "
+            raise _invalid(spec, "signing Bedrock requests needs boto3 (pip install 'durable-agent[bedrock]'), "
                                  "or set AWS_BEARER_TOKEN_BEDROCK")
         credentials = {"aws_access_key": access_key, "aws_secret_key": secret_key,
                        "aws_session_token": (env.get("AWS_SESSION_TOKEN") or None) if access_key else None,
