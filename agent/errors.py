@@ -15,6 +15,8 @@ types, which `workflows/names.py` keeps stable), never the text of a message.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 
 class DurableAgentError(Exception):
     """The root. Raised in workflow code, any of these fails the workflow (never retries its task forever)."""
@@ -32,5 +34,15 @@ class ToolInputError(DurableAgentError, ValueError):
     """The arguments do not fit the tool's input model."""
 
 
+RefusalKind = Literal["unknown-prompt", "prompt-finished", "unknown-tool-call", "not-pending", "already-decided",
+                      "not-allowed", "invalid-arguments", "invalid-request", "decision-refused"]
+REFUSAL_KINDS: frozenset[str] = frozenset(get_args(RefusalKind))
+
+
 class DecisionRefused(DurableAgentError):
-    """An approve/reject the prompt would not take: unknown or decided call, not waiting, not allowed."""
+    """An approve/reject the prompt would not take: unknown or decided call, not waiting, not allowed.
+    `kind` says which (the HTTP API's problem type of the same name); the message says it to a person."""
+
+    def __init__(self, message: str, kind: RefusalKind = "decision-refused") -> None:
+        super().__init__(message)
+        self.kind: RefusalKind = kind

@@ -32,22 +32,6 @@ async def temporal_call(call: Callable[[], Awaitable[T]], *, missing: str, detai
         raise
 
 
-def classify_refusal(message: str) -> str:
-    """The problem type of a decision the workflow refused (its messages are stable sentences)."""
-    lowered = message.lower()
-    if "already decided" in lowered:
-        return "already-decided"
-    if "may not decide" in lowered or "token" in lowered:
-        return "not-allowed"
-    if "argument" in lowered or "schema" in lowered or "invalid" in lowered:
-        return "invalid-arguments"
-    if "has no tool call" in lowered or "unknown tool call" in lowered:
-        return "unknown-tool-call"
-    if "no pending approval" in lowered or "not waiting" in lowered:
-        return "not-pending"
-    return "decision-refused"
-
-
 class AgentService:
     def __init__(self, agent: AgentClient, config: ApiConfig) -> None:
         self.agent = agent
@@ -124,7 +108,7 @@ class AgentService:
             else:
                 resolved = await handle.reject(tool_call_id, by=principal.id, reason=reason, wait=True, token=token)
         except DecisionRefused as exc:
-            raise Problem(classify_refusal(str(exc)), str(exc)) from exc
+            raise Problem(exc.kind, str(exc)) from exc
         assert resolved is not None
         return resolved
 

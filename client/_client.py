@@ -23,9 +23,10 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent.errors import DecisionRefused
+from agent.errors import REFUSAL_KINDS, DecisionRefused, RefusalKind
 from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
 from client._live import poller_for
 from client.pending import QUERY_SECONDS, PendingList, pending_list
@@ -162,12 +163,21 @@ class PromptHandle(_Handle[Prompt]):
             await self._handle.signal(signal, request)
             return None
         except WorkflowUpdateFailedError as exc:
-            cause = exc.cause
-            raise DecisionRefused(getattr(cause, "message", None) or str(cause)) from exc
+            raise _refused(exc.cause) from exc
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
-                raise DecisionRefused(f"prompt {self.id}: {exc.message}") from exc
+                raise DecisionRefused(f"prompt {self.id}: {exc.message}", await self._missing_kind()) from exc
             raise
+
+    async def _missing_kind(self) -> RefusalKind:
+        """Why the server found no running prompt to decide on: it finished, or it never existed."""
+        try:
+            await self._handle.describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return "unknown-prompt"
+            raise
+        return "prompt-finished"
 
     async def cancel(self) -> None:
         await self._handle.cancel()
@@ -375,3 +385,13 @@ def prompt_query(*, user_id: str | None = None, conversation_id: str | None = No
 def _quote(value: str) -> str:
     """A value inside a single-quoted visibility query literal."""
     return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _refused(cause: BaseException | None) -> DecisionRefused:
+    """The prompt's refusal of an update, with its kind (the first detail of a `DecisionRefused` failure)."""
+    message = getattr(cause, "message", None) or str(cause)
+    if isinstance(cause, ApplicationError) and cause.type == names.DECISION_REFUSED_ERROR and cause.details:
+        kind = cause.details[0]
+        if kind in REFUSAL_KINDS:
+            return DecisionRefused(message, kind)
+    return DecisionRefused(message)

@@ -200,3 +200,11 @@ async def test_bad_input_is_refused_before_temporal(dev_env: WorkflowEnvironment
         _problem(await http.get("/nowhere"), 404, "not-found")
         async with stack.http() as anonymous:
             _problem(await anonymous.get("/prompts"), 401, "unauthenticated")
+
+
+def test_every_refusal_kind_is_a_problem_type() -> None:
+    """The API answers a refused decision with the refusal's kind as its problem type, unchanged."""
+    from agent.errors import REFUSAL_KINDS
+    from api.problems import PROBLEM_TYPES
+
+    assert REFUSAL_KINDS <= set(PROBLEM_TYPES)

@@ -166,8 +166,10 @@ async def test_an_invalid_correction_is_refused_and_the_call_stays_pending(dev_e
     async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         bad = await c.start("pay")
         call_id = (await bad.wait_until("waiting_for_approval")).output[0].id  # type: ignore[union-attr]
-        with pytest.raises(DecisionRefused, match=r"invalid correction for payment.send: amount: 'lots' is not"):
+        refused = r"invalid correction for payment.send: amount: 'lots' is not"
+        with pytest.raises(DecisionRefused, match=refused) as bad_input:
             await bad.approve(call_id, input={"amount": "lots"}, wait=True)
+        assert bad_input.value.kind == "invalid-arguments"
         with pytest.raises(DecisionRefused, match=r"invalid correction for payment.send: <root>: 'to' is a required"):
             await bad.approve(call_id, input={"to": None}, wait=True)  # null removes a field (RFC 7396)
         await bad.approve(call_id, input={"amount": "lots"})  # the signal path: recorded, still pending
@@ -241,23 +243,27 @@ async def test_update_path_rejects_bad_decisions_without_history(dev_env: Workfl
         before = await _history_length(handle)
         with pytest.raises(DecisionRefused) as unknown:
             await handle.approve("call-nope", by="carol", wait=True)
-        assert "unknown tool call 'call-nope'" in str(unknown.value)
+        assert "unknown tool call 'call-nope'" in str(unknown.value) and unknown.value.kind == "unknown-tool-call"
         with pytest.raises(DecisionRefused) as not_allowed:
             await handle.approve(call_id, by="mallory", wait=True)
-        assert "mallory may not decide" in str(not_allowed.value)
+        assert "mallory may not decide" in str(not_allowed.value) and not_allowed.value.kind == "not-allowed"
         assert await _history_length(handle) == before
         decided = await handle.approve(call_id, by="carol", wait=True)
         assert decided is not None and decided.decision.decision == "approved"  # type: ignore[union-attr]
         second = await handle.get()  # the batch's second call is pending too
         with pytest.raises(DecisionRefused) as twice:
             await handle.reject(call_id, by="carol", wait=True)
-        assert "already decided (approved)" in str(twice.value)
+        assert "already decided (approved)" in str(twice.value) and twice.value.kind == "already-decided"
         resolved = await handle.approve(second.output[1].id, by="carol", wait=True)  # type: ignore[union-attr]
         assert resolved is not None and resolved.result == ToolSuccess(output="opened silver")
         prompt = await handle.result()
         assert prompt.output[0].result == ToolSuccess(output="opened gold")  # type: ignore[union-attr]
-        with pytest.raises(DecisionRefused, match="already completed"):
+        with pytest.raises(DecisionRefused, match="already completed") as late:
             await handle.approve("call-late", wait=True)
+        assert late.value.kind == "prompt-finished"
+        with pytest.raises(DecisionRefused) as nowhere:
+            await c.prompt("no-such-prompt").approve("call-1", wait=True)
+        assert nowhere.value.kind == "unknown-prompt"
     assert prompt.state == "completed"
 
 

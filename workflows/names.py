@@ -63,4 +63,5 @@ TOOL_RAISED_ERROR: Final = "ToolRaised"  # a tool raised (retried up to the tool
 TRANSCRIPT_MISSING_ERROR: Final = "TranscriptMissing"  # the worker lacks part of the round's input: send it whole
 HISTORY_MISSING_ERROR: Final = "HistoryMissing"  # a conversation's stored history link is gone from the store
 MCP_UNAVAILABLE_ERROR: Final = "MCPUnavailable"  # an MCP server cannot be reached (retried like a crash)
+DECISION_REFUSED_ERROR: Final = "DecisionRefused"  # an approve/reject update the prompt refused; detail 0: its kind
 MODEL_FALLBACK_ERROR: Final = "ModelFallback"  # the model round failed; details: [next chain position, its spec]

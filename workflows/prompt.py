@@ -20,7 +20,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.workflow_streams import WorkflowStream
 
-    from agent.errors import PromptFailedError
+    from agent.errors import PromptFailedError, RefusalKind
     from agent.events import EventKind, PromptEvent
     from agent.models import (
         TERMINAL_STATES,
@@ -125,12 +125,25 @@ def _transcript_missing(exc: ActivityError) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == names.TRANSCRIPT_MISSING_ERROR
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a decision cannot be taken: `kind` for programs (the client's `DecisionRefused.kind`), `message`
+    for people (and the audit)."""
+
+    kind: RefusalKind
+    message: str
+
+    def error(self) -> ApplicationError:
+        """The update's failure: its type names the refusal, its first detail the kind."""
+        return ApplicationError(self.message, self.kind, type=names.DECISION_REFUSED_ERROR, non_retryable=True)
+
+
 def _applied(step: Callable[[], T]) -> T:
     """Run an update handler's step; a refusal or a bug fails the update, never the workflow task."""
     try:
         return step()
     except ValueError as exc:
-        raise ApplicationError(str(exc), type="DecisionRefused", non_retryable=True) from exc
+        raise Refusal("decision-refused", str(exc)).error() from exc
     except Exception as exc:
         if not is_workflow_bug(exc):
             raise
@@ -753,26 +766,28 @@ class PromptWorkflow:
         reason = f": {decision.reason}" if decision.reason else ""
         return f"The call was rejected{by}{reason}"
 
-    def _decision_problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest) -> str | None:
+    def _decision_problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest) -> Refusal | None:
         """Why a decision cannot be accepted now, or None when it can."""
         tool_call_id, by = request.tool_call_id, request.by
         if (child := self._child_call(tool_call_id)) is not None:
             # The sub-agent's prompt checks the decision (and its token) itself when the decision reaches it.
             if not may_decide(child[1].approvers, by, []) and not child[1].signed_decisions:
-                return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; " \
-                       f"approvers: {', '.join(child[1].approvers or [])}"
+                return Refusal("not-allowed", f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; "
+                                              f"approvers: {', '.join(child[1].approvers or [])}")
             return None
         if tool_call_id in self._decisions:
-            return f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})"
+            return Refusal("already-decided",
+                           f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})")
         if not self._waiting or self._prompt.state != "waiting_for_approval":
             known = self._prompt.tool_call(tool_call_id) is not None
             what = "has no pending approval for" if known else "has no tool call"
-            return f"prompt {self._prompt.id} ({self._prompt.state}) {what} {tool_call_id!r}"
+            return Refusal("not-pending" if known else "unknown-tool-call",
+                           f"prompt {self._prompt.id} ({self._prompt.state}) {what} {tool_call_id!r}")
         waiting = self._waiting.get(tool_call_id)
         if waiting is None:
             pending = ", ".join(repr(i) for i in self._waiting)
             are = "call is" if len(self._waiting) == 1 else "calls are"
-            return f"unknown tool call {tool_call_id!r}; the pending {are} {pending}"
+            return Refusal("unknown-tool-call", f"unknown tool call {tool_call_id!r}; the pending {are} {pending}")
         requirement = waiting.requirement
         allowed = requirement.approvers
         roles: list[str] = []
@@ -786,21 +801,21 @@ class PromptWorkflow:
                     corrected_input=request.input if isinstance(request, ApproveRequest) else None,
                     now=workflow.now())
             if not isinstance(verified, DecisionClaims):
-                return f"decision on {tool_call_id!r} refused: {verified}"
+                return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {verified}")
             roles = verified.roles
         if not may_decide(allowed, by, roles):
-            return f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; " \
-                   f"approvers: {', '.join(allowed or [])}"
+            return Refusal("not-allowed", f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; "
+                                          f"approvers: {', '.join(allowed or [])}")
         return None
 
-    def _correction_problem(self, request: ApproveRequest) -> str | None:
+    def _correction_problem(self, request: ApproveRequest) -> Refusal | None:
         """Why the approver's corrected fields, merged into the input, do not fit the tool, or None."""
         waiting = self._waiting.get(request.tool_call_id)
         if request.input is None or waiting is None:
             return None
         entry = waiting.entry
         problem = schema_problem(merge_patch(entry.input, request.input), waiting.requirement.input_schema)
-        return f"invalid correction for {entry.tool}: {problem}" if problem else None
+        return Refusal("invalid-arguments", f"invalid correction for {entry.tool}: {problem}") if problem else None
 
     def _accept_approval(self, request: ApproveRequest) -> None:
         waiting = self._waiting[request.tool_call_id].entry
@@ -818,12 +833,13 @@ class PromptWorkflow:
         record_ignored(self._prompt.audit, kind, problem)
 
     def _take_signal(self, kind: str, payloads: tuple[object, ...], model: type[ModelT],
-                     accept: Callable[[ModelT], str | None]) -> None:
+                     accept: Callable[[ModelT], Refusal | str | None]) -> None:
         """Decode and apply a signal; whatever cannot be applied is recorded in the audit, never raised."""
         request, problem = decode_payloads(payloads, model)
         if request is not None:
             try:
-                problem = accept(request)
+                refused = accept(request)
+                problem = refused.message if isinstance(refused, Refusal) else refused
             except Exception as exc:
                 if not is_workflow_bug(exc):
                     raise
@@ -833,14 +849,15 @@ class PromptWorkflow:
 
     def _decision(self, payloads: tuple[object, ...], model: type[DecisionT]) -> DecisionT:
         """An update's decoded payload, or the reason it cannot be decided, as a refusal."""
-        request, problem = decode_payloads(payloads, model)
-        if request is not None:
-            kind: DecisionKind = "approve" if isinstance(request, ApproveRequest) else "reject"
-            problem = self._decision_problem(kind, request)
-            if problem is None and isinstance(request, ApproveRequest):
-                problem = self._correction_problem(request)
-        if problem or request is None:
-            raise ValueError(problem)
+        request, undecodable = decode_payloads(payloads, model)
+        if request is None:
+            raise Refusal("invalid-request", undecodable or "no decision in the update").error()
+        kind: DecisionKind = "approve" if isinstance(request, ApproveRequest) else "reject"
+        refusal = self._decision_problem(kind, request)
+        if refusal is None and isinstance(request, ApproveRequest):
+            refusal = self._correction_problem(request)
+        if refusal is not None:
+            raise refusal.error()
         return request
 
     @workflow.signal(
@@ -860,7 +877,7 @@ class PromptWorkflow:
     def reject(self, *payloads: object) -> None:
         self._take_signal("reject", payloads, RejectRequest, self._reject_if_possible)
 
-    def _approve_if_possible(self, request: ApproveRequest) -> str | None:
+    def _approve_if_possible(self, request: ApproveRequest) -> Refusal | None:
         problem = self._decision_problem("approve", request) or self._correction_problem(request)
         if problem is None:
             if self._child_call(request.tool_call_id) is not None:
@@ -869,7 +886,7 @@ class PromptWorkflow:
                 self._accept_approval(request)
         return problem
 
-    def _reject_if_possible(self, request: RejectRequest) -> str | None:
+    def _reject_if_possible(self, request: RejectRequest) -> Refusal | None:
         problem = self._decision_problem("reject", request)
         if problem is None and self._child_call(request.tool_call_id) is not None:
             self._forward_decision("reject", request)
@@ -921,7 +938,7 @@ class PromptWorkflow:
         """The call once it ran; or, in a batch whose other calls still wait, once this one is decided."""
         entry = self._prompt.tool_call(tool_call_id)
         if entry is None:
-            raise ApplicationError(f"no tool call {tool_call_id!r}", type="UnknownToolCall", non_retryable=True)
+            raise Refusal("unknown-tool-call", f"no tool call {tool_call_id!r}").error()
         await workflow.wait_condition(lambda: entry.finished_at is not None or (
             entry.id not in self._waiting and bool(self._waiting)))
         return entry
