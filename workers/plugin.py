@@ -16,20 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.agent_activities import AgentActivities
-from activities.runtime import AgentRuntime
 from agent.errors import DurableAgentError
 from workers.connection import connect_client
 from workers.observability import metrics_runtime, temporal_plugins
 from workers.settings import Settings, WorkflowSandbox
 from workflows import WORKFLOWS
+
+if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
+    from activities.runtime import AgentRuntime
 
 PLUGIN_NAME = "durable-agent"
 # Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
@@ -70,6 +71,14 @@ def _append_missing(items: Sequence[T]) -> Callable[[Sequence[T] | None], Sequen
     return append
 
 
+def _activities(runtime: AgentRuntime | None) -> list[Callable[..., object]] | None:
+    if runtime is None:
+        return None
+    from activities.agent_activities import AgentActivities
+
+    return AgentActivities(runtime).all()
+
+
 class DurableAgentPlugin(SimplePlugin):
     """Durable Agent's converter, workflows, activities, runner and failure types, from one `Settings`."""
 
@@ -80,7 +89,7 @@ class DurableAgentPlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self.settings.data_converter(),
             workflows=_append_missing(WORKFLOWS),
-            activities=AgentActivities(runtime).all() if runtime is not None else None,
+            activities=_activities(runtime),
             workflow_runner=workflow_runner(self.settings.workflow_sandbox),
             workflow_failure_exception_types=_append_missing(FAILURE_TYPES),
         )
