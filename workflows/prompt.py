@@ -298,6 +298,7 @@ class PromptWorkflow:
         await self._store_given_history()
         round_input = self._round_input(round_number)
         next_model = ""
+        queue = request.model_task_queue or None
         workflow.set_current_details(details.calling_model(self._prompt, round_number))
         after_errors = f" · after tool error: {', '.join(self._failed_tools)}" if self._failed_tools else ""
         self._failed_tools = []
@@ -307,7 +308,7 @@ class PromptWorkflow:
                     MODEL_ROUND_ACTIVITY, round_input,
                     result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT,
                     heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
-                    task_queue=request.model_task_queue or None,
+                    task_queue=queue,
                     summary=self._model_summary(round_number, round_input.fallback, next_model) + after_errors,
                 )
                 break
@@ -321,6 +322,8 @@ class PromptWorkflow:
                     raise
                 position, next_model = target
                 round_input = round_input.model_copy(update={"fallback": position})
+                if request.model_routing is not None:  # the next model's provider has its own rate limit
+                    queue = request.model_routing.queue_for(next_model)
         self._prompt.model_rounds.append(ModelRound(round=round_number, model=result.spec or result.model,
                                                     response_model=result.model, fallback=result.fallback,
                                                     settings=result.settings))
@@ -336,7 +339,7 @@ class PromptWorkflow:
         request = self._request
         by_reference = self._has(ROUND_REFS_PATCH)
         # Tools run on this queue: with model calls on another queue, no tool output is ever cached where they run.
-        outputs_by_reference = by_reference and not request.model_task_queue
+        outputs_by_reference = by_reference and not request.model_task_queue and not request.model_routing
         changes = [change_for(i, self._prompt.output[i]) if outputs_by_reference
                    else OutputChange(index=i, output=self._prompt.output[i]) for i in sorted(self._changed)]
         self._changed.clear()

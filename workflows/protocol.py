@@ -60,6 +60,18 @@ def _default_of(field: Any) -> Any:
     return field.default_factory() if field.default_factory is not None else field.default
 
 
+class ModelRouting(_Model):
+    """Which task queue runs a round, by the provider of the model answering it (`provider` of `provider:model`):
+    each provider's queue carries that provider's rate limit."""
+
+    tier_queue: str | None = Field(default=None, description="A provider without a queue of its own; None: "
+                                                              "the workflow's queue.")
+    providers: dict[str, str] = Field(default_factory=dict, description="provider -> task queue.")
+
+    def queue_for(self, spec: str) -> str | None:
+        return self.providers.get(spec.partition(":")[0].strip(), self.tier_queue)
+
+
 class PromptRequest(_Model):
     """Input of `PromptWorkflow`. Only `input` (or nothing, for system-initiated prompts) is needed."""
 
@@ -69,6 +81,9 @@ class PromptRequest(_Model):
     model: ModelTier = "normal"
     model_settings: ModelSettings | None = Field(default=None, description="Over the tier's settings.")
     model_task_queue: str | None = Field(default=None, description="Where model calls run; None: this queue.")
+    model_routing: ModelRouting | None = Field(
+        default=None, exclude_if=lambda routing: routing is None,  # absent, the input is what it always was
+        description="Fallback rounds run on their provider's queue; None: all on `model_task_queue`.")
     visible: bool = True
     input: str | None = Field(default=None, min_length=1, max_length=MAX_INPUT_CHARS,
                               description="The user's message; None for system-initiated prompts.")
@@ -461,6 +476,7 @@ class ConversationRequest(_Model):
     model: ModelTier = "normal"
     model_settings: ModelSettings | None = None
     model_task_queue: str | None = None
+    model_routing: ModelRouting | None = Field(default=None, exclude_if=lambda routing: routing is None)
     instructions: str | None = None
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
     prompts_per_run: int = Field(default=100, ge=1, description="Continue-as-new after this many prompts.")
