@@ -287,6 +287,7 @@ class AgentClient:
             options["max_rounds"] = max_rounds
         options.setdefault("model_task_queue", self.settings.model_queue_for(model))
         options.setdefault("workflow_version", CURRENT_VERSION)
+        options.setdefault("model_routing", self.settings.model_routing(model))
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
                                 conversation_id=conversation_id, instructions=instructions,
                                 history=history or [], **options)
@@ -320,6 +321,7 @@ class AgentClient:
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
         options.setdefault("model_task_queue", self.settings.model_queue_for(model))
         options.setdefault("workflow_version", CURRENT_VERSION)
+        options.setdefault("model_routing", self.settings.model_routing(model))
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
         handle = await self.client.start_workflow(
             CONVERSATION_WORKFLOW, request, id=conversation_id, task_queue=self.settings.task_queue,

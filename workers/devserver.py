@@ -77,6 +77,11 @@ DYNAMIC_CONFIG: dict[str, str] = {
     # them); set here so they stay on whatever the binary's defaults become.
     "system.enableActivityEagerExecution": "true",
     "system.enableEagerWorkflowStart": "true",
+    # One partition per task queue: a model queue's rate limit is a token bucket per partition, each with a
+    # burst of its own, and `DAGENT_MODEL_RATE` / `DAGENT_PROVIDER_RATES` hold only on one (workers/rate_limits.py).
+    # A single server gains nothing from more partitions.
+    "matching.numTaskqueueReadPartitions": "1",
+    "matching.numTaskqueueWritePartitions": "1",
 }
 
 _INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {

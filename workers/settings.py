@@ -8,6 +8,7 @@ model and the demo plugin.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -21,12 +22,14 @@ from workers.codec import AESGCMCodec, codec_for
 from workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 from workers.observability import ObservabilityConfig
 from workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from workflows.protocol import ModelRouting
 
 DEFAULT_TASK_QUEUE = "durable-agent"
 DEMO_MODEL = "scripted:plugins.demo:demo_model"
 DEMO_PLUGINS = "plugins.demo:plugin"
 WorkflowSandbox = Literal["off", "on", "strict"]
 WorkerQueues = Literal["all", "workflows", "models"]
+_PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")  # the `provider` of a `provider:model` spec
 
 
 def _tristate(value: str | None) -> bool | None:
@@ -51,6 +54,22 @@ def _optional_number(env: Mapping[str, str], var: str, kind: type[int] | type[fl
     if number <= 0:
         raise ValueError(f"{var} must be greater than 0, not {value!r}")
     return number
+
+
+def _provider_map(env: Mapping[str, str], var: str, kind: type[str] | type[float]) -> dict[str, Any]:
+    """`provider=value,...` (e.g. DAGENT_PROVIDER_QUEUES=anthropic=models-anthropic,openai=models-openai)."""
+    entries: dict[str, Any] = {}
+    for item in (part.strip() for part in env.get(var, "").split(",")):
+        if not item:
+            continue
+        provider, sep, value = (piece.strip() for piece in item.partition("="))
+        if not sep or not _PROVIDER_NAME.fullmatch(provider) or not value:
+            raise ValueError(f"{var} must be provider=value pairs separated by commas "
+                             f"(e.g. anthropic=..., openai=...), not {item!r}")
+        if provider in entries:
+            raise ValueError(f"{var} names {provider} twice")
+        entries[provider] = _optional_number({var: value}, var, float) if kind is float else value
+    return entries
 
 
 def _sandbox(value: str) -> WorkflowSandbox:
@@ -119,8 +138,14 @@ class Settings(BaseModel):
     model_concurrency: int | None = Field(default=None, description=(
         "DAGENT_MODEL_CONCURRENCY: model calls one worker runs at once on a model queue."))
     model_rate: float | None = Field(default=None, description=(
-        "DAGENT_MODEL_RATE: model calls per second handed out on a model queue to all workers together "
-        "(Temporal's max_task_queue_activities_per_second, enforced by the server)."))
+        "DAGENT_MODEL_RATE: the most model calls a tier's model queue starts in any one second, all workers "
+        "together (the server enforces a rate derived from it: workers/rate_limits.py)."))
+    provider_queues: dict[str, str] = Field(default_factory=dict, description=(
+        "DAGENT_PROVIDER_QUEUES (client and worker): `provider=queue,...`: the model calls of these providers "
+        "(the `provider` of `provider:model`, e.g. `anthropic`) run on their own queue; others on the tier's."))
+    provider_rates: dict[str, float] = Field(default_factory=dict, description=(
+        "DAGENT_PROVIDER_RATES: `provider=limit,...`: the most calls a provider's queue starts in any one "
+        "second, all workers together (default: DAGENT_MODEL_RATE)."))
     model_worker_rate: float | None = Field(default=None, description=(
         "DAGENT_MODEL_WORKER_RATE: model calls per second one worker starts (max_activities_per_second)."))
     plugins: tuple[str, ...] = Field(default=(DEMO_PLUGINS,), description=(
@@ -192,6 +217,8 @@ class Settings(BaseModel):
             model_concurrency=_optional_number(env, "DAGENT_MODEL_CONCURRENCY", int),
             model_rate=_optional_number(env, "DAGENT_MODEL_RATE", float),
             model_worker_rate=_optional_number(env, "DAGENT_MODEL_WORKER_RATE", float),
+            provider_queues=_provider_map(env, "DAGENT_PROVIDER_QUEUES", str),
+            provider_rates=_provider_map(env, "DAGENT_PROVIDER_RATES", float),
             plugins=tuple(p.strip() for p in plugins.split(",") if p.strip()) if plugins is not None
             else defaults.plugins,
             file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
@@ -213,7 +240,7 @@ class Settings(BaseModel):
             codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
                                      if o.strip()),
             decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
-        )
+        ).check_provider_queues()
 
     def blob_objects(self) -> ObjectClient:
         """Where payloads above the threshold go: the payload directory, or the shared S3/GCS store."""
@@ -242,15 +269,50 @@ class Settings(BaseModel):
     def model_tiers(self) -> dict[str, str]:
         return {"normal": self.model_normal, "high": self.model_high or self.model_normal}
 
-    def model_queue_for(self, tier: str) -> str | None:
-        """The task queue of a tier's model calls; None: the workflow's own queue."""
+    def tier_queue(self, tier: str) -> str | None:
+        """The task queue of a tier's model calls whose provider has none of its own; None: the workflow's."""
         if tier == "high" and self.model_task_queue_high:
             return self.model_task_queue_high
         return self.model_task_queue or None
 
+    def model_queue_for(self, tier: str) -> str | None:
+        """Where a prompt's model calls start: the queue of the tier's first provider, else the tier's queue."""
+        first_provider = self.model_tiers[tier].split(",")[0].strip().partition(":")[0]
+        return self.provider_queues.get(first_provider) or self.tier_queue(tier)
+
+    def model_routing(self, tier: str) -> ModelRouting | None:
+        """What a prompt records so the workflow sends a fallback round to its provider's queue."""
+        if not self.provider_queues:
+            return None
+        return ModelRouting(tier_queue=self.tier_queue(tier), providers=self.provider_queues)
+
+    @property
+    def model_queue_limits(self) -> dict[str, float | None]:
+        """Every model queue a models worker polls -> its limit in calls per second (None: unlimited)."""
+        tiers = {q: self.model_rate for q in (self.tier_queue("normal"), self.tier_queue("high")) if q}
+        providers = {queue: self.provider_rates.get(provider, self.model_rate)
+                     for provider, queue in self.provider_queues.items()}
+        return tiers | providers
+
     @property
     def model_queues(self) -> list[str]:
-        return list(dict.fromkeys(q for q in (self.model_queue_for("normal"), self.model_queue_for("high")) if q))
+        return list(self.model_queue_limits)
+
+    def check_provider_queues(self) -> Settings:
+        """One-line errors for provider queues that would collide or rates without a queue."""
+        if unknown := sorted(set(self.provider_rates) - set(self.provider_queues)):
+            raise ValueError(f"DAGENT_PROVIDER_RATES: {', '.join(unknown)} has no queue in DAGENT_PROVIDER_QUEUES "
+                             "(a provider's limit applies to its own queue)")
+        queues = list(self.provider_queues.values())
+        if shared := sorted({q for q in queues if queues.count(q) > 1}):
+            raise ValueError(f"DAGENT_PROVIDER_QUEUES: queue {shared[0]} is given to more than one provider "
+                             "(one queue, one provider's limit)")
+        others = {self.task_queue: "DAGENT_TASK_QUEUE", self.model_task_queue: "DAGENT_MODEL_TASK_QUEUE",
+                  self.model_task_queue_high: "DAGENT_MODEL_TASK_QUEUE_HIGH"}
+        for provider, queue in self.provider_queues.items():
+            if queue in others:
+                raise ValueError(f"DAGENT_PROVIDER_QUEUES: {provider}'s queue {queue} is also {others[queue]}")
+        return self
 
     @property
     def tier_settings(self) -> dict[str, ModelSettings]:

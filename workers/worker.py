@@ -16,6 +16,7 @@ from agent.pricing import PriceTable
 from agent.providers.base import ModelProvider
 from agent.providers.registry import resolve_chain
 from workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
+from workers.rate_limits import PacedCalls, queue_rate
 from workers.settings import Settings
 
 __all__ = ["STICKY_TIMEOUT", "build_runtime", "connect", "create_model_worker", "create_worker", "create_workers",
@@ -53,32 +54,35 @@ def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, set
 
 def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
                         max_concurrent: int | None = None, worker_rate: float | None = None,
-                        queue_rate: float | None = None, **options: Any) -> Worker:
+                        rate_limit: float | None = None, **options: Any) -> Worker:
     """A worker for model calls only, on their own task queue.
 
-    `queue_rate` is Temporal's `max_task_queue_activities_per_second`: the server hands out at most that many
-    model calls per second on the queue to all its workers together, so a fleet never exceeds the provider's
-    limit. `worker_rate` (`max_activities_per_second`) and `max_concurrent` bound one worker. (The client's
-    plugin registers the workflows on every worker; no workflow is ever started on a model queue.)
+    `rate_limit`: the most model calls the queue starts in any one second, all its workers together. The
+    server enforces it, as Temporal's `max_task_queue_activities_per_second` set to `queue_rate(rate_limit)`
+    (about half: the server's token bucket hands out a second's worth at once after a pause), and `PacedCalls`
+    starts the calls spaced as the server handed them out, however late they reach this worker (see
+    workers/rate_limits.py). `worker_rate` (`max_activities_per_second`) and `max_concurrent` bound one worker.
+    (The client's plugin registers the workflows on every worker; no workflow is ever started on a model queue.)
     """
     if carried_plugin(client) is None:
         client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
     return Worker(client, task_queue=task_queue, activities=[AgentActivities(runtime).model_round],
                   max_concurrent_activities=max_concurrent, max_activities_per_second=worker_rate,
-                  max_task_queue_activities_per_second=queue_rate, **options)
+                  max_task_queue_activities_per_second=queue_rate(rate_limit) if rate_limit else None,
+                  interceptors=[PacedCalls()] if rate_limit else [], **options)
 
 
 def create_workers(client: Client, runtime: AgentRuntime, settings: Settings) -> list[Worker]:
     """The workers a `dagent worker` process runs, after `settings.worker_queues`: `all` (the workflow queue
     and every model queue), `workflows` (workflows and tools only) or `models` (model calls only)."""
     if settings.worker_queues == "models" and not settings.model_queues:
-        raise ValueError("DAGENT_WORKER_QUEUES=models needs DAGENT_MODEL_TASK_QUEUE")
+        raise ValueError("DAGENT_WORKER_QUEUES=models needs DAGENT_MODEL_TASK_QUEUE or DAGENT_PROVIDER_QUEUES")
     workers: list[Worker] = []
     if settings.worker_queues in ("all", "workflows"):
         workers.append(create_worker(client, runtime, task_queue=settings.task_queue, settings=settings))
     if settings.worker_queues in ("all", "models"):
         workers += [create_model_worker(client, runtime, task_queue=queue, settings=settings,
                                         max_concurrent=settings.model_concurrency,
-                                        worker_rate=settings.model_worker_rate, queue_rate=settings.model_rate)
-                    for queue in settings.model_queues]
+                                        worker_rate=settings.model_worker_rate, rate_limit=limit)
+                    for queue, limit in settings.model_queue_limits.items()]
     return workers
