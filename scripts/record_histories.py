@@ -22,7 +22,8 @@ from client import AgentClient, PromptHandle  # noqa: E402
 from tests import scenarios  # noqa: E402
 from workers.devserver import DevServer  # noqa: E402
 from workers.settings import Settings  # noqa: E402
-from workers.worker import build_runtime, connect, create_worker  # noqa: E402
+from workers.worker import build_runtime, connect, create_model_worker, create_worker  # noqa: E402
+from workflows.protocol import ModelRouting  # noqa: E402
 
 OUT = ROOT / "tests" / "histories"
 
@@ -137,6 +138,16 @@ async def main() -> None:
                                          model_settings={"temperature": 0.2, "max_output_tokens": 500})
             await fallback.result()
             await _save("prompt_model_fallback", fallback.workflow)
+
+            # Rate limits per provider: the fallback round runs on the queue `model_routing` gives its provider.
+            async with create_model_worker(client, runtime, task_queue="record-histories-first"), \
+                    create_model_worker(client, runtime, task_queue="record-histories-scripted", rate_limit=10):
+                routed = await agent.start(
+                    "completed", prompt_id="hist-fallback-routed", model="high",
+                    model_task_queue="record-histories-first",
+                    model_routing=ModelRouting(providers={"scripted": "record-histories-scripted"}))
+                await routed.result()
+            await _save("prompt_fallback_on_provider_queue", routed.workflow)
 
             # With the `lean-rounds` patch: lean tool inputs, search attributes upserted only when they change.
             lean = await agent.start("completed", prompt_id="hist-lean-completed", user_id="u1", conversation_id="c1")
