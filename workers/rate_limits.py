@@ -31,6 +31,8 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 PACING_DELAY = 0.2
 # How fast a raised shift comes down: seconds per second between the calls' hand-outs.
 RECOVERY = 0.1
+# The longest a call waits for its start: well inside the model activity's heartbeat timeout (30 s).
+MAX_WAIT = 10.0
 
 # Calls handed out by the server reach the provider up to this many seconds later than one another (the poll
 # reply, the worker starting the activity, the SDK building the request); the bound leaves room for it.
@@ -90,7 +92,7 @@ class _Paced(ActivityInboundInterceptor):
         info = activity.info()
         pacer = _PACERS.setdefault(info.task_queue, Pacer())
         handed_out = info.started_time.timestamp()
-        wait = pacer.start_at(handed_out, time.time()) - time.time()
+        wait = min(pacer.start_at(handed_out, time.time()) - time.time(), MAX_WAIT)
         if wait > 0:
             await asyncio.sleep(wait)
             pacer.started(handed_out, time.time())
