@@ -20,6 +20,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 from rich.console import Console
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
@@ -38,7 +39,7 @@ from tests.support.api import api_config, auth, key_pair
 from tests.support.ledger import CHARGE_AMOUNT
 from tests.support.workers import TEST_SETTINGS, agent_worker
 from tests.test_durability import Rig
-from workers.worker import build_runtime, create_worker
+from workers.worker import build_runtime, create_worker, create_workers
 from workflows.prompt import CANCELLED_WHILE_RUNNING
 from workflows.protocol import PendingApproval
 
@@ -377,3 +378,25 @@ async def test_the_web_api_decides_a_sub_agents_call_through_the_parent(dev_env:
     assert [o.result for o in prompt.output if isinstance(o, ToolOutput)] == [
         ToolSuccess(output="answer: erased tides"),
         ToolSuccess(output="answer: Error: The call was rejected by ann: keep it")]
+
+
+async def test_a_sub_agent_of_the_same_tier_calls_its_model_on_the_prompts_model_queue(
+        dev_env: WorkflowEnvironment) -> None:
+    """Model queues carry the rate limits: a sub-agent's model calls must not bypass them on the workflow queue."""
+    tag = uuid.uuid4().hex[:8]
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"wf-{tag}", "model_task_queue": f"models-{tag}"})
+    model = two_level_model("lookup.find")
+    runtime = build_runtime(settings, plugins=plugins, providers={"normal": model, "high": model})
+    workers = create_workers(dev_env.client, runtime, settings)
+    async with workers[0], workers[1]:
+        client = AgentClient(dev_env.client, settings)
+        handle = await client.start("research two things")
+        prompt = await handle.result()
+        children = [o.child_prompt_id for o in prompt.output if isinstance(o, ToolOutput) and o.child_prompt_id]
+        histories = [await client.prompt(child).workflow.fetch_history() for child in children]
+    assert prompt.state == "completed" and len(children) == 2
+    for history in histories:
+        queues = {e.activity_task_scheduled_event_attributes.task_queue.name for e in history.events
+                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                  and e.activity_task_scheduled_event_attributes.activity_type.name == "dagent.model_round"}
+        assert queues == {f"models-{tag}"}

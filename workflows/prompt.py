@@ -581,6 +581,7 @@ class PromptWorkflow:
                 instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
                 plugins=agent.plugins, fail_workflow_on_error=False,
                 max_parallel_tools=self._request.max_parallel_tools, workflow_version=versions.CURRENT_VERSION,
+                **self._model_queues_for(agent.model),
                 parent=ParentLink(workflow_id=info.workflow_id, prompt_id=self._prompt.id, tool_call_id=entry.id,
                                   path=parent_path))
         except ValueError as exc:
@@ -606,6 +607,14 @@ class PromptWorkflow:
         if answer is None:
             answer = next((o.text for o in reversed(child.output) if isinstance(o, TextOutput)), "")
         return ToolInvocationResult(result=ToolSuccess(output=answer))
+
+    def _model_queues_for(self, tier: str) -> dict[str, object]:
+        """Where a sub-agent's model calls run: on this prompt's model queues (and under their rate limits)
+        when it uses the same tier; the workflow knows no other tier's queue, so then the workflow's queue."""
+        request = self._request
+        if tier != request.model:
+            return {}
+        return {"model_task_queue": request.model_task_queue, "model_routing": request.model_routing}
 
     @workflow.signal(name=names.CHILD_APPROVALS_SIGNAL)
     @raw_payloads
