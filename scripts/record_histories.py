@@ -23,7 +23,7 @@ from tests import scenarios  # noqa: E402
 from workers.devserver import DevServer  # noqa: E402
 from workers.settings import Settings  # noqa: E402
 from workers.worker import build_runtime, connect, create_model_worker, create_worker  # noqa: E402
-from workflows.protocol import ModelRouting  # noqa: E402
+from workflows.protocol import ModelRouting, PendingApproval  # noqa: E402
 
 OUT = ROOT / "tests" / "histories"
 
@@ -46,6 +46,27 @@ async def _save(name: str, handle: WorkflowHandle, run_id: str | None = None) ->
 async def _first_pending(handle: PromptHandle) -> str:
     prompt = await handle.wait_until("waiting_for_approval")
     return next(p.tool_call_id for p in await handle.pending_approvals()) if prompt.state != "completed" else ""
+
+
+async def _conversation(agent: AgentClient, conversation_id: str, texts: tuple[str, ...],
+                        prompts_per_run: int) -> tuple[WorkflowHandle, str]:  # type: ignore[type-arg]
+    """A conversation sent `texts` and closed: its handle and the id of its first run."""
+    conversation = await agent.start_conversation(conversation_id=conversation_id, user_id="u1",
+                                                  prompts_per_run=prompts_per_run)
+    for text in texts:
+        await conversation.send(text)
+    await conversation.close()
+    runs = [e async for e in agent.client.list_workflows(f"WorkflowId = '{conversation_id}'")]
+    return conversation._handle, min(runs, key=lambda e: e.start_time).run_id
+
+
+async def _child_pending(handle: PromptHandle) -> PendingApproval:
+    """The first approval a sub-agent's prompt reports to its parent (by a signal, so once it arrives)."""
+    pending = await handle.pending_approvals()
+    while not pending:
+        await asyncio.sleep(0.05)
+        pending = await handle.pending_approvals()
+    return pending[0]
 
 
 async def main() -> None:
@@ -103,13 +124,10 @@ async def main() -> None:
             await _save("prompt_batch_approvals", approvals.workflow)
 
             delegated = await agent.start("delegate", prompt_id="hist-sub-agent")
-            pending = await delegated.pending_approvals()
-            while not pending:  # the parent runs while its child waits; the child reports by a signal
-                await asyncio.sleep(0.05)
-                pending = await delegated.pending_approvals()
-            child = agent.prompt(pending[0].path[-1])
+            child_pending = await _child_pending(delegated)  # the parent runs while its child waits
+            child = agent.prompt(child_pending.path[-1])
             await _save("prompt_sub_agent_child_waiting", child.workflow)
-            await delegated.approve(pending[0].tool_call_id, by="alice", input={"amount": 450})
+            await delegated.approve(child_pending.tool_call_id, by="alice", input={"amount": 450})
             await delegated.result()
             await _save("prompt_sub_agent", delegated.workflow)
             await _save("prompt_sub_agent_child", child.workflow)
@@ -163,28 +181,18 @@ async def main() -> None:
             await reasoning.result()
             await _save("prompt_with_reasoning", reasoning.workflow)
 
-            conversation = await agent.start_conversation(conversation_id="hist-conversation", user_id="u1",
-                                                          prompts_per_run=1)
-            for text in ("completed one", "completed two"):
-                await conversation.send(text)
-            await conversation.close()
-            runs = [e async for e in client.list_workflows("WorkflowId = 'hist-conversation'")]
-            first_run = min(runs, key=lambda e: e.start_time)
-            await _save("conversation_continued_as_new", conversation._handle, run_id=first_run.run_id)
-            await _save("conversation_closed", conversation._handle)
+            two = ("completed one", "completed two")
+            conversation, first_run = await _conversation(agent, "hist-conversation", two, 1)
+            await _save("conversation_continued_as_new", conversation, run_id=first_run)
+            await _save("conversation_closed", conversation)
 
             forget = await agent.start("forget", prompt_id="hist-forget")
             await forget.result()
             await _save("prompt_transcript_sent_whole", forget.workflow)
 
-            by_reference = await agent.start_conversation(conversation_id="hist-conversation-refs", user_id="u1",
-                                                          prompts_per_run=2)
-            for text in ("large one", "large two", "large three"):
-                await by_reference.send(text)
-            await by_reference.close()
-            runs = [e async for e in client.list_workflows("WorkflowId = 'hist-conversation-refs'")]
-            first_run = min(runs, key=lambda e: e.start_time)
-            await _save("conversation_history_by_reference", by_reference._handle, run_id=first_run.run_id)
+            large = ("large one", "large two", "large three")
+            by_reference, first_run = await _conversation(agent, "hist-conversation-refs", large, 2)
+            await _save("conversation_history_by_reference", by_reference, run_id=first_run)
             await _save("prompt_in_conversation_by_reference",
                         client.get_workflow_handle("hist-conversation-refs-0002"))
 
@@ -206,28 +214,19 @@ async def main() -> None:
             await _save("prompt_v1_parallel_calls", v1_parallel.workflow)
 
             v1_delegated = await agent.start("delegate", prompt_id="hist-v1-sub-agent")
-            pending = await v1_delegated.pending_approvals()
-            while not pending:
-                await asyncio.sleep(0.05)
-                pending = await v1_delegated.pending_approvals()
-            await v1_delegated.approve(pending[0].tool_call_id, by="alice")
+            v1_pending = await _child_pending(v1_delegated)
+            await v1_delegated.approve(v1_pending.tool_call_id, by="alice")
             await v1_delegated.result()
             await _save("prompt_v1_sub_agent", v1_delegated.workflow)
-            await _save("prompt_v1_sub_agent_child", agent.prompt(pending[0].path[-1]).workflow)
+            await _save("prompt_v1_sub_agent_child", agent.prompt(v1_pending.path[-1]).workflow)
 
             v1_given = await agent.start("large given", prompt_id="hist-v1-given-history",
                                          history=[await first_given.result()])
             await v1_given.result()
             await _save("prompt_v1_with_given_history", v1_given.workflow)
 
-            v1_conversation = await agent.start_conversation(conversation_id="hist-v1-conversation", user_id="u1",
-                                                             prompts_per_run=2)
-            for text in ("large one", "large two", "large three"):
-                await v1_conversation.send(text)
-            await v1_conversation.close()
-            runs = [e async for e in client.list_workflows("WorkflowId = 'hist-v1-conversation'")]
-            first_run = min(runs, key=lambda e: e.start_time)
-            await _save("conversation_v1_continued_as_new", v1_conversation._handle, run_id=first_run.run_id)
+            v1_conversation, first_run = await _conversation(agent, "hist-v1-conversation", large, 2)
+            await _save("conversation_v1_continued_as_new", v1_conversation, run_id=first_run)
             await _save("prompt_v1_in_conversation", client.get_workflow_handle("hist-v1-conversation-0002"))
     sys.stdout.flush()
     os._exit(0)
