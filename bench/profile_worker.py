@@ -42,7 +42,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from bench.config import BASELINE, PRODUCT, PRODUCT_SANDBOXED, log
 from bench.scenario import Scenario
@@ -259,7 +259,7 @@ async def measure_side(name: str, address: str, workdir: Path, args: argparse.Na
     if args.no_profile:
         cmd.append("--no-profile")
     log_path = workdir / f"worker-{name}.log"
-    with open(log_path, "ab") as out:
+    with _append(log_path) as out:
         proc = await asyncio.create_subprocess_exec(*cmd, env=side_env(name, address, task_queue, workdir),
                                                     cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=out)
     try:
@@ -303,10 +303,13 @@ async def measure_side(name: str, address: str, workdir: Path, args: argparse.Na
                 proc.kill()
 
 
-async def drive(args: argparse.Namespace, workdir: Path) -> dict[str, dict[str, Any]]:
+def _append(path: Path) -> BinaryIO:
+    return open(path, "ab")
+
+
+async def drive(args: argparse.Namespace, workdir: Path, db_dir: Path) -> dict[str, dict[str, Any]]:
     from workers.devserver import DevServer
 
-    db_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else workdir
     server = DevServer(db_file=db_dir / f"dagent-prof-{uuid.uuid4().hex[:8]}.db", log_file=workdir / "temporal.log")
     await server.start_async()
     results: dict[str, dict[str, Any]] = {}
@@ -356,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown sides {unknown}; choose from {','.join(SIDES)}")
     workdir = Path(tempfile.mkdtemp(prefix="dagent-prof-"))
     try:
-        results = asyncio.run(drive(args, workdir))
+        db_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else workdir
+        results = asyncio.run(drive(args, workdir, db_dir))
         for name, result in results.items():
             prompts = result["prompts"]
             print(f"\n## {name}: {cpu_line(result)}")

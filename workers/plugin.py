@@ -15,13 +15,18 @@ plugin registers each workflow once. Worker options it sets (runner, cache size)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from temporalio.client import Client
+from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowInstance, WorkflowRunner
+from temporalio.worker._command_aware_visitor import CommandInfo
+from temporalio.worker._workflow_instance import WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox._runner import _Instance as SandboxedInstance
 
 from agent.errors import DurableAgentError
 from workers.connection import connect_client
@@ -42,6 +47,32 @@ T = TypeVar("T")
 FAILURE_TYPES: tuple[type[BaseException], ...] = (DurableAgentError,)
 
 
+class _ContextsByCall(SandboxedInstance):
+    """The sandbox's workflow instance, answering the payload visitor's context questions by a plain call.
+
+    Encoding a workflow task's commands and decoding its activation ask the instance, for every payload
+    sequence, which serialization context and external-storage context apply. The SDK's sandboxed instance
+    answers each question by compiling and exec'ing a snippet under its import hook (about 60 times per
+    3-round prompt, ~20 ms of worker CPU). The answer is a lookup in the instance's pending commands that
+    imports nothing and runs no workflow code, so calling the in-sandbox instance directly gives the same
+    context without the hook. Relies on the sandbox runner's private `_Instance` (temporalio is pinned)."""
+
+    def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
+        return self.globals_and_locals["__temporal_in_sandbox"].get_serialization_context(command_info)  # type: ignore[no-any-return,attr-defined]
+
+    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
+        return self.globals_and_locals["__temporal_in_sandbox"].get_external_store_context(command_info)  # type: ignore[no-any-return,attr-defined]
+
+
+@dataclass(frozen=True)
+class AgentSandboxedRunner(SandboxedWorkflowRunner):
+    """Temporal's sandboxed runner whose instances answer context questions by a plain call (`_ContextsByCall`);
+    workflow code runs exactly as under `SandboxedWorkflowRunner`."""
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _ContextsByCall(det, self.runner_class, self.restrictions)
+
+
 def workflow_runner(mode: WorkflowSandbox = "off") -> WorkflowRunner:
     """How workflow code runs: `off` (default), `on`, or `strict` (Settings.workflow_sandbox).
 
@@ -53,10 +84,10 @@ def workflow_runner(mode: WorkflowSandbox = "off") -> WorkflowRunner:
     per workflow instance cost ~280 KB per cached prompt).
     """
     if mode == "strict":
-        return SandboxedWorkflowRunner()
+        return AgentSandboxedRunner()
     if mode == "on":
         # `agent` too: the workflows' failure types import agent.errors, re-imported per workflow run otherwise.
-        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
+        return AgentSandboxedRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
             "workflows", "agent"))
     if mode == "off":
         return UnsandboxedWorkflowRunner()
