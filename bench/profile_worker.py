@@ -48,6 +48,7 @@ from bench.config import BASELINE, PRODUCT, PRODUCT_SANDBOXED, log
 from bench.scenario import Scenario
 
 SIDES = (PRODUCT, PRODUCT_SANDBOXED, BASELINE)
+SCRIPT = Path(__file__).resolve()
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # Self time grouped by where the code lives: first matching fragment of the file path wins.
 GROUPS = (
@@ -154,6 +155,7 @@ async def serve(side: str, report_path: Path, profile: bool) -> None:
     stop = asyncio.Event()
     main_profiler = cProfile.Profile(time.thread_time)  # CPU, not wall time (no epoll waits)
     start: dict[str, Any] = {}
+    totals: dict[str, Any] = {"cpu": 0.0, "wall": 0.0, "windows": 0, "threads": defaultdict(float)}
 
     def begin() -> None:
         executor.note_threads()
@@ -163,18 +165,18 @@ async def serve(side: str, report_path: Path, profile: bool) -> None:
             main_profiler.enable()
 
     def end() -> None:
+        """Add this window to the totals and write them (with the profiles so far) to the report."""
         if profile:
             main_profiler.disable()
         executor.measuring = False
         executor.note_threads()
-        wall = time.perf_counter() - start["wall"]
-        threads = thread_cpu()
+        totals["wall"] += time.perf_counter() - start["wall"]
+        totals["cpu"] += process_cpu() - start["cpu"]
+        totals["windows"] += 1
         main_id = threading.main_thread().native_id
-        split: dict[str, float] = defaultdict(float)
-        for tid, cpu in threads.items():
-            used = cpu - start["threads"].get(tid, 0.0)
+        for tid, cpu in thread_cpu().items():
             kind = "main" if tid == main_id else "workflow" if tid in executor.thread_ids else "core"
-            split[kind] += used
+            totals["threads"][kind] += cpu - start["threads"].get(tid, 0.0)
         if profile:
             main_profiler.dump_stats(report_path.with_suffix(".main.prof"))
             if executor.profilers:
@@ -182,7 +184,8 @@ async def serve(side: str, report_path: Path, profile: bool) -> None:
                 for other in executor.profilers[1:]:
                     stats.add(other)
                 stats.dump_stats(report_path.with_suffix(".workflow.prof"))
-        report_path.write_text(json.dumps({"cpu": process_cpu() - start["cpu"], "wall": wall, "threads": split}))
+        report_path.with_suffix(".tmp").write_text(json.dumps(totals))
+        report_path.with_suffix(".tmp").replace(report_path)  # whole, never half-written
 
     loop.add_signal_handler(signal.SIGUSR1, begin)
     loop.add_signal_handler(signal.SIGUSR2, end)
@@ -231,11 +234,9 @@ def describe_profile(path: Path, title: str, prompts: int, count: int) -> None:
     print(top(stats, "cumulative", count))
 
 
-def side_env(side: str, address: str, task_queue: str, workdir: Path) -> dict[str, str]:
-    from bench.config import REPO
-
+def side_env(side: str, address: str, task_queue: str, workdir: Path, repo: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH", "")) if p)
     env.update({"TEMPORAL_ADDRESS": address, "DAGENT_TASK_QUEUE": task_queue})
     if side != BASELINE:
         env.update({"DAGENT_PLUGINS": "bench.plugin:plugin", "DAGENT_MODEL_NORMAL": "scripted:bench.plugin:model",
@@ -245,90 +246,123 @@ def side_env(side: str, address: str, task_queue: str, workdir: Path) -> dict[st
     return env
 
 
-async def measure_side(name: str, address: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
-
-    from bench.config import REPO
-    from bench.sides import BaselineSide, ProductSide, Side, product_settings
-    from workers.worker import connect
-
-    task_queue = f"prof-{name}-{uuid.uuid4().hex[:6]}"
-    report = workdir / f"{name}.json"
-    cmd = [sys.executable, "-m", "bench.profile_worker", "serve", "--side", name, "--report", str(report)]
-    if args.no_profile:
-        cmd.append("--no-profile")
-    log_path = workdir / f"worker-{name}.log"
-    with _append(log_path) as out:
-        proc = await asyncio.create_subprocess_exec(*cmd, env=side_env(name, address, task_queue, workdir),
-                                                    cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=out)
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        if line.strip() != b"ready":
-            raise RuntimeError(f"{name} worker did not start: {log_path.read_text()[-2000:]}")
-        side: Side
-        if name == BASELINE:
-            side = BaselineSide(await Client.connect(address, data_converter=pydantic_data_converter), address,
-                                workdir, {})
-        else:
-            side = ProductSide(await connect(product_settings(address, workdir)), address, workdir, {},
-                               sandboxed=name == PRODUCT_SANDBOXED)
-        side.task_queue = task_queue
-        scenario = Scenario(rounds=args.rounds)
-        for _ in range(args.warmup):
-            await side.finish(await side.start(scenario))
-        proc.send_signal(signal.SIGUSR1)
-        await asyncio.sleep(0.2)
-        t0 = time.perf_counter()
-        for _ in range(args.bursts):
-            runs = await asyncio.gather(*(side.start(scenario) for _ in range(args.prompts)))
-            await asyncio.gather(*(side.finish(r) for r in runs))
-        elapsed = time.perf_counter() - t0
-        proc.send_signal(signal.SIGUSR2)
-        for _ in range(600):
-            if report.exists():
-                break
-            await asyncio.sleep(0.1)
-        result: dict[str, Any] = json.loads(report.read_text())
-        result["prompts"] = args.prompts * args.bursts
-        result["elapsed"] = elapsed
-        return result
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 20)
-            except TimeoutError:
-                proc.kill()
-
-
 def _append(path: Path) -> BinaryIO:
     return open(path, "ab")
 
 
+class SideWorker:
+    """One side's worker process and the client side that drives its prompts."""
+
+    def __init__(self, name: str, address: str, workdir: Path, args: argparse.Namespace, repo: Path) -> None:
+        self.name, self.address, self.workdir, self.args, self.repo = name, address, workdir, args, repo
+        self.kind = name.split("@")[0]  # "durable-agent+sandbox@before": that side, run from another checkout
+        self.task_queue = f"prof-{name}-{uuid.uuid4().hex[:6]}"
+        self.report = workdir / f"{name}.json"
+        self.log_path = workdir / f"worker-{name}.log"
+        self.proc: asyncio.subprocess.Process | None = None
+        self.side: Any = None
+        self.prompts = 0
+        self.elapsed = 0.0
+
+    async def start(self) -> None:
+        from temporalio.client import Client
+        from temporalio.contrib.pydantic import pydantic_data_converter
+
+        from bench.sides import BaselineSide, ProductSide, product_settings
+        from workers.worker import connect
+
+        # this file run as a script: its imports (the workers, the bench plugin) come from `repo`
+        cmd = [sys.executable, str(SCRIPT), "serve", "--side", self.kind, "--report", str(self.report)]
+        if self.args.no_profile:
+            cmd.append("--no-profile")
+        with _append(self.log_path) as out:
+            self.proc = await asyncio.create_subprocess_exec(
+                *cmd, env=side_env(self.kind, self.address, self.task_queue, self.workdir, self.repo), cwd=self.repo,
+                stdout=asyncio.subprocess.PIPE, stderr=out)
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"{self.name} worker did not start: {self.log_path.read_text()[-2000:]}")
+        if self.kind == BASELINE:
+            client = await Client.connect(self.address, data_converter=pydantic_data_converter)
+            self.side = BaselineSide(client, self.address, self.workdir, {})
+        else:
+            client = await connect(product_settings(self.address, self.workdir))
+            self.side = ProductSide(client, self.address, self.workdir, {}, sandboxed=self.kind == PRODUCT_SANDBOXED)
+        self.side.task_queue = self.task_queue
+        for _ in range(self.args.warmup):
+            await self.side.finish(await self.side.start(Scenario(rounds=self.args.rounds)))
+
+    async def burst(self) -> None:
+        """One measured burst of concurrent prompts."""
+        assert self.proc is not None
+        windows = json.loads(self.report.read_text())["windows"] if self.report.exists() else 0
+        self.proc.send_signal(signal.SIGUSR1)
+        await asyncio.sleep(0.2)
+        t0 = time.perf_counter()
+        scenario = Scenario(rounds=self.args.rounds)
+        runs = await asyncio.gather(*(self.side.start(scenario) for _ in range(self.args.prompts)))
+        await asyncio.gather(*(self.side.finish(r) for r in runs))
+        self.elapsed += time.perf_counter() - t0
+        self.prompts += self.args.prompts
+        self.proc.send_signal(signal.SIGUSR2)
+        for _ in range(600):
+            if self.report.exists() and json.loads(self.report.read_text())["windows"] > windows:
+                return
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"{self.name} worker did not report (log {self.log_path})")
+
+    def result(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.report.read_text())
+        result.update(prompts=self.prompts, elapsed=self.elapsed)
+        return result
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 20)
+            except TimeoutError:
+                self.proc.kill()
+
+
 async def drive(args: argparse.Namespace, workdir: Path, db_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every side's worker runs throughout; bursts go to the sides in turn (rotated each round), so a change
+    in the machine's load falls on all sides alike."""
     from workers.devserver import DevServer
 
     server = DevServer(db_file=db_dir / f"dagent-prof-{uuid.uuid4().hex[:8]}.db", log_file=workdir / "temporal.log")
     await server.start_async()
-    results: dict[str, dict[str, Any]] = {}
+    from bench.config import REPO
+
+    workers = [SideWorker(name, server.address, workdir, args, REPO) for name in args.sides]
+    if args.before:
+        workers += [SideWorker(f"{name}@before", server.address, workdir, args, args.before.resolve())
+                    for name in args.sides if name != BASELINE]
     try:
-        for name in args.sides:
-            log(f"{name}: {args.bursts} burst(s) of {args.prompts} concurrent {args.rounds}-round prompts")
-            results[name] = await measure_side(name, server.address, workdir, args)
-            log(f"{name}: {cpu_line(results[name])}")
+        for worker in workers:
+            await worker.start()
+        log(f"{len(workers)} worker(s) warm; {args.bursts} burst(s) each of {args.prompts} concurrent "
+            f"{args.rounds}-round prompts, sides in turn")
+        for rep in range(args.bursts):
+            for worker in workers[rep % len(workers):] + workers[:rep % len(workers)]:
+                await worker.burst()
+            log(f"round {rep + 1}: " + "; ".join(f"{w.name} {cpu_line(w.result(), short=True)}" for w in workers))
+        return {worker.name: worker.result() for worker in workers}
     finally:
+        for worker in workers:
+            await worker.stop()
         await server.stop_async()
         assert server.db_file is not None
         for leftover in Path(server.db_file).parent.glob(Path(server.db_file).name + "*"):
             leftover.unlink(missing_ok=True)
-    return results
 
 
-def cpu_line(result: dict[str, Any]) -> str:
+def cpu_line(result: dict[str, Any], *, short: bool = False) -> str:
     per = 1000 / result["prompts"]
     threads = result["threads"]
+    if short:
+        return f"{result['cpu'] * per:.1f} ms"
     return (f"worker CPU {result['cpu'] * per:.1f} ms/prompt (workflow threads {threads.get('workflow', 0) * per:.1f}, "
             f"main {threads.get('main', 0) * per:.1f}, core {threads.get('core', 0) * per:.1f}); "
             f"{result['prompts'] / result['elapsed']:.1f} prompts/s")
@@ -347,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="prompts run one by one before measuring")
     parser.add_argument("--no-profile", action="store_true", help="CPU per prompt only, no profiler")
     parser.add_argument("--top", type=int, default=25, help="functions listed per table (default 25)")
+    parser.add_argument("--before", type=Path, metavar="CHECKOUT",
+                        help="also run each project side from this checkout of another commit (sides `<side>@before`, "
+                             "e.g. from `git archive <commit> | tar -x -C DIR`), interleaved with this one's")
     parser.add_argument("--keep", type=Path, help="copy the .prof files (pstats) and reports to this directory")
     args = parser.parse_args(argv)
     if args.mode == "serve":
