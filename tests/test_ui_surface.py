@@ -69,3 +69,6 @@ def test_summary_cut_and_argument_rendering() -> None:
     assert cut_at_word("a" * 50, 10) == "a" * 9 + "…"
     rendered = compact_args({"to": "ACME", "amount": 480, "note": 'say "hi"'})
     assert rendered == '{to: ACME, amount: 480, note: "say \\"hi\\""}'
+    scalars = compact_args({"a": None, "b": True, "c": False, "d": 1.5, "e": "Zürich_1", "f": "a b!", "g": "",
+                            "h": [7]})
+    assert scalars == '{a: null, b: true, c: false, d: 1.5, e: Zürich_1, f: "a b!", g: "", h: [7]}'

@@ -7,6 +7,7 @@ summaries are metadata, not commands, and never change how a history replays.
 from __future__ import annotations
 
 import json
+import re
 
 from pydantic import JsonValue
 
@@ -14,6 +15,9 @@ from agent.models import Decision, Prompt, TextOutput, ToolOutput, ToolPending
 
 MAX_SUMMARY_CHARS = 120
 MAX_ARGS_CHARS = 200
+# A string shown without quotes: letters, digits and these (`\w` is `str.isalnum()` plus `_`, also listed).
+_SIMPLE_STRING = re.compile(r"[\w ._\-/@$€£%]+")
+_JSON_CONSTANTS = {None: "null", True: "true", False: "false"}
 
 
 def cut_at_word(text: str, limit: int) -> str:
@@ -29,9 +33,14 @@ def cut_at_word(text: str, limit: int) -> str:
 
 
 def _scalar(value: JsonValue) -> str:
+    """As JSON, but a simple string without quotes. Runs for every tool call's arguments (its summary and the
+    current details), so the common cases skip `json.dumps`."""
     if isinstance(value, str):
-        simple = value and all(c.isalnum() or c in " ._-/@$€£%" for c in value)
-        return value if simple else json.dumps(value, ensure_ascii=False)
+        return value if _SIMPLE_STRING.fullmatch(value) else json.dumps(value, ensure_ascii=False)
+    if value is None or type(value) is bool:
+        return _JSON_CONSTANTS[value]
+    if type(value) is int:
+        return str(value)
     return json.dumps(value, ensure_ascii=False)
 
 
