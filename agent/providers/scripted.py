@@ -128,15 +128,16 @@ class ScriptedModel:
         # sharing the messages themselves: a deep copy took ~60-90 ms per call at 2,000 messages (a 500-turn
         # conversation), a cost of this test double that no real provider has.
         self.requests.append(request.model_copy(update={"messages": list(request.messages)}))
-        response = await self._respond(request)
-        calls = [
-            call if call.id else call.model_copy(update={"id": f"call_r{request.round}_{i}"})
-            for i, call in enumerate(response.tool_calls)
-        ]
-        response = response.model_copy(update={"tool_calls": calls, "model": response.model or self.model})
+        # One deep copy of the script's response (a list script serves the same object on every retry), then
+        # completed in place: call ids, model name and a usage estimate.
+        response = (await self._respond(request)).model_copy(deep=True)
+        for i, call in enumerate(response.tool_calls):
+            if not call.id:
+                call.id = f"call_r{request.round}_{i}"
+        response.model = response.model or self.model
         if response.usage == Usage():
-            response = response.model_copy(update={"usage": estimate_usage(request, response)})
-        return response.model_copy(deep=True)
+            response.usage = estimate_usage(request, response)
+        return response
 
     async def _respond(self, request: ModelRequest) -> ModelResponse:
         if callable(self._script):
