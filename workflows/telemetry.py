@@ -32,8 +32,19 @@ APPROVAL_SPAN = "dagent.approval"
 CONVERSATION_TURN_SPAN = "dagent.conversation.prompt"
 
 
+_last_tracer: tuple[object, trace.Tracer] | None = None  # (provider, its tracer): spans start every round
+
+
 def tracer() -> trace.Tracer:
-    return trace.get_tracer(TRACER_NAME)
+    """This project's tracer from the current global provider (the same tracer while the provider stays)."""
+    global _last_tracer
+    provider = trace.get_tracer_provider()
+    last = _last_tracer
+    if last is not None and last[0] is provider:
+        return last[1]
+    found = provider.get_tracer(TRACER_NAME)
+    _last_tracer = (provider, found)
+    return found
 
 
 def trace_id_of(span: Span) -> str | None:
