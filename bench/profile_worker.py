@@ -34,6 +34,7 @@ import os
 import pstats
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -155,7 +156,8 @@ async def serve(side: str, report_path: Path, profile: bool) -> None:
     stop = asyncio.Event()
     main_profiler = cProfile.Profile(time.thread_time)  # CPU, not wall time (no epoll waits)
     start: dict[str, Any] = {}
-    totals: dict[str, Any] = {"cpu": 0.0, "wall": 0.0, "windows": 0, "threads": defaultdict(float)}
+    totals: dict[str, Any] = {"cpu": 0.0, "wall": 0.0, "windows": 0, "threads": defaultdict(float),
+                              "window_cpu": []}
 
     def begin() -> None:
         executor.note_threads()
@@ -171,7 +173,8 @@ async def serve(side: str, report_path: Path, profile: bool) -> None:
         executor.measuring = False
         executor.note_threads()
         totals["wall"] += time.perf_counter() - start["wall"]
-        totals["cpu"] += process_cpu() - start["cpu"]
+        totals["window_cpu"].append(process_cpu() - start["cpu"])
+        totals["cpu"] += totals["window_cpu"][-1]
         totals["windows"] += 1
         main_id = threading.main_thread().native_id
         for tid, cpu in thread_cpu().items():
@@ -347,7 +350,8 @@ async def drive(args: argparse.Namespace, workdir: Path, db_dir: Path) -> dict[s
         for rep in range(args.bursts):
             for worker in workers[rep % len(workers):] + workers[:rep % len(workers)]:
                 await worker.burst()
-            log(f"round {rep + 1}: " + "; ".join(f"{w.name} {cpu_line(w.result(), short=True)}" for w in workers))
+            log(f"burst {rep + 1}, worker CPU ms/prompt: "
+                + "; ".join(f"{w.name} {cpu_line(w.result(), short=True)}" for w in workers))
         return {worker.name: worker.result() for worker in workers}
     finally:
         for worker in workers:
@@ -358,13 +362,21 @@ async def drive(args: argparse.Namespace, workdir: Path, db_dir: Path) -> dict[s
             leftover.unlink(missing_ok=True)
 
 
+def per_burst(result: dict[str, Any]) -> list[float]:
+    """Worker CPU ms per prompt of each burst."""
+    per_window = result["prompts"] / len(result["window_cpu"])
+    return [cpu * 1000 / per_window for cpu in result["window_cpu"]]
+
+
 def cpu_line(result: dict[str, Any], *, short: bool = False) -> str:
     per = 1000 / result["prompts"]
     threads = result["threads"]
+    bursts = per_burst(result)
     if short:
-        return f"{result['cpu'] * per:.1f} ms"
+        return f"{bursts[-1]:.1f} ms"
     return (f"worker CPU {result['cpu'] * per:.1f} ms/prompt (workflow threads {threads.get('workflow', 0) * per:.1f}, "
-            f"main {threads.get('main', 0) * per:.1f}, core {threads.get('core', 0) * per:.1f}); "
+            f"main {threads.get('main', 0) * per:.1f}, core {threads.get('core', 0) * per:.1f}); by burst "
+            f"{', '.join(f'{b:.1f}' for b in bursts)} (median {statistics.median(bursts):.1f}, min {min(bursts):.1f}); "
             f"{result['prompts'] / result['elapsed']:.1f} prompts/s")
 
 
@@ -405,9 +417,13 @@ def main(argv: list[str] | None = None) -> int:
                 describe_profile(workdir / f"{name}.workflow.prof", f"{name} workflow threads", prompts, args.top)
                 describe_profile(workdir / f"{name}.main.prof", f"{name} main thread", prompts, args.top)
         if BASELINE in results:
-            base = results[BASELINE]["cpu"] / results[BASELINE]["prompts"]
-            print("\nworker CPU per prompt, ratio to the baseline: " + ", ".join(
-                f"{name} {r['cpu'] / r['prompts'] / base:.2f}x" for name, r in results.items() if name != BASELINE))
+            base = results[BASELINE]
+            ratios = [f"{name} {r['cpu'] / r['prompts'] / (base['cpu'] / base['prompts']):.2f}x; "
+                      f"{statistics.median(per_burst(r)) / statistics.median(per_burst(base)):.2f}x; "
+                      f"{min(per_burst(r)) / min(per_burst(base)):.2f}x"
+                      for name, r in results.items() if name != BASELINE]
+            print("\nworker CPU per prompt, ratio to the baseline (all bursts; median burst; least burst): "
+                  + ", ".join(ratios))
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             for path in workdir.glob("*.prof"):
