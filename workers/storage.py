@@ -8,15 +8,17 @@ use the same store (the same directory, or the same S3/GCS bucket) and the same 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
 from temporalio.converter import (
+    CompositePayloadConverter,
     DataConverter,
+    DefaultPayloadConverter,
     ExternalStorage,
+    JSONPlainPayloadConverter,
     PayloadCodec,
     StorageDriverClaim,
     StorageDriverStoreContext,
@@ -42,10 +44,24 @@ class MeteredStorageDriver(WrappingDriver):
         return claims
 
 
+_JSON = PydanticJSONPlainPayloadConverter()
+
+
+class PayloadConverter(CompositePayloadConverter):
+    """Temporal's pydantic payload converter, all of whose instances share one JSON converter and so its cache
+    of pydantic type adapters. The SDK builds a new payload converter whenever it binds a store context to
+    the data converter (`dataclasses.replace`, about once per payload sequence with external storage on): each
+    `PydanticPayloadConverter` would start with an empty cache and build every type adapter again."""
+
+    def __init__(self) -> None:
+        super().__init__(*(_JSON if isinstance(c, JSONPlainPayloadConverter) else c
+                           for c in DefaultPayloadConverter.default_encoding_payload_converters))
+
+
 def data_converter(store: ObjectClient | str | Path, *, threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
                    codec: PayloadCodec | None = None) -> DataConverter:
     """pydantic JSON, the `codec` (encryption) if any, then external storage of payloads of `threshold`
     bytes or more in `store` (an object client, or a local directory path)."""
     objects = store if isinstance(store, ObjectClient) else objects_for("", store)
     storage = ExternalStorage(drivers=[MeteredStorageDriver(payload_driver(objects))], payload_size_threshold=threshold)
-    return dataclasses.replace(pydantic_data_converter, external_storage=storage, payload_codec=codec)
+    return DataConverter(payload_converter_class=PayloadConverter, external_storage=storage, payload_codec=codec)
