@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -172,7 +173,8 @@ class AgentActivities:
             logger.error("model call failed", error=str(exc), status=exc.status)
             raise ApplicationError(str(exc), type=names.FATAL_MODEL_ERROR, non_retryable=True) from exc
         logger.debug("model responded", tool_calls=len(response.tool_calls), model=response.model)
-        calls = [_plan_call(call, prepared.tools, self.runtime.decision_key) for call in response.tool_calls]
+        calls = [_plan_call(call, prepared.tools, self.runtime.decision_key, self.runtime.fast_tools.runs_local)
+                 for call in response.tool_calls]
         data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
         model_name = response.model or provider.name
         return RoundResult(
@@ -261,7 +263,9 @@ class AgentActivities:
                 self.transcripts.outputs.remember(result)
                 return ToolInvocationResult(result=result)
         with telemetry.tool_call(call.tool, call.id, prompt_id) as span:
-            outcome = await self._run_tool(tool, call, prompt_id, info_for_hooks.input, logger)
+            live, started = _LiveDetails(), time.monotonic()
+            outcome = await self._run_tool(tool, call, prompt_id, info_for_hooks.input, logger, live)
+            self.runtime.fast_tools.observe(tool, time.monotonic() - started, reported_progress=live.value is not None)
             outcome.result = await self._after_tool(info_for_hooks, outcome.result)
             if isinstance(outcome.result, ToolError):
                 telemetry.tool_outcome(span, "error", outcome.result.error)
@@ -276,14 +280,13 @@ class AgentActivities:
         return result
 
     async def _run_tool(self, tool: Tool[Any], call: ToolInvocation, prompt_id: str, arguments: JsonValue,
-                        logger: Any) -> ToolInvocationResult:
+                        logger: Any, live: _LiveDetails) -> ToolInvocationResult:
         try:
             args = tool.validate_input(arguments)
         except ToolInputError as exc:
             return _error(str(exc))
         state_before = copy_state(call.plugin_state)
         info = activity.info()
-        live = _LiveDetails()
         ctx = ToolContext(
             user_id=call.user_id, prompt_id=prompt_id, conversation_id=call.conversation_id,
             tool_call_id=call.id, idempotency_key=f"{info.workflow_id}/{call.id}",
@@ -459,7 +462,8 @@ def _sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
                         max_rounds=agent.max_rounds, output_schema=agent.output_schema)
 
 
-def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], decision_key: str | None) -> PlannedCall:
+def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], decision_key: str | None,
+               runs_local: Callable[[Tool[Any]], bool]) -> PlannedCall:
     found = tools.get(call.tool)
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
@@ -469,7 +473,7 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], dec
     fields: dict[str, Any] = dict(
         id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
         timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
-        failure_mode=tool.failure_mode, local=tool.local,
+        failure_mode=tool.failure_mode, local=bool(tool.local),
         heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds(),
         sequential=tool.sequential, agent=_sub_agent_call(tool))
     if call.arguments_error:
@@ -486,7 +490,8 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], dec
             reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
             input_schema=tool.parameters_schema(), decision_key=decision_key))
     if approval is None:
-        return ReadyCall(**fields)
+        local = runs_local(tool) and fields["agent"] is None
+        return ReadyCall(**{**fields, "local": local})
     expires = approval.expires_after.total_seconds() if approval.expires_after else None
     return CallNeedingApproval(**fields, approval=ApprovalRequirement(
         reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from activities.fast_tools import FastTools
 from activities.mcp_tools import MCPToolSources, MCPUnavailable
 from activities.transcripts import TranscriptCache
 from agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
@@ -70,6 +71,7 @@ class AgentRuntime:
     decision_key: str | None = None  # Ed25519 public key (PEM): decisions must carry a token it verifies
     tools: ToolRegistry = field(init=False)
     transcripts: TranscriptCache = field(default_factory=TranscriptCache, repr=False, compare=False)  # per process
+    fast_tools: FastTools = field(default_factory=FastTools, repr=False, compare=False)  # what its calls showed
 
     def __post_init__(self) -> None:
         self.tools = ToolRegistry(self.plugins)

@@ -55,7 +55,7 @@ class Tool(Generic[InputT]):
     timeout: timedelta = timedelta(seconds=60)
     max_attempts: int = 1
     failure_mode: FailureMode = "continue"
-    local: bool = False
+    local: bool | None = None  # None: the worker decides per call (activities/fast_tools.py)
     heartbeat_timeout: timedelta = timedelta(seconds=20)
     metadata: dict[str, Any] = field(default_factory=dict)
     sequential: bool = False
@@ -135,7 +135,7 @@ def tool(
     timeout: timedelta = timedelta(seconds=60),
     max_attempts: int = 1,
     failure_mode: FailureMode = "continue",
-    local: bool = False,
+    local: bool | None = None,
     heartbeat_timeout: timedelta = timedelta(seconds=20),
     sequential: bool = False,
 ) -> Callable[[ToolFunction[Any]], Tool[Any]]:
@@ -144,7 +144,9 @@ def tool(
     The input model comes from the first parameter's annotation; the description defaults to the
     function's docstring. `local=True` runs the tool as a Temporal *local* activity, in the worker that
     runs the prompt: much cheaper per call, for fast tools (well under the workflow task timeout, no
-    heartbeats). Changing a tool's `local` while prompts are running is a workflow change: see README.
+    heartbeats); `local=False` always as a regular activity. Left unset, a worker runs a call without
+    approval locally once it has seen the tool's last calls finish fast without reporting progress
+    (activities/fast_tools.py, README "Fast tools").
     A regular tool heartbeats while it runs; if its worker dies, the call is retried elsewhere after
     `heartbeat_timeout` rather than after the whole `timeout`.
     Calls of one model response run side by side; `sequential=True` makes this tool's calls run alone.

@@ -166,6 +166,9 @@ class Settings(BaseModel):
     metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
     trace_content: bool = Field(default=False, description=(
         "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
+    fast_tools: bool = Field(default=True, description=(
+        "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs a call without approval as a local "
+        "activity once this worker has seen it finish fast (README, Fast tools); off: always a regular activity."))
     otel_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The standard OTEL_* variables (exporters, endpoint, protocol, service name): see README, Observability."))
     provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
@@ -229,6 +232,7 @@ class Settings(BaseModel):
             metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
             metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
             trace_content=_tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
+            fast_tools=_tristate(env.get("DAGENT_FAST_TOOLS")) is not False,
             otel_env={name: value for name, value in env.items() if name.startswith("OTEL_")},
             provider_env=env,
             store=env.get("DAGENT_STORE", defaults.store).strip(),

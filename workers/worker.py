@@ -9,6 +9,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
+from activities.fast_tools import FastTools
 from activities.runtime import AgentRuntime
 from agent.context import Services
 from agent.plugins import Plugin, load_plugins
@@ -35,7 +36,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         file_store=settings.file_store(), prices=PriceTable.load(settings.prices),
         stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
         trace_content=settings.trace_content,
-        decision_key=settings.decision_public_key,
+        decision_key=settings.decision_public_key, fast_tools=FastTools(enabled=settings.fast_tools),
     )
 
 
