@@ -31,8 +31,9 @@ def _approval(args: EchoInput) -> Approval | None:
     return Approval(reason="bench: this call needs approval") if args.approve else None
 
 
-# BENCH_LOCAL_TOOL=1 (`bench.run --local-tool`) declares the tool local (a Temporal local activity).
-LOCAL_TOOL = os.environ.get("BENCH_LOCAL_TOOL", "") == "1"
+# BENCH_TOOL (`bench.run --tool`): `local` declares the tool local=True, `regular` local=False; unset, it
+# leaves `local` unset like a user's tool (the project's default: fast tools, README "Fast tools").
+LOCAL_TOOL = {"local": True, "regular": False}.get(os.environ.get("BENCH_TOOL", ""))
 
 
 @tool(TOOL_ID, approval=_approval, local=LOCAL_TOOL)

@@ -244,7 +244,7 @@ def side_env(side: str, address: str, task_queue: str, workdir: Path, repo: Path
     if side != BASELINE:
         env.update({"DAGENT_PLUGINS": "bench.plugin:plugin", "DAGENT_MODEL_NORMAL": "scripted:bench.plugin:model",
                     "DAGENT_FILE_DIR": str(workdir / "files"), "DAGENT_PAYLOAD_DIR": str(workdir / "payloads"),
-                    "BENCH_LOCAL_TOOL": ""})
+                    "BENCH_TOOL": ""})
         env["DAGENT_WORKFLOW_SANDBOX"] = "on" if side == PRODUCT_SANDBOXED else "off"
     return env
 

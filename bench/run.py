@@ -113,6 +113,10 @@ def _int_keys(results: dict[str, Any]) -> dict[str, Any]:
     return results
 
 
+_TOOL_NOTE = {"default": "`local` unset (fast tools: regular activities until seen fast, then local)",
+              "local": "local=True (a local activity)", "regular": "local=False (a regular activity every call)"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -129,9 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "give a disk directory to include it)")
     parser.add_argument("--in-memory-db", action="store_true",
                         help="dev server without --db-filename (`dagent server` always uses a SQLite file)")
-    parser.add_argument("--local-tool", action="store_true",
-                        help="declare the project's bench tool local=True (a local activity); default: a regular "
-                             "activity, like the baseline's")
+    parser.add_argument("--tool", choices=["default", "local", "regular"], default="default",
+                        help="the project's bench tool: `default` leaves `local` unset like a user's tool (fast "
+                             "tools: local activities once seen fast), `local` declares local=True, `regular` "
+                             "local=False (a regular activity every call, like the baseline's)")
+    parser.add_argument("--local-tool", action="store_const", const="local", dest="tool", help="= --tool local")
     parser.add_argument("--out", type=Path, help="JSON results file (default: bench/results/latest.json, "
                                                   "quick mode: bench/results/latest-quick.json)")
     parser.add_argument("--report", type=Path, metavar="JSON",
@@ -173,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     version_before = code_version()
     t0 = time.perf_counter()
     try:
-        results = asyncio.run(run_bench(cfg, sections, workdir, db_file, {"local_tool": args.local_tool}))
+        options = {"tool": "" if args.tool == "default" else args.tool}
+        results = asyncio.run(run_bench(cfg, sections, workdir, db_file, options))
     finally:
         if db_file is not None:
             for leftover in db_file.parent.glob(db_file.name + "*"):  # the db and its -wal/-shm/-journal
@@ -198,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "the tool result.")
     notes = [
         f"{PRODUCT} worker: the project's own defaults (workflow cache size, workflow runner, data converter "
-        f"with external payload storage); bench tool is a {'local' if args.local_tool else 'regular'} activity. "
+        f"with external payload storage); bench tool: {_TOOL_NOTE[args.tool]}. "
         f"{BASELINE} worker: SDK defaults (sandboxed runner, 1,000 cached workflows), pydantic converter.",
         f"Waiting test: prompts started in bursts of {cfg.waiting_batch}, each once the previous burst waits; "
         f"RSS read {cfg.settle_s:g} s after the last one waits.",

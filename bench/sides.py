@@ -171,7 +171,7 @@ class ProductSide(Side):
             "DAGENT_MODEL_NORMAL": "scripted:bench.plugin:model",
             "DAGENT_FILE_DIR": str(self.workdir / "files"),
             "DAGENT_PAYLOAD_DIR": product_settings(self.address, self.workdir).payload_dir,
-            "BENCH_LOCAL_TOOL": "1" if self.options.get("local_tool") else "",
+            "BENCH_TOOL": str(self.options.get("tool") or ""),
         })
         if self.sandboxed:
             env["DAGENT_WORKFLOW_SANDBOX"] = "on"
