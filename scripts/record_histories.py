@@ -228,6 +228,13 @@ async def main() -> None:
             v1_conversation, first_run = await _conversation(agent, "hist-v1-conversation", large, 2)
             await _save("conversation_v1_continued_as_new", v1_conversation, run_id=first_run)
             await _save("prompt_v1_in_conversation", client.get_workflow_handle("hist-v1-conversation-0002"))
+
+            # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local.
+            fast = await agent.start("completed", prompt_id="hist-v1-fast-tools")
+            await fast.result()
+            if b"core_local_activity" not in (await fast.workflow.fetch_history()).to_json().encode():
+                raise SystemExit("hist-v1-fast-tools ran no tool as a local activity")
+            await _save("prompt_v1_fast_tools", fast.workflow)
     sys.stdout.flush()
     os._exit(0)
 

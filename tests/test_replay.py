@@ -27,7 +27,8 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_sub_agent", "prompt_sub_agent_child", "prompt_sub_agent_child_waiting",
             "prompt_with_given_history", "prompt_v1_approved", "prompt_v1_parallel_calls", "prompt_v1_sub_agent",
             "prompt_v1_sub_agent_child", "prompt_v1_with_given_history", "conversation_v1_continued_as_new",
-            "prompt_v1_in_conversation", "prompt_fallback_on_provider_queue"}
+            "prompt_v1_in_conversation", "prompt_fallback_on_provider_queue",
+            "prompt_v1_fast_tools"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:
