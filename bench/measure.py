@@ -56,7 +56,8 @@ async def start_workers(sides: Sequence[Side], section: str, *, approval: bool =
     for side in started:
         side.start_worker(section)
     for side in started:
-        await guarded(side.run(Scenario(rounds=2)), [side], 90)
+        # four tool calls: a worker learns from its first three which tools are fast (README, Fast tools)
+        await guarded(side.run(Scenario(rounds=4)), [side], 90)
         if approval:
             run = await side.start(Scenario(rounds=1, approve=1))
             call_id = await guarded(side.wait_waiting(run), [side], 30)
