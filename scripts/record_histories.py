@@ -48,6 +48,14 @@ async def _first_pending(handle: PromptHandle) -> str:
     return next(p.tool_call_id for p in await handle.pending_approvals()) if prompt.state != "completed" else ""
 
 
+async def _record(agent: AgentClient, text: str, name: str, **options: object) -> PromptHandle:
+    """A prompt started with `text` and run to its end, its history saved as `name`."""
+    handle = await agent.start(text, **options)  # type: ignore[arg-type]
+    await handle.result()
+    await _save(name, handle.workflow)
+    return handle
+
+
 async def _conversation(agent: AgentClient, conversation_id: str, texts: tuple[str, ...],
                         prompts_per_run: int) -> tuple[WorkflowHandle, str]:  # type: ignore[type-arg]
     """A conversation sent `texts` and closed: its handle and the id of its first run."""
@@ -86,9 +94,8 @@ async def main() -> None:
                                            "high": [scenarios.unavailable, scenarios.model]})
         agent = AgentClient(client, settings)
         async with create_worker(client, runtime, task_queue=settings.task_queue):
-            done = await agent.start("completed", prompt_id="hist-completed", user_id="u1", conversation_id="c1")
-            await done.result()
-            await _save("prompt_completed", done.workflow)
+            await _record(agent, "completed", "prompt_completed", prompt_id="hist-completed", user_id="u1",
+                          conversation_id="c1")
 
             waiting = await agent.start("approval", prompt_id="hist-waiting")
             await _first_pending(waiting)
@@ -109,9 +116,7 @@ async def main() -> None:
             await batch.result()
             await _save("prompt_deferred_batch", batch.workflow)
 
-            parallel = await agent.start("parallel", prompt_id="hist-parallel")
-            await parallel.result()
-            await _save("prompt_parallel_calls", parallel.workflow)
+            await _record(agent, "parallel", "prompt_parallel_calls", prompt_id="hist-parallel")
 
             approvals = await agent.start("approvals", prompt_id="hist-batch-approvals")
             await _first_pending(approvals)
@@ -132,13 +137,9 @@ async def main() -> None:
             await _save("prompt_sub_agent", delegated.workflow)
             await _save("prompt_sub_agent_child", child.workflow)
 
-            invalid = await agent.start("invalid", prompt_id="hist-invalid")
-            await invalid.result()
-            await _save("prompt_invalid_calls", invalid.workflow)
+            await _record(agent, "invalid", "prompt_invalid_calls", prompt_id="hist-invalid")
 
-            failed = await agent.start("fail", prompt_id="hist-failed")
-            await failed.result()
-            await _save("prompt_failed", failed.workflow)
+            await _record(agent, "fail", "prompt_failed", prompt_id="hist-failed")
 
             steered = await agent.start("approval", prompt_id="hist-steered")
             await _first_pending(steered)
@@ -168,27 +169,22 @@ async def main() -> None:
             await _save("prompt_fallback_on_provider_queue", routed.workflow)
 
             # With the `lean-rounds` patch: lean tool inputs, search attributes upserted only when they change.
-            lean = await agent.start("completed", prompt_id="hist-lean-completed", user_id="u1", conversation_id="c1")
-            await lean.result()
-            await _save("prompt_lean_rounds_completed", lean.workflow)
+            await _record(agent, "completed", "prompt_lean_rounds_completed", prompt_id="hist-lean-completed",
+                          user_id="u1", conversation_id="c1")
 
             lean_approved = await agent.start("approval", prompt_id="hist-lean-approved", user_id="u2")
             await lean_approved.approve(await _first_pending(lean_approved), by="alice")
             await lean_approved.result()
             await _save("prompt_lean_rounds_approved", lean_approved.workflow)
 
-            reasoning = await agent.start("reasoning", prompt_id="hist-reasoning")
-            await reasoning.result()
-            await _save("prompt_with_reasoning", reasoning.workflow)
+            await _record(agent, "reasoning", "prompt_with_reasoning", prompt_id="hist-reasoning")
 
             two = ("completed one", "completed two")
             conversation, first_run = await _conversation(agent, "hist-conversation", two, 1)
             await _save("conversation_continued_as_new", conversation, run_id=first_run)
             await _save("conversation_closed", conversation)
 
-            forget = await agent.start("forget", prompt_id="hist-forget")
-            await forget.result()
-            await _save("prompt_transcript_sent_whole", forget.workflow)
+            await _record(agent, "forget", "prompt_transcript_sent_whole", prompt_id="hist-forget")
 
             large = ("large one", "large two", "large three")
             by_reference, first_run = await _conversation(agent, "hist-conversation-refs", large, 2)
@@ -209,9 +205,7 @@ async def main() -> None:
             await v1_approved.result()
             await _save("prompt_v1_approved", v1_approved.workflow)
 
-            v1_parallel = await agent.start("parallel", prompt_id="hist-v1-parallel")
-            await v1_parallel.result()
-            await _save("prompt_v1_parallel_calls", v1_parallel.workflow)
+            await _record(agent, "parallel", "prompt_v1_parallel_calls", prompt_id="hist-v1-parallel")
 
             v1_delegated = await agent.start("delegate", prompt_id="hist-v1-sub-agent")
             v1_pending = await _child_pending(v1_delegated)
