@@ -32,6 +32,13 @@ async def temporal_call(call: Callable[[], Awaitable[T]], *, missing: str, detai
         raise
 
 
+def _already_decided(entry: ToolOutput) -> Problem:
+    assert entry.decision is not None
+    return Problem("already-decided", f"tool call {entry.id!r} was already decided "
+                                      f"({entry.decision.decision} by {entry.decision.by or 'nobody'})",
+                   decision=entry.decision.model_dump(mode="json"))
+
+
 class AgentService:
     def __init__(self, agent: AgentClient, config: ApiConfig) -> None:
         self.agent = agent
@@ -85,11 +92,13 @@ class AgentService:
         if entry is None and not sub_agent_call:
             raise Problem("unknown-tool-call", f"prompt {prompt_id!r} has no tool call {tool_call_id!r}")
         if entry is not None and entry.decision is not None:
-            raise Problem("already-decided", f"tool call {tool_call_id!r} was already decided "
-                                             f"({entry.decision.decision} by {entry.decision.by or 'nobody'})",
-                          decision=entry.decision.model_dump(mode="json"))
+            raise _already_decided(entry)
         pending = next((p for p in await handle.pending_approvals() if p.tool_call_id == tool_call_id), None)
         if pending is None or (entry is not None and not isinstance(entry.result, ToolPending)):
+            # Someone may have decided it since the record was read: say so rather than "not pending".
+            latest = (await handle.get()).tool_call(tool_call_id)
+            if latest is not None and latest.decision is not None:
+                raise _already_decided(latest)
             raise Problem("not-pending", f"tool call {tool_call_id!r} is not waiting for a decision "
                                          f"(prompt {prompt.state})")
         if not self.may_decide(principal, prompt.user_id, pending.approvers):
