@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import BaseModel
 from temporalio.service import RPCError
 
+from workflows.names import PARENT_PROMPT_ID
 from workflows.protocol import PendingApproval
 
 if TYPE_CHECKING:
@@ -32,13 +33,11 @@ class PendingRow(BaseModel):
 
 
 async def top_prompt(client: AgentClient, prompt_id: str) -> str:
-    """The prompt at the top of a chain of sub-agents (the prompt itself when it is nobody's sub-agent)."""
+    """The prompt at the top of a chain of sub-agents (the prompt itself when it is nobody's sub-agent), by
+    each prompt's `ParentPromptId` search attribute: one describe per level, answered without a worker."""
     current = prompt_id
     for _ in range(MAX_DEPTH):
-        handle = client.prompt(current)
-        if (await handle.get()).parent_prompt_id is None:
-            return current
-        parent = (await handle.workflow.describe()).parent_id
+        parent = (await client.prompt(current).workflow.describe()).typed_search_attributes.get(PARENT_PROMPT_ID)
         if parent is None:
             return current
         current = parent
