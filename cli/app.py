@@ -343,11 +343,10 @@ def _one_or_all(tool_call_id: str | None, every: bool) -> None:
         raise typer.BadParameter("give a TOOL_CALL_ID or --all (not both)")
 
 
-async def _decide(settings: Settings, prompt_id: str, tool_call_id: str | None, how: decisions.Decide,
+async def _decide(client: AgentClient, prompt_id: str, tool_call_id: str | None, how: decisions.Decide,
                   verb: str) -> list[ToolOutput | None]:
     """Decide one call (or, without an id, every call pending now, in record order) and print each outcome;
     a sub-agent's call (`<call>/<call>`) is followed to the prompt that runs it."""
-    client = await AgentClient.connect(settings)
     call_ids = [tool_call_id] if tool_call_id else [p.tool_call_id for p in
                                                     await client.prompt(prompt_id).pending_approvals()]
     if not call_ids:
@@ -358,20 +357,6 @@ async def _decide(settings: Settings, prompt_id: str, tool_call_id: str | None, 
         console.print(describe_output(resolved) if resolved else verb)
         outcomes.append(resolved)
     return outcomes
-
-
-async def _once_run(settings: Settings, prompt_id: str,
-                    outcomes: list[ToolOutput | None]) -> list[ToolOutput | None]:
-    """The calls as they ended, read from the record once every one has finished (or the prompt ended)."""
-    handle = (await AgentClient.connect(settings)).prompt(prompt_id)
-    for _ in range(600):
-        prompt = await handle.get()
-        current = [(prompt.tool_call(o.id) or o) if o is not None else None for o in outcomes]
-        if prompt.state in ("completed", "failed", "cancelled") or all(
-                c is None or c.finished_at is not None or "/" in c.id for c in current):
-            return current
-        await asyncio.sleep(0.1)
-    return current
 
 
 @app.command()
@@ -400,9 +385,10 @@ def approve(
         return await handle.approve(call_id, by=by, input=corrected, wait=True)
 
     async def main() -> int:
-        outcomes = await _decide(settings, prompt_id, tool_call_id, approve_one, "approved")
+        client = await AgentClient.connect(settings)
+        outcomes = await _decide(client, prompt_id, tool_call_id, approve_one, "approved")
         if every:  # calls decided before the rest of their batch run with it: how did they end?
-            outcomes = await _once_run(settings, prompt_id, outcomes)
+            outcomes = await decisions.once_run(client.prompt(prompt_id), outcomes)
         ran = [o is not None and o.result is not None and o.result.type == "success" for o in outcomes]
         return 0 if all(ran) else 1  # a refused call, or one whose tool failed, did not succeed
 
@@ -427,7 +413,7 @@ def reject(
         return await handle.reject(call_id, by=by, reason=reason, wait=True)
 
     async def main() -> int:
-        await _decide(settings, prompt_id, tool_call_id, reject_one, "rejected")
+        await _decide(await AgentClient.connect(settings), prompt_id, tool_call_id, reject_one, "rejected")
         return 0
 
     _run_async(main, settings)

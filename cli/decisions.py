@@ -10,6 +10,7 @@ from agent.models import TERMINAL_STATES, ToolOutput, ToolPending
 from client import AgentClient, PromptHandle
 
 POLL_SECONDS = 0.2
+ONCE_RUN_SECONDS = 60.0  # `approve --all` reports how the calls ended, or how they stand after this long
 
 Decide = Callable[[PromptHandle, str], Awaitable[ToolOutput | None]]
 
@@ -34,3 +35,16 @@ async def _run_in_sub_agent(handle: PromptHandle, tool_call_id: str) -> ToolOutp
         if entry is None or entry.finished_at is not None or batch_waits or prompt.state in TERMINAL_STATES:
             return entry.model_copy(update={"id": tool_call_id}) if entry is not None else None
         await asyncio.sleep(POLL_SECONDS)
+
+
+async def once_run(handle: PromptHandle, outcomes: list[ToolOutput | None]) -> list[ToolOutput | None]:
+    """The calls as they ended, read from the record once every one has finished (a sub-agent's call is
+    followed by `decide`), the prompt ended, or `ONCE_RUN_SECONDS` passed."""
+    for _ in range(int(ONCE_RUN_SECONDS / POLL_SECONDS)):
+        prompt = await handle.get()
+        outcomes = [(prompt.tool_call(o.id) or o) if o is not None else None for o in outcomes]
+        if prompt.state in TERMINAL_STATES or all(
+                o is None or o.finished_at is not None or "/" in o.id for o in outcomes):
+            break
+        await asyncio.sleep(POLL_SECONDS)
+    return outcomes
