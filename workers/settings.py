@@ -17,6 +17,7 @@ from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
 
 from agent.model_settings import ModelSettings, check_settings_json
+from agent.providers.specs import chain_specs, provider_of
 from workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
 from workers.codec import AESGCMCodec, codec_for
 from workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
@@ -281,7 +282,7 @@ class Settings(BaseModel):
 
     def model_queue_for(self, tier: str) -> str | None:
         """Where a prompt's model calls start: the queue of the tier's first provider, else the tier's queue."""
-        first_provider = self.model_tiers[tier].split(",")[0].strip().partition(":")[0]
+        first_provider = provider_of(chain_specs(self.model_tiers[tier])[0])
         return self.provider_queues.get(first_provider) or self.tier_queue(tier)
 
     def model_routing(self, tier: str) -> ModelRouting | None:

@@ -36,6 +36,7 @@ from agent.models import (
     Usage,
     WidgetOutput,
 )
+from agent.providers.specs import provider_of
 
 DEFAULT_MAX_ROUNDS = 10
 MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start
@@ -69,7 +70,7 @@ class ModelRouting(_Model):
     providers: dict[str, str] = Field(default_factory=dict, description="provider -> task queue.")
 
     def queue_for(self, spec: str) -> str | None:
-        return self.providers.get(spec.partition(":")[0].strip(), self.tier_queue)
+        return self.providers.get(provider_of(spec), self.tier_queue)
 
 
 class PromptRequest(_Model):

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from agent.messages import ModelResponse
 from agent.providers.base import ModelProvider
 from agent.providers.scripted import ScriptedModel
+from agent.providers.specs import chain_specs
 
 # The SDK-backed providers are imported where they are built: importing openai and anthropic takes
 # seconds, which a worker with only scripted tiers (and its crash-restart time) should not pay.
@@ -139,7 +140,7 @@ def _bedrock(model_id: str, spec: str, env: Mapping[str, str], timeout: float) -
 
 def resolve_chain(spec: str, env: Mapping[str, str], *, timeout: float = 120.0) -> list[ModelProvider]:
     """A tier's models in fallback order: `openai:gpt-5,anthropic:claude-sonnet-4-5` (one spec: a chain of one)."""
-    parts = [part.strip() for part in spec.split(",")]
+    parts = chain_specs(spec)
     if not all(parts):
         raise _invalid(spec, "a fallback chain is provider:model specs separated by commas, none empty")
     return [resolve_provider(part, env, timeout=timeout) for part in parts]
