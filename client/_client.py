@@ -272,6 +272,12 @@ class AgentClient:
         settings = settings or Settings.from_env()
         return cls(await connect(settings), settings)
 
+    def _run_options(self, model: ModelTier) -> dict[str, Any]:
+        """What every prompt or conversation this client starts carries besides the caller's options: where
+        its model calls run, and the workflow version (this code's behaviour, without patch markers)."""
+        return {"model_task_queue": self.settings.model_queue_for(model), "workflow_version": CURRENT_VERSION,
+                "model_routing": self.settings.model_routing(model)}
+
     async def read_file(self, content_ref: str) -> bytes:
         """The content of a file a tool attached (`FileOutput.content_ref`), from the shared store."""
         return await self.settings.file_store().aget(content_ref)
@@ -285,9 +291,7 @@ class AgentClient:
         prompt_id = prompt_id or new_prompt_id()
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
-        options.setdefault("model_task_queue", self.settings.model_queue_for(model))
-        options.setdefault("workflow_version", CURRENT_VERSION)
-        options.setdefault("model_routing", self.settings.model_routing(model))
+        options = self._run_options(model) | options
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
                                 conversation_id=conversation_id, instructions=instructions,
                                 history=history or [], **options)
@@ -319,9 +323,7 @@ class AgentClient:
         """Start (or attach to, if it runs already) a conversation. `options`: further
         `ConversationRequest` fields (instructions, max_rounds, prompts_per_run, plugin_state)."""
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
-        options.setdefault("model_task_queue", self.settings.model_queue_for(model))
-        options.setdefault("workflow_version", CURRENT_VERSION)
-        options.setdefault("model_routing", self.settings.model_routing(model))
+        options = self._run_options(model) | options
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
         handle = await self.client.start_workflow(
             CONVERSATION_WORKFLOW, request, id=conversation_id, task_queue=self.settings.task_queue,
