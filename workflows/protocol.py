@@ -73,6 +73,15 @@ class ModelRouting(_Model):
         return self.providers.get(provider_of(spec), self.tier_queue)
 
 
+# Fields of both workflow inputs (a prompt's and a conversation's).
+OptionalRouting = Annotated[ModelRouting | None, Field(
+    exclude_if=lambda routing: routing is None,  # absent, the input is what it always was
+    description="Fallback rounds run on their provider's queue; None: all on `model_task_queue`.")]
+WorkflowVersion = Annotated[int | None, Field(
+    description="The workflow behaviour this run has (workflows/versions.py); set by AgentClient and by parent "
+    "workflows. None: patch markers decide, as for runs started before versions existed.")]
+
+
 class PromptRequest(_Model):
     """Input of `PromptWorkflow`. Only `input` (or nothing, for system-initiated prompts) is needed."""
 
@@ -82,9 +91,7 @@ class PromptRequest(_Model):
     model: ModelTier = "normal"
     model_settings: ModelSettings | None = Field(default=None, description="Over the tier's settings.")
     model_task_queue: str | None = Field(default=None, description="Where model calls run; None: this queue.")
-    model_routing: ModelRouting | None = Field(
-        default=None, exclude_if=lambda routing: routing is None,  # absent, the input is what it always was
-        description="Fallback rounds run on their provider's queue; None: all on `model_task_queue`.")
+    model_routing: OptionalRouting = None
     visible: bool = True
     input: str | None = Field(default=None, min_length=1, max_length=MAX_INPUT_CHARS,
                               description="The user's message; None for system-initiated prompts.")
@@ -105,9 +112,7 @@ class PromptRequest(_Model):
         default=None, ge=1, description="At most this many tool calls of one response run at once (None: all).")
     plugins: list[str] | None = Field(default=None, description="Only these plugins of the worker (sub-agents).")
     parent: ParentLink | None = Field(default=None, description="Set when a sub-agent call started this prompt.")
-    workflow_version: int | None = Field(
-        default=None, description="The workflow behaviour this run has (workflows/versions.py); set by AgentClient "
-        "and by parent workflows. None: patch markers decide, as for runs started before versions existed.")
+    workflow_version: WorkflowVersion = None
 
 
 class ParentLink(_Model):
@@ -477,7 +482,7 @@ class ConversationRequest(_Model):
     model: ModelTier = "normal"
     model_settings: ModelSettings | None = None
     model_task_queue: str | None = None
-    model_routing: ModelRouting | None = Field(default=None, exclude_if=lambda routing: routing is None)
+    model_routing: OptionalRouting = None
     instructions: str | None = None
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
     prompts_per_run: int = Field(default=100, ge=1, description="Continue-as-new after this many prompts.")
@@ -490,9 +495,7 @@ class ConversationRequest(_Model):
     next_sequence: int = 1
     runs: int = 1
     closing: bool = False
-    workflow_version: int | None = Field(
-        default=None, description="The workflow behaviour this run has (workflows/versions.py); set by AgentClient "
-        "and by parent workflows. None: patch markers decide, as for runs started before versions existed.")
+    workflow_version: WorkflowVersion = None
 
 
 class QueuedInput(_Model):
