@@ -138,6 +138,11 @@ class Refusal:
         return ApplicationError(self.message, self.kind, type=names.DECISION_REFUSED_ERROR, non_retryable=True)
 
 
+def _not_allowed(by: str | None, tool_call_id: str, approvers: list[str] | None) -> Refusal:
+    return Refusal("not-allowed", f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; "
+                                  f"approvers: {', '.join(approvers or [])}")
+
+
 def _applied(step: Callable[[], T]) -> T:
     """Run an update handler's step; a refusal or a bug fails the update, never the workflow task."""
     try:
@@ -784,8 +789,7 @@ class PromptWorkflow:
         if (child := self._child_call(tool_call_id)) is not None:
             # The sub-agent's prompt checks the decision (and its token) itself when the decision reaches it.
             if not may_decide(child[1].approvers, by, []) and not child[1].signed_decisions:
-                return Refusal("not-allowed", f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; "
-                                              f"approvers: {', '.join(child[1].approvers or [])}")
+                return _not_allowed(by, tool_call_id, child[1].approvers)
             return None
         if tool_call_id in self._decisions:
             return Refusal("already-decided",
@@ -816,8 +820,7 @@ class PromptWorkflow:
                 return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {verified}")
             roles = verified.roles
         if not may_decide(allowed, by, roles):
-            return Refusal("not-allowed", f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; "
-                                          f"approvers: {', '.join(allowed or [])}")
+            return _not_allowed(by, tool_call_id, allowed)
         return None
 
     def _correction_problem(self, request: ApproveRequest) -> Refusal | None:

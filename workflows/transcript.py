@@ -25,7 +25,6 @@ def json_digest(value: JsonValue) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-
 def referable_output(entry: PromptOutput) -> JsonValue | None:
     """The output of a finished tool call that the next model round can receive by reference: a tool
     activity's success (sub-agent answers never pass through a tool activity) of `OUTPUT_REF_MIN_BYTES` or more."""

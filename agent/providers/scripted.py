@@ -62,7 +62,6 @@ def estimate_usage(request: ModelRequest, response: ModelResponse) -> Usage:
     return Usage(input_tokens=input_chars // 4, output_tokens=output_chars // 4, model_calls=1)
 
 
-
 def results_since_last_user(request: ModelRequest) -> list[ToolResultMessage]:
     """The tool results of the current turn (after the last user message): what a script's round answers."""
     results: list[ToolResultMessage] = []
@@ -72,6 +71,7 @@ def results_since_last_user(request: ModelRequest) -> list[ToolResultMessage]:
         elif isinstance(message, ToolResultMessage):
             results.append(message)
     return results
+
 
 def text(text: str) -> ModelResponse:
     """A response with only text."""
