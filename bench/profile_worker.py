@@ -238,15 +238,13 @@ def describe_profile(path: Path, title: str, prompts: int, count: int) -> None:
 
 
 def side_env(side: str, address: str, task_queue: str, workdir: Path, repo: Path) -> dict[str, str]:
+    from bench.sides import product_worker_env
+
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH", "")) if p)
-    env.update({"TEMPORAL_ADDRESS": address, "DAGENT_TASK_QUEUE": task_queue})
-    if side != BASELINE:
-        env.update({"DAGENT_PLUGINS": "bench.plugin:plugin", "DAGENT_MODEL_NORMAL": "scripted:bench.plugin:model",
-                    "DAGENT_FILE_DIR": str(workdir / "files"), "DAGENT_PAYLOAD_DIR": str(workdir / "payloads"),
-                    "BENCH_TOOL": ""})
-        env["DAGENT_WORKFLOW_SANDBOX"] = "on" if side == PRODUCT_SANDBOXED else "off"
-    return env
+    if side == BASELINE:
+        return env | {"TEMPORAL_ADDRESS": address, "DAGENT_TASK_QUEUE": task_queue}
+    return env | product_worker_env(address, task_queue, workdir, sandboxed=side == PRODUCT_SANDBOXED)
 
 
 def _append(path: Path) -> BinaryIO:

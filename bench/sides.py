@@ -146,6 +146,17 @@ def product_settings(address: str, workdir: Path, task_queue: str = "") -> Setti
                     payload_dir=str(workdir / "payloads"))
 
 
+def product_worker_env(address: str, task_queue: str, workdir: Path, *, sandboxed: bool,
+                       tool: str = "") -> dict[str, str]:
+    """What the project's bench worker (`dagent worker` with the bench plugin) runs with, over the environment:
+    its server, queue, plugin and scripted model, the stores it shares with the client, its sandbox and how
+    the bench tool declares `local` (BENCH_TOOL: "", "local" or "regular")."""
+    return {"TEMPORAL_ADDRESS": address, "DAGENT_TASK_QUEUE": task_queue, "DAGENT_PLUGINS": "bench.plugin:plugin",
+            "DAGENT_MODEL_NORMAL": "scripted:bench.plugin:model", "DAGENT_FILE_DIR": str(workdir / "files"),
+            "DAGENT_PAYLOAD_DIR": product_settings(address, workdir).payload_dir,
+            "DAGENT_WORKFLOW_SANDBOX": "on" if sandboxed else "off", "BENCH_TOOL": tool}
+
+
 class ProductSide(Side):
     """The project's worker (`dagent worker`) with its defaults; `sandboxed=True`: with Temporal's workflow
     sandbox on (DAGENT_WORKFLOW_SANDBOX=on, our modules passed through), the baseline's runner."""
@@ -163,19 +174,9 @@ class ProductSide(Side):
         return [sys.executable, "-m", "cli", "worker"]
 
     def worker_env(self) -> dict[str, str]:
-        env = super().worker_env()
-        env.update({
-            "TEMPORAL_ADDRESS": self.address,
-            "DAGENT_TASK_QUEUE": self.task_queue,
-            "DAGENT_PLUGINS": "bench.plugin:plugin",
-            "DAGENT_MODEL_NORMAL": "scripted:bench.plugin:model",
-            "DAGENT_FILE_DIR": str(self.workdir / "files"),
-            "DAGENT_PAYLOAD_DIR": product_settings(self.address, self.workdir).payload_dir,
-            "BENCH_TOOL": str(self.options.get("tool") or ""),
-        })
-        if self.sandboxed:
-            env["DAGENT_WORKFLOW_SANDBOX"] = "on"
-        return env
+        return super().worker_env() | product_worker_env(self.address, self.task_queue, self.workdir,
+                                                          sandboxed=self.sandboxed,
+                                                          tool=str(self.options.get("tool") or ""))
 
     @property
     def agent(self) -> AgentClient:
