@@ -22,7 +22,7 @@ class Config:
     latency_repeats: int = 5
     throughput_prompts: int = 100
     throughput_rounds: int = 3
-    throughput_repeats: int = 2
+    throughput_repeats: int = 5  # bursts per side, interleaved; the median is reported
     history_rounds: tuple[int, ...] = (5, 20, 100)
     big_rounds: tuple[int, ...] = (20, 50)  # prompts with `big_size` outputs
     big_size: int = 10_240

@@ -84,6 +84,9 @@ def build_rows(results: dict[str, Any]) -> tuple[list[Row], dict[str, Any]]:
                                 target("worker_cpu_sandboxed", r, "<= 0.9x baseline", None if r is None else r <= 0.9)))
             p, b = thr[PRODUCT]["server_cpu_ms_per_prompt"], thr[BASELINE]["server_cpu_ms_per_prompt"]
             rows.append(Row("server CPU per prompt (during the bursts)", ms(p), ms(b), fx(ratio(p, b))))
+            if "client_cpu_ms_per_prompt" in thr[PRODUCT]:
+                p, b = thr[PRODUCT]["client_cpu_ms_per_prompt"], thr[BASELINE]["client_cpu_ms_per_prompt"]
+                rows.append(Row("client CPU per prompt (the bench's own process)", ms(p), ms(b), fx(ratio(p, b))))
     hist = results.get("history")
     if hist:
         keys = list(hist[PRODUCT])

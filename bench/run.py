@@ -124,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)")
     parser.add_argument("--repeats", type=int, help="latency repeats per round count")
+    parser.add_argument("--bursts", type=int,
+                        help="throughput bursts per side (default 5; each side's figure is the median)")
     parser.add_argument("--waiting", type=int, help="prompts waiting for approval in the memory test")
     parser.add_argument("--waiting-batch", type=int, help="prompts per burst in the waiting test (default 50)")
     parser.add_argument("--long-cap", type=float, help="seconds before the 1,000-round prompt is terminated")
@@ -161,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out = args.out or RESULTS / ("latest-quick.json" if args.quick else "latest.json")
     if args.repeats:
         cfg.latency_repeats = args.repeats
+    if args.bursts:
+        cfg.throughput_repeats = args.bursts
     if args.waiting:
         cfg.waiting_prompts = args.waiting
     if args.waiting_batch:

@@ -88,6 +88,7 @@ class Bench:
         rates: dict[str, list[float]] = {s.name: [] for s in sides}
         cpu: dict[str, list[float]] = {s.name: [] for s in sides}
         server_cpu: dict[str, list[float]] = {s.name: [] for s in sides}
+        client_cpu: dict[str, list[float]] = {s.name: [] for s in sides}
         for rep in range(cfg.throughput_repeats):
             for side in sides[rep % len(sides):] + sides[:rep % len(sides)]:
                 scenario = Scenario(rounds=cfg.throughput_rounds)
@@ -98,18 +99,22 @@ class Bench:
 
                 worker = self._worker(side)
                 cpu0, server0 = cpu_seconds(worker.pid), cpu_seconds(self.server_pid)
+                client0 = time.process_time()
                 t0 = time.perf_counter()
                 await guarded(burst(), sides, 300)
                 rates[side.name].append(cfg.throughput_prompts / (time.perf_counter() - t0))
                 cpu[side.name].append((cpu_seconds(worker.pid) - cpu0) / cfg.throughput_prompts * 1000)
                 server_cpu[side.name].append((cpu_seconds(self.server_pid) - server0) / cfg.throughput_prompts * 1000)
+                client_cpu[side.name].append((time.process_time() - client0) / cfg.throughput_prompts * 1000)
                 log(f"  throughput {side.name}: {rates[side.name][-1]:.1f} prompts/s, worker CPU "
-                    f"{cpu[side.name][-1]:.1f} ms/prompt, server CPU {server_cpu[side.name][-1]:.1f} ms/prompt")
+                    f"{cpu[side.name][-1]:.1f} ms/prompt, server CPU {server_cpu[side.name][-1]:.1f} ms/prompt, "
+                    f"client CPU {client_cpu[side.name][-1]:.1f} ms/prompt")
         out: dict[str, Any] = {"prompts": cfg.throughput_prompts, "rounds": cfg.throughput_rounds,
                                "repeats": cfg.throughput_repeats, "samples": rates, "cpu_samples": cpu}
         for name, values in rates.items():
             out[name] = {"prompts_per_s": median(values), "worker_cpu_ms_per_prompt": median(cpu[name]),
-                         "server_cpu_ms_per_prompt": median(server_cpu[name])}
+                         "server_cpu_ms_per_prompt": median(server_cpu[name]),
+                         "client_cpu_ms_per_prompt": median(client_cpu[name])}
         out["memory"] = stop_workers(sides, keep=True)
         out["fresh_workers"] = fresh
         return out
