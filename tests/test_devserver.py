@@ -97,6 +97,7 @@ def test_dev_server_args() -> None:
     assert "history.transferProcessorMaxPollRPS=10000" in dc
     assert "frontend.enableUpdateWorkflowExecution=true" in dc
     assert {"system.enableActivityEagerExecution=true", "system.enableEagerWorkflowStart=true"} <= set(dc)
+    assert "system.forceSearchAttributesCacheRefreshOnRead=false" in dc
 
     with_ui = dev_server_args(port=7555, ui_port=8555, db_file=None, namespace="other")
     assert "--headless" not in with_ui and "--db-filename" not in with_ui
