@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 import trustme
+from temporalio.service import GrpcCompression
 from temporalio.testing import WorkflowEnvironment
 
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from client import AgentClient
 from tests.support.tls_proxy import TLSProxy, server_context
 from tests.support.workers import TEST_SETTINGS
-from workers.connection import TemporalConnectError, describe_security
+from workers.connection import TemporalConnectError, describe_security, grpc_compression, is_loopback
 from workers.settings import Settings
 from workers.worker import build_runtime, connect, create_worker
 
@@ -148,6 +149,40 @@ async def test_prompt_completes_over_tls_with_api_key(tls_proxy: TLSProxy, pki: 
     auth = {h.get("authorization") for h in tls_proxy.headers}
     assert "Bearer dagent-test-key-42" in auth, auth
     assert any(h.get(":path", "").endswith("/PollWorkflowTaskQueue") for h in tls_proxy.headers)
+
+
+async def test_grpc_compression_off_to_loopback_by_default_and_gzip_when_asked(
+        tls_proxy: TLSProxy, pki: tuple[Pki, object, object]) -> None:
+    """The SDK gzips every request by default; `DAGENT_GRPC_COMPRESSION=auto` leaves a server on this machine
+    (the proxy listens on 127.0.0.1) uncompressed, and `gzip` turns it back on. The proxy reads each forwarded
+    request's `grpc-encoding` and `grpc-accept-encoding` headers."""
+    paths = pki[0]
+    env = {"TEMPORAL_ADDRESS": tls_proxy.address, "TEMPORAL_API_KEY": "dagent-test-key-42",
+           "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(paths.ca_pem), "TEMPORAL_TLS_SERVER_NAME": "localhost"}
+    settings = _settings(env)
+    assert settings.grpc_compression == "auto" and is_loopback(tls_proxy.address)
+    await _complete_prompt(settings)
+    requests = [h for h in tls_proxy.headers if h.get(":path", "").startswith("/temporal.")]
+    assert requests and not any(h.get("grpc-encoding") == "gzip" for h in requests), requests[:3]
+    assert not any("gzip" in h.get("grpc-accept-encoding", "") for h in requests)
+
+    tls_proxy.headers.clear()
+    await _complete_prompt(_settings(env, grpc_compression="gzip"))
+    requests = [h for h in tls_proxy.headers if h.get(":path", "").startswith("/temporal.")]
+    assert requests and all(h.get("grpc-encoding") == "gzip" for h in requests), requests[:3]
+
+
+def test_grpc_compression_setting() -> None:
+    assert grpc_compression("auto", "127.0.0.1:7233") is GrpcCompression.NONE
+    assert grpc_compression("auto", "localhost:7233") is GrpcCompression.NONE
+    assert grpc_compression("auto", "[::1]:7233") is GrpcCompression.NONE
+    assert grpc_compression("auto", "my-ns.a1b2c.tmprl.cloud:7233") is GrpcCompression.GZIP
+    assert grpc_compression("auto", "10.0.0.7:7233") is GrpcCompression.GZIP
+    assert grpc_compression("gzip", "127.0.0.1:7233") is GrpcCompression.GZIP
+    assert grpc_compression("none", "temporal.example.test:7233") is GrpcCompression.NONE
+    assert Settings.from_env({"DAGENT_GRPC_COMPRESSION": "NONE"}).grpc_compression == "none"
+    with pytest.raises(ValueError, match="DAGENT_GRPC_COMPRESSION must be auto, gzip or none, not 'zstd'"):
+        Settings.from_env({"DAGENT_GRPC_COMPRESSION": "zstd"})
 
 
 async def test_prompt_completes_over_mtls(mtls_proxy: TLSProxy, pki: tuple[Pki, object, object]) -> None:

@@ -153,5 +153,6 @@ async def connect(settings: Settings, *, metrics: bool = False) -> Client:
     Temporal runtime's metrics and the agent's (Prometheus endpoint or OTLP)."""
     config = settings.observability()
     return await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
+                                settings.grpc_compression,
                                 plugins=[DurableAgentPlugin(settings), *temporal_plugins(config)],
                                 runtime=metrics_runtime(config) if metrics else None)

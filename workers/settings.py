@@ -30,6 +30,7 @@ DEMO_MODEL = "scripted:plugins.demo:demo_model"
 DEMO_PLUGINS = "plugins.demo:plugin"
 WorkflowSandbox = Literal["off", "on", "strict"]
 WorkerQueues = Literal["all", "workflows", "models"]
+GrpcCompressionMode = Literal["auto", "gzip", "none"]
 _PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")  # the `provider` of a `provider:model` spec
 
 
@@ -77,6 +78,13 @@ def _sandbox(value: str) -> WorkflowSandbox:
     if value not in ("off", "on", "strict"):
         raise ValueError(f"DAGENT_WORKFLOW_SANDBOX must be off, on or strict, not {value!r}")
     return value  # type: ignore[return-value]
+
+
+def _compression(value: str) -> GrpcCompressionMode:
+    mode = value.strip().lower() or "auto"
+    if mode not in ("auto", "gzip", "none"):
+        raise ValueError(f"DAGENT_GRPC_COMPRESSION must be auto, gzip or none, not {value!r}")
+    return mode  # type: ignore[return-value]
 
 
 def _pem(env: Mapping[str, str], name: str) -> str | None:
@@ -162,6 +170,9 @@ class Settings(BaseModel):
     max_cached_workflows: int = Field(default=64, ge=0, description=(
         "DAGENT_MAX_CACHED_WORKFLOWS: workflows a worker keeps in memory; waiting prompts beyond this are "
         "evicted and replayed when needed."))
+    grpc_compression: GrpcCompressionMode = Field(default="auto", description=(
+        "DAGENT_GRPC_COMPRESSION: gzip on the wire to Temporal: `auto` (none to a loopback address, gzip "
+        "otherwise), `gzip` or `none`."))
     metrics_port: int | None = Field(default=None, description=(
         "DAGENT_METRICS_PORT (or `dagent worker --metrics-port`): serve Prometheus metrics on this port."))
     metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
@@ -230,6 +241,7 @@ class Settings(BaseModel):
             prices=env.get("DAGENT_PRICES", defaults.prices),
             workflow_sandbox=_sandbox(env.get("DAGENT_WORKFLOW_SANDBOX", defaults.workflow_sandbox)),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
+            grpc_compression=_compression(env.get("DAGENT_GRPC_COMPRESSION", defaults.grpc_compression)),
             metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
             metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
             trace_content=_tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
