@@ -223,6 +223,19 @@ async def main() -> None:
             await _save("conversation_v1_continued_as_new", v1_conversation, run_id=first_run)
             await _save("prompt_v1_in_conversation", client.get_workflow_handle("hist-v1-conversation-0002"))
 
+            # Workflow inputs and round inputs without their fields at defaults (a parent's child input too).
+            lean_approved = await agent.start("approval", prompt_id="hist-v1-lean-payloads", user_id="u3",
+                                              conversation_id="c3")
+            await lean_approved.approve(await _first_pending(lean_approved), by="bob", input={"amount": 120})
+            await lean_approved.result()
+            await _save("prompt_v1_lean_payloads_approved", lean_approved.workflow)
+            lean_delegated = await agent.start("delegate", prompt_id="hist-v1-lean-sub-agent")
+            lean_pending = await _child_pending(lean_delegated)
+            await lean_delegated.approve(lean_pending.tool_call_id, by="bob")
+            await lean_delegated.result()
+            await _save("prompt_v1_lean_sub_agent", lean_delegated.workflow)
+            await _save("prompt_v1_lean_sub_agent_child", agent.prompt(lean_pending.path[-1]).workflow)
+
             # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local.
             fast = await agent.start("completed", prompt_id="hist-v1-fast-tools")
             await fast.result()

@@ -70,6 +70,17 @@ def _upserts(events: list[HistoryEvent]) -> list[dict[str, str]]:
     return found
 
 
+def _round_inputs(events: list[HistoryEvent]) -> list[dict[str, Any]]:
+    scheduled = _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    return [json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data) for e in scheduled
+            if e.activity_task_scheduled_event_attributes.activity_type.name == "dagent.model_round"]
+
+
+def _at_defaults(data: dict[str, Any], keep: frozenset[str] = frozenset()) -> list[str]:
+    """Fields of a payload written to history that say nothing (null, empty, zero, false)."""
+    return [key for key, value in data.items() if key not in keep and value in (None, [], {}, 0, False, "")]
+
+
 async def _history(handle: PromptHandle) -> list[HistoryEvent]:
     return list((await handle.workflow.fetch_history()).events)
 
@@ -90,6 +101,17 @@ async def test_tool_input_carries_each_id_once_and_no_policy_fields(dev_env: Wor
     assert not {"reasoning", "calls", "plugin_state", "fallback", "settings", "data", "output_error"} & set(last_round)
     # The client started it with PromptState=running and UserId=u1: the only upsert is the final state.
     assert _upserts(events) == [{"PromptState": "completed"}]
+    # The workflow's input and each model round's input (its prompt header, usage and changed outputs) carry
+    # no field at its default either; `changes=[]` (nothing changed) is not the default (None: send it whole).
+    started = json.loads(events[0].workflow_execution_started_event_attributes.input.payloads[0].data)
+    assert started.keys() >= {"input", "user_id"} and _at_defaults(started) == []
+    rounds = _round_inputs(events)
+    assert [len(sent_round["changes"]) for sent_round in rounds] == [0, 1]
+    for sent_round in rounds:
+        assert _at_defaults(sent_round, keep=frozenset({"changes"})) == []
+        assert _at_defaults(sent_round["prompt"]) == [] and _at_defaults(sent_round["prompt"].get("usage", {})) == []
+        assert [_at_defaults(change["output"]) for change in sent_round["changes"]] == [[]] * len(sent_round["changes"])
+    assert rounds[1]["changes"][0]["output"]["type"] == "tool"  # the union's tag stays
     entry = prompt.output[0]
     assert isinstance(entry, ToolOutput) and isinstance(entry.result, ToolSuccess)
     # What the activity derived (the prompt id and the idempotency key from the workflow id) reached the tool.

@@ -18,6 +18,7 @@ from pydantic import (
     JsonValue,
     SerializerFunctionWrapHandler,
     Tag,
+    WrapSerializer,
     model_serializer,
     model_validator,
 )
@@ -46,19 +47,42 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class _Lean(_Model):
-    """An activity payload written to history once per round: fields at their defaults stay off the wire
-    (the reader fills them in again), so every round's events carry only what says something."""
-
-    @model_serializer(mode="wrap")
-    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        fields = type(self).model_fields
-        return {key: value for key, value in handler(self).items()
-                if fields[key].is_required() or getattr(self, key) != _default_of(fields[key])}
+def _without_defaults(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
+    """`data`, the model's own serialization, without the fields at their defaults (the reader fills them in
+    again). A union member's `type` tag stays: the reader needs it to tell the members apart."""
+    fields = type(model).model_fields
+    return {key: value for key, value in data.items()
+            if key == "type" or fields[key].is_required() or getattr(model, key) != _default_of(fields[key])}
 
 
 def _default_of(field: Any) -> Any:
     return field.default_factory() if field.default_factory is not None else field.default
+
+
+class _Lean(_Model):
+    """A payload written to history (an activity's input or result, a workflow's input): fields at their
+    defaults stay off the wire, so every round's events carry only what says something."""
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_defaults(self, handler(self))
+
+
+def _lean_model(model: BaseModel, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    return _without_defaults(model, handler(model))
+
+
+def _lean_header(prompt: Prompt, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    data = _without_defaults(prompt, handler(prompt))
+    if "usage" in data:
+        data["usage"] = _without_defaults(prompt.usage, data["usage"])
+    return data
+
+
+# A model nested in a lean payload, serialized without its own fields at their defaults (one level deep).
+LeanUsage = Annotated[Usage, WrapSerializer(_lean_model)]
+LeanOutput = Annotated[PromptOutput, WrapSerializer(_lean_model)]
+LeanHeader = Annotated[Prompt, WrapSerializer(_lean_header)]
 
 
 class ModelRouting(_Model):
@@ -82,7 +106,7 @@ WorkflowVersion = Annotated[int | None, Field(
     "workflows. None: patch markers decide, as for runs started before versions existed.")]
 
 
-class PromptRequest(_Model):
+class PromptRequest(_Lean):
     """Input of `PromptWorkflow`. Only `input` (or nothing, for system-initiated prompts) is needed."""
 
     prompt_id: str | None = Field(default=None, description="Defaults to the workflow id.")
@@ -276,22 +300,22 @@ class StoreHistoryRequest(_Model):
     records: list[Prompt]
 
 
-class OutputChange(_Model):
+class OutputChange(_Lean):
     index: int
-    output: PromptOutput
+    output: LeanOutput
     result_ref: str | None = Field(
         default=None, description="A tool's output by reference (its content digest): `output` is the entry with "
                                   "the result's output left out; the worker that ran the tool has it cached.")
 
 
-class RoundInput(_Model):
+class RoundInput(_Lean):
     """One model round. The workflow sends only the output entries added or changed since its previous round
     (`changes`; a large tool output by reference), and the earlier prompts of a conversation by reference
     (`history_ref`); the worker keeps the rest in a cache. A worker that misses anything fails the round with
     `TranscriptMissing` and the workflow sends it again whole (`changes=None`): no activity queries its
     workflow. With `changes=None`, `prompt.output` and `history` are complete."""
 
-    prompt: Prompt
+    prompt: LeanHeader
     history: list[Prompt] = Field(default_factory=list)
     history_ref: HistoryRef | None = Field(default=None, description="Earlier prompts by reference, then `history`.")
     instructions: str | None = None
@@ -311,7 +335,7 @@ class RoundResult(_Lean):
     reasoning: list[ReasoningOutput] = Field(default_factory=list)
     text: str | None = None
     calls: list[PlannedCall] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
+    usage: LeanUsage = Field(default_factory=Usage)
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     model: str = ""
     spec: str = Field(default="", description="The provider:model that answered.")
