@@ -21,19 +21,15 @@ Example::
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.messages import (
-    AssistantMessage,
     Message,
-    ReasoningMessage,
     ToolCallMessage,
     ToolResultMessage,
-    UserMessage,
 )
 
 CHARS_PER_TOKEN = 4
@@ -53,22 +49,9 @@ class ContextLimit(BaseModel):
         return self.max_messages is None and self.max_tokens is None
 
 
-def _message_chars(message: Message) -> int:
-    match message:
-        case UserMessage() | AssistantMessage():
-            return len(message.text)
-        case ToolCallMessage():
-            return len(message.tool) + len(json.dumps(message.arguments, ensure_ascii=False))
-        case ToolResultMessage():
-            return len(message.tool) + len(message.content)
-        case ReasoningMessage():
-            return len(json.dumps(message.item, ensure_ascii=False))
-    raise TypeError(f"not a message: {type(message).__name__}")
-
-
 def estimate_tokens(message: Message) -> int:
     """A rough token count: characters / 4, rounded up, at least 1 (every message costs something)."""
-    return max(1, math.ceil(_message_chars(message) / CHARS_PER_TOKEN))
+    return max(1, math.ceil(message.chars / CHARS_PER_TOKEN))
 
 
 def estimate_total_tokens(messages: Sequence[Message]) -> int:

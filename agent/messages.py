@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from functools import cached_property
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -14,17 +16,34 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class UserMessage(_Model):
+class _Message(_Model):
+    @cached_property
+    def chars(self) -> int:
+        """The characters this message adds to a request, what token estimates count. Counted once: a message
+        is not changed after it is built, and a long conversation sends the same earlier messages every round."""
+        return self._count_chars()
+
+    def _count_chars(self) -> int:
+        raise NotImplementedError
+
+
+class UserMessage(_Message):
     kind: Literal["user"] = "user"
     text: str
 
+    def _count_chars(self) -> int:
+        return len(self.text)
 
-class AssistantMessage(_Model):
+
+class AssistantMessage(_Message):
     kind: Literal["assistant"] = "assistant"
     text: str
 
+    def _count_chars(self) -> int:
+        return len(self.text)
 
-class ToolCallMessage(_Model):
+
+class ToolCallMessage(_Message):
     """The model asked for a tool. `tool` is our tool id (dots allowed); adapters map it to a legal name."""
 
     kind: Literal["tool_call"] = "tool_call"
@@ -32,21 +51,30 @@ class ToolCallMessage(_Model):
     tool: str
     arguments: JsonValue
 
+    def _count_chars(self) -> int:
+        return len(self.tool) + len(json.dumps(self.arguments, ensure_ascii=False))
 
-class ToolResultMessage(_Model):
+
+class ToolResultMessage(_Message):
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
     tool: str
     content: str
     is_error: bool = False
 
+    def _count_chars(self) -> int:
+        return len(self.tool) + len(self.content)
 
-class ReasoningMessage(_Model):
+
+class ReasoningMessage(_Message):
     """A provider's reasoning item from an earlier round. Only that provider's adapter sends it back."""
 
     kind: Literal["reasoning"] = "reasoning"
     provider: str
     item: dict[str, JsonValue]
+
+    def _count_chars(self) -> int:
+        return len(json.dumps(self.item, ensure_ascii=False))
 
 
 Message = Annotated[

@@ -52,7 +52,8 @@ def _script(request: ModelRequest) -> ModelResponse:
     # benchmark worker that is an unbounded, quadratic leak that no real provider has, so drop it.
     model.requests.clear()
     # This prompt's part of the transcript: after its user message (a conversation's history comes first).
-    last_user = max((i for i, m in enumerate(request.messages) if isinstance(m, UserMessage)), default=-1)
+    messages = request.messages
+    last_user = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)), -1)
     user = request.messages[last_user].text if last_user >= 0 else None  # type: ignore[union-attr]
     done = sum(1 for m in request.messages[last_user + 1:] if isinstance(m, ToolResultMessage))
     step = next_step(Scenario.parse(user), done)

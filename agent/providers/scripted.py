@@ -19,13 +19,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic import JsonValue
 
 from agent.messages import (
-    AssistantMessage,
-    Message,
     ModelRequest,
     ModelResponse,
     ModelToolCall,
-    ReasoningMessage,
-    ToolCallMessage,
     ToolResultMessage,
     UserMessage,
 )
@@ -41,21 +37,9 @@ def split_words(text: str) -> list[str]:
     return _WORDS.findall(text)
 
 
-def _message_chars(message: Message) -> int:
-    match message:
-        case UserMessage() | AssistantMessage():
-            return len(message.text)
-        case ToolCallMessage():
-            return len(message.tool) + len(json.dumps(message.arguments))
-        case ToolResultMessage():
-            return len(message.content)
-        case ReasoningMessage():
-            return len(json.dumps(message.item, ensure_ascii=False))
-
-
 def estimate_usage(request: ModelRequest, response: ModelResponse) -> Usage:
     """Roughly four characters per token, one model call."""
-    input_chars = len(request.instructions) + sum(_message_chars(m) for m in request.messages)
+    input_chars = len(request.instructions) + sum(m.chars for m in request.messages)
     output_chars = len(response.text or "") + sum(
         len(c.tool) + len(json.dumps(c.arguments)) for c in response.tool_calls
     )
