@@ -174,6 +174,14 @@ def build_rows(results: dict[str, Any]) -> tuple[list[Row], dict[str, Any]]:
         t_early, t_late = conv["turn_ms"][early], conv["turn_ms"][late]
         rows.append(Row(f"  turn latency at turn {early} vs turn {late} (median of 10)",
                         f"{ms(t_early)} vs {ms(t_late)}", "-", fx(ratio(t_late, t_early)), "flat (~1x)"))
+        both = conv.get("interleaved_ms")
+        if both:
+            i_early, i_late = both[early], both[late]
+            r = ratio(i_late, i_early)
+            rows.append(Row(f"  the same, in the same seconds: turns {early - 4}-{early + 5} of a fresh conversation "
+                            f"vs the last 10", f"{ms(i_early)} vs {ms(i_late)}", "-", fx(r), "<= 1.2x",
+                            target("conversation_flat", r, "<= 1.2x (turn 500 vs turn 10, interleaved)",
+                                   None if r is None else r <= 1.2)))
         sizes = conv["child_history_bytes"]
         if early in sizes and late in sizes:
             rows.append(Row(f"  one turn's prompt history at turn {early} vs {late}",
