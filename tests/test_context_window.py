@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent.context_window import ContextLimit, estimate_tokens, estimate_total_tokens, split_units, trim_messages
-from agent.messages import AssistantMessage, Message, ToolCallMessage, ToolResultMessage, UserMessage
+from agent.messages import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ReasoningMessage,
+    ToolCallMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from agent.providers.scripted import estimate_usage, text
 
 
 def user(text: str = "hi") -> UserMessage:
@@ -181,3 +190,15 @@ def test_limits_must_be_positive() -> None:
     with pytest.raises(ValidationError):
         ContextLimit(max_tokens=-1)
     assert ContextLimit().unlimited and not ContextLimit(max_tokens=5).unlimited
+
+
+def test_a_message_counts_its_characters_once_and_the_scripted_model_uses_the_same_count() -> None:
+    messages: list[Message] = [user("héllo"), call("c1", tool="t.x"), result("c1", content="done"), assistant("ok"),
+                               ReasoningMessage(provider="openai", item={"summary": "ü"})]
+    assert [m.chars for m in messages] == [5, len("t.x") + len('{"q": "c1"}'), len("t.x") + 4, 2,
+                                           len('{"summary": "ü"}')]
+    tool_call = messages[1]
+    assert "chars" in tool_call.__dict__  # kept: a later round does not serialize the arguments again
+    assert tool_call == call("c1") and tool_call.model_dump() == call("c1").model_dump()  # not a field
+    usage = estimate_usage(ModelRequest(instructions="four", messages=messages), text("x"))
+    assert usage.input_tokens == (4 + sum(m.chars for m in messages)) // 4
