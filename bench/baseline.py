@@ -2,9 +2,10 @@
 
 Each round runs one model activity that receives the whole transcript as its input, then one activity per
 tool call; a call that needs approval sets the ``PromptState`` search attribute (so waiting prompts can be
-listed) and waits for an ``approve`` signal first. Same scripted model logic and
-same trivial tool as the Durable Agent side (``bench.scenario``), same pydantic data converter and the
-SDK's default worker options (sandboxed workflow runner, 1,000 cached workflows).
+listed) and waits for an ``approve`` signal first. A conversation is a new workflow per turn whose input
+carries the earlier turns' transcript (``history``), as the previous turn returned it. Same scripted model
+logic and same trivial tool as the Durable Agent side (``bench.scenario``), same pydantic data converter and
+the SDK's default worker options (sandboxed workflow runner, 1,000 cached workflows).
 
 Run a worker with ``python -m bench.baseline --address HOST:PORT --task-queue Q`` (until SIGTERM).
 """
@@ -43,6 +44,7 @@ class Message(BaseModel):
 class BaselineInput(BaseModel):
     input: str
     max_rounds: int
+    history: list[Message] = Field(default_factory=list, description="Earlier turns of a conversation, whole.")
 
 
 class ToolCall(BaseModel):
@@ -68,8 +70,9 @@ class BaselineState(BaseModel):
 
 @activity.defn(name="baseline.model")
 async def model_activity(inp: ModelInput) -> ModelOutput:
-    user = next(m.content for m in inp.transcript if m.role == "user")
-    done = sum(1 for m in inp.transcript if m.role == "tool_result")
+    last_user = max(i for i, m in enumerate(inp.transcript) if m.role == "user")
+    user = inp.transcript[last_user].content
+    done = sum(1 for m in inp.transcript[last_user + 1:] if m.role == "tool_result")
     step = next_step(Scenario.parse(user), done)
     if step.arguments is None:
         return ModelOutput(text=step.text)
@@ -88,7 +91,7 @@ async def tool_activity(call: ToolCall) -> str:
 class BaselineWorkflow:
     @workflow.init
     def __init__(self, inp: BaselineInput) -> None:
-        self.transcript = [Message(role="user", content=inp.input)]
+        self.transcript = [*inp.history, Message(role="user", content=inp.input)]
         self.state: Literal["running", "waiting_for_approval", "completed"] = "running"
         self.rounds = 0
         self.approved: set[str] = set()

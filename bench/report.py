@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,31 +162,9 @@ def build_rows(results: dict[str, Any]) -> tuple[list[Row], dict[str, Any]]:
         ext_p, ext_b = p.get("external_payload_bytes", 0), b.get("external_payload_bytes", 0)
         if ext_p or ext_b:
             rows.append(Row("  + payloads stored outside history", mb(ext_p), mb(ext_b)))
-    conv = results.get("conversation")
-    if conv:
-        early, late = (str(m) if str(m) in conv["turn_ms"] else m for m in conv["marks"])
-        stalled = conv.get("stalled_at")
-        done = f" (stalled at turn {stalled}: no result within 180 s)" if stalled else ""
-        rows.append(Row(f"conversation of {conv['turns']} turns{done}, {conv['runs']} runs: history + payload bytes",
-                        mb(conv["total_bytes"]), "-", "", "linear", verdict(None) if stalled else ""))
-        rows.append(Row("  prompts' histories / conversation's / payload store / history links",
-                        f"{mb(conv['prompt_history_bytes'])} / {mb(conv['conversation_history_bytes'])} / "
-                        f"{mb(conv['payload_store_bytes'])} / {mb(conv.get('history_link_bytes', 0))}", "-"))
-        t_early, t_late = conv["turn_ms"][early], conv["turn_ms"][late]
-        rows.append(Row(f"  turn latency at turn {early} vs turn {late} (median of 10)",
-                        f"{ms(t_early)} vs {ms(t_late)}", "-", fx(ratio(t_late, t_early)), "flat (~1x)"))
-        both = conv.get("interleaved_ms")
-        if both:
-            i_early, i_late = both[early], both[late]
-            r = ratio(i_late, i_early)
-            rows.append(Row(f"  the same, in the same seconds: turns {early - 4}-{early + 5} of a fresh conversation "
-                            f"vs the last 10", f"{ms(i_early)} vs {ms(i_late)}", "-", fx(r), "<= 1.2x",
-                            target("conversation_flat", r, "<= 1.2x (turn 500 vs turn 10, interleaved)",
-                                   None if r is None else r <= 1.2)))
-        sizes = conv["child_history_bytes"]
-        if early in sizes and late in sizes:
-            rows.append(Row(f"  one turn's prompt history at turn {early} vs {late}",
-                            f"{mb(sizes[early])} vs {mb(sizes[late])}", "-", fx(ratio(sizes[late], sizes[early]))))
+    conversation = results.get("conversation")
+    if conversation:
+        _conversation_rows(rows, target, conversation)
     for section in SECTIONS:
         data = results.get(section)
         if not data or section == "conversation":
@@ -229,3 +208,50 @@ def render(rows: list[Row]) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _conversation_rows(rows: list[Row], target: Callable[[str, float | bool | None, str, bool | None], str],
+                       results: dict[str, Any]) -> None:
+    """This project's conversation against the baseline's (absent from results of runs before it had one)."""
+    conv, base = (results[PRODUCT], results.get(BASELINE)) if PRODUCT in results else (results, None)
+    early, late = (str(m) if str(m) in conv["turn_ms"] else m for m in conv["marks"])
+
+    def pair(values: dict[Any, float], unit: Callable[[float], str]) -> str:
+        return f"{unit(values[early])} vs {unit(values[late])}"
+
+    def baseline(key: str, unit: Callable[[float], str]) -> str:
+        values = base.get(key) if base else None
+        return pair(values, unit) if values and early in values and late in values else "-"
+
+    stalled = [f"{name} stalled at turn {side['stalled_at']}" for name, side in ((PRODUCT, conv), (BASELINE, base))
+               if side and side.get("stalled_at")]
+    done = f" ({'; '.join(stalled)}: no result within 180 s)" if stalled else ""
+    rows.append(Row(f"conversation of {conv['turns']} turns{done}, {conv['runs']} runs: history + payload bytes",
+                    mb(conv["total_bytes"]), mb(base["total_bytes"]) if base else "-",
+                    fx(ratio(conv["total_bytes"], base["total_bytes"])) if base else "", "linear",
+                    verdict(None) if conv.get("stalled_at") else ""))
+    rows.append(Row("  prompts' histories / conversation's / payload store / history links",
+                    f"{mb(conv['prompt_history_bytes'])} / {mb(conv['conversation_history_bytes'])} / "
+                    f"{mb(conv['payload_store_bytes'])} / {mb(conv.get('history_link_bytes', 0))}", "-"))
+    rows.append(Row(f"  turn latency at turn {early} vs turn {late}, one conversation (median of 10)",
+                    pair(conv["turn_ms"], ms), baseline("turn_ms", ms), fx(ratio(conv["turn_ms"][late],
+                                                                                  conv["turn_ms"][early]))))
+    both = conv.get("interleaved_ms")
+    if both:
+        r = ratio(both[late], both[early])
+        base_both = base.get("interleaved_ms") if base else None
+        rows.append(Row(f"  the same, in the same seconds: turns {early - 4}-{early + 5} of a fresh conversation "
+                        f"vs the last 10", pair(both, ms), baseline("interleaved_ms", ms)))
+        rows.append(Row("    growth, late / early (interleaved)", fx(r),
+                        fx(ratio(base_both[late], base_both[early])) if base_both else "-", "", "<= 1.2x",
+                        target("conversation_flat", r, "<= 1.2x (turn 500 vs turn 10, interleaved)",
+                               None if r is None else r <= 1.2)))
+        if base_both:
+            rows.append(Row(f"  turn latency at turn {late} (interleaved)", ms(both[late]), ms(base_both[late]),
+                            fx(ratio(both[late], base_both[late]))))
+    sizes = conv["child_history_bytes"]
+    if early in sizes and late in sizes:
+        base_sizes = base.get("child_history_bytes") if base else None
+        rows.append(Row(f"  one turn's prompt history at turn {early} vs {late}", pair(sizes, mb),
+                        baseline("child_history_bytes", mb),
+                        fx(ratio(sizes[late], base_sizes[late])) if base_sizes and late in base_sizes else ""))

@@ -31,9 +31,9 @@ Sections (``--sections``):
   time: approve -> result shown by a query (resume latency). One side at a time.
 * ``long`` - one prompt of 1,000 rounds with 10 KB outputs, terminated if still running after 200 s:
   completed or not, time, rounds done, history size (the baseline hits the 50 MB history limit).
-* ``conversation`` - this project only (the baseline has no conversations): a conversation of 500 one-round
-  turns; its total history + payload-store bytes, and per-turn latency at turn 10 vs turn 500
-  (``bench/conversation.py``).
+* ``conversation`` - a conversation of 500 one-round turns on each side (the baseline's: a new workflow per
+  turn whose input carries the whole transcript so far); its total history + payload-store bytes, and per-turn
+  latency at turn 10 vs turn 500, also measured in the same seconds (``bench/conversation.py``).
 
 ``latency``, ``throughput``, ``waiting`` and ``long`` start fresh worker subprocesses (on new task queues);
 ``history`` and ``approval`` carry on with the latency section's workers (quick mode: ``throughput`` too).

@@ -11,8 +11,8 @@ from typing import Any
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from bench.config import SMALL, Config, log
-from bench.conversation import measure_conversation
+from bench.config import BASELINE, PRODUCT, SMALL, Config, log
+from bench.conversation import measure_baseline_conversation, measure_conversation
 from bench.measure import (
     bounded_gather,
     cpu_seconds,
@@ -71,13 +71,19 @@ class Bench:
         return out
 
     async def conversation(self) -> dict[str, Any]:
+        """This project's conversation, then the baseline's (a new workflow per turn with the transcript so far
+        as its input), one after the other, each with its own worker."""
         await start_workers([self.product], "conversation")
         out = await guarded(measure_conversation(
             self.product.agent, self.product.client, turns=self.cfg.conversation_turns,
             payload_dir=Path(product_settings(self.product.address, self.product.workdir).payload_dir)),
             [self.product], 3600)
         out["memory"] = stop_workers([self.product])
-        return out
+        await start_workers([self.baseline], "conversation")
+        baseline = await guarded(measure_baseline_conversation(
+            self.baseline.client, self.baseline.task_queue, turns=self.cfg.conversation_turns), [self.baseline], 3600)
+        baseline["memory"] = stop_workers([self.baseline])
+        return {PRODUCT: out, BASELINE: baseline}
 
     async def throughput(self) -> dict[str, Any]:
         """Prompts/s of bursts of concurrent prompts, and the CPU each side's worker (and the server) spent per
