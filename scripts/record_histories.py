@@ -77,6 +77,26 @@ async def _child_pending(handle: PromptHandle) -> PendingApproval:
     return pending[0]
 
 
+async def _record_approved(agent: AgentClient, prompt_id: str, name: str, *, user_id: str, conversation_id: str,
+                           by: str, amount: int) -> None:
+    """An approval prompt whose first pending call `by` approves with a corrected amount, saved as `name`."""
+    approved = await agent.start("approval", prompt_id=prompt_id, user_id=user_id, conversation_id=conversation_id)
+    await approved.approve(await _first_pending(approved), by=by, input={"amount": amount})
+    await approved.result()
+    await _save(name, approved.workflow)
+
+
+async def _record_delegated(agent: AgentClient, prompt_id: str, name: str, by: str) -> None:
+    """A prompt whose sub-agent's call needs an approval, approved by `by`: the parent's history saved as
+    `name`, the sub-agent's as `name`_child."""
+    delegated = await agent.start("delegate", prompt_id=prompt_id)
+    pending = await _child_pending(delegated)
+    await delegated.approve(pending.tool_call_id, by=by)
+    await delegated.result()
+    await _save(name, delegated.workflow)
+    await _save(f"{name}_child", agent.prompt(pending.path[-1]).workflow)
+
+
 async def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     async with DevServer() as server:
@@ -199,20 +219,12 @@ async def main() -> None:
             await _save("prompt_with_given_history", given.workflow)
 
             # Started with a workflow version (AgentClient's default since versions): no patch markers.
-            v1_approved = await agent.start("approval", prompt_id="hist-v1-approved", user_id="u2",
-                                            conversation_id="c2")
-            await v1_approved.approve(await _first_pending(v1_approved), by="alice", input={"amount": 450})
-            await v1_approved.result()
-            await _save("prompt_v1_approved", v1_approved.workflow)
+            await _record_approved(agent, "hist-v1-approved", "prompt_v1_approved", user_id="u2",
+                                   conversation_id="c2", by="alice", amount=450)
 
             await _record(agent, "parallel", "prompt_v1_parallel_calls", prompt_id="hist-v1-parallel")
 
-            v1_delegated = await agent.start("delegate", prompt_id="hist-v1-sub-agent")
-            v1_pending = await _child_pending(v1_delegated)
-            await v1_delegated.approve(v1_pending.tool_call_id, by="alice")
-            await v1_delegated.result()
-            await _save("prompt_v1_sub_agent", v1_delegated.workflow)
-            await _save("prompt_v1_sub_agent_child", agent.prompt(v1_pending.path[-1]).workflow)
+            await _record_delegated(agent, "hist-v1-sub-agent", "prompt_v1_sub_agent", by="alice")
 
             v1_given = await agent.start("large given", prompt_id="hist-v1-given-history",
                                          history=[await first_given.result()])
@@ -224,17 +236,9 @@ async def main() -> None:
             await _save("prompt_v1_in_conversation", client.get_workflow_handle("hist-v1-conversation-0002"))
 
             # Workflow inputs and round inputs without their fields at defaults (a parent's child input too).
-            lean_approved = await agent.start("approval", prompt_id="hist-v1-lean-payloads", user_id="u3",
-                                              conversation_id="c3")
-            await lean_approved.approve(await _first_pending(lean_approved), by="bob", input={"amount": 120})
-            await lean_approved.result()
-            await _save("prompt_v1_lean_payloads_approved", lean_approved.workflow)
-            lean_delegated = await agent.start("delegate", prompt_id="hist-v1-lean-sub-agent")
-            lean_pending = await _child_pending(lean_delegated)
-            await lean_delegated.approve(lean_pending.tool_call_id, by="bob")
-            await lean_delegated.result()
-            await _save("prompt_v1_lean_sub_agent", lean_delegated.workflow)
-            await _save("prompt_v1_lean_sub_agent_child", agent.prompt(lean_pending.path[-1]).workflow)
+            await _record_approved(agent, "hist-v1-lean-payloads", "prompt_v1_lean_payloads_approved", user_id="u3",
+                                   conversation_id="c3", by="bob", amount=120)
+            await _record_delegated(agent, "hist-v1-lean-sub-agent", "prompt_v1_lean_sub_agent", by="bob")
 
             # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local.
             fast = await agent.start("completed", prompt_id="hist-v1-fast-tools")
