@@ -26,7 +26,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from bench.scenario import Scenario, next_step, tool_output
+    from bench.scenario import Scenario, current_turn, next_step, tool_output
 
 WORKFLOW_NAME = "BaselineWorkflow"
 # The same Keyword attribute the dev server registers for the project, so that waiting prompts can be
@@ -70,10 +70,8 @@ class BaselineState(BaseModel):
 
 @activity.defn(name="baseline.model")
 async def model_activity(inp: ModelInput) -> ModelOutput:
-    last_user = max(i for i, m in enumerate(inp.transcript) if m.role == "user")
-    user = inp.transcript[last_user].content
-    done = sum(1 for m in inp.transcript[last_user + 1:] if m.role == "tool_result")
-    step = next_step(Scenario.parse(user), done)
+    user, done = current_turn(inp.transcript, lambda m: m.role == "user", lambda m: m.role == "tool_result")
+    step = next_step(Scenario.parse(user.content if user else None), done)
     if step.arguments is None:
         return ModelOutput(text=step.text)
     return ModelOutput(calls=[ToolCall(id=f"call_r{inp.round}_{i}", arguments=arguments)

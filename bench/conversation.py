@@ -20,16 +20,16 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from temporalio.client import Client
 
-from bench.baseline import WORKFLOW_NAME, BaselineInput, Message
+from bench.baseline import Message
 from bench.config import log
 from bench.scenario import Scenario
+from bench.sides import BaselineSide
 from client import AgentClient, ConversationHandle
 from workers.blobstore import encode_segment
 
@@ -73,25 +73,19 @@ class _Ours:
 class _HandRolled:
     """The baseline's conversation: each turn a new workflow started with the transcript the last one returned."""
 
-    def __init__(self, client: Client, task_queue: str) -> None:
-        self.client, self.task_queue = client, task_queue
-        self.id = f"baseline-conv-{uuid.uuid4().hex[:10]}"
+    def __init__(self, side: BaselineSide) -> None:
+        self.side = side
         self.transcript: list[Message] = []
-        self.turns = 0
 
     async def turn(self) -> tuple[float, str]:
-        self.turns += 1
-        workflow_id = f"{self.id}-{self.turns:04d}"
         t0 = time.perf_counter()
-        handle = await self.client.start_workflow(
-            WORKFLOW_NAME, BaselineInput(input=Scenario(rounds=1).text(), max_rounds=2, history=self.transcript),
-            id=workflow_id, task_queue=self.task_queue, result_type=list[Message])
+        run = await self.side.start(Scenario(rounds=1), history=self.transcript)
         try:
             async with asyncio.timeout(TURN_LIMIT_S):
-                self.transcript = await handle.result()
+                self.transcript = await run.wf.result()
         except TimeoutError as exc:
             raise _Stalled from exc
-        return (time.perf_counter() - t0) * 1000, workflow_id
+        return (time.perf_counter() - t0) * 1000, run.wf.id
 
     async def close(self) -> None:
         return None
@@ -185,14 +179,14 @@ async def measure_conversation(agent: AgentClient, client: Client, *, turns: int
     }
 
 
-async def measure_baseline_conversation(client: Client, task_queue: str, *, turns: int,
+async def measure_baseline_conversation(side: BaselineSide, *, turns: int,
                                         marks: tuple[int, int] = (10, 500)) -> dict[str, Any]:
     """The baseline's side: every turn's workflow history, nothing outside it."""
 
     async def start() -> _Conversation:
-        return _HandRolled(client, task_queue)
+        return _HandRolled(side)
 
-    out = await _run_turns(start, client, turns, marks[0], min(marks[1], turns))
+    out = await _run_turns(start, side.client, turns, marks[0], min(marks[1], turns))
     return out | {"runs": out["turns_done"], "total_bytes": out["prompt_history_bytes"]}
 
 

@@ -16,7 +16,7 @@ from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserM
 from agent.plugins import Plugin
 from agent.providers.scripted import ScriptedModel, text, tool_calls
 from agent.tools import Approval, tool
-from bench.scenario import TOOL_ID, Scenario, next_step, tool_output
+from bench.scenario import TOOL_ID, Scenario, current_turn, next_step, tool_output
 
 
 class EchoInput(BaseModel):
@@ -52,11 +52,9 @@ def _script(request: ModelRequest) -> ModelResponse:
     # benchmark worker that is an unbounded, quadratic leak that no real provider has, so drop it.
     model.requests.clear()
     # This prompt's part of the transcript: after its user message (a conversation's history comes first).
-    messages = request.messages
-    last_user = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)), -1)
-    user = request.messages[last_user].text if last_user >= 0 else None  # type: ignore[union-attr]
-    done = sum(1 for m in request.messages[last_user + 1:] if isinstance(m, ToolResultMessage))
-    step = next_step(Scenario.parse(user), done)
+    user, done = current_turn(request.messages, lambda m: isinstance(m, UserMessage),
+                              lambda m: isinstance(m, ToolResultMessage))
+    step = next_step(Scenario.parse(user.text if isinstance(user, UserMessage) else None), done)
     if step.arguments is None:
         return text(step.text or "")
     return tool_calls(*[(TOOL_ID, dict(arguments)) for arguments in step.calls])

@@ -16,7 +16,11 @@ so both sides run exactly the same model logic.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+M = TypeVar("M")
 
 TOOL_ID = "bench.echo"
 FINAL_TEXT = "done"
@@ -63,6 +67,16 @@ def next_step(scenario: Scenario, tool_results_so_far: int) -> NextStep:
     if scenario.ms:
         first["ms"] = scenario.ms
     return NextStep(arguments=first, more=tuple({**first, "n": n} for n in range(1, scenario.calls)))
+
+
+def current_turn(messages: Sequence[M], is_user: Callable[[M], bool],
+                 is_tool_result: Callable[[M], bool]) -> tuple[M | None, int]:
+    """The turn a model call answers: the last user message (None if there is none) and how many tool results
+    follow it. Found from the end, so a long conversation's earlier turns are not walked."""
+    for index in range(len(messages) - 1, -1, -1):
+        if is_user(messages[index]):
+            return messages[index], sum(1 for m in messages[index + 1:] if is_tool_result(m))
+    return None, sum(1 for m in messages if is_tool_result(m))
 
 
 def tool_output(seq: int, size: int) -> str:

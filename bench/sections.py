@@ -80,8 +80,8 @@ class Bench:
             [self.product], 3600)
         out["memory"] = stop_workers([self.product])
         await start_workers([self.baseline], "conversation")
-        baseline = await guarded(measure_baseline_conversation(
-            self.baseline.client, self.baseline.task_queue, turns=self.cfg.conversation_turns), [self.baseline], 3600)
+        baseline = await guarded(measure_baseline_conversation(self.baseline, turns=self.cfg.conversation_turns),
+                                 [self.baseline], 3600)
         baseline["memory"] = stop_workers([self.baseline])
         return {PRODUCT: out, BASELINE: baseline}
 

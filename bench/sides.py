@@ -218,9 +218,11 @@ class BaselineSide(Side):
     def worker_command(self) -> list[str]:
         return [sys.executable, "-m", "bench.baseline", "--address", self.address, "--task-queue", self.task_queue]
 
-    async def start(self, scenario: Scenario) -> Run:
+    async def start(self, scenario: Scenario, history: list[Message] | None = None) -> Run:
+        """`history`: the earlier turns of a conversation, as the previous turn's workflow returned them."""
         wf = await self.client.start_workflow(
-            BASELINE_WORKFLOW, BaselineInput(input=scenario.text(), max_rounds=scenario.rounds + 1),
+            BASELINE_WORKFLOW, BaselineInput(input=scenario.text(), max_rounds=scenario.rounds + 1,
+                                             history=history or []),
             id=f"baseline-{uuid.uuid4().hex[:16]}", task_queue=self.task_queue, result_type=list[Message])
         return Run(wf=wf, scenario=scenario)
 

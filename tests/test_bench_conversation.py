@@ -19,6 +19,8 @@ from bench.config import BASELINE, PRODUCT
 from bench.conversation import WINDOW, measure_baseline_conversation, measure_conversation
 from bench.plugin import model, plugin
 from bench.report import build_rows, fx, mb, render
+from bench.scenario import current_turn
+from bench.sides import BaselineSide
 from tests.support.workers import agent_worker
 
 
@@ -28,10 +30,11 @@ async def test_both_conversations_late_turns_measured_beside_early_turns_of_a_fr
         ours = await measure_conversation(agent, dev_env.client, turns=25, marks=(10, 25),
                                           payload_dir=tmp_path / "payloads", file_dir=tmp_path / "files")
     client = Client(**{**dev_env.client.config(), "data_converter": pydantic_data_converter})
-    queue = f"baseline-{uuid.uuid4().hex[:8]}"
-    async with Worker(client, task_queue=queue, workflows=[BaselineWorkflow],
+    side = BaselineSide(client, "", tmp_path, {})
+    side.task_queue = f"baseline-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=side.task_queue, workflows=[BaselineWorkflow],
                       activities=[model_activity, tool_activity]):
-        theirs = await measure_baseline_conversation(client, queue, turns=25, marks=(10, 25))
+        theirs = await measure_baseline_conversation(side, turns=25, marks=(10, 25))
 
     for side in (ours, theirs):
         assert side["turns_done"] == 25 and side["stalled_at"] is None
@@ -53,3 +56,9 @@ async def test_both_conversations_late_turns_measured_beside_early_turns_of_a_fr
     assert late.ratio == fx(ours["interleaved_ms"][25] / theirs["interleaved_ms"][25])
     assert by_metric["growth, late / early (interleaved)"].verdict in ("PASS", "FAIL")
     assert "growth, late / early (interleaved)" in render(rows)
+
+
+def test_the_current_turn_is_the_last_user_message_and_the_tool_results_after_it() -> None:
+    messages = ["user:a", "result", "result", "user:b", "call", "result"]
+    assert current_turn(messages, lambda m: m.startswith("user"), lambda m: m == "result") == ("user:b", 1)
+    assert current_turn(["result"], lambda m: m.startswith("user"), lambda m: m == "result") == (None, 1)

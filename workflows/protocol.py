@@ -65,7 +65,7 @@ class _Lean(_Model):
 
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_defaults(self, handler(self))
+        return _lean_model(self, handler)
 
 
 def _lean_model(model: BaseModel, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def _lean_model(model: BaseModel, handler: SerializerFunctionWrapHandler) -> dic
 
 
 def _lean_header(prompt: Prompt, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-    data = _without_defaults(prompt, handler(prompt))
+    data = _lean_model(prompt, handler)
     if "usage" in data:
         data["usage"] = _without_defaults(prompt.usage, data["usage"])
     return data
