@@ -17,26 +17,31 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from activities import telemetry
-from activities.mcp_tools import MCPUnavailable
-from activities.runtime import AgentRuntime
-from activities.transcripts import HistoryBroken, Transcript, TranscriptMissing
-from agent.context import FileStore, ToolContext, copy_state
-from agent.context_window import ContextLimit, trim_messages
-from agent.errors import PluginPrepareError, ToolInputError
-from agent.logging import get_logger
-from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolSpec
-from agent.model_settings import ModelSettings
-from agent.models import ToolError, ToolSuccess
-from agent.output_schema import OutputSchema
-from agent.plugins import ToolCallInfo
-from agent.projection import project_prompt
-from agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
-from agent.subagents import sub_agent_of
-from agent.tools import Tool, ToolFailed
-from workflows import names
-from workflows.names import EMIT_EVENT_ACTIVITY, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, STORE_HISTORY_ACTIVITY
-from workflows.protocol import (
+from durable_agent.activities import telemetry
+from durable_agent.activities.mcp_tools import MCPUnavailable
+from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.activities.transcripts import HistoryBroken, Transcript, TranscriptMissing
+from durable_agent.agent.context import FileStore, ToolContext, copy_state
+from durable_agent.agent.context_window import ContextLimit, trim_messages
+from durable_agent.agent.errors import PluginPrepareError, ToolInputError
+from durable_agent.agent.logging import get_logger
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolSpec
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import ToolError, ToolSuccess
+from durable_agent.agent.output_schema import OutputSchema
+from durable_agent.agent.plugins import ToolCallInfo
+from durable_agent.agent.projection import project_prompt
+from durable_agent.agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
+from durable_agent.agent.subagents import sub_agent_of
+from durable_agent.agent.tools import Tool, ToolFailed
+from durable_agent.workflows import names
+from durable_agent.workflows.names import (
+    EMIT_EVENT_ACTIVITY,
+    INVOKE_TOOL_ACTIVITY,
+    MODEL_ROUND_ACTIVITY,
+    STORE_HISTORY_ACTIVITY,
+)
+from durable_agent.workflows.protocol import (
     ApprovalRequirement,
     CallNeedingApproval,
     EventDelivery,

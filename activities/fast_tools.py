@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.tools import Tool
+from durable_agent.agent.tools import Tool
 
 FAST_SECONDS = 0.5
 RUNS_BEFORE_LOCAL = 3

@@ -23,10 +23,10 @@ from mcp import types as mcp_types
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import AnyUrl, JsonValue
 
-from agent.context import ToolContext
-from agent.logging import get_logger
-from agent.mcp import MCPServer
-from agent.tools import Approval, ApprovalPolicy, JsonArguments, Tool, ToolFailed
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.logging import get_logger
+from durable_agent.agent.mcp import MCPServer
+from durable_agent.agent.tools import Approval, ApprovalPolicy, JsonArguments, Tool, ToolFailed
 
 log = get_logger("dagent.mcp")
 T = TypeVar("T")

@@ -7,19 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from activities.fast_tools import FastTools
-from activities.mcp_tools import MCPToolSources, MCPUnavailable
-from activities.transcripts import TranscriptCache
-from agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
-from agent.errors import PluginPrepareError
-from agent.logging import get_logger
-from agent.mcp import MCPServer
-from agent.model_settings import ModelSettings
-from agent.models import Prompt
-from agent.plugins import Plugin
-from agent.pricing import PriceTable
-from agent.providers.base import ModelProvider
-from agent.tools import Tool
+from durable_agent.activities.fast_tools import FastTools
+from durable_agent.activities.mcp_tools import MCPToolSources, MCPUnavailable
+from durable_agent.activities.transcripts import TranscriptCache
+from durable_agent.agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
+from durable_agent.agent.errors import PluginPrepareError
+from durable_agent.agent.logging import get_logger
+from durable_agent.agent.mcp import MCPServer
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import Prompt
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.pricing import PriceTable
+from durable_agent.agent.providers.base import ModelProvider
+from durable_agent.agent.tools import Tool
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES = 256_000
 log = get_logger("dagent.runtime")

@@ -15,9 +15,9 @@ from datetime import timedelta
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from temporalio import activity
 
-from agent.messages import ModelRequest, ModelResponse
-from agent.providers.base import ModelProvider
-from workflows.telemetry import tracer
+from durable_agent.agent.messages import ModelRequest, ModelResponse
+from durable_agent.agent.providers.base import ModelProvider
+from durable_agent.workflows.telemetry import tracer
 
 
 def request_model(provider: ModelProvider) -> str:

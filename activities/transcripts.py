@@ -22,11 +22,11 @@ from typing import Generic, TypeVar
 from google.protobuf.message import DecodeError
 from pydantic import JsonValue
 
-from agent.messages import Message
-from agent.models import Prompt, PromptOutput
-from agent.projection import project_prompt
-from workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
-from workflows.transcript import apply_changes, json_digest, large_output, with_output
+from durable_agent.agent.messages import Message
+from durable_agent.agent.models import Prompt, PromptOutput
+from durable_agent.agent.projection import project_prompt
+from durable_agent.workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
+from durable_agent.workflows.transcript import apply_changes, json_digest, large_output, with_output
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
-from agent.models import FileOutput, PromptOutput, WidgetOutput
+from durable_agent.agent.models import FileOutput, PromptOutput, WidgetOutput
 
 if TYPE_CHECKING:
-    from agent.tools import Tool
+    from durable_agent.agent.tools import Tool
 
 T = TypeVar("T")
 

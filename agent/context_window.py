@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     Message,
     ToolCallMessage,
     ToolResultMessage,

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
-from agent.models import PromptRef
+from durable_agent.agent.models import PromptRef
 
 
 class EventKind(StrEnum):

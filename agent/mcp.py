@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from agent.tools import Approval, ApprovalPolicy, FailureMode
+from durable_agent.agent.tools import Approval, ApprovalPolicy, FailureMode
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")
 

@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent.model_settings import ModelSettings
-from agent.models import ReasoningOutput, Usage
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import ReasoningOutput, Usage
 
 
 class _Model(BaseModel):

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent.model_settings import ModelSettings
+from durable_agent.agent.model_settings import ModelSettings
 
 PromptState = Literal["running", "waiting_for_approval", "completed", "failed", "cancelled"]
 ModelTier = Literal["normal", "high"]

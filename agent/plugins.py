@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from agent.context import PrepareContext
-from agent.events import PromptEvent
-from agent.mcp import MCPServer
-from agent.messages import ModelRequest, ModelResponse
-from agent.models import PromptRef, ToolError, ToolSuccess
-from agent.tools import Tool
+from durable_agent.agent.context import PrepareContext
+from durable_agent.agent.events import PromptEvent
+from durable_agent.agent.mcp import MCPServer
+from durable_agent.agent.messages import ModelRequest, ModelResponse
+from durable_agent.agent.models import PromptRef, ToolError, ToolSuccess
+from durable_agent.agent.tools import Tool
 
 
 class Plugin:

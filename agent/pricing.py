@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
-from agent.models import Usage
+from durable_agent.agent.models import Usage
 
 PRICES_ENV = "DAGENT_PRICES"
 PER_TOKENS = 1_000_000

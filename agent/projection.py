@@ -14,7 +14,7 @@ from typing import assert_never
 
 from pydantic import JsonValue
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     AssistantMessage,
     Message,
     ReasoningMessage,
@@ -22,7 +22,7 @@ from agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent.models import (
+from durable_agent.agent.models import (
     DataOutput,
     FileOutput,
     MessageOutput,

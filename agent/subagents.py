@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, JsonValue
 
-from agent.context import ToolContext
-from agent.models import ModelTier
-from agent.tools import ApprovalPolicy, Tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.models import ModelTier
+from durable_agent.agent.tools import ApprovalPolicy, Tool
 
 SUB_AGENT_METADATA = "sub_agent"
 

@@ -14,8 +14,8 @@ from typing import Any, Generic, Literal, TypeVar
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from agent.context import ToolContext
-from agent.errors import ToolInputError
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.errors import ToolInputError
 
 InputT = TypeVar("InputT", bound=BaseModel)
 FailureMode = Literal["continue", "fail"]

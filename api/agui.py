@@ -32,10 +32,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from agent.models import FileOutput, ToolError, ToolOutput, ToolPending, ToolSuccess, WidgetOutput
-from agent.models import TextOutput as TextEntry
-from client import PromptHandle
-from workflows.protocol import StreamEvent, TextDelta
+from durable_agent.agent.models import FileOutput, ToolError, ToolOutput, ToolPending, ToolSuccess, WidgetOutput
+from durable_agent.agent.models import TextOutput as TextEntry
+from durable_agent.client import PromptHandle
+from durable_agent.workflows.protocol import StreamEvent, TextDelta
 
 APPROVAL_REASON = "tool_approval"
 

@@ -21,14 +21,14 @@ from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from agent.models import Conversation, PromptState, ToolOutput
-from api.agui import agui_run
-from api.auth import Authenticator, Principal, current_principal
-from api.config import ApiConfig
-from api.events import prompt_events, resume_offset
-from api.limits import BodyLimitMiddleware
-from api.problems import PROBLEM_BASE, PROBLEM_TYPES, Problem, install_problem_handlers
-from api.schemas import (
+from durable_agent.agent.models import Conversation, PromptState, ToolOutput
+from durable_agent.api.agui import agui_run
+from durable_agent.api.auth import Authenticator, Principal, current_principal
+from durable_agent.api.config import ApiConfig
+from durable_agent.api.events import prompt_events, resume_offset
+from durable_agent.api.limits import BodyLimitMiddleware
+from durable_agent.api.problems import PROBLEM_BASE, PROBLEM_TYPES, Problem, install_problem_handlers
+from durable_agent.api.schemas import (
     CALL_PATH_PATTERN,
     ID_PATTERN,
     Approve,
@@ -45,15 +45,15 @@ from api.schemas import (
     StartPrompt,
     Steer,
 )
-from api.service import AgentService, temporal_call
-from client import AgentClient
-from workers.settings import Settings
+from durable_agent.api.service import AgentService, temporal_call
+from durable_agent.client import AgentClient
+from durable_agent.workers.settings import Settings
 
 Caller = Annotated[Principal, Depends(current_principal)]
 PathId = Annotated[str, Path(pattern=ID_PATTERN)]
 # A call of this prompt, or a sub-agent's addressed through it: `<call>/<its call>` (the `/` sent as %2F or as is).
 CallPath = Annotated[str, Path(pattern=CALL_PATH_PATTERN)]
-STATIC = resources.files("api") / "static"
+STATIC = resources.files("durable_agent.api") / "static"
 
 
 def _service(request: Request) -> AgentService:

@@ -10,11 +10,11 @@ import jwt
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.logging import get_logger
-from api.config import ApiConfig
-from api.problems import Problem
+from durable_agent.agent.logging import get_logger
+from durable_agent.api.config import ApiConfig
+from durable_agent.api.problems import Problem
 
-log = get_logger("api.auth")
+log = get_logger("durable_agent.api.auth")
 
 
 class Principal(BaseModel):

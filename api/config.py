@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from workers.settings import _pem
+from durable_agent.workers.settings import _pem
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 

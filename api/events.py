@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 from sse_starlette import ServerSentEvent
 
-from client import PromptHandle
-from workflows.protocol import TextDelta
+from durable_agent.client import PromptHandle
+from durable_agent.workflows.protocol import TextDelta
 
 END_EVENT = "end"
 DELTA_EVENT = "text_delta"

@@ -6,7 +6,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.problems import PROBLEM_MEDIA_TYPE, problem_body
+from durable_agent.api.problems import PROBLEM_MEDIA_TYPE, problem_body
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent.models import Conversation, ModelTier, Prompt, PromptState
-from workflows.protocol import MAX_INPUT_CHARS
+from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptState
+from durable_agent.workflows.protocol import MAX_INPUT_CHARS
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
 CALL_PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}(/[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}){0,15}$"

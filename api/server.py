@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import uvicorn
 from fastapi import FastAPI
 
-from workers.devserver import free_port
+from durable_agent.workers.devserver import free_port
 
 
 @contextlib.asynccontextmanager

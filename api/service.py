@@ -9,13 +9,19 @@ from typing import TypeVar
 from pydantic import JsonValue
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent.models import Conversation, Prompt, ToolOutput, ToolPending
-from api.auth import Principal
-from api.config import ApiConfig
-from api.problems import Problem
-from client import AgentClient, DecisionRefused, PendingRow, PromptHandle
-from workflows.corrections import merge_patch, schema_problem
-from workflows.decision_tokens import DecisionClaims, DecisionKind, input_digest, may_decide, sign_decision
+from durable_agent.agent.models import Conversation, Prompt, ToolOutput, ToolPending
+from durable_agent.api.auth import Principal
+from durable_agent.api.config import ApiConfig
+from durable_agent.api.problems import Problem
+from durable_agent.client import AgentClient, DecisionRefused, PendingRow, PromptHandle
+from durable_agent.workflows.corrections import merge_patch, schema_problem
+from durable_agent.workflows.decision_tokens import (
+    DecisionClaims,
+    DecisionKind,
+    input_digest,
+    may_decide,
+    sign_decision,
+)
 
 T = TypeVar("T")
 

@@ -25,20 +25,20 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel
 
-from agent.context import ToolContext
-from agent.logging import configure_logging
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
-from api import create_app
-from api.config import ApiConfig, ApiKey
-from api.server import serve_in_background
-from client import AgentClient, PromptHandle
-from workers.devserver import DevServer
-from workers.settings import Settings
-from workers.worker import build_runtime, connect, create_worker
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.logging import configure_logging
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.api import create_app
+from durable_agent.api.config import ApiConfig, ApiKey
+from durable_agent.api.server import serve_in_background
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, connect, create_worker
 
 KEY = "bench-key-0123456789abcdef"
 

@@ -28,17 +28,17 @@ from pathlib import Path
 import boto3
 from pydantic import BaseModel
 
-from activities.runtime import AgentRuntime
-from agent.context import ToolContext
-from agent.logging import configure_logging
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
-from client import AgentClient
-from workers.devserver import DevServer
-from workers.settings import Settings
-from workers.worker import build_runtime, create_worker
+from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.logging import configure_logging
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.client import AgentClient
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_worker
 
 OUTPUT_BYTES = 1_000_000
 BUCKET = "bench-blobs"

@@ -30,8 +30,8 @@ from bench.baseline import Message
 from bench.config import log
 from bench.scenario import Scenario
 from bench.sides import BaselineSide
-from client import AgentClient, ConversationHandle
-from workers.blobstore import encode_segment
+from durable_agent.client import AgentClient, ConversationHandle
+from durable_agent.workers.blobstore import encode_segment
 
 WINDOW = 10  # turns averaged around the early and the late mark
 TURN_LIMIT_S = 180.0  # a turn taking longer counts as a stall: the run stops there and says so

@@ -19,16 +19,16 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import ToolOutput
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
-from client import AgentClient
-from workers.devserver import DevServer
-from workers.settings import Settings
-from workers.worker import build_runtime, connect, create_worker
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import ToolOutput
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.client import AgentClient
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, connect, create_worker
 
 
 class Step(BaseModel):

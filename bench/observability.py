@@ -29,12 +29,12 @@ from pathlib import Path
 from opentelemetry import trace
 
 from bench.config import REPO
+from bench.otlp_receiver import OtlpReceiver
 from bench.scenario import Scenario
 from bench.sides import WorkerProcess
-from client import AgentClient
-from tests.support.otlp_receiver import OtlpReceiver
-from workers.devserver import DevServer
-from workers.settings import Settings
+from durable_agent.client import AgentClient
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
 
 SHORT, LONG = 2, 20
 
@@ -99,7 +99,7 @@ async def main() -> None:
             for cycle in range(cycles):
                 for mode in ("off", "on"):
                     queue = f"bench-otel-{mode}-{uuid.uuid4().hex[:6]}"
-                    worker = WorkerProcess(mode, [sys.executable, "-m", "cli", "worker"],
+                    worker = WorkerProcess(mode, [sys.executable, "-m", "durable_agent.cli", "worker"],
                                            worker_env(server.address, queue, workdir,
                                                       receiver.endpoint if mode == "on" else None),
                                            workdir / f"worker-{mode}-{cycle}.log")

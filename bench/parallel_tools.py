@@ -30,10 +30,10 @@ from temporalio.worker import Worker
 from bench import plugin as bench_plugin
 from bench.baseline import WORKFLOW_NAME, BaselineInput, BaselineWorkflow, model_activity, tool_activity
 from bench.scenario import Scenario
-from client import AgentClient
-from workers.devserver import DevServer
-from workers.settings import Settings
-from workers.worker import build_runtime, connect, create_worker
+from durable_agent.client import AgentClient
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, connect, create_worker
 
 TOOL_ACTIVITIES = {"dagent.invoke_tool", "baseline.tool"}
 CLOSED = {EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,

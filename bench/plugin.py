@@ -11,12 +11,12 @@ import os
 
 from pydantic import BaseModel
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, tool
 from bench.scenario import TOOL_ID, Scenario, current_turn, next_step, tool_output
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
 
 
 class EchoInput(BaseModel):

@@ -141,9 +141,9 @@ async def serve(side: str, report_path: Path, profile: bool) -> None:
         worker = Worker(client, task_queue=os.environ["DAGENT_TASK_QUEUE"], workflows=[BaselineWorkflow],
                         activities=[model_activity, tool_activity], workflow_task_executor=executor)
     else:
-        from agent.logging import configure_logging
-        from workers.settings import Settings
-        from workers.worker import build_runtime, connect, create_worker
+        from durable_agent.agent.logging import configure_logging
+        from durable_agent.workers.settings import Settings
+        from durable_agent.workers.worker import build_runtime, connect, create_worker
 
         settings = Settings.from_env()
         configure_logging(settings.log_level)
@@ -270,7 +270,7 @@ class SideWorker:
         from temporalio.contrib.pydantic import pydantic_data_converter
 
         from bench.sides import BaselineSide, ProductSide, product_settings
-        from workers.worker import connect
+        from durable_agent.workers.worker import connect
 
         # this file run as a script: its imports (the workers, the bench plugin) come from `repo`
         cmd = [sys.executable, str(SCRIPT), "serve", "--side", self.kind, "--report", str(self.report)]
@@ -330,7 +330,7 @@ class SideWorker:
 async def drive(args: argparse.Namespace, workdir: Path, db_dir: Path) -> dict[str, dict[str, Any]]:
     """Every side's worker runs throughout; bursts go to the sides in turn (rotated each round), so a change
     in the machine's load falls on all sides alike."""
-    from workers.devserver import DevServer
+    from durable_agent.workers.devserver import DevServer
 
     server = DevServer(db_file=db_dir / f"dagent-prof-{uuid.uuid4().hex[:8]}.db", log_file=workdir / "temporal.log")
     await server.start_async()

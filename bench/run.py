@@ -66,8 +66,8 @@ from bench.config import BASELINE, PRODUCT, RESULTS, SECTIONS, Config, log
 from bench.report import build_rows, code_version, render
 from bench.sections import Bench
 from bench.sides import BaselineSide, ProductSide, product_settings
-from workers.devserver import DevServer
-from workers.worker import connect
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.worker import connect
 
 
 async def run_bench(cfg: Config, sections: Sequence[str], workdir: Path, db_file: Path | None,

@@ -15,13 +15,13 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from agent.models import ToolOutput, ToolPending, ToolSuccess
 from bench.baseline import WORKFLOW_NAME as BASELINE_WORKFLOW
 from bench.baseline import BaselineInput, BaselineState, Message
 from bench.config import BASELINE, PRODUCT, PRODUCT_SANDBOXED, REPO, log
 from bench.scenario import Scenario
-from client import AgentClient, PromptHandle
-from workers.settings import Settings
+from durable_agent.agent.models import ToolOutput, ToolPending, ToolSuccess
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.settings import Settings
 
 
 class WorkerProcess:
@@ -171,7 +171,7 @@ class ProductSide(Side):
             self.name = PRODUCT_SANDBOXED
 
     def worker_command(self) -> list[str]:
-        return [sys.executable, "-m", "cli", "worker"]
+        return [sys.executable, "-m", "durable_agent.cli", "worker"]
 
     def worker_env(self) -> dict[str, str]:
         return super().worker_env() | product_worker_env(self.address, self.task_queue, self.workdir,

@@ -28,19 +28,19 @@ from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from activities.runtime import AgentRuntime
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ModelToolCall
-from agent.models import ToolOutput, ToolPending
-from agent.plugins import Plugin
-from agent.providers.base import TextSink
-from agent.providers.scripted import ScriptedModel, split_words, text
-from agent.tools import Approval, tool
-from client import AgentClient, PromptHandle
-from workers.settings import Settings
-from workers.worker import create_worker
-from workflows.names import EVENTS_TOPIC
-from workflows.protocol import StreamEvent, TextDelta, ToolProgress
+from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall
+from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.base import TextSink
+from durable_agent.agent.providers.scripted import ScriptedModel, split_words, text
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import create_worker
+from durable_agent.workflows.names import EVENTS_TOPIC
+from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgress
 
 
 class Step(BaseModel):
@@ -216,8 +216,8 @@ async def compare(client: Client, settings: Settings, watchers: int, *, gates: b
 
 
 async def main_async(watchers: int) -> None:
-    from workers.devserver import DevServer
-    from workers.worker import connect
+    from durable_agent.workers.devserver import DevServer
+    from durable_agent.workers.worker import connect
 
     with tempfile.TemporaryDirectory() as tmp:
         async with DevServer(db_file=Path(tmp) / "t.db") as server:

@@ -1,3 +1,3 @@
-from cli.app import main
+from durable_agent.cli.app import main
 
 main()

@@ -18,16 +18,16 @@ from rich.console import Console
 from rich.text import Text
 from temporalio.client import WorkflowExecutionStatus
 
-from agent.logging import configure_logging
-from agent.models import TERMINAL_STATES, ModelTier, ToolOutput
-from cli import decisions, hints
-from cli.errors import REFUSED, USER_ERROR, report
-from cli.follow import STATE_STYLES, follow, read_line
-from cli.ls import STATES, age, recent_prompts
-from cli.render import describe_output, describe_prompt
-from client import AgentClient, DecisionRefused, PromptHandle
-from workers.settings import Settings
-from workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest
+from durable_agent.agent.logging import configure_logging
+from durable_agent.agent.models import TERMINAL_STATES, ModelTier, ToolOutput
+from durable_agent.cli import decisions, hints
+from durable_agent.cli.errors import REFUSED, USER_ERROR, report
+from durable_agent.cli.follow import STATE_STYLES, follow, read_line
+from durable_agent.cli.ls import STATES, age, recent_prompts
+from durable_agent.cli.render import describe_output, describe_prompt
+from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
+from durable_agent.workers.settings import Settings
+from durable_agent.workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest
 
 app = typer.Typer(help="Durable Agent: LLM agents that never lose their place.", no_args_is_help=True,
                   add_completion=False)
@@ -134,7 +134,7 @@ def server(
     db_file: Annotated[Path, typer.Option(help="SQLite file: state survives restarts")] = Path(".dagent/temporal.db"),
 ) -> None:
     """Run the embedded Temporal dev server (with UI and persistent storage) until Ctrl-C."""
-    from workers.devserver import DevServer
+    from durable_agent.workers.devserver import DevServer
 
     dev = DevServer(port=port, ui_port=ui_port, db_file=db_file)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # so sigwait receives them
@@ -172,10 +172,10 @@ def worker(
     async def main() -> int:
         from contextlib import AsyncExitStack
 
-        from workers.blobstore import check_store
-        from workers.connection import describe_security
-        from workers.observability import flush_traces
-        from workers.worker import build_runtime, connect, create_workers
+        from durable_agent.workers.blobstore import check_store
+        from durable_agent.workers.connection import describe_security
+        from durable_agent.workers.observability import flush_traces
+        from durable_agent.workers.worker import build_runtime, connect, create_workers
 
         await check_store(settings.blob_objects())  # refuse to start without a usable store
         runtime = build_runtime(settings)
@@ -529,7 +529,7 @@ def codec_server(
 
     Keys from DAGENT_CODEC_KEYS; every request must carry `Authorization: Bearer $DAGENT_CODEC_AUTH_TOKEN`
     when that variable is set."""
-    from workers.codec_server import serve
+    from durable_agent.workers.codec_server import serve
 
     settings = _settings(None)
     origins = list(cors_origin or settings.codec_cors_origins or [settings.ui_url])
@@ -560,7 +560,7 @@ app.add_typer(store_app, name="store")
 @store_app.command("check")
 def store_check() -> None:
     """Write and read back a probe object: exit 0 when the configured store is usable."""
-    from workers.blobstore import check_store
+    from durable_agent.workers.blobstore import check_store
 
     settings = _settings(None)
 
@@ -583,9 +583,9 @@ def store_sweep(
     rule, see README "Deploying")."""
     from datetime import timedelta
 
-    from workers.blobstore import DirectoryObjects
-    from workers.retention import sweep_directory
-    from workers.worker import connect
+    from durable_agent.workers.blobstore import DirectoryObjects
+    from durable_agent.workers.retention import sweep_directory
+    from durable_agent.workers.worker import connect
 
     settings = _settings(address, profile)
 
@@ -617,8 +617,8 @@ def api(
     """Serve the HTTP API (OpenAPI at /docs), live events (SSE, AG-UI) and the inbox and chat pages."""
     import uvicorn
 
-    from api import create_app
-    from api.config import ApiConfig
+    from durable_agent.api import create_app
+    from durable_agent.api.config import ApiConfig
 
     settings = _settings(address)
     app_ = create_app(config=ApiConfig.load(config), settings=settings)
@@ -639,7 +639,7 @@ def demo(
     trace: Annotated[bool, typer.Option("--trace", help="Print the prompt's OpenTelemetry span tree")] = False,
 ) -> None:
     """The quick start: embedded dev server + worker + a prompt that needs an approval."""
-    from cli.demo import run_demo
+    from durable_agent.cli.demo import run_demo
 
     configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
     ask = sys.stdin.isatty() if interactive is None else interactive

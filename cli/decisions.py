@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from agent.models import TERMINAL_STATES, ToolOutput, ToolPending
-from client import AgentClient, PromptHandle
+from durable_agent.agent.models import TERMINAL_STATES, ToolOutput, ToolPending
+from durable_agent.client import AgentClient, PromptHandle
 
 POLL_SECONDS = 0.2
 ONCE_RUN_SECONDS = 60.0  # `approve --all` reports how the calls ended, or how they stand after this long

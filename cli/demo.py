@@ -13,14 +13,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from cli.follow import follow
-from cli.render import describe_prompt
-from client import AgentClient, DecisionRefused
-from workers.devserver import DevServer, free_port
-from workers.observability import flush_traces
-from workers.settings import Settings
-from workers.trace_tree import collect_in_memory, trace_tree
-from workers.worker import build_runtime, connect, create_worker
+from durable_agent.cli.follow import follow
+from durable_agent.cli.render import describe_prompt
+from durable_agent.client import AgentClient, DecisionRefused
+from durable_agent.workers.devserver import DevServer, free_port
+from durable_agent.workers.observability import flush_traces
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.trace_tree import collect_in_memory, trace_tree
+from durable_agent.workers.worker import build_runtime, connect, create_worker
 
 PREFERRED_PORT, PREFERRED_UI_PORT, PREFERRED_API_PORT = 7233, 8233, 8000
 APPROVER = "quickstart-approver"
@@ -87,9 +87,9 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
 @asynccontextmanager
 async def _web_api(agent: AgentClient, console: Console) -> AsyncIterator[None]:
     """`dagent api` in-process, with a one-time API key for the quick-start user (approver and admin)."""
-    from api import create_app
-    from api.config import ApiConfig, ApiKey
-    from api.server import serve_in_background
+    from durable_agent.api import create_app
+    from durable_agent.api.config import ApiConfig, ApiKey
+    from durable_agent.api.server import serve_in_background
 
     key = secrets.token_urlsafe(24)
     config = ApiConfig(api_keys=[ApiKey(principal="quickstart", key=key, roles=["approver", "admin"])])

@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from agent.models import Decision, PromptOutput, ToolOutput, ToolPending
-from cli.render import describe_output
-from client import DecisionRefused, PromptHandle
-from workflows.protocol import StreamEvent, TextDelta, ToolProgress
+from durable_agent.agent.models import Decision, PromptOutput, ToolOutput, ToolPending
+from durable_agent.cli.render import describe_output
+from durable_agent.client import DecisionRefused, PromptHandle
+from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgress
 
 STATE_STYLES = {"waiting_for_approval": "bold yellow", "failed": "bold red", "cancelled": "yellow",
                 "completed": "bold green", "running": "cyan"}

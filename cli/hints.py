@@ -10,10 +10,10 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from client import PromptNotFound
-from workers.connection import NOTHING_LISTENING, TemporalConnectError
-from workers.settings import Settings
-from workflows.names import PROMPT_WORKFLOW
+from durable_agent.client import PromptNotFound
+from durable_agent.workers.connection import NOTHING_LISTENING, TemporalConnectError
+from durable_agent.workers.settings import Settings
+from durable_agent.workflows.names import PROMPT_WORKFLOW
 
 RECENT_FOR_SUGGESTIONS = 500
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
-from client import prompt_query
-from workflows.names import PROMPT_STATE, USER_ID
+from durable_agent.client import prompt_query
+from durable_agent.workflows.names import PROMPT_STATE, USER_ID
 
 STATES = ("waiting", "running", "completed", "failed", "cancelled")
 WAITING = "waiting_for_approval"

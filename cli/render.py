@@ -7,7 +7,7 @@ from typing import assert_never
 
 from pydantic import JsonValue
 
-from agent.models import (
+from durable_agent.agent.models import (
     DataOutput,
     FileOutput,
     MessageOutput,

@@ -1,6 +1,6 @@
 """The Python client: start prompts and conversations, decide approvals, follow events."""
 
-from client._client import (
+from durable_agent.client._client import (
     AgentClient,
     ConversationHandle,
     DecisionRefused,
@@ -10,9 +10,9 @@ from client._client import (
     new_prompt_id,
     prompt_query,
 )
-from client._live import PromptNotFound
-from client.pending import PendingList, PendingRow
-from client.stuck import TaskProblem
+from durable_agent.client._live import PromptNotFound
+from durable_agent.client.pending import PendingList, PendingRow
+from durable_agent.client.stuck import TaskProblem
 
 __all__ = ["AgentClient", "ConversationHandle", "DecisionRefused", "PendingList", "PendingRow", "PromptHandle",
            "PromptNotFound", "PromptSummary", "TaskProblem", "WaitingPrompt", "new_prompt_id", "prompt_query"]

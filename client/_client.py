@@ -26,16 +26,16 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent.errors import REFUSAL_KINDS, DecisionRefused, RefusalKind
-from agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
-from client._live import poller_for
-from client.pending import QUERY_SECONDS, PendingList, pending_list
-from client.stuck import TaskProblem, task_problem, workflows_with_task_problems
-from workers.plugin import connect
-from workers.settings import Settings
-from workflows import names
-from workflows.details import prompt_static_details, prompt_summary
-from workflows.names import (
+from durable_agent.agent.errors import REFUSAL_KINDS, DecisionRefused, RefusalKind
+from durable_agent.agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
+from durable_agent.client._live import poller_for
+from durable_agent.client.pending import QUERY_SECONDS, PendingList, pending_list
+from durable_agent.client.stuck import TaskProblem, task_problem, workflows_with_task_problems
+from durable_agent.workers.plugin import connect
+from durable_agent.workers.settings import Settings
+from durable_agent.workflows import names
+from durable_agent.workflows.details import prompt_static_details, prompt_summary
+from durable_agent.workflows.names import (
     CONVERSATION_ID,
     CONVERSATION_WORKFLOW,
     DELTAS_TOPIC,
@@ -45,7 +45,7 @@ from workflows.names import (
     PROMPT_WORKFLOW,
     USER_ID,
 )
-from workflows.protocol import (
+from durable_agent.workflows.protocol import (
     ApproveRequest,
     ConversationRequest,
     PendingApproval,
@@ -57,8 +57,8 @@ from workflows.protocol import (
     TextDelta,
     ToolProgress,
 )
-from workflows.telemetry import tracer
-from workflows.versions import CURRENT_VERSION
+from durable_agent.workflows.telemetry import tracer
+from durable_agent.workflows.versions import CURRENT_VERSION
 
 LiveItem = StreamEvent | TextDelta | ToolProgress
 

@@ -24,9 +24,15 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent.models import TERMINAL_STATES
-from workflows.names import DELTAS_TOPIC, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, PROGRESS_TOPIC
-from workflows.protocol import (
+from durable_agent.agent.models import TERMINAL_STATES
+from durable_agent.workflows.names import (
+    DELTAS_TOPIC,
+    EVENTS_TOPIC,
+    INVOKE_TOOL_ACTIVITY,
+    MODEL_ROUND_ACTIVITY,
+    PROGRESS_TOPIC,
+)
+from durable_agent.workflows.protocol import (
     StreamEvent,
     StreamingText,
     TextDelta,

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import BaseModel
 from temporalio.service import RPCError
 
-from workflows.names import PARENT_PROMPT_ID
-from workflows.protocol import PendingApproval
+from durable_agent.workflows.names import PARENT_PROMPT_ID
+from durable_agent.workflows.protocol import PendingApproval
 
 if TYPE_CHECKING:
-    from client._client import AgentClient
+    from durable_agent.client._client import AgentClient
 
 MAX_DEPTH = 32  # sub-agents of sub-agents: far more levels than any real agent uses
 QUERY_SECONDS = 5.0  # how long the list waits for one prompt's worker to answer

@@ -6,11 +6,11 @@ import json
 
 from pydantic import BaseModel, Field
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
-from agent.tools import Approval, tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
 
 
 class WeatherInput(BaseModel):

@@ -5,7 +5,7 @@ A worked example of `ctx.add_file(...)`. `file.write` stores the full content in
 own entry; the model is shown the short summary and the `content_ref` it can pass to `file.read` later,
 never the content. `file.read` fetches a file back through `ctx.file_store` when the model really needs it.
 
-Load it with `DAGENT_PLUGINS=plugins.files:plugin`. Files land in `DAGENT_FILE_DIR` (content-addressed, so
+Load it with `DAGENT_PLUGINS=durable_agent.plugins.files:plugin`. Files land in `DAGENT_FILE_DIR` (content-addressed, so
 a retried write stores the same bytes under the same reference).
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agent.context import ToolContext
-from agent.plugins import Plugin
-from agent.tools import tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.tools import tool
 
 DEFAULT_READ_LIMIT = 20_000
 

@@ -9,10 +9,10 @@ conversation), surviving worker crashes like everything else in the record.
 
 Use it with your own tools::
 
-    from plugins.skills import SkillsPlugin
+    from durable_agent.plugins.skills import SkillsPlugin
     plugin = SkillsPlugin({"billing": [refund, invoice], "crm": [lookup_customer]})
 
-or load the demo with `DAGENT_PLUGINS=plugins.skills:plugin`.
+or load the demo with `DAGENT_PLUGINS=durable_agent.plugins.skills:plugin`.
 
 `tools` (the catalogue the worker searches when it runs a call) lists every tool of every skill, even
 those not offered this round: a call planned while a skill was active still runs after a deactivation.
@@ -25,9 +25,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent.context import PrepareContext, ToolContext
-from agent.plugins import Plugin
-from agent.tools import Tool, tool
+from durable_agent.agent.context import PrepareContext, ToolContext
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.tools import Tool, tool
 
 ACTIVATE = "skill.activate"
 DEACTIVATE = "skill.deactivate"

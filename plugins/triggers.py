@@ -11,10 +11,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, model_validator
 
-from agent.context import ToolContext
-from agent.plugins import Plugin
-from agent.tools import Approval, tool
-from agent.triggers import TRIGGERS_PLUGIN, Trigger, read_triggers, write_triggers
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.agent.triggers import TRIGGERS_PLUGIN, Trigger, read_triggers, write_triggers
 
 
 class CreateTrigger(BaseModel):

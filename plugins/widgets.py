@@ -4,7 +4,7 @@ A worked example of `ctx.display_widget(...)`. `chart.show` puts a `widget` outp
 as data, and a plain-text fallback for UIs that cannot draw) right after the tool's own entry. Widgets are
 never sent to the model: it sees only the short text summary the tool returns.
 
-Load it with `DAGENT_PLUGINS=plugins.widgets:plugin`.
+Load it with `DAGENT_PLUGINS=durable_agent.plugins.widgets:plugin`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from agent.context import ToolContext
-from agent.plugins import Plugin
-from agent.tools import tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.tools import tool
 
 FinitePoint = Annotated[float, Field(allow_inf_nan=False)]
 

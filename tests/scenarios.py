@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolResultMessage, UserMessage
-from agent.models import ReasoningOutput
-from agent.plugins import Plugin
-from agent.providers.base import FatalModelError
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.subagents import SubAgent
-from agent.tools import Approval, tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolResultMessage, UserMessage
+from durable_agent.agent.models import ReasoningOutput
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.base import FatalModelError
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.subagents import SubAgent
+from durable_agent.agent.tools import Approval, tool
 
 
 class Amount(BaseModel):

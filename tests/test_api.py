@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
-from client import DecisionRefused
+from durable_agent.client import DecisionRefused
 from tests.support.api import ApiStack, api_stack
 
 PROBLEM = "application/problem+json"
@@ -154,8 +154,8 @@ async def test_named_approvers_and_forged_raw_signals_are_refused(dev_env: Workf
             raise AssertionError("an unsigned update was accepted")
         except DecisionRefused as exc:
             assert "token is required" in str(exc)
+        from durable_agent.workflows.decision_tokens import DecisionClaims, sign_decision
         from tests.support.api import key_pair
-        from workflows.decision_tokens import DecisionClaims, sign_decision
 
         forged = sign_decision(DecisionClaims(sub="fiona", roles=["finance"], prompt=prompt_id, call=call_id,
                                               decision="approve", exp=2_000_000_000), key_pair()[0])
@@ -204,7 +204,7 @@ async def test_bad_input_is_refused_before_temporal(dev_env: WorkflowEnvironment
 
 def test_every_refusal_kind_is_a_problem_type() -> None:
     """The API answers a refused decision with the refusal's kind as its problem type, unchanged."""
-    from agent.errors import REFUSAL_KINDS
-    from api.problems import PROBLEM_TYPES
+    from durable_agent.agent.errors import REFUSAL_KINDS
+    from durable_agent.api.problems import PROBLEM_TYPES
 
     assert REFUSAL_KINDS <= set(PROBLEM_TYPES)

@@ -16,9 +16,9 @@ from jwt.algorithms import RSAAlgorithm
 from pytest_httpserver import HTTPServer
 from temporalio.testing import WorkflowEnvironment
 
-from api import create_app
-from api.config import ApiConfig, OidcConfig
-from api.server import serve_in_background
+from durable_agent.api import create_app
+from durable_agent.api.config import ApiConfig, OidcConfig
+from durable_agent.api.server import serve_in_background
 from tests.support.api import ApiStack, api_stack, auth, web_model
 from tests.support.workers import agent_worker
 

@@ -9,14 +9,14 @@ import pytest
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.events import PromptEvent
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import ToolError, ToolOutput, ToolPending, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, tool
-from client import DecisionRefused
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.events import PromptEvent
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import ToolError, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.client import DecisionRefused
 from tests.support.workers import agent_worker
 
 CALLS: Counter[str] = Counter()

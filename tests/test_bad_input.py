@@ -12,18 +12,18 @@ from pydantic import BaseModel, ValidationError
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import PrepareContext, ToolContext
-from agent.messages import ModelRequest, ModelResponse, ModelToolCall
-from agent.models import ToolError, ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.base import RetryableModelError
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
-from client import AgentClient
+from durable_agent.agent.context import PrepareContext, ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall
+from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.base import RetryableModelError
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.client import AgentClient
+from durable_agent.workers.binaries import temporal_cli_path
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.workers import agent_worker
-from workers.binaries import temporal_cli_path
-from workers.settings import Settings
-from workers.worker import build_runtime, create_worker
 
 
 class Empty(BaseModel):

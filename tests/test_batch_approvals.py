@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -15,13 +14,14 @@ import pytest
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import Decision, ToolError, ToolOutput, ToolPending, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import Decision, ToolError, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
 from tests.support.ledger import BATCH_AMOUNTS, BATCH_INPUT
+from tests.support.processes import DAGENT_CMD
 from tests.support.workers import agent_worker
 from tests.test_durability import Rig
 from tests.test_parallel_calls import tool_activity_timeline
@@ -131,9 +131,9 @@ async def test_approve_all_and_reject_all(dev_env: WorkflowEnvironment) -> None:
 
 
 def test_cli_approve_needs_one_call_or_all() -> None:
-    both = subprocess.run([sys.executable, "-m", "cli", "approve", "p1", "call-1", "--all"], capture_output=True,
+    both = subprocess.run([*DAGENT_CMD, "approve", "p1", "call-1", "--all"], capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
-    neither = subprocess.run([sys.executable, "-m", "cli", "reject", "p1"], capture_output=True, text=True,
+    neither = subprocess.run([*DAGENT_CMD, "reject", "p1"], capture_output=True, text=True,
                              timeout=60, stdin=subprocess.DEVNULL)
     for result in (both, neither):
         assert result.returncode == 2 and "give a TOOL_CALL_ID or --all" in result.stderr

@@ -24,14 +24,14 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.models import ToolError, ToolOutput
-from agent.plugins import Plugin
-from agent.providers import OpenAIChatProvider
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.models import ToolError, ToolOutput
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers import OpenAIChatProvider
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.workflows.prompt import CANCELLED_WHILE_RUNNING, CANCELLED_WHILE_WAITING
 from tests.support.workers import agent_worker
-from workflows.prompt import CANCELLED_WHILE_RUNNING, CANCELLED_WHILE_WAITING
 
 LEDGER: list[tuple[str, str, float]] = []  # (tool call key, event, time.monotonic())
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from workers.binaries import temporal_cli_path
+from durable_agent.workers.binaries import temporal_cli_path
 
-DAGENT = [sys.executable, "-m", "cli"]
+DAGENT = [sys.executable, "-m", "durable_agent.cli"]
 
 
 @pytest.fixture

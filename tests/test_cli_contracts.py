@@ -16,14 +16,14 @@ import pytest
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, UserMessage
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, ToolFailed, tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, UserMessage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, ToolFailed, tool
 from tests.support.workers import agent_worker
 
-DAGENT = [sys.executable, "-m", "cli"]
+DAGENT = [sys.executable, "-m", "durable_agent.cli"]
 OFFLINE = {**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1", "DAGENT_LOG_LEVEL": "WARNING"}  # nothing listens
 
 USER_ERRORS = {

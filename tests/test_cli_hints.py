@@ -32,7 +32,7 @@ def test_unknown_ids_no_server_and_no_worker_get_hints(
     assert no_server.startswith("error: no Temporal server at 127.0.0.1:1 — start one with `dagent server`")
 
     lonely = dict(cli_env, DAGENT_TASK_QUEUE="queue-without-worker")
-    run = subprocess.Popen([sys.executable, "-m", "cli", "run", "hello", "--no-interactive"], env=lonely,
+    run = subprocess.Popen([sys.executable, "-m", "durable_agent.cli", "run", "hello", "--no-interactive"], env=lonely,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         warning = run.stderr.readline() if run.stderr else ""  # printed at once; the prompt itself waits on

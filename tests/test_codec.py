@@ -20,15 +20,15 @@ import pytest_asyncio
 from temporalio.api.common.v1 import Payload
 from temporalio.testing import WorkflowEnvironment
 
-from agent.providers.scripted import ScriptedModel, text
-from client import AgentClient
+from durable_agent.agent.providers.scripted import ScriptedModel, text
+from durable_agent.client import AgentClient
+from durable_agent.workers.binaries import temporal_cli_path
+from durable_agent.workers.codec import AESGCMCodec, CodecKeyError, codec_from_env, parse_keys
+from durable_agent.workers.codec_server import serve
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.test_prompt_workflow import math_plugin
-from workers.binaries import temporal_cli_path
-from workers.codec import AESGCMCodec, CodecKeyError, codec_from_env, parse_keys
-from workers.codec_server import serve
-from workers.devserver import DevServer
-from workers.settings import Settings
-from workers.worker import build_runtime, create_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "walrus-ember-93kq"

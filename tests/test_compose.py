@@ -11,13 +11,14 @@ import os
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from workers.binaries import temporal_cli_path
-from workers.devserver import DYNAMIC_CONFIG, SEARCH_ATTRIBUTES, DevServer
+from durable_agent.workers.binaries import temporal_cli_path
+from durable_agent.workers.devserver import DYNAMIC_CONFIG, SEARCH_ATTRIBUTES, DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -191,15 +192,13 @@ def test_dockerfile_and_dockerignore() -> None:
     assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
     assert 'pip install ".[s3,gcs]"' in dockerfile  # the blob store clients are in the image
     assert 'ENTRYPOINT ["dagent"]' in dockerfile and 'CMD ["worker"]' in dockerfile
-    # every package pyproject ships is in the (allow-list) build context
-    pyproject = (ROOT / "pyproject.toml").read_text()
-    include = re.search(r"include = \[([^\]]*)\]", pyproject)
-    assert include is not None
-    packages = [p.strip().strip('"').rstrip("*") for p in include.group(1).split(",") if p.strip()]
+    # every source folder pyproject maps into the durable_agent namespace is in the (allow-list) build context
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    assert package_dir, "pyproject maps no source folders"
     ignore = (ROOT / ".dockerignore").read_text().splitlines()
     assert "*" in ignore, ".dockerignore is expected to be an allow-list"
-    for pkg in packages:
-        assert f"!{pkg}/" in ignore, f".dockerignore does not let {pkg}/ into the build context"
+    for folder in package_dir.values():
+        assert f"!{folder}/" in ignore, f".dockerignore does not let {folder}/ into the build context"
     assert "!pyproject.toml" in ignore and "!README.md" in ignore
 
 

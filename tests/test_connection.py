@@ -8,7 +8,6 @@ decodes the gRPC request headers it forwards, which shows the API key really rea
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,13 +19,14 @@ import trustme
 from temporalio.service import GrpcCompression
 from temporalio.testing import WorkflowEnvironment
 
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from client import AgentClient
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.client import AgentClient
+from durable_agent.workers.connection import TemporalConnectError, describe_security, grpc_compression, is_loopback
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, connect, create_worker
+from tests.support.processes import DAGENT_CMD
 from tests.support.tls_proxy import TLSProxy, server_context
 from tests.support.workers import TEST_SETTINGS
-from workers.connection import TemporalConnectError, describe_security, grpc_compression, is_loopback
-from workers.settings import Settings
-from workers.worker import build_runtime, connect, create_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,13 +123,13 @@ def test_cli_profile_option_one_line_error(tmp_path: Path) -> None:
     config = tmp_path / "temporal.toml"
     config.write_text('[profile.prod]\naddress = "127.0.0.1:1"\n')
     env = {"PATH": "/usr/bin:/bin", "TEMPORAL_CONFIG_FILE": str(config), "HOME": str(tmp_path)}
-    run = subprocess.run([sys.executable, "-m", "cli", "show", "p-1", "--profile", "nope"], cwd=ROOT, env=env,
+    run = subprocess.run([*DAGENT_CMD, "show", "p-1", "--profile", "nope"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "Profile 'nope' not found" in lines[0], run.stderr
     # the profile's address is used: nothing listens on port 1, so the connection error names it
-    run = subprocess.run([sys.executable, "-m", "cli", "show", "p-1", "--profile", "prod"], cwd=ROOT, env=env,
+    run = subprocess.run([*DAGENT_CMD, "show", "p-1", "--profile", "prod"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     lines = run.stderr.strip().splitlines()

@@ -10,8 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent.context_window import ContextLimit, estimate_tokens, estimate_total_tokens, split_units, trim_messages
-from agent.messages import (
+from durable_agent.agent.context_window import (
+    ContextLimit,
+    estimate_tokens,
+    estimate_total_tokens,
+    split_units,
+    trim_messages,
+)
+from durable_agent.agent.messages import (
     AssistantMessage,
     Message,
     ModelRequest,
@@ -20,7 +26,7 @@ from agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent.providers.scripted import estimate_usage, text
+from durable_agent.agent.providers.scripted import estimate_usage, text
 
 
 def user(text: str = "hi") -> UserMessage:

@@ -8,17 +8,17 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agent_activities import read_history_link
-from activities.transcripts import HistoryChain
-from agent.context import ToolContext
-from agent.messages import AssistantMessage, ModelRequest, ModelResponse, UserMessage
-from agent.models import ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
-from agent.tools import Approval, tool
-from plugins.triggers import plugin as triggers_plugin
+from durable_agent.activities.agent_activities import read_history_link
+from durable_agent.activities.transcripts import HistoryChain
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import AssistantMessage, ModelRequest, ModelResponse, UserMessage
+from durable_agent.agent.models import ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.plugins.triggers import plugin as triggers_plugin
+from durable_agent.workflows.protocol import PromptRequest
 from tests.support.workers import TEST_SETTINGS, agent_worker
-from workflows.protocol import PromptRequest
 
 
 class Note(BaseModel):

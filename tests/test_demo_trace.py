@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from cli.demo import run_demo
+from durable_agent.cli.demo import run_demo
 
 DEMO_TEXT = "Plan my Paris trip: check the weather, write me a short report and pay the $250 hotel deposit."
 

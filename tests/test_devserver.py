@@ -17,8 +17,8 @@ from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from workers.binaries import find_binary, temporal_cli_path, test_server_path
-from workers.devserver import (
+from durable_agent.workers.binaries import find_binary, temporal_cli_path, test_server_path
+from durable_agent.workers.devserver import (
     SEARCH_ATTRIBUTES,
     DevServer,
     DevServerError,

@@ -28,12 +28,12 @@ import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent.models import Prompt, ToolOutput, ToolPending, ToolSuccess
-from client import AgentClient, PromptHandle
+from durable_agent.agent.models import Prompt, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
 from tests.support.ledger import CHARGE_AMOUNT, read_ledger
 from tests.support.records import shape
-from workers.devserver import DevServer
-from workers.settings import Settings
 
 T = TypeVar("T")
 
@@ -50,7 +50,7 @@ class WorkerProcess:
         self.name = name
         self.log_path = cwd / f"{name}.log"
         self._log = open(self.log_path, "wb")  # closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env, cwd=cwd,
+        self.proc = subprocess.Popen([sys.executable, "-m", "durable_agent.cli", "worker"], env=env, cwd=cwd,
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
     @property

@@ -14,14 +14,14 @@ from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.model_settings import ModelSettings
-from agent.models import TextOutput, ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers import ScriptedModel
-from agent.providers.base import FatalModelError, RetryableModelError
-from agent.providers.registry import BEDROCK_ANTHROPIC_VERSION, VERTEX_ANTHROPIC_VERSION, resolve_provider
-from agent.tools import tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import TextOutput, ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers import ScriptedModel
+from durable_agent.agent.providers.base import FatalModelError, RetryableModelError
+from durable_agent.agent.providers.registry import BEDROCK_ANTHROPIC_VERSION, VERTEX_ANTHROPIC_VERSION, resolve_provider
+from durable_agent.agent.tools import tool
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, SSEOptions
 from tests.fakes.eventstream import chunk
 from tests.fakes.llm_server import anthropic_body, with_reasoning

@@ -6,11 +6,11 @@ import json
 
 from temporalio.testing import WorkflowEnvironment
 
-from agent.messages import Message, ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import FileOutput, ToolError, ToolOutput, ToolSuccess, WidgetOutput
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from plugins import files, skills, widgets
-from plugins.widgets import fallback_text
+from durable_agent.agent.messages import Message, ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import FileOutput, ToolError, ToolOutput, ToolSuccess, WidgetOutput
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.plugins import files, skills, widgets
+from durable_agent.plugins.widgets import fallback_text
 from tests.support.workers import agent_worker
 
 

@@ -11,14 +11,14 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
-from agent.plugins import Plugin
-from agent.providers.base import ModelProvider
-from agent.providers.registry import resolve_chain
-from client import AgentClient
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.base import ModelProvider
+from durable_agent.agent.providers.registry import resolve_chain
+from durable_agent.client import AgentClient
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.fakes import FakeLLMServer
 from tests.fakes.providers import API_KEY, make_provider
 from tests.support.workers import TEST_SETTINGS
-from workers.worker import build_runtime, create_worker
 
 
 async def _run(dev_env: WorkflowEnvironment, chain: Sequence[ModelProvider], *, budget: int = 2) -> tuple[Any, Any]:

@@ -12,16 +12,16 @@ from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
-from activities.fast_tools import FAST_SECONDS, RUNS_BEFORE_LOCAL, FastTools
-from agent.context import ToolContext
-from agent.models import ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, tool
-from client import AgentClient
+from durable_agent.activities.fast_tools import FAST_SECONDS, RUNS_BEFORE_LOCAL, FastTools
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.models import ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.client import AgentClient
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime
 from tests.support.workers import agent_worker
-from workers.settings import Settings
-from workers.worker import build_runtime
 
 
 class N(BaseModel):

@@ -22,20 +22,20 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from activities.agent_activities import read_history_link
-from activities.transcripts import HistoryChain
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from agent.models import Conversation, Prompt, TextOutput
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
-from client import AgentClient, ConversationHandle
+from durable_agent.activities.agent_activities import read_history_link
+from durable_agent.activities.transcripts import HistoryChain
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from durable_agent.agent.models import Conversation, Prompt, TextOutput
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.client import AgentClient, ConversationHandle
+from durable_agent.workers.plugin import DurableAgentPlugin
+from durable_agent.workers.worker import build_runtime, create_worker
+from durable_agent.workflows import names
+from durable_agent.workflows.protocol import ConversationRequest, PromptRequest, RoundInput
 from tests.support.workers import TEST_SETTINGS
-from workers.plugin import DurableAgentPlugin
-from workers.worker import build_runtime, create_worker
-from workflows import names
-from workflows.protocol import ConversationRequest, PromptRequest, RoundInput
 
 OUTPUT_BYTES = 4096
 QUERIES: list[tuple[str, str]] = []  # (workflow type, query) of every query these tests' workers handled

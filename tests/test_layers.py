@@ -1,4 +1,10 @@
-"""The layers README's Architecture section draws are the ones the imports follow: no arrow runs upward."""
+"""The layers README's Architecture section draws are the ones the imports follow: no arrow runs upward.
+
+Every product module is imported by its installed name, `durable_agent.<layer>`: a bare `agent`, `api`,
+`client`… import would only work from a checkout (and would shadow, or be shadowed by, an application's own
+module of that name). `bench/` and `scripts/` use the product as an application would and never import from
+`tests/`.
+"""
 
 from __future__ import annotations
 
@@ -20,16 +26,33 @@ ALLOWED: dict[str, set[str]] = {
     "api": {"agent", "workflows", "activities", "workers", "client"},
     "cli": {"agent", "workflows", "activities", "workers", "client", "api"},
 }
+FOLDERS_OF_OURS = (*PACKAGES, "durable_agent", "tests", "bench", "scripts")
 
 
-def _imported_roots(path: Path) -> set[str]:
-    roots: set[str] = set()
+def _imported_modules(path: Path) -> set[str]:
+    modules: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
+            modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
-    return roots
+            modules.add(node.module)
+    return modules
+
+
+def _layers(modules: set[str]) -> set[str]:
+    """The product layers among `modules` (`durable_agent.workers.x` -> `workers`), and `temporalio`."""
+    layers = set()
+    for module in modules:
+        parts = module.split(".")
+        if parts[0] == "durable_agent" and len(parts) > 1:
+            layers.add(parts[1])
+        elif parts[0] == "temporalio":
+            layers.add("temporalio")
+    return layers
+
+
+def _python_files(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -37,6 +60,20 @@ def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
     forbidden = {p for p in PACKAGES if p != package and p not in ALLOWED[package]}
     if package == "agent":
         forbidden.add("temporalio")
-    wrong = {str(path.relative_to(ROOT)): sorted(_imported_roots(path) & forbidden)
-             for path in sorted((ROOT / package).rglob("*.py"))}
+    wrong = {str(path.relative_to(ROOT)): sorted(_layers(_imported_modules(path)) & forbidden)
+             for path in _python_files(package)}
+    assert {path: found for path, found in wrong.items() if found} == {}
+
+
+@pytest.mark.parametrize("folder", FOLDERS_OF_OURS)
+def test_the_product_is_imported_by_its_installed_name(folder: str) -> None:
+    bare = {str(path.relative_to(ROOT)): sorted(m for m in _imported_modules(path) if m.split(".")[0] in PACKAGES)
+            for path in _python_files(folder)}
+    assert {path: found for path, found in bare.items() if found} == {}
+
+
+@pytest.mark.parametrize("folder", ["bench", "scripts", *PACKAGES, "durable_agent"])
+def test_nothing_outside_the_tests_imports_from_them(folder: str) -> None:
+    wrong = {str(path.relative_to(ROOT)): sorted(m for m in _imported_modules(path) if m.split(".")[0] == "tests")
+             for path in _python_files(folder)}
     assert {path: found for path, found in wrong.items() if found} == {}

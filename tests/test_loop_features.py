@@ -10,18 +10,18 @@ from pydantic import BaseModel
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from activities.runtime import AgentRuntime
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolCallMessage, ToolResultMessage, UserMessage
-from agent.models import DataOutput, MessageOutput, ToolError, ToolOutput, ToolSuccess, Usage
-from agent.plugins import Plugin, ToolCallInfo
-from agent.pricing import Price, PriceTable
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
-from client import AgentClient
+from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolCallMessage, ToolResultMessage, UserMessage
+from durable_agent.agent.models import DataOutput, MessageOutput, ToolError, ToolOutput, ToolSuccess, Usage
+from durable_agent.agent.plugins import Plugin, ToolCallInfo
+from durable_agent.agent.pricing import Price, PriceTable
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.client import AgentClient
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import create_worker
 from tests.support.workers import agent_worker
-from workers.settings import Settings
-from workers.worker import create_worker
 
 STARTED = asyncio.Event()
 
@@ -282,7 +282,7 @@ async def test_local_tool_runs_as_local_activity(dev_env: WorkflowEnvironment) -
 
 async def test_streamed_text_reaches_a_watcher_without_touching_history(dev_env: WorkflowEnvironment) -> None:
     from bench.watchers import Gates, PacedModel
-    from workflows.protocol import TextDelta
+    from durable_agent.workflows.protocol import TextDelta
 
     answer = "The quick brown fox jumps over the lazy dog, " * 8
     model = PacedModel([text(answer)], hold_round=1)  # holds after its first word until a delta is seen

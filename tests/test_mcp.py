@@ -19,17 +19,17 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
-from activities.mcp_tools import MCPToolSources
-from activities.runtime import AgentRuntime
-from agent.mcp import MCPServer
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import ToolError, ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval
-from client import AgentClient
+from durable_agent.activities.mcp_tools import MCPToolSources
+from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.agent.mcp import MCPServer
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval
+from durable_agent.client import AgentClient
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.workers import TEST_SETTINGS
-from workers.worker import build_runtime, create_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 

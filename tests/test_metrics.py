@@ -15,10 +15,10 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 
-from client import AgentClient
+from durable_agent.client import AgentClient
+from durable_agent.workers.devserver import free_port
 from tests.support.processes import WorkerProcess
 from tests.support.workers import TEST_SETTINGS
-from workers.devserver import free_port
 
 PAYLOAD_THRESHOLD = 2048  # the prompt's record with its history passes this: it goes to external storage
 

@@ -11,15 +11,15 @@ from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
-from agent.model_settings import ModelSettings
-from agent.plugins import Plugin
-from agent.providers import FatalModelError
-from client import AgentClient
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers import FatalModelError
+from durable_agent.client import AgentClient
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.fakes import FakeLLMServer, WireProtocol
 from tests.fakes.providers import ask, make_provider
 from tests.support.workers import TEST_SETTINGS
-from workers.settings import Settings
-from workers.worker import build_runtime, create_worker
 
 FULL = ModelSettings(temperature=0.3, top_p=0.9, max_output_tokens=900, stop=["END"], seed=7,
                      reasoning_effort="low", parallel_tool_calls=False, tool_choice="required",

@@ -17,15 +17,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agent.plugins import Plugin
-from client import AgentClient
+from durable_agent.agent.plugins import Plugin
+from durable_agent.client import AgentClient
+from durable_agent.workers.plugin import DurableAgentPlugin
+from durable_agent.workers.rate_limits import DISPATCH_SPREAD, PACING_DELAY, RECOVERY, Pacer, queue_rate
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_model_worker, create_worker, create_workers
 from tests.fakes import FakeLLMServer
 from tests.fakes.providers import make_provider
 from tests.support.workers import TEST_SETTINGS
-from workers.plugin import DurableAgentPlugin
-from workers.rate_limits import DISPATCH_SPREAD, PACING_DELAY, RECOVERY, Pacer, queue_rate
-from workers.settings import Settings
-from workers.worker import build_runtime, create_model_worker, create_worker, create_workers
 
 PROMPTS = 50
 LIMIT = 5  # requests per second: the fake provider's limit and the model queue's configured limit

@@ -6,8 +6,8 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-from workers.observability import ObservabilityConfig, span_exporter
-from workers.settings import Settings
+from durable_agent.workers.observability import ObservabilityConfig, span_exporter
+from durable_agent.workers.settings import Settings
 
 
 def test_nothing_is_exported_by_default() -> None:

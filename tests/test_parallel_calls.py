@@ -14,14 +14,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import ToolError, ToolOutput, ToolSuccess, WidgetOutput
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess, WidgetOutput
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.workflows.prompt import CANCELLED_WHILE_RUNNING
 from tests.support.workers import agent_worker
-from workflows.prompt import CANCELLED_WHILE_RUNNING
 
 RUNNING: set[str] = set()
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from workers.storage import PayloadConverter, data_converter
-from workflows.protocol import PromptRequest
+from durable_agent.workers.storage import PayloadConverter, data_converter
+from durable_agent.workflows.protocol import PromptRequest
 
 
 def test_every_payload_converter_shares_one_json_converter() -> None:

@@ -9,15 +9,15 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from agent.errors import DurableAgentError, PluginPrepareError, PromptFailedError
-from agent.models import Prompt
-from agent.plugins import Plugin
-from agent.providers.base import FatalModelError, RetryableModelError
-from agent.providers.scripted import ScriptedModel, text
-from workers.plugin import DurableAgentPlugin
-from workers.settings import Settings
-from workers.worker import build_runtime
-from workflows import names
+from durable_agent.agent.errors import DurableAgentError, PluginPrepareError, PromptFailedError
+from durable_agent.agent.models import Prompt
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.base import FatalModelError, RetryableModelError
+from durable_agent.agent.providers.scripted import ScriptedModel, text
+from durable_agent.workers.plugin import DurableAgentPlugin
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime
+from durable_agent.workflows import names
 
 
 async def test_a_plain_worker_and_client_configured_only_by_the_plugin(dev_env: WorkflowEnvironment,

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from agent.models import Usage
-from agent.pricing import PRICES_ENV, Price, PriceTable
+from durable_agent.agent.models import Usage
+from durable_agent.agent.pricing import PRICES_ENV, Price, PriceTable
 
 TABLE = {
     "gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25},

@@ -6,7 +6,7 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     AssistantMessage,
     Message,
     ModelRequest,
@@ -15,8 +15,8 @@ from agent.messages import (
     ToolSpec,
     UserMessage,
 )
-from agent.model_settings import ModelSettings
-from agent.models import (
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import (
     DataOutput,
     FileOutput,
     MessageOutput,
@@ -28,9 +28,9 @@ from agent.models import (
     ToolSuccess,
     WidgetOutput,
 )
-from agent.projection import project_output, project_prompt, project_prompts
-from agent.providers import anthropic_messages, openai_chat, openai_responses
-from agent.providers.naming import ToolNameMap
+from durable_agent.agent.projection import project_output, project_prompt, project_prompts
+from durable_agent.agent.providers import anthropic_messages, openai_chat, openai_responses
+from durable_agent.agent.providers.naming import ToolNameMap
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

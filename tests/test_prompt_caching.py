@@ -12,18 +12,18 @@ import pytest
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.model_settings import ModelSettings
-from agent.models import Usage
-from agent.plugins import Plugin
-from agent.pricing import Price, PriceTable
-from agent.tools import tool
-from client import AgentClient
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import Usage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.pricing import Price, PriceTable
+from durable_agent.agent.tools import tool
+from durable_agent.client import AgentClient
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage
 from tests.fakes.llm_server import anthropic_body
 from tests.fakes.providers import ask, make_provider
 from tests.support.workers import TEST_SETTINGS
-from workers.worker import build_runtime, create_worker
 
 EPHEMERAL = {"type": "ephemeral"}
 

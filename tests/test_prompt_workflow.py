@@ -6,13 +6,13 @@ from pydantic import BaseModel
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import PrepareContext, ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from agent.models import FileOutput, TextOutput, ToolError, ToolOutput, ToolSuccess, WidgetOutput
-from agent.plugins import Plugin
-from agent.providers.base import FatalModelError
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
+from durable_agent.agent.context import PrepareContext, ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from durable_agent.agent.models import FileOutput, TextOutput, ToolError, ToolOutput, ToolSuccess, WidgetOutput
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.base import FatalModelError
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
 from tests.support.workers import agent_worker
 
 
@@ -100,7 +100,7 @@ async def test_multi_round_tool_loop_records_everything_in_order(dev_env: Workfl
 
 
 async def test_usage_is_summed_over_model_calls(dev_env: WorkflowEnvironment) -> None:
-    from agent.models import Usage
+    from durable_agent.agent.models import Usage
 
     model = ScriptedModel([
         tool_calls(("math.add", {"a": 1, "b": 1})).model_copy(

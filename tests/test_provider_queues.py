@@ -15,15 +15,15 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agent.plugins import Plugin
-from client import AgentClient
+from durable_agent.agent.plugins import Plugin
+from durable_agent.client import AgentClient
+from durable_agent.workers.rate_limits import queue_rate
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_workers
+from durable_agent.workflows.protocol import ModelRouting, PromptRequest
 from tests.fakes import FakeLLMServer
 from tests.fakes.providers import make_provider
 from tests.support.workers import TEST_SETTINGS
-from workers.rate_limits import queue_rate
-from workers.settings import Settings
-from workers.worker import build_runtime, create_workers
-from workflows.protocol import ModelRouting, PromptRequest
 
 CHAIN = "anthropic:test-model,openai-chat:test-model"  # what make_provider builds for "anthropic" and "chat"
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -23,16 +23,16 @@ from agent.messages import (
     ToolSpec,
     UserMessage,
 )
-from agent.models import Usage
-from agent.providers import (
+from durable_agent.agent.models import Usage
+from durable_agent.agent.providers import (
     FatalModelError,
     RetryableModelError,
     ScriptedModel,
     StreamingModelProvider,
     ToolNameMap,
 )
-from agent.providers.openai_chat import ChatStreamAccumulator
-from agent.providers.scripted import split_words, text, tool_calls
+from durable_agent.agent.providers.openai_chat import ChatStreamAccumulator
+from durable_agent.agent.providers.scripted import split_words, text, tool_calls
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, SSEOptions, WireProtocol
 from tests.fakes.llm_server import anthropic_body, responses_body, text_pieces
 from tests.fakes.providers import API_KEY, PROVIDER_CLASSES, WEATHER, ask, make_provider

@@ -17,7 +17,7 @@ from anthropic.types import Message as AnthropicMessage
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     AssistantMessage,
     Message,
     ModelRequest,
@@ -28,8 +28,8 @@ from agent.messages import (
     ToolSpec,
     UserMessage,
 )
-from agent.models import Usage
-from agent.providers import (
+from durable_agent.agent.models import Usage
+from durable_agent.agent.providers import (
     AnthropicMessagesProvider,
     FatalModelError,
     ModelProvider,
@@ -44,8 +44,8 @@ from agent.providers import (
     resolve_provider,
     to_model_error,
 )
-from agent.providers.errors import parse_retry_after
-from agent.providers.scripted import text, tool_calls
+from durable_agent.agent.providers.errors import parse_retry_after
+from durable_agent.agent.providers.scripted import text, tool_calls
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, WireProtocol
 from tests.fakes.llm_server import anthropic_body, chat_body, responses_body
 from tests.fakes.providers import API_KEY, PROVIDER_CLASSES, WEATHER, ask, make_provider

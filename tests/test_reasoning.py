@@ -10,19 +10,19 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ReasoningMessage, ToolCallMessage, ToolResultMessage, UserMessage
-from agent.model_settings import ModelSettings
-from agent.models import ReasoningOutput, TextOutput, ToolOutput
-from agent.plugins import Plugin
-from agent.projection import project_output
-from agent.providers import ToolNameMap, anthropic_messages, openai_chat, openai_responses
-from agent.tools import tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ReasoningMessage, ToolCallMessage, ToolResultMessage, UserMessage
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import ReasoningOutput, TextOutput, ToolOutput
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.projection import project_output
+from durable_agent.agent.providers import ToolNameMap, anthropic_messages, openai_chat, openai_responses
+from durable_agent.agent.tools import tool
+from durable_agent.workflows.protocol import TextDelta
 from tests.fakes import FakeCall, FakeLLMServer, FakeUsage, WireProtocol
 from tests.fakes.llm_server import anthropic_body, chat_body, responses_body, with_reasoning
 from tests.fakes.providers import ask, make_provider
 from tests.support.workers import agent_worker
-from workflows.protocol import TextDelta
 
 ENCRYPTED = "gAAAAB-encrypted-reasoning-0123456789"
 SIGNATURE = "EqQBCkYIARgCIkB-signature"

@@ -13,8 +13,8 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from durable_agent.workers.plugin import DurableAgentPlugin
 from tests.support.workers import TEST_SETTINGS
-from workers.plugin import DurableAgentPlugin
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_with_correction",

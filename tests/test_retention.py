@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -14,12 +13,13 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from agent.providers.scripted import ScriptedModel
-from client import AgentClient
+from durable_agent.agent.providers.scripted import ScriptedModel
+from durable_agent.client import AgentClient
+from durable_agent.workers.retention import namespace_retention, sweep_directory
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support import bigblobs
-from workers.retention import namespace_retention, sweep_directory
-from workers.settings import Settings
-from workers.worker import build_runtime, create_worker
+from tests.support.processes import DAGENT_CMD
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,7 +62,7 @@ async def test_sweep_removes_only_blobs_past_retention(dev_env: WorkflowEnvironm
 
     # the command, now: only the old orphan goes (the closed prompt is within the 24 h+ retention)
     cli_env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGENT_", "TEMPORAL_"))} | env
-    run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "cli", "store", "sweep"], cwd=ROOT,
+    run = await asyncio.to_thread(subprocess.run, [*DAGENT_CMD, "store", "sweep"], cwd=ROOT,
                                   env=cli_env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "removed prompt-gone-long-ago" in run.stdout and "removed blobs of 1 workflow run(s)" in run.stdout

@@ -15,16 +15,16 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.models import ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, tool
-from client import AgentClient, PromptHandle
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.models import ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.plugin import DurableAgentPlugin
+from durable_agent.workers.worker import build_runtime, create_worker
+from durable_agent.workflows.protocol import LegacyToolInvocation, ReadyCall, ToolInvocation
 from tests.support.workers import TEST_SETTINGS, agent_worker
-from workers.plugin import DurableAgentPlugin
-from workers.worker import build_runtime, create_worker
-from workflows.protocol import LegacyToolInvocation, ReadyCall, ToolInvocation
 
 
 class WhoInput(BaseModel):
@@ -229,4 +229,4 @@ async def test_sandbox_on_runs_prompts_without_reimporting_our_modules(
         monkeypatch.setattr(importlib._bootstrap, "_init_module_attrs", record)
         prompt = await agent.run("who?", user_id="u5")
     assert prompt.state == "completed"
-    assert [m for m in created if m.split(".")[0] in ("agent", "workflows", "activities", "workers")] == []
+    assert [m for m in created if m.split(".")[0] == "durable_agent"] == []

@@ -13,18 +13,24 @@ from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-import workers.plugin
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.subagents import SubAgent
-from agent.tools import tool
-from client import AgentClient
+from durable_agent import workers
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.subagents import SubAgent
+from durable_agent.agent.tools import tool
+from durable_agent.client import AgentClient
+from durable_agent.workers.plugin import (
+    AgentSandboxedRunner,
+    DurableAgentPlugin,
+    SandboxedInstance,
+    _ContextsByCall,
+    workflow_runner,
+)
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.workers import TEST_SETTINGS
-from workers.plugin import AgentSandboxedRunner, DurableAgentPlugin, SandboxedInstance, _ContextsByCall, workflow_runner
-from workers.worker import build_runtime, create_worker
 
 
 class Topic(BaseModel):

@@ -3,9 +3,9 @@ copy: the script's responses never change, so a retried round gets the same answ
 
 from __future__ import annotations
 
-from agent.messages import ModelRequest, UserMessage
-from agent.models import Usage
-from agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.messages import ModelRequest, UserMessage
+from durable_agent.agent.models import Usage
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 
 
 async def test_served_responses_are_completed_copies_of_the_script() -> None:

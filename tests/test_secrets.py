@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from agent.models import Prompt, ToolOutput, ToolPending
-from client import AgentClient, PromptHandle
+from durable_agent.agent.models import Prompt, ToolOutput, ToolPending
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
 from tests.crash.constants import REPO_ROOT
 from tests.crash.workers import WorkerProc
 from tests.fakes import FakeLLMServer
-from workers.devserver import DevServer
-from workers.settings import Settings
 
 OPENAI_KEY = "sk-test-SECRET-123"
 ANTHROPIC_KEY = "sk-ant-test-SECRET-456"

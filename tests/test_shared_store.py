@@ -13,7 +13,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -27,13 +26,14 @@ from moto.server import ThreadedMotoServer
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from agent.models import FileOutput, ToolOutput, ToolPending, ToolSuccess
-from agent.providers.scripted import ScriptedModel, text
-from client import AgentClient
+from durable_agent.agent.models import FileOutput, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.providers.scripted import ScriptedModel, text
+from durable_agent.client import AgentClient
+from durable_agent.workers.blobstore import StoreUnavailable, check_store
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support import bigblobs
-from workers.blobstore import StoreUnavailable, check_store
-from workers.settings import Settings
-from workers.worker import build_runtime, create_worker
+from tests.support.processes import DAGENT_CMD
 
 ROOT = Path(__file__).resolve().parent.parent
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -92,7 +92,7 @@ def _env(dev_env: WorkflowEnvironment, s3: S3, home: Path, task_queue: str) -> d
 class WorkerProcess:
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.log = log
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "worker"], cwd=ROOT, env=env,
+        self.proc = subprocess.Popen([*DAGENT_CMD, "worker"], cwd=ROOT, env=env,
                                      stdout=subprocess.DEVNULL, stderr=log.open("wb"))
 
     async def ready(self, timeout: float = 90) -> None:
@@ -210,7 +210,7 @@ async def test_unreachable_store_is_one_line_and_the_worker_refuses_to_start(
         await check_store(no_bucket.blob_objects())
 
     env = {**_env(dev_env, s3, tmp_path, "unused"), "DAGENT_S3_ENDPOINT_URL": "http://127.0.0.1:9"}
-    run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "cli", "worker"], cwd=ROOT, env=env,
+    run = await asyncio.to_thread(subprocess.run, [*DAGENT_CMD, "worker"], cwd=ROOT, env=env,
                                   capture_output=True, text=True, timeout=120)
     assert run.returncode == 1
     lines = run.stderr.strip().splitlines()
@@ -237,8 +237,8 @@ async def test_gcs_store_round_trip(dev_env: WorkflowEnvironment, tmp_path: Path
                             task_queue=f"gcs-{uuid.uuid4().hex[:8]}", payload_dir=str(tmp_path / "p"),
                             file_dir=str(tmp_path / "f"))
         await check_store(settings.blob_objects())
-        from agent.plugins import Plugin
-        from agent.providers.scripted import tool_calls
+        from durable_agent.agent.plugins import Plugin
+        from durable_agent.agent.providers.scripted import tool_calls
 
         model = ScriptedModel([tool_calls(("media.show", {"note": "gcs " * 10_000})), text("shown")])
         runtime = build_runtime(settings, plugins=[Plugin("media", tools=[show_media])],

@@ -24,24 +24,24 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.models import ToolError, ToolOutput, ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.subagents import SubAgent
-from agent.tools import Approval, tool
-from api import create_app
-from api.server import serve_in_background
-from cli.follow import follow
-from client import AgentClient, PromptHandle
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.subagents import SubAgent
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.api import create_app
+from durable_agent.api.server import serve_in_background
+from durable_agent.cli.follow import follow
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.worker import build_runtime, create_worker, create_workers
+from durable_agent.workflows.prompt import CANCELLED_WHILE_RUNNING
+from durable_agent.workflows.protocol import PendingApproval
 from tests.support.api import api_config, auth, key_pair
 from tests.support.ledger import CHARGE_AMOUNT
 from tests.support.workers import TEST_SETTINGS, agent_worker
 from tests.test_durability import Rig
-from workers.worker import build_runtime, create_worker, create_workers
-from workflows.prompt import CANCELLED_WHILE_RUNNING
-from workflows.protocol import PendingApproval
 
 T = TypeVar("T")
 RUNS: Counter[str] = Counter()
@@ -213,7 +213,7 @@ async def test_cancelling_the_parent_cancels_the_running_child(dev_env: Workflow
 
 async def _dagent(env: dict[str, str], *args: str) -> tuple[int, str]:
     """The `dagent` CLI as a subprocess, awaited without blocking the in-process worker's event loop."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "cli", *args, env=env,
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "durable_agent.cli", *args, env=env,
                                                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), 120)

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from durable_agent.workers.devserver import free_port
+from tests.support.processes import DAGENT_CMD
 from tests.test_cli import cli_env, dagent, worker_process  # noqa: F401 - fixtures
-from workers.devserver import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux missing: scripts/system-deps installs it")
 
@@ -141,7 +142,7 @@ def test_quick_start_keeps_its_server_and_refuses_a_second_on_the_same_file(
     shown = dagent("show", prompt_id, "--address", address, env=cli_env)
     assert shown.returncode == 0 and "state=completed" in shown.stdout  # --keep kept the server up
 
-    second = subprocess.run([sys.executable, "-m", "cli", "demo", "--db-file", str(db), "--no-interactive",
+    second = subprocess.run([*DAGENT_CMD, "demo", "--db-file", str(db), "--no-interactive",
                              "--port", str(free_port()), "--ui-port", str(free_port())], env=cli_env,
                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert second.returncode != 0

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from activities.runtime import ToolRegistry
-from agent.context import PrepareContext, ToolContext
-from agent.models import ToolSuccess
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
+from durable_agent.activities.runtime import ToolRegistry
+from durable_agent.agent.context import PrepareContext, ToolContext
+from durable_agent.agent.models import ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
 from tests.support.workers import agent_worker
 
 

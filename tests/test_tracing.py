@@ -16,10 +16,7 @@ from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from agent.logging import configure_logging
-from client import AgentClient
-from tests import scenarios
-from tests.support.spans import (
+from bench.spans import (
     SpanRecord,
     ancestry,
     assert_no_duplicates,
@@ -29,9 +26,12 @@ from tests.support.spans import (
     parent_of,
     render_tree,
 )
+from durable_agent.agent.logging import configure_logging
+from durable_agent.client import AgentClient
+from durable_agent.workers.plugin import DurableAgentPlugin
+from durable_agent.workers.worker import build_runtime, create_worker
+from tests import scenarios
 from tests.support.workers import TEST_SETTINGS
-from workers.plugin import DurableAgentPlugin
-from workers.worker import build_runtime, create_worker
 
 PRICES = '{"scripted": {"input": 1.0, "output": 2.0}}'  # USD per million tokens
 

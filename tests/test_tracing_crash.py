@@ -2,7 +2,7 @@
 middle of a round (while a tool runs).
 
 Worker 1 is a `python -m cli worker` subprocess exporting its spans over OTLP/HTTP to a real receiver on
-loopback (tests/support/otlp_receiver.py, protobuf decoded with opentelemetry-proto). Worker 2 runs in this
+loopback (bench/otlp_receiver.py, protobuf decoded with opentelemetry-proto). Worker 2 runs in this
 process, with the client, on temporalio's replay-safe tracer provider and the OTel SDK's in-memory exporter.
 Worker 2 replays the history worker 1 wrote: spans that ended before the crash must not be exported again.
 """
@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from client import AgentClient
+from bench.otlp_receiver import OtlpReceiver
+from bench.spans import assert_no_duplicates, finished_spans, render_tree
+from durable_agent.client import AgentClient
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support import traced
-from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.processes import WorkerProcess
-from tests.support.spans import assert_no_duplicates, finished_spans, render_tree
 from tests.support.workers import TEST_SETTINGS
 from tests.test_tracing import traced_client
-from workers.worker import build_runtime, create_worker
 
 TEST_PAYLOAD_DIR = str(Path(TEST_SETTINGS.payload_dir).absolute())
 

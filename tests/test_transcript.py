@@ -8,13 +8,18 @@ from pathlib import Path
 
 import pytest
 
-import activities
-import activities.transcripts
-from activities.transcripts import HistoryBroken, HistoryChain, Transcript, TranscriptCache, TranscriptMissing
-from agent.models import Prompt, PromptOutput, TextOutput, ToolOutput, ToolSuccess
-from agent.projection import project_prompt, project_prompts
-from workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
-from workflows.transcript import OUTPUT_REF_MIN_BYTES, apply_changes, build_page, change_for, json_digest
+from durable_agent import activities
+from durable_agent.activities.transcripts import (
+    HistoryBroken,
+    HistoryChain,
+    Transcript,
+    TranscriptCache,
+    TranscriptMissing,
+)
+from durable_agent.agent.models import Prompt, PromptOutput, TextOutput, ToolOutput, ToolSuccess
+from durable_agent.agent.projection import project_prompt, project_prompts
+from durable_agent.workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
+from durable_agent.workflows.transcript import OUTPUT_REF_MIN_BYTES, apply_changes, build_page, change_for, json_digest
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -15,13 +15,13 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from agent.models import ToolOutput
-from client import AgentClient
+from durable_agent.agent.models import ToolOutput
+from durable_agent.client import AgentClient
+from durable_agent.workers.devserver import DevServer, free_port
+from durable_agent.workers.worker import build_runtime, connect, create_worker
 from tests import scenarios
 from tests.support.browser import Browser, browser_available
 from tests.support.workers import TEST_SETTINGS
-from workers.devserver import DevServer, free_port
-from workers.worker import build_runtime, connect, create_worker
 
 pytestmark = pytest.mark.skipif(not browser_available(), reason="chromium missing: scripts/system-deps installs it")
 

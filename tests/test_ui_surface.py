@@ -9,11 +9,11 @@ from __future__ import annotations
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.testing import WorkflowEnvironment
 
-from agent.models import ToolOutput
-from client import PromptHandle
+from durable_agent.agent.models import ToolOutput
+from durable_agent.client import PromptHandle
+from durable_agent.workflows.details import compact_args, cut_at_word, prompt_summary
 from tests import scenarios
 from tests.support.workers import agent_worker
-from workflows.details import compact_args, cut_at_word, prompt_summary
 
 
 async def _metadata(handle: PromptHandle) -> WorkflowMetadata:

@@ -7,13 +7,13 @@ import uuid
 
 from temporalio.testing import WorkflowEnvironment
 
-from agent.models import Prompt
 from bench.watchers import ANSWER, compare, streaming_runtime
-from client import AgentClient, PromptNotFound
-from client._live import _POLLERS
+from durable_agent.agent.models import Prompt
+from durable_agent.client import AgentClient, PromptNotFound
+from durable_agent.client._live import _POLLERS
+from durable_agent.workers.worker import create_worker
+from durable_agent.workflows.protocol import TextDelta
 from tests.support.workers import TEST_SETTINGS
-from workers.worker import create_worker
-from workflows.protocol import TextDelta
 
 
 async def test_five_watchers_and_token_streaming_leave_the_history_as_unwatched(dev_env: WorkflowEnvironment) -> None:

@@ -10,9 +10,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.workflows.decision_tokens import DecisionClaims, sign_decision
 from tests.support.api import USERS, ApiStack, api_stack, key_pair
 from tests.support.pages import browser, wait_for
-from workflows.decision_tokens import DecisionClaims, sign_decision
 
 
 def _open(driver: WebDriver, url: str, user: str) -> None:

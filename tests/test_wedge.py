@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,14 +27,15 @@ from temporalio.common import RawValue
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from agent.models import Conversation, Prompt, ToolOutput, ToolSuccess
-from client import AgentClient
+from durable_agent.agent.models import Conversation, Prompt, ToolOutput, ToolSuccess
+from durable_agent.client import AgentClient
+from durable_agent.workers.binaries import temporal_cli_path
+from durable_agent.workers.storage import data_converter
+from durable_agent.workflows.protocol import PromptRequest
 from tests import scenarios
 from tests.support.buggy_workflow import BuggyPromptWorkflow
+from tests.support.processes import DAGENT_CMD
 from tests.support.workers import agent_worker
-from workers.binaries import temporal_cli_path
-from workers.storage import data_converter
-from workflows.protocol import PromptRequest
 
 BINARY_JUNK = RawValue(Payload(metadata={"encoding": b"binary/plain"}, data=b"\x00\xff\xfe"))
 UNKNOWN_ENCODING = RawValue(Payload(metadata={"encoding": b"x-no-such/encoding"}, data=b"???"))
@@ -200,7 +200,7 @@ async def test_a_prompt_whose_workflow_task_keeps_failing_is_listed_and_explaine
             cli_env = {**os.environ, "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
                        "DAGENT_LOG_LEVEL": "WARNING"}
             listed, shown = [await asyncio.to_thread(
-                subprocess.run, [sys.executable, "-m", "cli", *args], env=cli_env, capture_output=True, text=True,
+                subprocess.run, [*DAGENT_CMD, *args], env=cli_env, capture_output=True, text=True,
                 timeout=60) for args in (["stuck"], ["show", wf.id])]
         finally:
             await wf.terminate("test cleanup")

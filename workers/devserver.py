@@ -38,8 +38,8 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.service import RPCError, RPCStatusCode
 
-from workers.binaries import temporal_cli_path
-from workflows.names import SEARCH_ATTRIBUTE_KEYS
+from durable_agent.workers.binaries import temporal_cli_path
+from durable_agent.workflows.names import SEARCH_ATTRIBUTE_KEYS
 
 __all__ = [
     "DYNAMIC_CONFIG",

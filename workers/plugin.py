@@ -28,14 +28,14 @@ from temporalio.worker._workflow_instance import WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.worker.workflow_sandbox._runner import _Instance as SandboxedInstance
 
-from agent.errors import DurableAgentError
-from workers.connection import connect_client
-from workers.observability import metrics_runtime, temporal_plugins
-from workers.settings import Settings, WorkflowSandbox
-from workflows import WORKFLOWS
+from durable_agent.agent.errors import DurableAgentError
+from durable_agent.workers.connection import connect_client
+from durable_agent.workers.observability import metrics_runtime, temporal_plugins
+from durable_agent.workers.settings import Settings, WorkflowSandbox
+from durable_agent.workflows import WORKFLOWS
 
 if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
-    from activities.runtime import AgentRuntime
+    from durable_agent.activities.runtime import AgentRuntime
 
 PLUGIN_NAME = "durable-agent"
 # Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
@@ -86,9 +86,8 @@ def workflow_runner(mode: WorkflowSandbox = "off") -> WorkflowRunner:
     if mode == "strict":
         return AgentSandboxedRunner()
     if mode == "on":
-        # `agent` too: the workflows' failure types import agent.errors, re-imported per workflow run otherwise.
-        return AgentSandboxedRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
-            "workflows", "agent"))
+        # The whole package: the workflows' failure types import agent.errors, re-imported per workflow run otherwise.
+        return AgentSandboxedRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("durable_agent"))
     if mode == "off":
         return UnsandboxedWorkflowRunner()
     raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
@@ -105,7 +104,7 @@ def _append_missing(items: Sequence[T]) -> Callable[[Sequence[T] | None], Sequen
 def _activities(runtime: AgentRuntime | None) -> list[Callable[..., object]] | None:
     if runtime is None:
         return None
-    from activities.agent_activities import AgentActivities
+    from durable_agent.activities.agent_activities import AgentActivities
 
     return AgentActivities(runtime).all()
 

@@ -20,7 +20,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from workers.blobstore import encode_segment
+from durable_agent.workers.blobstore import encode_segment
 
 DEFAULT_GRACE = timedelta(hours=1)
 

@@ -16,18 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
 
-from agent.model_settings import ModelSettings, check_settings_json
-from agent.providers.specs import chain_specs, provider_of
-from workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
-from workers.codec import AESGCMCodec, codec_for
-from workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
-from workers.observability import ObservabilityConfig
-from workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
-from workflows.protocol import ModelRouting
+from durable_agent.agent.model_settings import ModelSettings, check_settings_json
+from durable_agent.agent.providers.specs import chain_specs, provider_of
+from durable_agent.workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
+from durable_agent.workers.codec import AESGCMCodec, codec_for
+from durable_agent.workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
+from durable_agent.workers.observability import ObservabilityConfig
+from durable_agent.workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from durable_agent.workflows.protocol import ModelRouting
 
 DEFAULT_TASK_QUEUE = "durable-agent"
-DEMO_MODEL = "scripted:plugins.demo:demo_model"
-DEMO_PLUGINS = "plugins.demo:plugin"
+DEMO_MODEL = "scripted:durable_agent.plugins.demo:demo_model"
+DEMO_PLUGINS = "durable_agent.plugins.demo:plugin"
 WorkflowSandbox = Literal["off", "on", "strict"]
 WorkerQueues = Literal["all", "workflows", "models"]
 GrpcCompressionMode = Literal["auto", "gzip", "none"]

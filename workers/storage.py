@@ -24,8 +24,8 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from workers.blobstore import ObjectClient, WrappingDriver, objects_for, payload_driver
-from workers.observability import process_meter
+from durable_agent.workers.blobstore import ObjectClient, WrappingDriver, objects_for, payload_driver
+from durable_agent.workers.observability import process_meter
 
 DEFAULT_PAYLOAD_THRESHOLD = 256 * 1024
 

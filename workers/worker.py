@@ -8,17 +8,17 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.agent_activities import AgentActivities
-from activities.fast_tools import FastTools
-from activities.runtime import AgentRuntime
-from agent.context import Services
-from agent.plugins import Plugin, load_plugins
-from agent.pricing import PriceTable
-from agent.providers.base import ModelProvider
-from agent.providers.registry import resolve_chain
-from workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
-from workers.rate_limits import PacedCalls, queue_rate
-from workers.settings import Settings
+from durable_agent.activities.agent_activities import AgentActivities
+from durable_agent.activities.fast_tools import FastTools
+from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.agent.context import Services
+from durable_agent.agent.plugins import Plugin, load_plugins
+from durable_agent.agent.pricing import PriceTable
+from durable_agent.agent.providers.base import ModelProvider
+from durable_agent.agent.providers.registry import resolve_chain
+from durable_agent.workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
+from durable_agent.workers.rate_limits import PacedCalls, queue_rate
+from durable_agent.workers.settings import Settings
 
 __all__ = ["STICKY_TIMEOUT", "build_runtime", "connect", "create_model_worker", "create_worker", "create_workers",
            "workflow_runner"]

@@ -1,7 +1,7 @@
 """Temporal workflows of Durable Agent."""
 
-from workflows.conversation import ConversationWorkflow
-from workflows.prompt import PromptWorkflow
+from durable_agent.workflows.conversation import ConversationWorkflow
+from durable_agent.workflows.prompt import PromptWorkflow
 
 WORKFLOWS: list[type] = [PromptWorkflow, ConversationWorkflow]
 

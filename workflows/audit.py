@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agent.models import AuditEntry
+    from durable_agent.agent.models import AuditEntry
 
 MAX_AUDIT_ENTRIES = 200  # beyond this, refused signals are only logged: junk cannot grow a record forever
 MAX_AUDIT_DETAIL_CHARS = 500

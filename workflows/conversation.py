@@ -18,16 +18,16 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from agent.models import AuditEntry, Conversation, Prompt, Usage
-    from agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
-    from workflows import names, telemetry, versions
-    from workflows.audit import record_ignored
-    from workflows.details import prompt_static_details, prompt_summary
-    from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
-    from workflows.history_store import store_history
-    from workflows.inputs import decode_input, decode_payloads, raw_payloads
-    from workflows.names import CONVERSATION_ID, USER_ID
-    from workflows.protocol import (
+    from durable_agent.agent.models import AuditEntry, Conversation, Prompt, Usage
+    from durable_agent.agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
+    from durable_agent.workflows import names, telemetry, versions
+    from durable_agent.workflows.audit import record_ignored
+    from durable_agent.workflows.details import prompt_static_details, prompt_summary
+    from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
+    from durable_agent.workflows.history_store import store_history
+    from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
+    from durable_agent.workflows.names import CONVERSATION_ID, USER_ID
+    from durable_agent.workflows.protocol import (
         ConversationRequest,
         HistoryRef,
         PromptRequest,

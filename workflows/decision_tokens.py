@@ -19,7 +19,7 @@ import jwt
 from jwt.api_jws import PyJWS
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from workflows.transcript import json_digest
+from durable_agent.workflows.transcript import json_digest
 
 DecisionKind = Literal["approve", "reject"]
 TOKEN_ALGORITHM = "EdDSA"

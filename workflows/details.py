@@ -11,7 +11,7 @@ import re
 
 from pydantic import JsonValue
 
-from agent.models import Decision, Prompt, TextOutput, ToolOutput, ToolPending
+from durable_agent.agent.models import Decision, Prompt, TextOutput, ToolOutput, ToolPending
 
 MAX_SUMMARY_CHARS = 120
 MAX_ARGS_CHARS = 200

@@ -9,9 +9,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from agent.models import Prompt
-    from workflows import names
-    from workflows.protocol import HistoryRef, StoreHistoryRequest
+    from durable_agent.agent.models import Prompt
+    from durable_agent.workflows import names
+    from durable_agent.workflows.protocol import HistoryRef, StoreHistoryRequest
 
 STORE_TIMEOUT = timedelta(seconds=30)
 STORE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))  # until the store is back: nothing is lost

@@ -20,9 +20,9 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.workflow_streams import WorkflowStream
 
-    from agent.errors import PromptFailedError, RefusalKind
-    from agent.events import EventKind, PromptEvent
-    from agent.models import (
+    from durable_agent.agent.errors import PromptFailedError, RefusalKind
+    from durable_agent.agent.events import EventKind, PromptEvent
+    from durable_agent.agent.models import (
         TERMINAL_STATES,
         DataOutput,
         Decision,
@@ -37,15 +37,20 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
-    from workflows import details, names, telemetry, versions
-    from workflows.audit import record_ignored
-    from workflows.corrections import merge_patch, schema_problem
-    from workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
-    from workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
-    from workflows.history_store import store_history
-    from workflows.inputs import decode_input, decode_payloads, raw_payloads
-    from workflows.names import EMIT_EVENT_ACTIVITY, EVENTS_TOPIC, INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
-    from workflows.protocol import (
+    from durable_agent.workflows import details, names, telemetry, versions
+    from durable_agent.workflows.audit import record_ignored
+    from durable_agent.workflows.corrections import merge_patch, schema_problem
+    from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
+    from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
+    from durable_agent.workflows.history_store import store_history
+    from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
+    from durable_agent.workflows.names import (
+        EMIT_EVENT_ACTIVITY,
+        EVENTS_TOPIC,
+        INVOKE_TOOL_ACTIVITY,
+        MODEL_ROUND_ACTIVITY,
+    )
+    from durable_agent.workflows.protocol import (
         ApprovalRequirement,
         ApproveRequest,
         CallNeedingApproval,
@@ -72,9 +77,9 @@ with workflow.unsafe.imports_passed_through():
         TranscriptPage,
         TranscriptPageRequest,
     )
-    from workflows.search_attributes import changed_search_attributes, prompt_search_attributes
-    from workflows.stream_guard import guard_stream_poll, guard_stream_publish
-    from workflows.transcript import build_page, change_for
+    from durable_agent.workflows.search_attributes import changed_search_attributes, prompt_search_attributes
+    from durable_agent.workflows.stream_guard import guard_stream_poll, guard_stream_publish
+    from durable_agent.workflows.transcript import build_page, change_for
 
 # What a cancelled prompt's unfinished calls say: whether their side effect may have happened.
 CANCELLED_WHILE_RUNNING = ("The prompt was cancelled before this call finished: it was stopped while running "

@@ -23,9 +23,9 @@ from pydantic import (
     model_validator,
 )
 
-from agent.events import EventKind, PromptEvent
-from agent.model_settings import ModelSettings
-from agent.models import (
+from durable_agent.agent.events import EventKind, PromptEvent
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import (
     FileOutput,
     ModelTier,
     Prompt,
@@ -37,7 +37,7 @@ from agent.models import (
     Usage,
     WidgetOutput,
 )
-from agent.providers.specs import provider_of
+from durable_agent.agent.providers.specs import provider_of
 
 DEFAULT_MAX_ROUNDS = 10
 MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
 
-from agent.models import Prompt
-from workflows.names import CONVERSATION_ID, PARENT_PROMPT_ID, PROMPT_STATE, USER_ID
+from durable_agent.agent.models import Prompt
+from durable_agent.workflows.names import CONVERSATION_ID, PARENT_PROMPT_ID, PROMPT_STATE, USER_ID
 
 
 def prompt_search_attributes(prompt: Prompt) -> list[SearchAttributeUpdate]:

@@ -19,8 +19,8 @@ from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.contrib.workflow_streams._types import PollInput, PollResult, PublishInput
 
-from workflows.failures import describe_exception, is_workflow_bug
-from workflows.inputs import raw_payloads
+from durable_agent.workflows.failures import describe_exception, is_workflow_bug
+from durable_agent.workflows.inputs import raw_payloads
 
 try:
     from temporalio.contrib.workflow_streams._stream import _POLL as POLL_UPDATE

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from opentelemetry import trace
     from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
-    from agent.models import Usage
+    from durable_agent.agent.models import Usage
 
 TRACER_NAME = "durable_agent"
 

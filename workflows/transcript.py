@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
-from agent.models import Prompt, PromptOutput, ToolOutput, ToolSuccess
-from workflows.protocol import OutputChange, TranscriptItem, TranscriptPage
+from durable_agent.agent.models import Prompt, PromptOutput, ToolOutput, ToolSuccess
+from durable_agent.workflows.protocol import OutputChange, TranscriptItem, TranscriptPage
 
 OUTPUT_REF_MIN_BYTES = 1024  # smaller tool outputs travel by value: a reference would not be much smaller
 

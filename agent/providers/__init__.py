@@ -10,8 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent.providers.anthropic_messages import AnthropicMessagesProvider
-    from agent.providers.base import (
+    from durable_agent.agent.providers.anthropic_messages import AnthropicMessagesProvider
+    from durable_agent.agent.providers.base import (
         FatalModelError,
         ModelError,
         ModelProvider,
@@ -19,27 +19,27 @@ if TYPE_CHECKING:
         StreamingModelProvider,
         TextSink,
     )
-    from agent.providers.errors import to_model_error
-    from agent.providers.naming import ToolNameMap
-    from agent.providers.openai_chat import OpenAIChatProvider
-    from agent.providers.openai_responses import OpenAIResponsesProvider
-    from agent.providers.registry import resolve_provider
-    from agent.providers.scripted import ScriptedModel
+    from durable_agent.agent.providers.errors import to_model_error
+    from durable_agent.agent.providers.naming import ToolNameMap
+    from durable_agent.agent.providers.openai_chat import OpenAIChatProvider
+    from durable_agent.agent.providers.openai_responses import OpenAIResponsesProvider
+    from durable_agent.agent.providers.registry import resolve_provider
+    from durable_agent.agent.providers.scripted import ScriptedModel
 
 _EXPORTS = {
-    "AnthropicMessagesProvider": "agent.providers.anthropic_messages",
-    "FatalModelError": "agent.providers.base",
-    "ModelError": "agent.providers.base",
-    "ModelProvider": "agent.providers.base",
-    "OpenAIChatProvider": "agent.providers.openai_chat",
-    "OpenAIResponsesProvider": "agent.providers.openai_responses",
-    "RetryableModelError": "agent.providers.base",
-    "ScriptedModel": "agent.providers.scripted",
-    "StreamingModelProvider": "agent.providers.base",
-    "TextSink": "agent.providers.base",
-    "ToolNameMap": "agent.providers.naming",
-    "resolve_provider": "agent.providers.registry",
-    "to_model_error": "agent.providers.errors",
+    "AnthropicMessagesProvider": "durable_agent.agent.providers.anthropic_messages",
+    "FatalModelError": "durable_agent.agent.providers.base",
+    "ModelError": "durable_agent.agent.providers.base",
+    "ModelProvider": "durable_agent.agent.providers.base",
+    "OpenAIChatProvider": "durable_agent.agent.providers.openai_chat",
+    "OpenAIResponsesProvider": "durable_agent.agent.providers.openai_responses",
+    "RetryableModelError": "durable_agent.agent.providers.base",
+    "ScriptedModel": "durable_agent.agent.providers.scripted",
+    "StreamingModelProvider": "durable_agent.agent.providers.base",
+    "TextSink": "durable_agent.agent.providers.base",
+    "ToolNameMap": "durable_agent.agent.providers.naming",
+    "resolve_provider": "durable_agent.agent.providers.registry",
+    "to_model_error": "durable_agent.agent.providers.errors",
 }
 
 __all__ = [

@@ -23,7 +23,7 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     AssistantMessage,
     ModelRequest,
     ModelResponse,
@@ -33,13 +33,13 @@ from agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent.models import ReasoningOutput, Usage
-from agent.providers.base import TextSink
-from agent.providers.naming import ToolNameMap
-from agent.providers.openai_responses import NO_KEY, decode_arguments
-from agent.providers.options import forced_tool_name, with_extra
-from agent.providers.sdk import SDKProvider
-from agent.providers.streaming import accumulate, event_type, open_stream
+from durable_agent.agent.models import ReasoningOutput, Usage
+from durable_agent.agent.providers.base import TextSink
+from durable_agent.agent.providers.naming import ToolNameMap
+from durable_agent.agent.providers.openai_responses import NO_KEY, decode_arguments
+from durable_agent.agent.providers.options import forced_tool_name, with_extra
+from durable_agent.agent.providers.sdk import SDKProvider
+from durable_agent.agent.providers.streaming import accumulate, event_type, open_stream
 
 PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
-from agent.errors import DurableAgentError
-from agent.messages import ModelRequest, ModelResponse
+from durable_agent.agent.errors import DurableAgentError
+from durable_agent.agent.messages import ModelRequest, ModelResponse
 
 
 class ModelError(DurableAgentError):

@@ -19,7 +19,7 @@ import anthropic
 import httpx2
 import openai
 
-from agent.providers.base import FatalModelError, ModelError, RetryableModelError
+from durable_agent.agent.providers.base import FatalModelError, ModelError, RetryableModelError
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 # Error types / codes sent inside a stream (after the 200) that a retry may cure.

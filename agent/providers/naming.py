@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from agent.messages import ModelRequest, ToolCallMessage, ToolResultMessage
+from durable_agent.agent.messages import ModelRequest, ToolCallMessage, ToolResultMessage
 
 MAX_NAME_LENGTH = 64
 _LEGAL = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -21,7 +21,7 @@ from typing import Any
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     AssistantMessage,
     ModelRequest,
     ModelResponse,
@@ -31,12 +31,12 @@ from agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent.models import ReasoningOutput, Usage
-from agent.providers.base import TextSink
-from agent.providers.naming import ToolNameMap
-from agent.providers.openai_responses import OpenAISDKProvider, decode_arguments, encode_arguments
-from agent.providers.options import forced_tool_name, with_extra
-from agent.providers.streaming import accumulate, open_stream
+from durable_agent.agent.models import ReasoningOutput, Usage
+from durable_agent.agent.providers.base import TextSink
+from durable_agent.agent.providers.naming import ToolNameMap
+from durable_agent.agent.providers.openai_responses import OpenAISDKProvider, decode_arguments, encode_arguments
+from durable_agent.agent.providers.options import forced_tool_name, with_extra
+from durable_agent.agent.providers.streaming import accumulate, open_stream
 
 
 def build_messages(request: ModelRequest, *, names: ToolNameMap) -> list[dict[str, Any]]:

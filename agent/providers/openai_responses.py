@@ -22,7 +22,7 @@ from typing import Any
 import openai
 from openai.types.responses import Response
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     AssistantMessage,
     ModelRequest,
     ModelResponse,
@@ -32,13 +32,13 @@ from agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent.models import ReasoningOutput, Usage
-from agent.providers.base import ModelError, TextSink
-from agent.providers.errors import stream_error
-from agent.providers.naming import ToolNameMap
-from agent.providers.options import forced_tool_name, with_extra
-from agent.providers.sdk import SDKProvider
-from agent.providers.streaming import event_type, guarded_events, open_stream
+from durable_agent.agent.models import ReasoningOutput, Usage
+from durable_agent.agent.providers.base import ModelError, TextSink
+from durable_agent.agent.providers.errors import stream_error
+from durable_agent.agent.providers.naming import ToolNameMap
+from durable_agent.agent.providers.options import forced_tool_name, with_extra
+from durable_agent.agent.providers.sdk import SDKProvider
+from durable_agent.agent.providers.streaming import event_type, guarded_events, open_stream
 
 PROVIDER = "openai"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

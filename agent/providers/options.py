@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.messages import ModelRequest
-from agent.providers.base import FatalModelError
-from agent.providers.naming import ToolNameMap
+from durable_agent.agent.messages import ModelRequest
+from durable_agent.agent.providers.base import FatalModelError
+from durable_agent.agent.providers.naming import ToolNameMap
 
 
 def forced_tool_name(request: ModelRequest, names: ToolNameMap) -> str | None:

@@ -9,10 +9,10 @@ import importlib
 import importlib.util
 from collections.abc import Mapping, Sequence
 
-from agent.messages import ModelResponse
-from agent.providers.base import ModelProvider
-from agent.providers.scripted import ScriptedModel
-from agent.providers.specs import chain_specs
+from durable_agent.agent.messages import ModelResponse
+from durable_agent.agent.providers.base import ModelProvider
+from durable_agent.agent.providers.scripted import ScriptedModel
+from durable_agent.agent.providers.specs import chain_specs
 
 # The SDK-backed providers are imported where they are built: importing openai and anthropic takes
 # seconds, which a worker with only scripted tiers (and its crash-restart time) should not pay.
@@ -78,10 +78,10 @@ def _azure(provider: str, deployment: str, spec: str, env: Mapping[str, str], ti
         azure_endpoint=_required(env, "AZURE_OPENAI_ENDPOINT", spec), api_key=api_key,
         api_version=_required(env, "OPENAI_API_VERSION", spec), timeout=timeout, max_retries=0)
     if provider == "azure":
-        from agent.providers.openai_responses import OpenAIResponsesProvider
+        from durable_agent.agent.providers.openai_responses import OpenAIResponsesProvider
 
         return OpenAIResponsesProvider(model=deployment, api_key=api_key, client=client, name="azure")
-    from agent.providers.openai_chat import OpenAIChatProvider
+    from durable_agent.agent.providers.openai_chat import OpenAIChatProvider
 
     return OpenAIChatProvider(model=deployment, api_key=api_key, client=client, name="azure-chat")
 
@@ -90,7 +90,7 @@ def _vertex(model: str, spec: str, env: Mapping[str, str], timeout: float) -> Mo
     """Claude on Vertex AI through the anthropic SDK's Vertex client (same Messages API, Google auth)."""
     import anthropic
 
-    from agent.providers.anthropic_messages import AnthropicMessagesProvider
+    from durable_agent.agent.providers.anthropic_messages import AnthropicMessagesProvider
 
     token = env.get("ANTHROPIC_VERTEX_ACCESS_TOKEN") or None
     client = anthropic.AsyncAnthropicVertex(
@@ -110,7 +110,7 @@ def _bedrock(model_id: str, spec: str, env: Mapping[str, str], timeout: float) -
     """
     import anthropic
 
-    from agent.providers.anthropic_messages import AnthropicMessagesProvider
+    from durable_agent.agent.providers.anthropic_messages import AnthropicMessagesProvider
 
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
     if not region:
@@ -153,7 +153,7 @@ def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.
         raise _invalid(spec, "expected <provider>:<model>")
     match provider:
         case "openai":
-            from agent.providers.openai_responses import OpenAIResponsesProvider
+            from durable_agent.agent.providers.openai_responses import OpenAIResponsesProvider
 
             return OpenAIResponsesProvider(model=model, api_key=_required(env, "OPENAI_API_KEY", spec),
                                            base_url=env.get("OPENAI_BASE_URL") or None, timeout=timeout)
@@ -163,12 +163,12 @@ def resolve_provider(spec: str, env: Mapping[str, str], *, timeout: float = 120.
             if base_url is None and api_key is None:
                 raise _invalid(spec, "set DAGENT_OPENAI_CHAT_BASE_URL (or OPENAI_BASE_URL) for a local server, "
                                      "or OPENAI_API_KEY for api.openai.com")
-            from agent.providers.openai_chat import OpenAIChatProvider
+            from durable_agent.agent.providers.openai_chat import OpenAIChatProvider
 
             return OpenAIChatProvider(model=model, api_key=api_key or LOCAL_API_KEY, base_url=base_url,
                                       timeout=timeout)
         case "anthropic":
-            from agent.providers.anthropic_messages import AnthropicMessagesProvider
+            from durable_agent.agent.providers.anthropic_messages import AnthropicMessagesProvider
 
             return AnthropicMessagesProvider(model=model, api_key=_required(env, "ANTHROPIC_API_KEY", spec),
                                              base_url=env.get("ANTHROPIC_BASE_URL") or None, timeout=timeout)

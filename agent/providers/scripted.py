@@ -18,15 +18,15 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import JsonValue
 
-from agent.messages import (
+from durable_agent.agent.messages import (
     ModelRequest,
     ModelResponse,
     ModelToolCall,
     ToolResultMessage,
     UserMessage,
 )
-from agent.models import Usage
-from agent.providers.base import FatalModelError, ModelError, TextSink
+from durable_agent.agent.models import Usage
+from durable_agent.agent.providers.base import FatalModelError, ModelError, TextSink
 
 ScriptFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
 _WORDS = re.compile(r"\s*\S+\s*|\s+")

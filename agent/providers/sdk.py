@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from agent.messages import ModelResponse
-from agent.providers.base import ModelError
-from agent.providers.errors import to_model_error, truncated_stream
+from durable_agent.agent.messages import ModelResponse
+from durable_agent.agent.providers.base import ModelError
+from durable_agent.agent.providers.errors import to_model_error, truncated_stream
 
 T = TypeVar("T")
 

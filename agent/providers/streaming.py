@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from agent.providers.base import ModelError
+from durable_agent.agent.providers.base import ModelError
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)

@@ -74,8 +74,12 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
 from temporalio.api.workflowservice.v1 import SignalWorkflowExecutionRequest, UpdateActivityOptionsRequest
 from temporalio.service import RPCError
 
-from agent.models import MessageOutput, ToolOutput, ToolPending
-from client import AgentClient, DecisionRefused
+from durable_agent.agent.models import MessageOutput, ToolOutput, ToolPending
+from durable_agent.client import AgentClient, DecisionRefused
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
+from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, STEER_SIGNAL
+from durable_agent.workflows.protocol import SteerRequest
 from tests.crash import scenario
 from tests.crash.constants import (
     APPROVER,
@@ -98,10 +102,6 @@ from tests.crash.report import HarnessReport, KillRecord
 from tests.crash.workers import WorkerProc, Zygote, zygote
 from tests.support.jsonl import read_lines
 from tests.support.records import shape
-from workers.devserver import DevServer
-from workers.settings import Settings
-from workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, STEER_SIGNAL
-from workflows.protocol import SteerRequest
 
 # --------------------------------------------------------------------------------------------------
 # the harness

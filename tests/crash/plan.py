@@ -8,8 +8,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.models import Prompt, ToolOutput
-from client import PromptHandle
+from durable_agent.agent.models import Prompt, ToolOutput
+from durable_agent.client import PromptHandle
 from tests.crash.constants import DEFAULT_PACE, REFILL_SHARE, TARGETS, Target
 
 # --------------------------------------------------------------------------------------------------

@@ -40,13 +40,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from agent.models import Usage
-from agent.plugins import Plugin
-from agent.providers.base import FatalModelError
-from agent.providers.scripted import ScriptedModel, tool_calls
-from agent.tools import Approval, tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from durable_agent.agent.models import Usage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.base import FatalModelError
+from durable_agent.agent.providers.scripted import ScriptedModel, tool_calls
+from durable_agent.agent.tools import Approval, tool
 from tests.support.jsonl import append_line
 
 CRASH_DIR_ENV = "DAGENT_CRASH_DIR"

@@ -37,7 +37,7 @@ def _zygote_child(command: dict[str, Any]) -> None:  # pragma: no cover - runs i
         os.environ.clear()
         os.environ.update(command["env"])
         sys.argv = list(command["argv"])
-        from cli.app import app
+        from durable_agent.cli.app import app
 
         app()
     finally:
@@ -174,7 +174,7 @@ def zygote() -> Zygote:
 
 def _exec_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env, cwd=REPO_ROOT,
+        return subprocess.Popen([sys.executable, "-m", "durable_agent.cli", "worker"], env=env, cwd=REPO_ROOT,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.messages import ModelRequest, ToolSpec, UserMessage
-from agent.providers import AnthropicMessagesProvider, OpenAIChatProvider, OpenAIResponsesProvider
+from durable_agent.agent.messages import ModelRequest, ToolSpec, UserMessage
+from durable_agent.agent.providers import AnthropicMessagesProvider, OpenAIChatProvider, OpenAIResponsesProvider
 from tests.fakes.llm_server import FakeLLMServer, WireProtocol
 
 API_KEY = "sk-test-SECRET-key-0123456789abcdef"

@@ -14,15 +14,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, tool
-from api import create_app
-from api.config import ApiConfig, ApiKey
-from api.server import serve_in_background
-from client import AgentClient
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.api import create_app
+from durable_agent.api.config import ApiConfig, ApiKey
+from durable_agent.api.server import serve_in_background
+from durable_agent.client import AgentClient
 from tests.support.workers import agent_worker
 
 

@@ -15,11 +15,11 @@ import os
 
 from pydantic import BaseModel
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
-from agent.tools import Approval, tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
 
 REPORT_CHARS = 200_000
 FILE_CHARS = 400_000

@@ -5,10 +5,10 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agent.models import Prompt
-    from workflows.failures import WORKFLOW_FAILURE_TYPES
-    from workflows.inputs import raw_payloads
-    from workflows.prompt import PromptWorkflow
+    from durable_agent.agent.models import Prompt
+    from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES
+    from durable_agent.workflows.inputs import raw_payloads
+    from durable_agent.workflows.prompt import PromptWorkflow
 
 
 @workflow.defn(name="BuggyPromptWorkflow", failure_exception_types=WORKFLOW_FAILURE_TYPES)

@@ -19,12 +19,12 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.subagents import SubAgent
-from agent.tools import tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.subagents import SubAgent
+from durable_agent.agent.tools import tool
 from tests.support.jsonl import append_line
 from tests.support.ledger import CHARGE_AMOUNT, ledger_path
 

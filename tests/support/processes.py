@@ -9,13 +9,15 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+DAGENT_CMD = [sys.executable, "-m", "durable_agent.cli"]  # the `dagent` script, in this interpreter
+
 
 class WorkerProcess:
     def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
         self.log_path = log_path
         env = {**env, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if p)}
         self._log = open(log_path, "wb")  # closed in kill()
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "worker", *args], env=env, cwd=REPO_ROOT,
+        self.proc = subprocess.Popen([*DAGENT_CMD, "worker", *args], env=env, cwd=REPO_ROOT,
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
     @property

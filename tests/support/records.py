@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.models import Prompt
+from durable_agent.agent.models import Prompt
 
 VOLATILE_KEYS = frozenset({"started_at", "finished_at", "requested_at", "expires_at", "at"})
 

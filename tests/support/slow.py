@@ -10,11 +10,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
 
 
 class Job(BaseModel):

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.context import ToolContext
-from agent.messages import ModelRequest, ModelResponse
-from agent.plugins import Plugin
-from agent.providers.scripted import ScriptedModel, text, tool_calls
-from agent.tools import Approval, tool
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
 
 MARKER_ENV = "DAGENT_TEST_MARKER_DIR"
 PAY_STARTED = "pay-started"

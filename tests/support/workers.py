@@ -9,11 +9,11 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from agent.plugins import Plugin
-from agent.providers.base import ModelProvider
-from client import AgentClient
-from workers.settings import Settings
-from workers.worker import build_runtime, create_worker
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.base import ModelProvider
+from durable_agent.client import AgentClient
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_worker
 
 # The strict sandbox: any non-deterministic call in workflow code fails the test (and the replay test).
 TEST_SETTINGS = Settings(payload_dir=".dagent/test-payloads", file_dir=".dagent/test-files",

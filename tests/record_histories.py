@@ -1,4 +1,4 @@
-"""Record workflow histories for the replay tests: `python scripts/record_histories.py [--force]`.
+"""Record workflow histories for the replay tests: `python -m tests.record_histories [--force]`.
 
 Existing files are kept (they are the proof that histories recorded by older code still replay);
 only missing ones are written. `--force` rewrites them all.
@@ -11,21 +11,18 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from temporalio.client import WorkflowHandle
 
-from temporalio.client import WorkflowHandle  # noqa: E402
+from durable_agent.agent.messages import ModelRequest, ModelResponse, UserMessage
+from durable_agent.agent.providers.scripted import ScriptedModel
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, connect, create_model_worker, create_worker
+from durable_agent.workflows.protocol import ModelRouting, PendingApproval
+from tests import scenarios
 
-from agent.messages import ModelRequest, ModelResponse, UserMessage  # noqa: E402
-from agent.providers.scripted import ScriptedModel  # noqa: E402
-from client import AgentClient, PromptHandle  # noqa: E402
-from tests import scenarios  # noqa: E402
-from workers.devserver import DevServer  # noqa: E402
-from workers.settings import Settings  # noqa: E402
-from workers.worker import build_runtime, connect, create_model_worker, create_worker  # noqa: E402
-from workflows.protocol import ModelRouting, PendingApproval  # noqa: E402
-
-OUT = ROOT / "tests" / "histories"
+OUT = Path(__file__).resolve().parent / "histories"
 
 
 FORCE = "--force" in sys.argv

@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.support.spans import SpanRecord
+from bench.spans import SpanRecord
 
 
 def _value(value: AnyValue) -> Any:
