@@ -8,34 +8,38 @@ the API under test.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_SECONDS = 60  # an upper bound for the page to catch up, not a timing assertion
+SHOTS = os.environ.get("DAGENT_PAGE_SHOTS")  # a folder: tests save screenshots of what they checked there
 
 T = TypeVar("T")
 
 
 @contextmanager
-def browser() -> Iterator[WebDriver]:
+def browser(width: int = 1300, height: int = 1000) -> Iterator[WebDriver]:
     os.environ.setdefault("SE_OFFLINE", "true")
     options = Options()
     options.binary_location = CHROMIUM
     with tempfile.TemporaryDirectory(prefix="dagent-chromium-") as profile:
         for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--no-first-run", "--window-size=1300,1000", f"--user-data-dir={profile}"):
+                     "--no-first-run", f"--window-size={width},{height}", f"--user-data-dir={profile}"):
             options.add_argument(flag)
         driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
         try:
@@ -53,3 +57,27 @@ def wait_for(driver: WebDriver, condition: Callable[[WebDriver], T], what: str) 
     except Exception as exc:
         body = driver.find_element("tag name", "body").text
         raise AssertionError(f"page never showed {what}; it shows:\n{body}") from exc
+
+
+def texts(driver: WebDriver, css: str) -> list[str]:
+    """The visible text of every element matching `css`, read at once (pages re-render)."""
+    return [element.text for element in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def wait_for_text(driver: WebDriver, css: str, pattern: str, what: str) -> str:
+    """The text of the first element matching `css` whose text matches the regex `pattern`."""
+    regex = re.compile(pattern, re.S)
+    return wait_for(driver, lambda d: next((t for t in texts(d, css) if regex.search(t)), None), what)
+
+
+def horizontal_overflow(driver: WebDriver) -> int:
+    """How many CSS pixels the page is wider than the viewport (0: no horizontal scroll)."""
+    return int(driver.execute_script(
+        "return Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) - window.innerWidth"))
+
+
+def screenshot(driver: WebDriver, name: str) -> None:
+    """Save a screenshot when DAGENT_PAGE_SHOTS names a folder (to look at what a test saw)."""
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(SHOTS) / f"{name}.png"))
