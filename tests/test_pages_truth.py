@@ -26,7 +26,15 @@ from durable_agent.agent.tools import Approval, tool
 from durable_agent.api import create_app
 from durable_agent.api.server import serve_in_background
 from tests.support.api import USERS, ApiStack, api_config, auth, key_pair
-from tests.support.pages import browser, horizontal_overflow, screenshot, texts, wait_for, wait_for_text
+from tests.support.pages import (
+    attributes,
+    browser,
+    horizontal_overflow,
+    screenshot,
+    texts,
+    wait_for,
+    wait_for_text,
+)
 from tests.support.workers import agent_worker
 
 
@@ -129,8 +137,8 @@ def _call(driver: WebDriver, tool: str, nth: int = 0):  # type: ignore[no-untype
 
 def _settled_chat(driver: WebDriver) -> str:
     """The page once the prompt has completed and its final answer is shown."""
-    wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "section.prompt").get_attribute("data-state")
-             == "completed", "the prompt completed")
+    wait_for(driver, lambda d: attributes(d, "section.prompt", "data-state")[-1:] == ["completed"],
+             "the prompt completed")
     return wait_for_text(driver, ".msg.assistant", r"^Done:", "the final answer")
 
 
@@ -291,10 +299,10 @@ async def test_chat_after_a_reload_shows_the_truth_mid_approval_and_after(dev_en
                 waiting = wait_for_text(chat, '.tool[data-status="waiting for approval"]', r"· \d+ s",
                                         "still waiting after a reload, with its age")
                 assert chat.find_elements(By.CSS_SELECTOR, ".tool button.approve")
-                assert chat.find_element(By.CSS_SELECTOR, ".prompt-head .state").text == "waiting for approval"
+                assert texts(chat, ".prompt-head .state") == ["waiting for approval"]
                 assert "Amount in US dollars" in waiting  # the schema's description on the form
-                prompt_id = chat.find_element(By.CSS_SELECTOR, "section.prompt").get_attribute("data-prompt")
-                call_id = chat.find_element(By.CSS_SELECTOR, ".tool").get_attribute("data-call")
+                [prompt_id] = attributes(chat, "section.prompt", "data-prompt")
+                [call_id] = attributes(chat, ".tool", "data-call")
 
                 async def ann_approves() -> None:
                     async with httpx.AsyncClient(base_url=stack.url, headers=auth("ann"), timeout=60) as http:
@@ -306,9 +314,9 @@ async def test_chat_after_a_reload_shows_the_truth_mid_approval_and_after(dev_en
                     chat.refresh()
                     _settled_chat(chat)
                     tool = wait_for_text(chat, ".tool", "approved by ann", f"the call decided (reload {reload})")
-                    assert chat.find_element(By.CSS_SELECTOR, ".tool").get_attribute("data-status") == "done", tool
+                    assert attributes(chat, ".tool", "data-status") == ["done"], tool
                     assert not chat.find_elements(By.CSS_SELECTOR, "button.approve, button.reject"), tool
-                    assert chat.find_element(By.CSS_SELECTOR, ".prompt-head .state").text == "done"
+                    assert texts(chat, ".prompt-head .state") == ["done"]
                 screenshot(chat, "chat-after-reload")
 
         await asyncio.to_thread(scenario)
@@ -322,13 +330,14 @@ async def test_chat_shows_tool_progress_and_fits_a_phone(dev_env: WorkflowEnviro
         def scenario() -> None:
             with browser(390, 844) as chat:
                 _open_chat(chat, stack.url, "alice")
+                assert chat.execute_script("return window.innerWidth") == 390
                 assert horizontal_overflow(chat) <= 0
                 _send(chat, "rebuild the index")
                 running = wait_for_text(chat, '.tool[data-status="running"]', "indexing shard 3/6 · 50%",
                                         "the tool's progress")
                 assert re.search(r"· \d+ s", running)
-                assert chat.find_element(By.CSS_SELECTOR, ".progress progress").get_attribute("value") == "50"
-                assert chat.find_element(By.CSS_SELECTOR, ".prompt-head .state").text == "working"
+                assert attributes(chat, ".progress progress", "value") == ["50"]
+                assert texts(chat, ".prompt-head .state") == ["working"]
                 assert horizontal_overflow(chat) <= 0, "the chat scrolls sideways at 390 px"
                 screenshot(chat, "chat-progress-390")
                 RELEASE.set()

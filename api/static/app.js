@@ -151,6 +151,7 @@ const DA = (() => {
       label: prop.title || humanize(name),
       description: prop.description || "",
       type,
+      known: Boolean(schema && schema.properties && schema.properties[name]),
       required: Boolean(schema && Array.isArray(schema.required) && schema.required.includes(name)),
     };
   }
@@ -225,7 +226,7 @@ const DA = (() => {
         readers[name] = () => (field.value === "" && value === undefined ? undefined : field.value);
       }
       form.append(el("div", { class: "field" },
-        el("label", { for: id, title: name, text: info.label + (info.required ? "" : " (optional)") }),
+        el("label", { for: id, title: name, text: info.label + (info.known && !info.required ? " (optional)" : "") }),
         field,
         info.description ? el("small", { class: "help", text: info.description }) : null));
     }

@@ -116,20 +116,21 @@
       el("div", { class: "card msg user input" }), outputs, live);
     list.append(block);
 
-    // Labels and descriptions for an approval form: asked once per waiting call, never stored in `outputs`.
+    // Labels and descriptions for an approval form, from the approvals list (which lags a moment behind the
+    // stream: asked again a few times). Kept apart from `outputs`, so it can never undo a later event.
+    let asks = 0;
     function askSchemas() {
       const missing = prompt.outputs.some((e) => e && e.type === "tool" && e.result && e.result.type === "pending"
         && !(e.id in prompt.schemas));
-      if (!missing || prompt.asking) return;
+      if (!missing || prompt.asking || asks >= 10) return;
       prompt.asking = true;
+      asks += 1;
       api("GET", "/approvals").then((items) => {
         for (const item of items) {
           if (item.prompt_id === promptId && item.input_schema) prompt.schemas[item.tool_call_id] = item.input_schema;
         }
       }).catch(() => {}).finally(() => {
-        for (const e of prompt.outputs) if (e && e.type === "tool" && !(e.id in prompt.schemas)) prompt.schemas[e.id] = null;
-        prompt.asking = false;
-        render();
+        setTimeout(() => { prompt.asking = false; render(); }, 1000);
       });
     }
 

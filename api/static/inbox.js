@@ -52,8 +52,7 @@
     view.node = el("section", { class: "call", "data-prompt": item.prompt_id, "data-call": item.tool_call_id,
       "data-tool": item.tool, "data-state": "waiting" },
     el("div", { class: "row" }, el("strong", { class: "tool", text: item.tool }),
-      el("span", { class: "muted", text: `asked by ${item.user_id || "?"} · waiting ` }),
-      el("span", { class: "muted since" }, forNode(item.requested_at)),
+      el("span", { class: "muted since" }, `asked by ${item.user_id || "?"} · waiting `, forNode(item.requested_at)),
       item.expires_at ? el("span", { class: "muted", text: ` · expires ${new Date(item.expires_at).toLocaleString()}` }) : null),
     el("p", { class: "reason", text: item.reason }),
     body, outcome);
@@ -68,6 +67,7 @@
     view.outcome.className = "outcome " + kind;
     view.outcome.replaceChildren(...parts);
     if (state === "done" || state === "decided") view.body.hidden = true;
+    view.node.querySelector(".since").hidden = state !== "checking";
     refresh();
   }
 
@@ -77,8 +77,11 @@
     if (result.error) {
       if (result.error.status === 409) {
         const decision = result.error.problem.decision;
-        setOutcome(view, decision ? "done" : "decided", "lost", el("strong", { text: "Not applied. " }),
-          view.controls.node.querySelector(".decision-status").firstChild || result.error.message);
+        const yours = result.kind === "approve" ? "approval" : "rejection";
+        setOutcome(view, decision ? "done" : "decided", "lost", el("strong", { text: "Not applied: " }),
+          decision ? el("span", {}, `your ${yours} came too late — already ${decision.decision} by ${decision.by || "someone"} `,
+            agoNode(decision.at), decision.reason ? ` (“${decision.reason}”).` : ".")
+            : `your ${yours} came too late — ${result.error.message}`);
         if (!decision) follow(view);
       } else {
         view.state = "waiting"; view.mine = null; // refused for a reason the approver can fix: try again
@@ -127,7 +130,7 @@
     const head = el("strong", { text: `${lost ? "Already " : ""}${decision.decision} by ${byMe ? "you (elsewhere)" : by} ` });
     const parts = [head, agoNode(decision.at), correction ? ` with ${correction}` : "",
       decision.reason ? ` (“${decision.reason}”)` : "", final ? ran : " — running…"];
-    if (lost) parts.unshift(el("strong", { text: "Not applied. " }));
+    if (lost) parts.unshift(el("strong", { text: "Not applied: " }));
     setOutcome(view, final ? "done" : "decided", lost ? "lost" : "elsewhere", ...parts);
     if (!view.announced && !lost) {
       view.announced = true;
@@ -239,6 +242,7 @@
       if (listed.has(key)) {
         if (view.state === "checking") { // it was only missing from one list (a slow worker): still waiting
           view.state = "waiting"; view.node.dataset.state = "waiting"; view.outcome.hidden = true;
+          view.node.querySelector(".since").hidden = false;
         }
       } else if (view.state === "waiting") {
         setOutcome(view, "checking", "checking", "No longer waiting here — checking who decided…");

@@ -19,7 +19,6 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -42,6 +41,9 @@ def browser(width: int = 1300, height: int = 1000) -> Iterator[WebDriver]:
                      "--no-first-run", f"--window-size={width},{height}", f"--user-data-dir={profile}"):
             options.add_argument(flag)
         driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+        if width < 500:  # Chromium's windows are at least 500 px wide: emulate a phone's viewport instead
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": True})
         try:
             yield driver
         finally:
@@ -61,7 +63,15 @@ def wait_for(driver: WebDriver, condition: Callable[[WebDriver], T], what: str) 
 
 def texts(driver: WebDriver, css: str) -> list[str]:
     """The visible text of every element matching `css`, read at once (pages re-render)."""
-    return [element.text for element in driver.find_elements(By.CSS_SELECTOR, css)]
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].filter(e => e.offsetParent !== null)"
+        ".map(e => e.innerText)", css))
+
+
+def attributes(driver: WebDriver, css: str, name: str) -> list[str | None]:
+    """The attribute `name` of every element matching `css`, read at once."""
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.getAttribute(arguments[1]))", css, name))
 
 
 def wait_for_text(driver: WebDriver, css: str, pattern: str, what: str) -> str:
