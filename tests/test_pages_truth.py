@@ -10,6 +10,7 @@ import re
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 import httpx
 from pydantic import BaseModel, Field
@@ -20,15 +21,19 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from durable_agent.agent.models import Prompt, TextOutput, ToolOutput, ToolPending, ToolSuccess, WidgetOutput
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
 from durable_agent.api import create_app
+from durable_agent.api.schemas import ApprovalContext
 from durable_agent.api.server import serve_in_background
+from durable_agent.api.service import approval_context
 from tests.support.api import USERS, ApiStack, api_config, auth, key_pair
 from tests.support.pages import (
     attributes,
     browser,
+    console_errors,
     horizontal_overflow,
     screenshot,
     texts,
@@ -216,6 +221,7 @@ async def test_a_batch_is_one_card_with_context_decided_per_call_and_all_at_once
                 assert all("approved by ann" in t for t in cards_text)
                 assert not chat.find_elements(By.CSS_SELECTOR, "button.approve")
                 screenshot(chat, "chat-correction")
+                assert not console_errors(chat) and not console_errors(inbox)  # no 404, no script refused
 
         await asyncio.to_thread(scenario)
 
@@ -300,7 +306,7 @@ async def test_chat_after_a_reload_shows_the_truth_mid_approval_and_after(dev_en
                                         "still waiting after a reload, with its age")
                 assert chat.find_elements(By.CSS_SELECTOR, ".tool button.approve")
                 assert texts(chat, ".prompt-head .state") == ["waiting for approval"]
-                assert "Amount in US dollars" in waiting  # the schema's description on the form
+                wait_for_text(chat, ".tool", "Amount in US dollars", "the schema's description on the form")
                 [prompt_id] = attributes(chat, "section.prompt", "data-prompt")
                 [call_id] = attributes(chat, ".tool", "data-call")
 
@@ -404,9 +410,33 @@ async def test_api_docs_render_offline_from_local_files(dev_env: WorkflowEnviron
                 hosts = page.execute_script(
                     "return performance.getEntriesByType('resource').map(e => new URL(e.name).host)")
                 assert set(hosts) <= {stack.url.removeprefix("http://")}, hosts
+                assert not console_errors(page)  # nothing refused by the pages' Content-Security-Policy
                 screenshot(page, "docs")
                 page.get(f"{stack.url}/redoc")
-                wait_for(page, lambda d: "pending_events" in d.page_source or "Approvals" in
-                         d.find_element(By.TAG_NAME, "body").text, "ReDoc rendered")
+                wait_for(page, lambda d: "Durable Agent API (1)" in d.find_element(By.TAG_NAME, "body").text,
+                         "ReDoc rendered")
+                screenshot(page, "redoc")
 
         await asyncio.to_thread(scenario)
+
+
+def test_an_approval_context_names_its_own_response_only() -> None:
+    """The model's message is the text of the response that asked for the call, never an earlier round's;
+    the batch is that response's calls needing a decision, in record order (pure function, no Temporal)."""
+    t1, t2 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC), datetime(2026, 1, 1, 10, 1, tzinfo=UTC)
+    pending = ToolPending(reason="needs a person", requested_at=t2)
+    prompt = Prompt(id="p", user_id="alice", input="pay and email", output=[
+        TextOutput(text="Looking it up."),
+        ToolOutput(id="a", tool="lookup", input={}, started_at=t1, result=ToolSuccess(output="ok")),
+        WidgetOutput(widget="w", data={}),
+        ToolOutput(id="b", tool="payment.send", input={}, started_at=t2, result=pending),
+        ToolOutput(id="c", tool="note", input={}, started_at=t2, result=ToolSuccess(output="noted")),
+        ToolOutput(id="d", tool="email.send", input={}, started_at=t2, result=pending),
+    ])
+    silent = approval_context(prompt, prompt, "d", "")
+    assert silent == ApprovalContext(prompt_input="pay and email", model_message=None, batch=["b", "d"], position=5)
+    prompt.output.insert(3, TextOutput(text="Paying and emailing."))
+    said = approval_context(prompt, prompt, "b", "sub/")
+    assert said == ApprovalContext(prompt_input="pay and email", model_message="Paying and emailing.",
+                                   batch=["sub/b", "sub/d"], position=4)
+    assert approval_context(prompt, prompt, "nope", "") is None

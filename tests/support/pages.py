@@ -40,6 +40,7 @@ def browser(width: int = 1300, height: int = 1000) -> Iterator[WebDriver]:
                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
                      "--no-first-run", f"--window-size={width},{height}", f"--user-data-dir={profile}"):
             options.add_argument(flag)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
         if width < 500:  # Chromium's windows are at least 500 px wide: emulate a phone's viewport instead
             driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
@@ -91,3 +92,8 @@ def screenshot(driver: WebDriver, name: str) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(Path(SHOTS) / f"{name}.png"))
+
+
+def console_errors(driver: WebDriver) -> list[str]:
+    """The page's console errors since the last call (e.g. a script refused by the Content-Security-Policy)."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
