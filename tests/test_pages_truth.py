@@ -195,6 +195,9 @@ async def test_a_batch_is_one_card_with_context_decided_per_call_and_all_at_once
 
                 amount = acme.find_element(By.CSS_SELECTOR, 'input[name="amount"]')
                 amount.clear()
+                acme.find_element(By.CSS_SELECTOR, "button.approve").click()  # an emptied required number
+                said = wait_for_text(inbox, ".call .decision-status", "Amount", "the empty field named")
+                assert said == "Amount: enter a number" and "3 calls waiting" in texts(inbox, "#status")[0]
                 amount.send_keys("450")
                 assert "amount 480 → 450" in acme.find_element(By.CSS_SELECTOR, ".changes").text
                 acme.find_element(By.CSS_SELECTOR, "button.approve").click()
