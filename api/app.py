@@ -54,6 +54,8 @@ PathId = Annotated[str, Path(pattern=ID_PATTERN)]
 # A call of this prompt, or a sub-agent's addressed through it: `<call>/<its call>` (the `/` sent as %2F or as is).
 CallPath = Annotated[str, Path(pattern=CALL_PATH_PATTERN)]
 STATIC = resources.files("durable_agent.api") / "static"
+SWAGGER_ASSETS = resources.files("fastapi_offline") / "static"  # Swagger UI and ReDoc, shipped on PyPI
+DOCS_ASSETS = "/docs-assets"
 
 
 def _service(request: Request) -> AgentService:
@@ -81,7 +83,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
         app.state.service = AgentService(client, config)
         yield
 
-    app = FastAPI(title="Durable Agent API", version="1", lifespan=lifespan,
+    app = FastAPI(title="Durable Agent API", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Prompts, conversations, approvals and live events of Durable Agent. "
                               "Every request needs `Authorization: Bearer <API key or JWT>`; errors are "
                               "RFC 9457 problem details (`application/problem+json`).")
@@ -90,12 +92,14 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     install_problem_handlers(app)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(SWAGGER_ASSETS)), name="docs-assets")
 
     # --- pages (no data without a token: they call the API from the browser) ---------------------
 
     @app.get("/", include_in_schema=False)
     async def index() -> Response:
         return HTMLResponse('<!doctype html><meta charset="utf-8"><title>Durable Agent</title>'
+                            '<link rel="icon" href="/favicon.ico" type="image/svg+xml">'
                             '<p><a href="/inbox">Approvals inbox</a> · <a href="/chat">Chat</a> · '
                             '<a href="/docs">API docs</a></p>')
 
@@ -106,6 +110,20 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     @app.get("/chat", include_in_schema=False)
     async def chat_page() -> Response:
         return HTMLResponse((STATIC / "chat.html").read_text())
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return Response((STATIC / "favicon.svg").read_bytes(), media_type="image/svg+xml",
+                        headers={"Cache-Control": "max-age=86400"})
+
+    # API docs from local files (no CDN: they work offline), started by a script file (no inline script).
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> Response:
+        return HTMLResponse((STATIC / "docs.html").read_text())
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> Response:
+        return HTMLResponse((STATIC / "redoc.html").read_text())
 
     @app.get("/problems/{slug}", include_in_schema=False)
     async def problem_doc(slug: str) -> Response:
@@ -173,12 +191,16 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
 
     @app.get("/approvals", response_model=list[PendingApprovalItem], tags=["approvals"])
     async def pending(caller: Caller, service: Service) -> list[PendingApprovalItem]:
-        """Every waiting tool call the caller may see, across prompts."""
+        """Every waiting tool call the caller may see, across prompts, each with its context (the prompt's
+        text, the model's message, the calls of the same response)."""
+        rows = await service.pending(caller)
+        contexts = await service.approval_contexts(rows)
         return [PendingApprovalItem(prompt_id=row.prompt_id, user_id=row.user_id, conversation_id=row.conversation_id,
                                     can_decide=service.may_decide(caller, row.user_id, row.call.approvers),
                                     links=_links(service, row.prompt_id, row.conversation_id),
+                                    context=contexts.get((row.prompt_id, row.call.tool_call_id)),
                                     **row.call.model_dump(exclude={"signed_decisions"}))
-                for row in await service.pending(caller)]
+                for row in rows]
 
     @app.get("/approvals/events", tags=["approvals"], response_class=EventSourceResponse)
     async def pending_events(caller: Caller, service: Service,

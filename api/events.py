@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 from sse_starlette import ServerSentEvent
 
 from durable_agent.client import PromptHandle
-from durable_agent.workflows.protocol import TextDelta
+from durable_agent.workflows.protocol import TextDelta, ToolProgress
 
 END_EVENT = "end"
 DELTA_EVENT = "text_delta"
+PROGRESS_EVENT = "tool_progress"
 
 
 def resume_offset(last_event_id: str | None, from_offset: int | None) -> int:
@@ -26,6 +27,8 @@ async def prompt_events(handle: PromptHandle, start: int) -> AsyncIterator[Serve
     async for offset, item in handle.live(start):
         if isinstance(item, TextDelta):  # live only (from heartbeats): no id, so resuming never expects it
             yield ServerSentEvent(data=item.model_dump_json(), event=DELTA_EVENT)
+        elif isinstance(item, ToolProgress):  # the same: a running tool's latest `report_progress`
+            yield ServerSentEvent(data=item.model_dump_json(), event=PROGRESS_EVENT)
         elif offset is not None:
             yield ServerSentEvent(data=item.model_dump_json(), event=item.kind, id=str(offset))
     prompt = await handle.get()

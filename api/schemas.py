@@ -83,6 +83,17 @@ class PromptListItem(BaseModel):
     links: Links
 
 
+class ApprovalContext(BaseModel):
+    """What an approver needs to judge a call besides the call itself."""
+
+    prompt_input: str | None = Field(default=None, description="The text of the prompt the call belongs to.")
+    model_message: str | None = Field(default=None, description=(
+        "What the model said in the response that asked for the call (None when it said nothing)."))
+    batch: list[str] = Field(default_factory=list, description=(
+        "Every call of that response that needs a decision, in record order (this one included)."))
+    position: int = Field(default=0, description="Where the call is in its prompt's output (record order).")
+
+
 class PendingApprovalItem(BaseModel):
     prompt_id: str
     user_id: str | None
@@ -98,6 +109,8 @@ class PendingApprovalItem(BaseModel):
     path: list[str] = Field(default_factory=list, description=(
         "A sub-agent's call: the prompt ids from `prompt_id` down to the one that waits (decide it on `prompt_id`)."))
     can_decide: bool = Field(description="Whether the caller may approve or reject this call.")
+    context: ApprovalContext | None = Field(default=None, description=(
+        "The prompt's text, the model's message and the batch; None when the prompt did not answer in time."))
     links: Links
 
 

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from pydantic import JsonValue
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.agent.models import Conversation, Prompt, ToolOutput, ToolPending
+from durable_agent.agent.models import (
+    Conversation,
+    FileOutput,
+    Prompt,
+    TextOutput,
+    ToolOutput,
+    ToolPending,
+    WidgetOutput,
+)
 from durable_agent.api.auth import Principal
 from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
+from durable_agent.api.schemas import ApprovalContext
 from durable_agent.client import AgentClient, DecisionRefused, PendingRow, PromptHandle
 from durable_agent.workflows.corrections import merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import (
@@ -24,6 +35,7 @@ from durable_agent.workflows.decision_tokens import (
 )
 
 T = TypeVar("T")
+CONTEXT_CACHE_SIZE = 2000  # approval contexts kept (they never change once a call waits)
 
 
 async def temporal_call(call: Callable[[], Awaitable[T]], *, missing: str, detail: str) -> T:
@@ -45,10 +57,33 @@ def _already_decided(entry: ToolOutput) -> Problem:
                    decision=entry.decision.model_dump(mode="json"))
 
 
+def approval_context(top: Prompt | None, waiting: Prompt, call_id: str, prefix: str) -> ApprovalContext | None:
+    """The context of the call `call_id` of `waiting` (a sub-agent's prompt, or `top` itself): the calls of
+    one model response were recorded together, so they share `started_at`, right after the response's text."""
+    index = next((i for i, e in enumerate(waiting.output) if isinstance(e, ToolOutput) and e.id == call_id), None)
+    if index is None:
+        return None
+    entry = waiting.output[index]
+    assert isinstance(entry, ToolOutput)
+    same_response = [e for e in waiting.output if isinstance(e, ToolOutput) and e.started_at == entry.started_at]
+    message = None
+    for earlier in reversed(waiting.output[:index]):
+        if isinstance(earlier, TextOutput):
+            message = earlier.text
+            break
+        if isinstance(earlier, FileOutput | WidgetOutput):
+            continue
+        if not (isinstance(earlier, ToolOutput) and earlier.started_at == entry.started_at):
+            break
+    batch = [prefix + e.id for e in same_response if isinstance(e.result, ToolPending) or e.decision is not None]
+    return ApprovalContext(prompt_input=(top or waiting).input, model_message=message, batch=batch, position=index)
+
+
 class AgentService:
     def __init__(self, agent: AgentClient, config: ApiConfig) -> None:
         self.agent = agent
         self.config = config
+        self._contexts: OrderedDict[tuple[str, str], ApprovalContext] = OrderedDict()
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -88,6 +123,33 @@ class AgentService:
         owner_filter = None if principal.sees_everything else principal.id
         return (await self.agent.pending(user_id=owner_filter, timeout=self.config.pending_query_seconds)).rows
 
+    async def approval_contexts(self, rows: list[PendingRow]) -> dict[tuple[str, str], ApprovalContext]:
+        """(prompt id, call id) -> the call's context, for the rows whose prompts answered in time. A context
+        never changes once the call waits, so each is read once (one query per prompt) and kept."""
+        new = [row for row in rows if (row.prompt_id, row.call.tool_call_id) not in self._contexts]
+        sub_agents = [row.call.path[-1] for row in new if row.call.path]
+        wanted = list(dict.fromkeys([row.prompt_id for row in new] + sub_agents))
+
+        async def read(prompt_id: str) -> Prompt | None:
+            try:
+                return await asyncio.wait_for(self.agent.prompt(prompt_id).get(), self.config.pending_query_seconds)
+            except Exception:  # slow or gone: no context this time, asked again on the next list
+                return None
+
+        records = dict(zip(wanted, await asyncio.gather(*(read(p) for p in wanted)), strict=True))
+        for row in new:
+            waiting = records.get(row.call.path[-1] if row.call.path else row.prompt_id)
+            if waiting is None:
+                continue
+            prefix, _, own_id = row.call.tool_call_id.rpartition("/")
+            context = approval_context(records.get(row.prompt_id), waiting, own_id, prefix + "/" if prefix else "")
+            if context is not None:
+                self._contexts[(row.prompt_id, row.call.tool_call_id)] = context
+        while len(self._contexts) > CONTEXT_CACHE_SIZE:
+            self._contexts.popitem(last=False)
+        return {key: self._contexts[key] for row in rows if (key := (row.prompt_id, row.call.tool_call_id))
+                in self._contexts}
+
     # --- deciding --------------------------------------------------------------------------------
 
     async def decide(self, principal: Principal, prompt_id: str, tool_call_id: str, kind: DecisionKind, *,
@@ -123,6 +185,10 @@ class AgentService:
             else:
                 resolved = await handle.reject(tool_call_id, by=principal.id, reason=reason, wait=True, token=token)
         except DecisionRefused as exc:
+            if exc.kind == "already-decided":  # lost a race: name who won when the record says
+                latest = (await handle.get()).tool_call(tool_call_id)
+                if latest is not None and latest.decision is not None:
+                    raise _already_decided(latest) from exc
             raise Problem(exc.kind, str(exc)) from exc
         assert resolved is not None
         return resolved

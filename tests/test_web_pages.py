@@ -62,8 +62,9 @@ async def test_inbox_edit_and_approve_then_chat_shows_the_result(dev_env: Workfl
                 amount.clear()
                 amount.send_keys("120")
                 card.find_element(By.CSS_SELECTOR, "button.approve").click()
-                wait_for(inbox, lambda d: not d.find_elements(By.CSS_SELECTOR, ".call"),
-                         "the card gone after approving")
+                confirmed = wait_for(inbox, _text_of('.call[data-outcome="approved"] .outcome'),
+                                     "the approval confirmed")  # the card stays, saying what happened
+                assert "Approved by you with amount 250 → 120" in confirmed and "sent: 120, to: bob" in confirmed
 
                 done = wait_for(chat, _text_of('.tool[data-status="done"]'), "the payment done")
                 assert '{"sent":120,"to":"bob"}' in done.replace(" ", "") and "approved by ann" in done

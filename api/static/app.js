@@ -1,15 +1,17 @@
-// Durable Agent pages: a tiny client of the HTTP API. No build step, no dependencies.
-// The API key (or JWT) comes from the URL fragment (#key=...) once, then lives in sessionStorage.
+// Durable Agent pages: a tiny client of the HTTP API. No build step, no dependencies, no inline script.
+// The API key (or JWT) comes from the URL fragment (#key=...) once, then lives in sessionStorage. A key the
+// API refuses (401) is dropped and the sign-in shows again with the reason; "Sign out" drops it on purpose.
 "use strict";
 
 const DA = (() => {
+  const KEY = "dagent-key";
   const params = new URLSearchParams(location.hash.slice(1));
   if (params.get("key")) {
-    sessionStorage.setItem("dagent-key", params.get("key"));
+    sessionStorage.setItem(KEY, params.get("key"));
     params.delete("key");
     history.replaceState(null, "", location.pathname + location.search + (params.toString() ? "#" + params : ""));
   }
-  const token = () => sessionStorage.getItem("dagent-key");
+  const token = () => sessionStorage.getItem(KEY);
   const hashParam = (name) => new URLSearchParams(location.hash.slice(1)).get(name);
 
   function setHashParam(name, value) {
@@ -18,22 +20,39 @@ const DA = (() => {
     history.replaceState(null, "", location.pathname + location.search + "#" + p);
   }
 
+  // What people read instead of the wire names of prompt states.
+  const STATES = {
+    running: "working", waiting_for_approval: "waiting for approval", completed: "done",
+    failed: "failed", cancelled: "cancelled",
+  };
+  const stateLabel = (state) => STATES[state] || String(state || "").replace(/_/g, " ");
+
   class ApiError extends Error {
-    constructor(problem) { super(problem.detail || problem.title || "request failed"); this.problem = problem; }
+    constructor(problem, status) {
+      super((problem && (problem.detail || problem.title)) || `request failed (${status})`);
+      this.problem = problem || {};
+      this.status = status;
+    }
   }
 
+  let signedOut = false;
+
   async function api(method, path, body) {
+    if (signedOut) throw new ApiError({ detail: "signed out" }, 401);
     const headers = { Authorization: "Bearer " + token() };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await response.text();
-    const data = text ? JSON.parse(text) : null;
-    if (!response.ok) throw new ApiError(data || { status: response.status, title: response.statusText });
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch { data = { detail: text.slice(0, 200) }; }
+    if (response.status === 401) keyRejected(data);
+    if (!response.ok) throw new ApiError(data || { title: response.statusText }, response.status);
     return data;
   }
 
   // Server-sent events over fetch (EventSource cannot send an Authorization header). Reconnects with
   // Last-Event-ID after a dropped connection, so no event is missed or repeated; stops at `end`.
+  // `onEvent` runs synchronously for each event, in stream order.
   function stream(path, onEvent, { onEnd, onError } = {}) {
     let lastId = null, stopped = false, controller = null;
     async function connect() {
@@ -45,8 +64,9 @@ const DA = (() => {
           const response = await fetch(path, { headers, signal: controller.signal });
           if (!response.ok) {
             const problem = await response.json().catch(() => ({}));
+            if (response.status === 401) keyRejected(problem);
             if (response.status === 404 || response.status >= 500) { await sleep(500); continue; }
-            throw new ApiError(problem);
+            throw new ApiError(problem, response.status);
           }
           const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
           let buffer = "";
@@ -71,7 +91,7 @@ const DA = (() => {
               if (event.id !== null) lastId = event.id;
               const data = JSON.parse(event.data.join("\n"));
               if (event.event === "end") { stopped = true; if (onEnd) onEnd(data); return; }
-              onEvent(event.event, data, event.id);
+              if (!stopped) onEvent(event.event, data, event.id);
             }
           }
         } catch (err) {
@@ -95,45 +115,136 @@ const DA = (() => {
       else if (k === "text") node.textContent = v;
       else node.setAttribute(k, v === true ? "" : v);
     }
-    for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c);
+    for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) node.append(c);
     return node;
   }
 
-  function ago(iso) {
-    const s = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
-    if (s < 60) return s + " s ago";
-    if (s < 3600) return Math.round(s / 60) + " min ago";
-    return Math.round(s / 3600) + " h ago";
+  function seconds(fromIso, toMs = Date.now()) {
+    return Math.max(0, Math.round((toMs - new Date(fromIso).getTime()) / 1000));
   }
 
-  // A form for a tool's arguments, typed by its JSON schema. Returns [element, read()].
-  function argumentsForm(input, schema, editable) {
+  function span(s) {
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60 ? (s % 60) + " s" : "");
+    return Math.floor(s / 3600) + " h " + Math.round((s % 3600) / 60) + " min";
+  }
+
+  const ago = (iso) => span(seconds(iso)).trim() + " ago";
+
+  // A live time: "3 s ago" (data-ago) or "12 s" (data-for), kept current by the page's clock below.
+  const agoNode = (iso) => el("time", { datetime: iso, "data-ago": iso, title: iso, text: ago(iso) });
+  const forNode = (iso) => el("time", { datetime: iso, "data-for": iso, title: "since " + iso, text: span(seconds(iso)).trim() });
+  setInterval(() => {
+    for (const node of document.querySelectorAll("[data-ago]")) node.textContent = ago(node.dataset.ago);
+    for (const node of document.querySelectorAll("[data-for]")) node.textContent = span(seconds(node.dataset.for)).trim();
+  }, 1000);
+
+  // --- tool arguments, typed and labelled by the tool's JSON schema ----------------------------------
+
+  const humanize = (name) => String(name).replace(/[_-]+/g, " ").replace(/^\w/, (c) => c.toUpperCase());
+
+  function fieldInfo(schema, name) {
+    const prop = (schema && schema.properties && schema.properties[name]) || {};
+    let type = prop.type;
+    if (!type && Array.isArray(prop.anyOf)) type = (prop.anyOf.find((t) => t.type && t.type !== "null") || {}).type;
+    return {
+      label: prop.title || humanize(name),
+      description: prop.description || "",
+      type,
+      known: Boolean(schema && schema.properties && schema.properties[name]),
+      required: Boolean(schema && Array.isArray(schema.required) && schema.required.includes(name)),
+    };
+  }
+
+  const show = (value) => (typeof value === "string" ? value : JSON.stringify(value));
+
+  // "amount 480 → 450, memo added" between two argument objects (empty when equal).
+  function diffText(before, after, schema, verb = "") {
+    const names = Array.from(new Set([...Object.keys(before || {}), ...Object.keys(after || {})]));
+    const parts = [];
+    for (const name of names) {
+      const a = (before || {})[name], b = (after || {})[name];
+      if (JSON.stringify(a) === JSON.stringify(b)) continue;
+      const label = fieldInfo(schema, name).label.toLowerCase();
+      if (a === undefined) parts.push(`${label} set to ${show(b)}`);
+      else if (b === undefined || b === null) parts.push(`${label} removed (was ${show(a)})`);
+      else parts.push(`${label} ${verb ? verb + " " : ""}${show(a)} → ${show(b)}`);
+    }
+    return parts.join(", ");
+  }
+
+  // Read-only arguments: label, value, and the schema's description.
+  function argumentsList(input, schema) {
+    const list = el("dl", { class: "args" });
+    const props = (schema && schema.properties) || {};
+    const names = Array.from(new Set([...Object.keys(props), ...Object.keys(input || {})]));
+    for (const name of names) {
+      if (!(name in (input || {}))) continue;
+      const info = fieldInfo(schema, name);
+      list.append(el("dt", { title: name, text: info.label }),
+        el("dd", { "data-field": name }, el("span", { class: "value", text: show(input[name]) }),
+          info.description ? el("small", { class: "help", text: info.description }) : null));
+    }
+    return list;
+  }
+
+  // An editable form for a tool's arguments. Returns { node, read() } where read() returns the arguments
+  // or throws an Error naming the field that cannot be read; a line under the form shows what changed.
+  function argumentsForm(input, schema, onChange) {
     const props = (schema && schema.properties) || {};
     const names = Array.from(new Set([...Object.keys(props), ...Object.keys(input || {})]));
     const readers = {};
-    const form = el("div", { class: "args" });
+    const form = el("div", { class: "args form" });
     for (const name of names) {
-      const type = (props[name] && props[name].type) || typeof (input || {})[name];
+      const info = fieldInfo(schema, name);
+      const type = info.type || typeof (input || {})[name];
       const value = (input || {})[name];
+      const id = "f-" + Math.random().toString(36).slice(2);
       let field;
       if (type === "boolean") {
-        field = el("input", { type: "checkbox", name, checked: !!value, disabled: !editable });
+        field = el("input", { id, type: "checkbox", name, checked: !!value });
         readers[name] = () => field.checked;
       } else if (type === "number" || type === "integer") {
-        field = el("input", { type: "number", name, step: "any", value: value ?? "", disabled: !editable });
-        readers[name] = () => (field.value === "" ? null : Number(field.value));
+        field = el("input", { id, type: "number", name, step: "any", value: value ?? "", inputmode: "decimal" });
+        readers[name] = () => {
+          if (field.value === "") {
+            if (info.required) throw new Error(`${info.label}: enter a number`);
+            return value === undefined ? undefined : null;
+          }
+          const n = Number(field.value);
+          if (!Number.isFinite(n)) throw new Error(`${info.label}: ${field.value} is not a number`);
+          return n;
+        };
       } else if (type === "object" || type === "array") {
-        field = el("textarea", { name, rows: 3, cols: 40, disabled: !editable });
+        field = el("textarea", { id, name, rows: 3 });
         field.value = JSON.stringify(value ?? null);
-        readers[name] = () => JSON.parse(field.value);
+        readers[name] = () => {
+          try { return JSON.parse(field.value); } catch { throw new Error(`${info.label}: not valid JSON`); }
+        };
       } else {
-        field = el("input", { type: "text", name, value: value ?? "", disabled: !editable });
-        readers[name] = () => field.value;
+        field = el("input", { id, type: "text", name, value: value ?? "" });
+        readers[name] = () => (field.value === "" && value === undefined ? undefined : field.value);
       }
-      form.append(el("label", {}, el("span", { text: name }), field));
+      form.append(el("div", { class: "field" },
+        el("label", { for: id, title: name, text: info.label + (info.known && !info.required ? " (optional)" : "") }),
+        field,
+        info.description ? el("small", { class: "help", text: info.description }) : null));
     }
-    const read = () => Object.fromEntries(Object.entries(readers).map(([k, f]) => [k, f()]));
-    return [form, read];
+    const changes = el("p", { class: "changes", hidden: true });
+    form.append(changes);
+    function read() {
+      const out = {};
+      for (const [k, f] of Object.entries(readers)) { const v = f(); if (v !== undefined) out[k] = v; }
+      return out;
+    }
+    form.addEventListener("input", () => {
+      let text = "";
+      try { text = diffText(input, read(), schema); } catch (err) { text = err.message; }
+      changes.hidden = !text;
+      changes.textContent = text ? "Your correction: " + text : "";
+      if (onChange) onChange(text);
+    });
+    return { node: form, read };
   }
 
   const sameJson = (a, b) => JSON.stringify(a) === JSON.stringify(b);
@@ -143,40 +254,144 @@ const DA = (() => {
     return me.id === owner || me.is_approver || me.is_admin;
   }
 
-  // Approve / edit-and-approve / reject controls for one pending call.
-  function decisionControls(promptId, call, schema, onDone) {
-    const [form, read] = argumentsForm(call.input, schema, true);
-    const reason = el("input", { type: "text", name: "reason", placeholder: "reason (for a rejection)" });
-    const status = el("div", { class: "error decision-error" });
+  // A tool's output in one short line ("sent: 450, to: ACME").
+  function resultText(output) {
+    if (output === null || output === undefined) return "no output";
+    if (typeof output !== "object") return String(output);
+    if (Array.isArray(output)) return JSON.stringify(output);
+    return Object.entries(output).map(([k, v]) => `${k}: ${show(v)}`).join(", ");
+  }
+
+  const PAST = { approve: "approved", reject: "rejected" };
+
+  // Why a decision did not apply, said to a person: "already rejected by alice 3 s ago".
+  function refusalNode(err, kind) {
+    const decision = err.problem && err.problem.decision;
+    if (decision && decision.decision) {
+      return el("span", {}, `Your ${kind === "approve" ? "approval" : "rejection"} was not applied: already ` +
+        `${decision.decision} by ${decision.by || "someone"} `, agoNode(decision.at),
+        decision.reason ? ` (“${decision.reason}”)` : "", ".");
+    }
+    return el("span", { text: `Not ${PAST[kind]}: ${err.message}` });
+  }
+
+  // Approve / correct-and-approve / reject controls for one pending call. `onSettled(outcome)` gets
+  // {kind, resolved, correction} after a decision was applied, or {kind, error} when it was refused.
+  function decisionControls(promptId, call, schema, { onSettled, onStart } = {}) {
+    const approveButton = el("button", { type: "button", class: "approve", text: "Approve" });
+    const form = argumentsForm(call.input, schema, (change) => {
+      approveButton.textContent = change ? "Approve with correction" : "Approve";
+    });
+    const reason = el("input", { type: "text", name: "reason", placeholder: "reason (for a rejection)",
+      "aria-label": "reason for a rejection" });
+    const rejectButton = el("button", { type: "button", class: "reject", text: "Reject" });
+    const status = el("div", { class: "decision-status", role: "status" });
     const base = `/prompts/${encodeURIComponent(promptId)}/approvals/${encodeURIComponent(call.tool_call_id)}`;
-    async function decide(kind) {
-      status.textContent = "";
-      let body = {};
+    let busy = false;
+
+    async function decide(kind, batchReason) {
+      if (busy) return null;
+      const why = batchReason !== undefined && !reason.value ? batchReason : reason.value;
+      status.className = "decision-status"; status.textContent = "";
+      let body = {}, correction = "";
       try {
         if (kind === "approve") {
-          const edited = read();
-          if (!sameJson(edited, call.input)) body = { input: edited };
-        } else if (reason.value) body = { reason: reason.value };
+          const edited = form.read();
+          if (!sameJson(edited, call.input)) {
+            body = { input: edited };
+            correction = diffText(call.input, edited, schema);
+          }
+        } else if (why) body = { reason: why };
+      } catch (err) {
+        status.className = "decision-status error"; status.textContent = err.message;
+        return null;
+      }
+      busy = true;
+      for (const b of [approveButton, rejectButton]) b.disabled = true;
+      status.textContent = kind === "approve" ? "Approving…" : "Rejecting…";
+      if (onStart) onStart(kind);
+      try {
         const resolved = await api("POST", `${base}/${kind}`, body);
-        if (onDone) onDone(resolved);
-      } catch (err) { status.textContent = err.message; }
+        const outcome = { kind, resolved, correction, reason: why };
+        status.textContent = "";
+        if (onSettled) onSettled(outcome);
+        return outcome;
+      } catch (err) {
+        busy = false;
+        for (const b of [approveButton, rejectButton]) b.disabled = false;
+        status.className = "decision-status error";
+        status.replaceChildren(err.status === 409 ? refusalNode(err, kind) : el("span", { text: err.message }));
+        const outcome = { kind, error: err };
+        if (onSettled) onSettled(outcome);
+        return outcome;
+      }
     }
-    const buttons = el("div", { class: "row" },
-      el("button", { class: "approve", onclick: () => decide("approve") , text: "Approve" }),
-      reason,
-      el("button", { class: "reject", onclick: () => decide("reject"), text: "Reject" }));
-    return el("div", { class: "decision" }, form, buttons, status);
+    approveButton.addEventListener("click", () => decide("approve"));
+    rejectButton.addEventListener("click", () => decide("reject"));
+    reason.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); decide("reject"); } });
+    const node = el("div", { class: "decision" }, form.node,
+      el("div", { class: "row buttons" }, approveButton, reason, rejectButton), status);
+    return { node, decide, isBusy: () => busy };
   }
 
-  function requireKey(container) {
-    if (token()) return true;
-    const input = el("input", { type: "password", placeholder: "API key or token", name: "key" });
-    container.append(el("div", { class: "card" }, el("p", { text: "Sign in with your API key:" }),
-      el("div", { class: "row" }, input, el("button", {
-        text: "Continue", onclick: () => { sessionStorage.setItem("dagent-key", input.value); location.reload(); },
-      }))));
-    return false;
+  // --- signing in and out ----------------------------------------------------------------------------
+
+  function showSignIn(message) {
+    signedOut = true;
+    const box = document.getElementById("signin");
+    const content = document.getElementById("content");
+    if (content) content.hidden = true;
+    document.getElementById("me").textContent = "";
+    document.getElementById("signout").hidden = true;
+    const input = el("input", { type: "password", placeholder: "API key or token", name: "key",
+      autocomplete: "current-password", "aria-label": "API key or token", required: true });
+    const form = el("form", { class: "card signin" },
+      message ? el("p", { class: "error", role: "alert", text: message }) : null,
+      el("p", { text: "Sign in with your API key:" }),
+      el("div", { class: "row" }, input, el("button", { type: "submit", text: "Continue" })));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (!input.value.trim()) return;
+      sessionStorage.setItem(KEY, input.value.trim());
+      location.reload();
+    });
+    box.replaceChildren(form);
+    box.hidden = false;
+    input.focus();
   }
 
-  return { api, stream, el, ago, argumentsForm, decisionControls, mayDecide, hashParam, setHashParam, requireKey };
+  function keyRejected(problem) {
+    if (signedOut) return;
+    sessionStorage.removeItem(KEY);
+    const why = problem && (problem.detail || problem.title);
+    showSignIn("That key was not accepted" + (why ? ` (${why})` : "") + ". Sign in again.");
+  }
+
+  function signOut() {
+    sessionStorage.removeItem(KEY);
+    showSignIn("Signed out.");
+  }
+
+  // Sign the page in: the caller (`GET /me`) once the key is accepted, else null with the sign-in shown.
+  async function start() {
+    document.getElementById("signout").addEventListener("click", signOut);
+    if (!token()) { showSignIn(""); return null; }
+    let me;
+    try {
+      me = await api("GET", "/me");
+    } catch (err) {
+      if (err.status !== 401) showSignIn(`The API did not answer (${err.message}). Reload to try again.`);
+      return null;
+    }
+    document.getElementById("me").textContent = `signed in as ${me.id}` + (me.roles.length ? ` (${me.roles.join(", ")})` : "");
+    document.getElementById("signout").hidden = false;
+    document.getElementById("signin").hidden = true;
+    document.getElementById("content").hidden = false;
+    return me;
+  }
+
+  return {
+    api, stream, el, ago, agoNode, forNode, argumentsForm, argumentsList, decisionControls, mayDecide, hashParam,
+    setHashParam, start, stateLabel, diffText, resultText, fieldInfo, PAST,
+  };
 })();

@@ -1,13 +1,15 @@
-// The chat page: one conversation; every prompt streams its text, tool calls (with status and inline
-// approvals), widgets and files live from GET /prompts/{id}/events.
+// The chat page: one conversation; every prompt streams its text, tool calls (with progress, status and
+// inline approvals), widgets and files live from GET /prompts/{id}/events. What a prompt shows is derived
+// from its event stream alone, applied synchronously in offset order: nothing fetched on the side (the
+// schemas that label an approval form) can overwrite a later event, so a reload shows what is true now.
 "use strict";
 
 (async () => {
-  const { api, stream, el, decisionControls, mayDecide } = DA;
+  const { api, stream, el, agoNode, forNode, argumentsList, decisionControls, mayDecide, stateLabel } = DA;
+  const me = await DA.start();
+  if (!me) return;
   const list = document.getElementById("prompts");
-  if (!DA.requireKey(list)) return;
-  const me = await api("GET", "/me");
-  document.getElementById("me").textContent = `signed in as ${me.id}`;
+  const input = document.getElementById("input");
   let conversationId = DA.hashParam("conversation");
   if (!conversationId) {
     conversationId = (await api("POST", "/conversations", {})).conversation.id;
@@ -20,7 +22,64 @@
     if (!r) return "running";
     if (r.type === "pending") return "waiting for approval";
     if (r.type === "success") return "done";
+    if (entry.decision && entry.decision.decision !== "approved") return entry.decision.decision;
     return "failed";
+  }
+
+  function decisionLines(entry, schema) {
+    const d = entry.decision;
+    if (!d) return [];
+    const lines = [el("p", { class: "decided muted" }, `${d.decision} by ${d.by || "—"} `, agoNode(d.at),
+      d.reason ? ` — “${d.reason}”` : "")];
+    if (d.original_input !== null && d.original_input !== undefined) {
+      const change = DA.diffText(d.original_input, entry.input, schema, "changed");
+      if (change) lines.push(el("p", { class: "correction", text: `${change} by ${d.by || "the approver"}` }));
+    }
+    return lines;
+  }
+
+  function progressLine(progress) {
+    if (!progress) return null;
+    const pct = typeof progress.fraction === "number" ? Math.round(progress.fraction * 100) : null;
+    return el("div", { class: "progress" },
+      pct !== null ? el("progress", { max: "100", value: String(pct) }) : null,
+      el("span", { text: progress.message + (pct !== null ? ` · ${pct}%` : "") }));
+  }
+
+  function toolCard(prompt, entry) {
+    const status = toolStatus(entry);
+    const schema = prompt.schemas[entry.id] || null;
+    const pending = entry.result && entry.result.type === "pending" ? entry.result : null;
+    const since = pending ? pending.requested_at : !entry.result ? entry.started_at : null;
+    const node = el("div", { class: "card tool", "data-call": entry.id, "data-status": status },
+      el("div", { class: "row head" }, el("span", { class: "badge", text: "tool" }), el("strong", { text: entry.tool }),
+        el("span", { class: "status", text: status }),
+        since ? el("span", { class: "muted elapsed" }, "· ", forNode(since)) : null),
+      ...decisionLines(entry, schema),
+      entry.result ? null : progressLine(prompt.progress.get(entry.id)));
+    if (pending) {
+      node.append(el("p", { class: "reason", text: pending.reason }));
+      if (mayDecide(me, prompt.user_id, pending.approvers)) {
+        const controls = decisionControls(prompt.id, { tool_call_id: entry.id, input: entry.input }, schema, {
+          onSettled: (outcome) => {
+            if (outcome.error && outcome.error.status === 409) { prompt.notes.set(entry.id, outcome.error); prompt.render(); }
+          },
+        });
+        node.append(controls.node);
+      } else {
+        node.append(argumentsList(entry.input, schema), el("p", { class: "muted", text:
+          `Waiting for ${(pending.approvers || []).join(", ") || "an approver"}.` }));
+      }
+    } else {
+      node.append(argumentsList(entry.input, schema));
+    }
+    if (entry.result && entry.result.type === "success") {
+      node.append(el("pre", { class: "result", text: JSON.stringify(entry.result.output) }));
+    }
+    if (entry.result && entry.result.type === "error") node.append(el("p", { class: "error", text: entry.result.error }));
+    const note = prompt.notes.get(entry.id);
+    if (note && !pending) node.append(el("p", { class: "muted note", text: `(Your decision was not applied: ${note.message})` }));
+    return node;
   }
 
   function renderOutput(prompt, entry) {
@@ -29,74 +88,110 @@
       case "message": return el("div", { class: "card msg " + entry.role, text: entry.text });
       case "widget": return el("div", { class: "card widget", "data-widget": entry.widget },
         el("strong", { text: entry.widget }), el("pre", { text: JSON.stringify(entry.data, null, 2) }));
-      case "file": return el("div", { class: "card file" }, el("strong", { text: "📄 " + entry.name }),
+      case "file": return el("div", { class: "card file" }, el("strong", { text: entry.name }),
         el("span", { class: "muted", text: ` ${entry.media_type}, ${entry.size} bytes — ${entry.summary}` }));
       case "data": return el("div", { class: "card data" }, el("pre", { text: JSON.stringify(entry.data, null, 2) }));
-      case "tool": {
-        const status = toolStatus(entry);
-        const node = el("div", { class: "card tool", "data-call": entry.id, "data-status": status },
-          el("div", { class: "row" }, el("strong", { text: "🔧 " + entry.tool }),
-            el("span", { class: "status", text: status }),
-            entry.decision ? el("span", { class: "muted", text: `${entry.decision.decision} by ${entry.decision.by || "—"}` }) : null),
-          el("pre", { class: "input", text: JSON.stringify(entry.input) }));
-        if (entry.result && entry.result.type === "success") node.append(el("pre", { class: "result", text: JSON.stringify(entry.result.output) }));
-        if (entry.result && entry.result.type === "error") node.append(el("p", { class: "error", text: entry.result.error }));
-        if (entry.result && entry.result.type === "pending") {
-          node.append(el("p", { class: "reason", text: entry.result.reason }));
-          if (mayDecide(me, prompt.user_id, entry.result.approvers)) {
-            node.append(decisionControls(prompt.id, { tool_call_id: entry.id, input: entry.input }, prompt.schemas[entry.id], null));
-          } else {
-            node.append(el("p", { class: "muted", text: `Waiting for ${entry.result.approvers.join(", ")}.` }));
-          }
-        }
-        return node;
-      }
+      case "reasoning": return entry.summary ? el("details", { class: "card reasoning" },
+        el("summary", { class: "muted", text: "reasoning" }), el("p", { text: entry.summary })) : el("span");
+      case "tool": return toolCard(prompt, entry);
       default: return el("pre", { text: JSON.stringify(entry) });
     }
   }
 
+  // What a rendered entry depends on: it is rebuilt only when this changes (so a form being edited stays).
+  function signature(prompt, entry) {
+    if (!entry || entry.type !== "tool") return JSON.stringify(entry);
+    return JSON.stringify([entry, prompt.progress.get(entry.id) || null, Boolean(prompt.schemas[entry.id]),
+      prompt.notes.has(entry.id)]);
+  }
+
   function promptBlock(promptId) {
-    const state = { id: promptId, user_id: me.id, outputs: [], streaming: "", stateName: "", schemas: {} };
+    document.getElementById("empty").hidden = true;
+    const prompt = { id: promptId, user_id: me.id, outputs: [], streaming: "", stateName: "", schemas: {},
+      progress: new Map(), notes: new Map(), rendered: [], asking: false };
     const outputs = el("div", { class: "outputs" });
     const live = el("div", { class: "card msg assistant streaming" });
-    const header = el("div", { class: "row muted" });
-    const block = el("section", { class: "prompt", "data-prompt": promptId }, header, el("div", { class: "card msg user input" }), outputs, live);
+    const header = el("div", { class: "row muted prompt-head" });
+    const block = el("section", { class: "prompt", "data-prompt": promptId }, header,
+      el("div", { class: "card msg user input" }), outputs, live);
     list.append(block);
-    function render() {
-      outputs.replaceChildren(...state.outputs.filter(Boolean).map((e) => renderOutput(state, e)));
-      live.textContent = state.streaming;
-      live.style.display = state.streaming ? "" : "none";
-      block.dataset.state = state.stateName;
-      header.replaceChildren(el("span", { class: "state", text: state.stateName }), " · ",
-        el("a", { href: state.ui || "#", target: "_blank", class: "temporal-ui", text: `workflow ${promptId}` }));
+
+    // Labels and descriptions for an approval form, from the approvals list (which lags a moment behind the
+    // stream: asked again a few times). Kept apart from `outputs`, so it can never undo a later event.
+    let asks = 0;
+    function askSchemas() {
+      const missing = prompt.outputs.some((e) => e && e.type === "tool" && e.result && e.result.type === "pending"
+        && !(e.id in prompt.schemas));
+      if (!missing || prompt.asking || asks >= 10) return;
+      prompt.asking = true;
+      asks += 1;
+      api("GET", "/approvals").then((items) => {
+        for (const item of items) {
+          if (item.prompt_id === promptId && item.input_schema) prompt.schemas[item.tool_call_id] = item.input_schema;
+        }
+      }).catch(() => {}).finally(() => {
+        setTimeout(() => { prompt.asking = false; render(); }, 1000);
+      });
     }
+
+    prompt.render = render;
+    function render() {
+      prompt.outputs.forEach((entry, index) => {
+        if (!entry) return;
+        const sig = signature(prompt, entry);
+        const known = prompt.rendered[index];
+        if (known && known.sig === sig) return;
+        const node = renderOutput(prompt, entry);
+        if (known) known.node.replaceWith(node);
+        else {
+          const next = prompt.rendered.slice(index + 1).find(Boolean);
+          outputs.insertBefore(node, next ? next.node : null);
+        }
+        prompt.rendered[index] = { sig, node };
+      });
+      live.textContent = prompt.streaming;
+      live.hidden = !prompt.streaming;
+      block.dataset.state = prompt.stateName;
+      header.replaceChildren(el("span", { class: "state", "data-state": prompt.stateName, text: stateLabel(prompt.stateName) }),
+        " · ", el("a", { href: prompt.ui || "#", target: "_blank", rel: "noopener", class: "temporal-ui",
+          text: `workflow ${promptId}` }));
+      askSchemas();
+    }
+
+    function onEvent(kind, data) {
+      if (kind === "text_delta") {
+        if (data.kind !== "reasoning") prompt.streaming = prompt.streaming.slice(0, data.offset) + data.text;
+      } else if (kind === "tool_progress") {
+        prompt.progress.set(data.tool_call_id, data);
+      } else if (kind === "state_changed") {
+        prompt.stateName = data.state;
+      } else if (data.output) {
+        if (data.output.type === "text") prompt.streaming = "";
+        if (data.output.type === "tool" && data.output.result) prompt.progress.delete(data.output.id);
+        prompt.outputs[data.index] = data.output;
+      }
+      render();
+    }
+
     (async () => {
       const record = await retry(() => api("GET", `/prompts/${encodeURIComponent(promptId)}`));
-      state.user_id = record.prompt.user_id;
-      state.ui = record.links.temporal_ui;
-      state.stateName = record.prompt.state;
+      prompt.user_id = record.prompt.user_id;
+      prompt.ui = record.links.temporal_ui;
+      prompt.stateName = prompt.stateName || record.prompt.state;
       block.querySelector(".input").textContent = record.prompt.input || "";
       render();
-      stream(`/prompts/${encodeURIComponent(promptId)}/events`, async (kind, data) => {
-        if (kind === "text_delta") { state.streaming = state.streaming.slice(0, data.offset) + data.text; }
-        else if (kind === "state_changed") { state.stateName = data.state; }
-        else if (data.output) {
-          if (data.output.type === "text") state.streaming = "";
-          if (kind === "approval_requested") {
-            const pending = await api("GET", "/approvals").catch(() => []);
-            const found = pending.find((p) => p.prompt_id === promptId && p.tool_call_id === data.output.id);
-            if (found) state.schemas[data.output.id] = found.input_schema;
-          }
-          state.outputs[data.index] = data.output;
-        }
-        render();
-      }, { onEnd: (end) => { state.stateName = end.state; state.streaming = ""; render(); } });
+      stream(`/prompts/${encodeURIComponent(promptId)}/events`, onEvent, {
+        onEnd: (end) => { prompt.stateName = end.state; prompt.streaming = ""; prompt.progress.clear(); render(); },
+      });
     })();
   }
 
   async function retry(fn) {
     for (let i = 0; ; i++) {
-      try { return await fn(); } catch (err) { if (i > 60) throw err; await new Promise((r) => setTimeout(r, 500)); }
+      try { return await fn(); } catch (err) {
+        if (i > 60 || err.status === 401 || err.status === 403) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
     }
   }
 
@@ -105,11 +200,12 @@
   if (conversation.conversation.running_prompt_id && !known.includes(conversation.conversation.running_prompt_id)) {
     known.push(conversation.conversation.running_prompt_id);
   }
+  document.getElementById("empty").hidden = known.length > 0;
   known.forEach(promptBlock);
+  input.focus();
 
   document.getElementById("send").addEventListener("submit", async (event) => {
     event.preventDefault();
-    const input = document.getElementById("input");
     const error = document.getElementById("send-error");
     error.textContent = "";
     if (!input.value.trim()) return;

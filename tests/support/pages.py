@@ -8,9 +8,11 @@ the API under test.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from selenium import webdriver
@@ -23,21 +25,26 @@ from selenium.webdriver.support.ui import WebDriverWait
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_SECONDS = 60  # an upper bound for the page to catch up, not a timing assertion
+SHOTS = os.environ.get("DAGENT_PAGE_SHOTS")  # a folder: tests save screenshots of what they checked there
 
 T = TypeVar("T")
 
 
 @contextmanager
-def browser() -> Iterator[WebDriver]:
+def browser(width: int = 1300, height: int = 1000) -> Iterator[WebDriver]:
     os.environ.setdefault("SE_OFFLINE", "true")
     options = Options()
     options.binary_location = CHROMIUM
     with tempfile.TemporaryDirectory(prefix="dagent-chromium-") as profile:
         for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--no-first-run", "--window-size=1300,1000", f"--user-data-dir={profile}"):
+                     "--no-first-run", f"--window-size={width},{height}", f"--user-data-dir={profile}"):
             options.add_argument(flag)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+        if width < 500:  # Chromium's windows are at least 500 px wide: emulate a phone's viewport instead
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": True})
         try:
             yield driver
         finally:
@@ -53,3 +60,40 @@ def wait_for(driver: WebDriver, condition: Callable[[WebDriver], T], what: str) 
     except Exception as exc:
         body = driver.find_element("tag name", "body").text
         raise AssertionError(f"page never showed {what}; it shows:\n{body}") from exc
+
+
+def texts(driver: WebDriver, css: str) -> list[str]:
+    """The visible text of every element matching `css`, read at once (pages re-render)."""
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].filter(e => e.offsetParent !== null)"
+        ".map(e => e.innerText)", css))
+
+
+def attributes(driver: WebDriver, css: str, name: str) -> list[str | None]:
+    """The attribute `name` of every element matching `css`, read at once."""
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.getAttribute(arguments[1]))", css, name))
+
+
+def wait_for_text(driver: WebDriver, css: str, pattern: str, what: str) -> str:
+    """The text of the first element matching `css` whose text matches the regex `pattern`."""
+    regex = re.compile(pattern, re.S)
+    return wait_for(driver, lambda d: next((t for t in texts(d, css) if regex.search(t)), None), what)
+
+
+def horizontal_overflow(driver: WebDriver) -> int:
+    """How many CSS pixels the page is wider than the viewport (0: no horizontal scroll)."""
+    return int(driver.execute_script(
+        "return Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) - window.innerWidth"))
+
+
+def screenshot(driver: WebDriver, name: str) -> None:
+    """Save a screenshot when DAGENT_PAGE_SHOTS names a folder (to look at what a test saw)."""
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(SHOTS) / f"{name}.png"))
+
+
+def console_errors(driver: WebDriver) -> list[str]:
+    """The page's console errors since the last call (e.g. a script refused by the Content-Security-Policy)."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
