@@ -271,3 +271,27 @@ def test_the_bare_name_check_catches_them() -> None:
     assert _bare_module_paths("python -m cli run") == ["-m cli"]
     assert _bare_module_paths("durable_agent.workers.plugin.AgentSandboxedRunner, workers/plugin.py, "
                               "client.start(...), mypkg.plugins:payments") == []
+
+
+def test_front_door_imports_name_exported_things() -> None:
+    """`from durable_agent import …` in the README and the docs imports only what `durable_agent.__all__` has."""
+    import durable_agent
+
+    pages = [README, *sorted(DOCS.rglob("*.md"))]
+    imports = [(page.name, names) for page in pages
+               for names in re.findall(r"from durable_agent import ([\w, ]+)", page.read_text(encoding="utf-8"))]
+    assert len(imports) >= 8
+    for page, names in imports:
+        unknown = [n.strip() for n in names.split(",") if n.strip() and n.strip() not in durable_agent.__all__]
+        assert not unknown, f"{page} imports {unknown} from durable_agent, which does not export them"
+
+
+def test_the_readme_and_the_architecture_page_draw_the_same_layers() -> None:
+    def drawing(page: Path) -> str:
+        match = re.search(r"(?ms)^```text\n(.*?)^```", page.read_text(encoding="utf-8"))
+        assert match, page
+        return match.group(1)
+
+    assert drawing(README) == drawing(DOCS / "architecture.md")
+    for layer in LAYERS:
+        assert f"durable_agent.{layer}" in drawing(README), layer
