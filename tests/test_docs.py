@@ -152,6 +152,7 @@ def test_the_site_builds_strict_and_offline(tmp_path: Path) -> None:
         assert built.exists(), page
     html = "\n".join(p.read_text(encoding="utf-8") for p in site.rglob("*.html"))
     assert "fonts.googleapis.com" not in html and "fonts.gstatic.com" not in html
+    assert not re.findall(r'<(?:script|link)[^>]*(?:src|href)="https?://', html), "the site loads nothing remote"
     assert "Issue 17 and the current figures" in (site / "bench-results" / "index.html").read_text()
 
 
