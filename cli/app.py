@@ -580,7 +580,7 @@ def store_sweep(
     grace_minutes: Annotated[int, typer.Option(help="Never remove blobs written this recently")] = 60,
 ) -> None:
     """Remove local-directory blobs of workflows past the namespace's retention (S3/GCS: use a lifecycle
-    rule, see README "Deploying")."""
+    rule, see docs/deploying.md)."""
     from datetime import timedelta
 
     from durable_agent.workers.blobstore import DirectoryObjects
@@ -592,7 +592,7 @@ def store_sweep(
     async def main() -> int:
         if not isinstance(settings.blob_objects(), DirectoryObjects):
             raise ValueError(f"{settings.blob_objects().location} is swept by its lifecycle rule, not by dagent "
-                             "(README: Deploying)")
+                             "(docs/deploying.md, Retention)")
         client = await connect(settings)
         roots = [Path(settings.payload_dir), Path(settings.file_dir)]
         report = await sweep_directory(client, roots, grace=timedelta(minutes=grace_minutes), dry_run=dry_run)

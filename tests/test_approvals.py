@@ -148,7 +148,7 @@ async def test_reject_records_error_in_place_and_model_adapts(dev_env: WorkflowE
 
 
 async def test_approve_with_corrected_input_merges_the_fields(dev_env: WorkflowEnvironment) -> None:
-    """The README's `--input '{"amount": 90}'`: only the corrected field changes (JSON merge patch)."""
+    """docs/approvals.md's `--input '{"amount": 90}'`: only the corrected field changes (JSON merge patch)."""
     model = scripted(("payment.send", {"to": "bob", "amount": 900}))
     async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         good = await c.start("pay")

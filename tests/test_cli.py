@@ -67,7 +67,7 @@ def test_run_waits_for_approval_then_raw_temporal_signal_completes_it(
         pending = dagent("pending", "--user", "cli-user", env=cli_env)
     assert prompt_id in pending.stdout and "payment.send" in pending.stdout
 
-    # The exact command `dagent run` printed (and the README shows), run by the real temporal CLI.
+    # The exact command `dagent run` printed (and docs/approvals.md shows), run by the real temporal CLI.
     signal_line = next(line.strip() for line in out.splitlines() if line.strip().startswith("temporal workflow signal"))
     signal_result = subprocess.run(shlex.split(signal_line), env=cli_env, capture_output=True, text=True, timeout=30)
     assert signal_result.returncode == 0, signal_result.stderr
@@ -102,7 +102,7 @@ def test_approve_with_the_readme_correction(cli_env: dict[str, str], worker_proc
     call_id = re.search(r"dagent approve \S+ (\S+)", started.stdout).group(1)  # type: ignore[union-attr]
     invalid = dagent("approve", prompt_id, call_id, "--input", '{"amount": -5}', env=cli_env)
     assert invalid.returncode == 1 and "invalid correction for payment.send: amount" in invalid.stderr
-    approved = dagent("approve", prompt_id, call_id, "--input", '{"amount": 90}', env=cli_env)  # as in README
+    approved = dagent("approve", prompt_id, call_id, "--input", '{"amount": 90}', env=cli_env)  # docs/approvals.md
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert '"amount": 90' in approved.stdout and '"status": "sent"' in approved.stdout
 

@@ -119,7 +119,7 @@ HISTORY_BUDGET_BYTES = 25_000_000
 # one over 2 MB makes the worker fail that workflow task on every retry whatever the workflow code does, and
 # with the worker's check disabled the server terminates the workflow instead (GrpcMessageTooLarge, also
 # seen for several 1-2 MB updates answered in one task). A Temporal limit, not fixed here: such a prompt is
-# listed by `dagent stuck` (README, Guarantees).
+# listed by `dagent stuck` (docs/guarantees.md, Bad input).
 UPDATE_LIMIT_BYTES = 512_000
 
 

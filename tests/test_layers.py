@@ -1,4 +1,4 @@
-"""The layers README's Architecture section draws are the ones the imports follow: no arrow runs upward.
+"""The layers the Architecture drawing shows (README, docs/architecture.md) are the ones the imports follow.
 
 Every product module is imported by its installed name, `durable_agent.<layer>`: a bare `agent`, `api`,
 `client`… import would only work from a checkout (and would shadow, or be shadowed by, an application's own

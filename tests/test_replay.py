@@ -1,7 +1,7 @@
 """Recorded histories (tests/histories/*.json) must replay against the current workflow code.
 
 A failure here means a deploy would break prompts that are running or waiting right now: guard the
-change with `workflow.patched(...)` (see README, "Changing workflow code safely").
+change with `workflow.patched(...)` (see docs/changing-workflows.md).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ payloads, `v0/ns/<ns>/files/wi/<id>/…` for files). A workflow's blobs are remo
 forgotten the workflow (its history is gone after the namespace's retention) or once it has been closed
 for longer than the namespace's retention. Running workflows, workflows within retention, and anything
 written within the last `grace` (a client stores a workflow's input before the workflow exists) are kept.
-On S3 and GCS a lifecycle rule on the `v0/ns/<ns>/` prefix does the same job (see README "Deploying").
+On S3 and GCS a lifecycle rule on the `v0/ns/<ns>/` prefix does the same job (see docs/deploying.md).
 """
 
 from __future__ import annotations

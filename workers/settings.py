@@ -109,7 +109,8 @@ class Settings(BaseModel):
     # --- both client and worker ---
     temporal_address: str = Field(default=DEFAULT_ADDRESS, description=(
         "TEMPORAL_ADDRESS: the frontend, host:port (or the address of the TEMPORAL_PROFILE profile)."))
-    namespace: str = Field(default=DEFAULT_NAMESPACE, description="TEMPORAL_NAMESPACE: (or the profile's).")
+    namespace: str = Field(default=DEFAULT_NAMESPACE,
+                           description="TEMPORAL_NAMESPACE: the namespace (or the profile's).")
     temporal_profile: ClientConfigProfile | None = Field(default=None, exclude=True, repr=False, description=(
         "TLS, API key and gRPC metadata from `temporalio.envconfig`: the TOML profile file (TEMPORAL_CONFIG_FILE,"
         " TEMPORAL_PROFILE or `--profile`) and TEMPORAL_API_KEY / TEMPORAL_TLS_* (never serialised or shown)."))
@@ -120,7 +121,8 @@ class Settings(BaseModel):
         "and workers must share it."))
     payload_threshold: int = Field(default=DEFAULT_PAYLOAD_THRESHOLD, ge=1, description=(
         "DAGENT_PAYLOAD_THRESHOLD: payloads of this many bytes or more go to `payload_dir`."))
-    log_level: str = Field(default="INFO", description="DAGENT_LOG_LEVEL.")
+    log_level: str = Field(default="INFO",
+                           description="DAGENT_LOG_LEVEL: structlog level (JSON lines when not on a TTY).")
 
     # --- client only ---
     ui_url: str = Field(default="http://127.0.0.1:8233", description="DAGENT_UI_URL: links to the Temporal UI.")
@@ -180,16 +182,17 @@ class Settings(BaseModel):
         "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
     fast_tools: bool = Field(default=True, description=(
         "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs a call without approval as a local "
-        "activity once this worker has seen it finish fast (README, Fast tools); off: always a regular activity."))
+        "activity once this worker has seen it finish fast (docs: Tools and plugins, fast tools); off: always a "
+        "regular activity."))
     otel_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
-        "The standard OTEL_* variables (exporters, endpoint, protocol, service name): see README, Observability."))
+        "The standard OTEL_* variables (exporters, endpoint, protocol, service name): see docs/observability.md."))
     provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The environment providers read their API keys and base URLs from (never serialised or shown)."))
     decision_public_key: str | None = Field(default=None, repr=False, description=(
         "DAGENT_DECISION_PUBLIC_KEY (PEM) or DAGENT_DECISION_PUBLIC_KEY_FILE: decisions on approvals must carry "
         "a token signed by the matching private key (held by `dagent api`); unset = unsigned decisions."))
 
-    # --- the blob store and payload encryption (both client and worker; see README "Deploying") ---
+    # --- the blob store and payload encryption (both client and worker; see docs/deploying.md) ---
     store: str = Field(default="", description=(
         "DAGENT_STORE: empty = the local directories `payload_dir` / `file_dir`; `s3://bucket` or `gs://bucket` "
         "= one store for payloads and files shared by every client and worker."))
