@@ -160,3 +160,28 @@ async def test_pages_and_api_answers_carry_security_headers(dev_env: WorkflowEnv
             assert response.headers["x-content-type-options"] == "nosniff"
         assert "frame-ancestors 'none'" in PAGE_CSP and "script-src 'self'" in PAGE_CSP
         assert "unsafe-inline" not in PAGE_CSP
+
+
+async def test_pages_work_in_chromium_under_the_csp_and_it_blocks_injected_scripts(
+        dev_env: WorkflowEnvironment) -> None:
+    from selenium.webdriver.common.by import By
+
+    from tests.support.pages import browser, wait_for
+
+    async with api_stack(dev_env) as stack:
+        def scenario() -> None:
+            with browser() as driver:
+                driver.get(f"{stack.url}/chat#key={USERS['alice'][0]}")
+                # The page's own scripts ran (they fetched /me and started a conversation) under the CSP.
+                wait_for(driver, lambda d: d.find_element(By.ID, "conversation").text.startswith("conversation "),
+                         "a conversation")
+                assert "alice" in driver.find_element(By.ID, "me").text
+                injected = driver.execute_script(
+                    "window.__violations = 0;"
+                    "document.addEventListener('securitypolicyviolation', () => { window.__violations += 1; });"
+                    "const s = document.createElement('script'); s.textContent = 'window.__injected = 1;';"
+                    "document.body.appendChild(s); return window.__injected === undefined;")
+                assert injected is True, "an injected inline script ran: the CSP is not enforced"
+                wait_for(driver, lambda d: d.execute_script("return window.__violations") >= 1, "a CSP violation")
+
+        await asyncio.to_thread(scenario)
