@@ -10,6 +10,7 @@ from pydantic import JsonValue
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent.agent.logging import get_logger
 from durable_agent.agent.models import Conversation, Prompt, ToolOutput, ToolPending
 from durable_agent.api.auth import Principal
 from durable_agent.api.config import ApiConfig
@@ -26,6 +27,7 @@ from durable_agent.workflows.decision_tokens import (
 from durable_agent.workflows.names import CONVERSATION_WORKFLOW, PROMPT_WORKFLOW
 
 T = TypeVar("T")
+log = get_logger("durable_agent.api.service")
 
 
 async def temporal_call(call: Callable[[], Awaitable[T]], *, missing: str, detail: str) -> T:
@@ -135,6 +137,13 @@ class AgentService:
                 raise _already_decided(latest)
             raise Problem("not-pending", f"tool call {tool_call_id!r} is not waiting for a decision "
                                          f"(prompt {prompt.state})")
+        if self.config.decision_private_key and not pending.signed_decisions:
+            # A fleet misconfiguration (review 1.12): this API signs, the worker that planned the call had no
+            # public key, so the call also accepts unsigned raw signals. Say so; `DAGENT_DECISIONS=signed` on
+            # every worker prevents it.
+            log.warning("decision on a call that does not require signed decisions", prompt_id=prompt_id,
+                        tool_call_id=tool_call_id, fix="give every worker DAGENT_DECISION_PUBLIC_KEY and "
+                                                       "DAGENT_DECISIONS=signed")
         if not self.may_decide(principal, prompt.user_id, pending.approvers):
             named = f"; approvers: {', '.join(pending.approvers)}" if pending.approvers else ""
             raise Problem("not-allowed", f"{principal.id} may not decide {tool_call_id!r}{named}")

@@ -130,3 +130,24 @@ async def test_worker_with_the_public_key_starts_in_signed_mode(dev_env: Workflo
             await asyncio.sleep(0.3)
     finally:
         worker.kill()
+
+
+async def test_a_signing_api_says_when_a_call_accepts_unsigned_decisions(dev_env: WorkflowEnvironment) -> None:
+    """The fleet mismatch the worker flag prevents (API signs, the planning worker had no public key) is visible."""
+    from structlog.testing import capture_logs
+
+    from durable_agent.api import create_app
+    from durable_agent.api.server import serve_in_background
+    from tests.support.api import PLUGIN, api_config, auth, web_model
+    from tests.support.workers import agent_worker
+
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model(), decision_key=None) as agent, \
+            serve_in_background(create_app(agent, api_config(key_pair()[0]))) as url, \
+            httpx.AsyncClient(base_url=url, headers=auth("alice"), timeout=60) as http:
+        prompt_id = (await http.post("/prompts", json={"input": "pay bob 250"})).json()["id"]
+        prompt = await agent.prompt(prompt_id).wait_until("waiting_for_approval")
+        with capture_logs() as logs:
+            decided = await http.post(f"/prompts/{prompt_id}/approvals/{prompt.output[1].id}/approve")
+        assert decided.status_code == 200, decided.text
+    warning = [e for e in logs if e["event"] == "decision on a call that does not require signed decisions"]
+    assert warning and warning[0]["prompt_id"] == prompt_id and "DAGENT_DECISIONS=signed" in warning[0]["fix"]
