@@ -25,9 +25,18 @@ def policy_for(path: str) -> str | None:
     return API_CSP
 
 
+def security_headers(path: str) -> dict[str, str]:
+    """The headers every response to `path` carries."""
+    headers = {"x-frame-options": "DENY", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
+    if (csp := policy_for(path)) is not None:
+        headers["content-security-policy"] = csp
+    return headers
+
+
 class SecurityHeadersMiddleware:
     """Adds `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` and the
-    path's Content-Security-Policy (with `frame-ancestors 'none'`) to every HTTP response."""
+    path's Content-Security-Policy (with `frame-ancestors 'none'`) to every HTTP response. (A 500 is answered by
+    Starlette's outermost error middleware, outside this one: its handler adds `security_headers` itself.)"""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -36,10 +45,7 @@ class SecurityHeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        extra = [(b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
-                 (b"referrer-policy", b"no-referrer")]
-        if (csp := policy_for(scope.get("path", ""))) is not None:
-            extra.append((b"content-security-policy", csp.encode()))
+        extra = [(name.encode(), value.encode()) for name, value in security_headers(scope.get("path", "")).items()]
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from durable_agent.agent.logging import get_logger
+from durable_agent.api.headers import security_headers
 
 log = get_logger("durable_agent.api.problems")
 
@@ -98,8 +99,10 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Starlette re-raises after this (so the server logs the traceback); the client sees no internals.
         log.error("unhandled error", path=request.url.path, error_type=type(exc).__name__)
-        return problem_response("internal-error", "the API failed to answer this request; the error is in its log",
-                                request.url.path)
+        response = problem_response("internal-error", "the API failed to answer this request; the error is in its "
+                                    "log", request.url.path)
+        response.headers.update(security_headers(request.url.path))  # sent outside the headers middleware
+        return response
 
     app.add_exception_handler(Problem, on_problem)
     app.add_exception_handler(WorkflowAlreadyStartedError, on_taken)

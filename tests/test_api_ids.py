@@ -185,3 +185,25 @@ async def test_pages_work_in_chromium_under_the_csp_and_it_blocks_injected_scrip
                 wait_for(driver, lambda d: d.execute_script("return window.__violations") >= 1, "a CSP violation")
 
         await asyncio.to_thread(scenario)
+
+
+async def test_an_unexpected_error_is_a_500_problem_without_internals(dev_env: WorkflowEnvironment) -> None:
+    """The app's own handlers, over real HTTP: a route that fails unexpectedly (added to the real app for this
+    test) answers a problem, and the exception's text (which could hold anything) stays in the log."""
+    from durable_agent.api import create_app
+    from durable_agent.api.server import serve_in_background
+    from tests.support.api import api_config, key_pair
+
+    async with api_stack(dev_env) as stack:
+        app = create_app(stack.agent, api_config(key_pair()[0]))
+
+
+        @app.get("/test-only/boom")
+        async def boom() -> None:
+            raise RuntimeError("secret-internal-detail 7f3a")
+
+        async with serve_in_background(app) as url, httpx.AsyncClient(base_url=url) as http:
+            response = await http.get("/test-only/boom")
+    body = _problem(response, 500, "internal-error")
+    assert "secret-internal-detail" not in response.text and body["instance"] == "/test-only/boom"
+    assert response.headers["x-content-type-options"] == "nosniff"
