@@ -118,6 +118,14 @@ class AgentActivities:
 
     @activity.defn(name=MODEL_ROUND_ACTIVITY)
     async def model_round(self, inp: RoundInput) -> RoundResult:
+        """One round's model call. It heartbeats from its first moment to its last (history loading, plugins'
+        `prepare`, the provider call), so a worker that dies anywhere in it is noticed within the model
+        activity's heartbeat timeout (seconds) and another worker retries the call, not after 5 minutes."""
+        live = _LiveDetails()
+        async with _heartbeating(live):
+            return await self._model_round(inp, live)
+
+    async def _model_round(self, inp: RoundInput, live: _LiveDetails) -> RoundResult:
         logger = _bound_log(prompt_id=inp.prompt.id, round=inp.round, tier=inp.prompt.model)
         transcript = await self._transcript(inp, logger)
         prompt = inp.prompt.model_copy(update={"output": transcript.outputs})
@@ -155,14 +163,12 @@ class AgentActivities:
             raise _fall_back(position + 1, fallback, f"{_spec(provider)} did not answer within "
                                                      f"{self.runtime.fallback_after_attempts} attempts")
         logger = logger.bind(model=_spec(provider), fallback=position)
-        live = _LiveDetails()
         try:
             with telemetry.model_call(provider, request, record_content=self.runtime.trace_content) as call:
-                async with _heartbeating(live):
-                    if self.runtime.streams_text(provider):
-                        response = await self._stream_model(provider, request, live)
-                    else:
-                        response = await provider.complete(request)
+                if self.runtime.streams_text(provider):
+                    response = await self._stream_model(provider, request, live)
+                else:
+                    response = await provider.complete(request)
                 response = self._priced(await self._after_model(request, response), provider)
                 call.responded(response)
         except RetryableModelError as exc:
@@ -379,8 +385,8 @@ class _LiveDetails:
 
 @contextlib.asynccontextmanager
 async def _heartbeating(live: _LiveDetails, interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
-    """Heartbeat while a tool runs: a dead worker is noticed within the heartbeat timeout, and a
-    cancelled prompt's cancellation reaches the tool."""
+    """Heartbeat while a tool or a model call runs: a dead worker is noticed within the heartbeat timeout, and
+    a cancelled prompt's cancellation reaches the activity."""
 
     if activity.info().is_local:  # local activities cannot heartbeat
         yield

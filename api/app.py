@@ -26,6 +26,7 @@ from durable_agent.api.agui import agui_run
 from durable_agent.api.auth import Authenticator, Principal, current_principal
 from durable_agent.api.config import ApiConfig
 from durable_agent.api.events import prompt_events, resume_offset
+from durable_agent.api.headers import SecurityHeadersMiddleware
 from durable_agent.api.limits import BodyLimitMiddleware
 from durable_agent.api.problems import PROBLEM_BASE, PROBLEM_TYPES, Problem, install_problem_handlers
 from durable_agent.api.schemas import (
@@ -48,6 +49,7 @@ from durable_agent.api.schemas import (
 from durable_agent.api.service import AgentService, temporal_call
 from durable_agent.client import AgentClient
 from durable_agent.workers.settings import Settings
+from durable_agent.workflows.names import CONVERSATION_WORKFLOW
 
 Caller = Annotated[Principal, Depends(current_principal)]
 PathId = Annotated[str, Path(pattern=ID_PATTERN)]
@@ -90,6 +92,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     app.state.authenticator = Authenticator(config)
     app.state.config = config
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
+    app.add_middleware(SecurityHeadersMiddleware)
     install_problem_handlers(app)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.mount(DOCS_ASSETS, StaticFiles(directory=str(SWAGGER_ASSETS)), name="docs-assets")
@@ -142,10 +145,12 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
 
     @app.post("/prompts", status_code=201, response_model=PromptRef, tags=["prompts"])
     async def start_prompt(body: StartPrompt, caller: Caller, service: Service) -> PromptRef:
-        """Start a prompt as the caller (its `user_id` is the authenticated principal)."""
+        """Start a prompt as the caller (its `user_id` is the authenticated principal). The API assigns the id
+        (random, never reused): a caller cannot choose one, so nobody can take another user's."""
+        if body.prompt_id is not None:
+            raise Problem("invalid-request", "prompt_id: the API assigns prompt ids; leave it out")
         handle = await service.agent.start(body.input, user_id=caller.id, model=body.model,
-                                           instructions=body.instructions, max_rounds=body.max_rounds,
-                                           prompt_id=body.prompt_id)
+                                           instructions=body.instructions, max_rounds=body.max_rounds)
         return PromptRef(id=handle.id, links=_links(service, handle.id))
 
     @app.get("/prompts", response_model=list[PromptListItem], tags=["prompts"])
@@ -241,6 +246,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     async def start_conversation(body: StartConversation, caller: Caller, service: Service) -> ConversationRecord:
         """Start a conversation as the caller, or attach to the caller's conversation with that id."""
         if body.conversation_id is not None:
+            await service.require_kind(body.conversation_id, CONVERSATION_WORKFLOW, "conversation")
             try:
                 existing = await service.conversation(caller, body.conversation_id)
             except Problem as exc:

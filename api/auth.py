@@ -58,9 +58,9 @@ class Authenticator:
         assert oidc is not None and self._jwks is not None
         try:
             key = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)
+            # Issuer and audience are required by the config (OidcConfig) and always checked here.
             claims = jwt.decode(token, key.key, algorithms=oidc.algorithms, audience=oidc.audience,
-                                issuer=oidc.issuer,
-                                options={"require": ["exp"], "verify_aud": oidc.audience is not None})
+                                issuer=oidc.issuer, options={"require": ["exp", "iss", "aud"]})
         except jwt.PyJWTError as exc:
             log.info("jwt refused", reason=type(exc).__name__)
             return None

@@ -12,10 +12,13 @@ Read from a TOML file (`DAGENT_API_CONFIG` or `dagent api --config`) plus enviro
 
     [oidc]                             # JWT bearer tokens verified against a JWKS (real deployments)
     jwks_url = "https://issuer.example/.well-known/jwks.json"
-    issuer = "https://issuer.example/"
-    audience = "durable-agent"
+    issuer = "https://issuer.example/"         # required: tokens must name this `iss`
+    audience = "durable-agent"                 # required: tokens must name this `aud`
     principal_claim = "sub"
     roles_claim = "roles"
+
+Strict: a configuration that would accept more than it says refuses to load, in one line that names no secret
+(OIDC without an issuer or an audience; a decision private key that is not an Ed25519 private key in PEM).
 """
 
 from __future__ import annotations
@@ -26,15 +29,21 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from durable_agent.workers.settings import _pem
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 
 
+class ApiConfigError(ValueError):
+    """The API configuration is unusable or unsafe; one line, never a key."""
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # errors never echo keys
 
 
 class ApiKey(_Model):
@@ -55,12 +64,21 @@ class ApiKey(_Model):
 
 
 class OidcConfig(_Model):
-    jwks_url: str
-    issuer: str | None = None
-    audience: str | None = None
+    jwks_url: str = Field(min_length=1)
+    issuer: str | None = Field(default=None, description="Required: the `iss` every token must carry.")
+    audience: str | None = Field(default=None, description="Required: the `aud` every token must carry.")
     principal_claim: str = "sub"
     roles_claim: str = "roles"
     algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256", "EdDSA"])
+
+    @model_validator(mode="after")
+    def _issuer_and_audience(self) -> OidcConfig:
+        missing = [name for name, value in (("issuer", self.issuer), ("audience", self.audience)) if not value]
+        if missing:
+            raise ValueError(f"OIDC needs {' and '.join(missing)} ([oidc] {' / '.join(missing)} or "
+                             f"{', '.join('DAGENT_OIDC_' + m.upper() for m in missing)}): without them a token "
+                             "the identity provider minted for any other application would be accepted")
+        return self
 
 
 class ApiConfig(_Model):
@@ -77,16 +95,38 @@ class ApiConfig(_Model):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     public_url: str = Field(default="", description="Where browsers reach the API (for printed links).")
 
+    @field_validator("decision_private_key")
+    @classmethod
+    def _ed25519_private_key(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            key = load_pem_private_key(value.encode(), password=None)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"the decision private key (DAGENT_DECISION_PRIVATE_KEY) is not a PEM private key "
+                             f"without a password: {type(exc).__name__}") from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError(f"the decision private key (DAGENT_DECISION_PRIVATE_KEY) must be Ed25519, "
+                             f"not {type(key).__name__}")
+        return value
+
     @classmethod
     def load(cls, path: Path | None = None, env: Mapping[str, str] | None = None) -> ApiConfig:
         env = os.environ if env is None else env
         path = path or (Path(env["DAGENT_API_CONFIG"]) if env.get("DAGENT_API_CONFIG") else None)
         data = tomllib.loads(path.read_text()) if path else {}
-        config = cls.model_validate(data)
-        update: dict[str, object] = {}
         if key := _pem(env, "DAGENT_DECISION_PRIVATE_KEY"):
-            update["decision_private_key"] = key
+            data["decision_private_key"] = key
         if jwks := env.get("DAGENT_OIDC_JWKS_URL"):
-            update["oidc"] = OidcConfig(jwks_url=jwks, issuer=env.get("DAGENT_OIDC_ISSUER"),
-                                        audience=env.get("DAGENT_OIDC_AUDIENCE"))
-        return config.model_copy(update=update)
+            data["oidc"] = {"jwks_url": jwks, "issuer": env.get("DAGENT_OIDC_ISSUER") or None,
+                            "audience": env.get("DAGENT_OIDC_AUDIENCE") or None}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ApiConfigError(f"API config{f' {path}' if path else ''}: {describe(exc)}") from None
+
+
+def describe(exc: ValidationError) -> str:
+    """A validation error in one line: `where: what; ...` (inputs are hidden, so no key is ever shown)."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg'].removeprefix('Value error, ')}"
+                     for e in exc.errors())

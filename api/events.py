@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 from sse_starlette import ServerSentEvent
 
+from durable_agent.api.problems import Problem
 from durable_agent.client import PromptHandle
 from durable_agent.workflows.protocol import TextDelta, ToolProgress
 
@@ -16,10 +17,15 @@ PROGRESS_EVENT = "tool_progress"
 
 
 def resume_offset(last_event_id: str | None, from_offset: int | None) -> int:
-    """Where to start: after the last event the client saw, else `from`, else the beginning."""
-    if last_event_id is not None and last_event_id.strip().isdigit():
-        return int(last_event_id.strip()) + 1
-    return from_offset or 0
+    """Where to start: after the last event the client saw, else `from`, else the beginning. A `Last-Event-ID`
+    that is not one of this stream's ids (ASCII digits) is a 422 problem: `str.isdigit` alone also accepts
+    Unicode digits such as "²", which `int` refuses."""
+    value = (last_event_id or "").strip()
+    if not value:
+        return from_offset or 0
+    if not (value.isascii() and value.isdigit()):
+        raise Problem("invalid-request", "Last-Event-ID must be the id of an event of this stream (ASCII digits)")
+    return int(value) + 1
 
 
 async def prompt_events(handle: PromptHandle, start: int) -> AsyncIterator[ServerSentEvent]:

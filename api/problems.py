@@ -8,6 +8,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from durable_agent.agent.logging import get_logger
+from durable_agent.api.headers import security_headers
+
+log = get_logger("durable_agent.api.problems")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_BASE = "/problems/"
@@ -24,10 +30,12 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "already-decided": (409, "Already decided"),
     "prompt-finished": (409, "Prompt already finished"),
     "decision-refused": (409, "Decision refused"),
+    "id-taken": (409, "Id already used"),
     "payload-too-large": (413, "Request body too large"),
     "invalid-request": (422, "Invalid request"),
     "invalid-arguments": (422, "Invalid arguments"),
     "temporal-unavailable": (503, "Temporal unavailable"),
+    "internal-error": (500, "Internal error"),
 }
 
 
@@ -83,6 +91,21 @@ def install_problem_handlers(app: FastAPI) -> None:
             return JSONResponse(body, status_code=exc.status_code, media_type=PROBLEM_MEDIA_TYPE)
         return problem_response(slug, str(exc.detail), request.url.path)
 
+    async def on_taken(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, WorkflowAlreadyStartedError)
+        return problem_response("id-taken", f"the id {exc.workflow_id!r} is already used by a workflow "
+                                            "(running or closed); ids are never reused", request.url.path)
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette re-raises after this (so the server logs the traceback); the client sees no internals.
+        log.error("unhandled error", path=request.url.path, error_type=type(exc).__name__)
+        response = problem_response("internal-error", "the API failed to answer this request; the error is in its "
+                                    "log", request.url.path)
+        response.headers.update(security_headers(request.url.path))  # sent outside the headers middleware
+        return response
+
     app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(WorkflowAlreadyStartedError, on_taken)
+    app.add_exception_handler(Exception, on_unexpected)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

@@ -24,7 +24,8 @@ class StartPrompt(_Body):
     model: ModelTier = "normal"
     instructions: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
     max_rounds: int | None = Field(default=None, ge=1, le=10_000)
-    prompt_id: Identifier | None = None
+    prompt_id: Identifier | None = Field(default=None, description=(
+        "Refused (422): the API assigns prompt ids, so nobody can take another user's."))
 
 
 class StartConversation(_Body):

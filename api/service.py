@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from pydantic import JsonValue
+from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent.agent.logging import get_logger
 from durable_agent.agent.models import (
     Conversation,
     FileOutput,
@@ -33,9 +35,11 @@ from durable_agent.workflows.decision_tokens import (
     may_decide,
     sign_decision,
 )
+from durable_agent.workflows.names import CONVERSATION_WORKFLOW, PROMPT_WORKFLOW
 
 T = TypeVar("T")
 CONTEXT_CACHE_SIZE = 2000  # approval contexts kept (they never change once a call waits)
+log = get_logger("durable_agent.api.service")
 
 
 async def temporal_call(call: Callable[[], Awaitable[T]], *, missing: str, detail: str) -> T:
@@ -89,16 +93,42 @@ class AgentService:
 
     async def prompt(self, principal: Principal, prompt_id: str) -> tuple[PromptHandle, Prompt]:
         handle = self.agent.prompt(prompt_id)
-        prompt = await temporal_call(handle.get, missing="unknown-prompt", detail=f"no prompt {prompt_id!r}")
+        prompt = await self._query(handle.get, prompt_id, PROMPT_WORKFLOW, "unknown-prompt", "prompt")
         self.require_visible(principal, prompt.user_id, f"prompt {prompt_id!r}")
         return handle, prompt
 
     async def conversation(self, principal: Principal, conversation_id: str) -> Conversation:
         handle = self.agent.conversation(conversation_id)
-        conversation = await temporal_call(handle.get, missing="unknown-conversation",
-                                           detail=f"no conversation {conversation_id!r}")
+        conversation = await self._query(handle.get, conversation_id, CONVERSATION_WORKFLOW, "unknown-conversation",
+                                         "conversation")
         self.require_visible(principal, conversation.user_id, f"conversation {conversation_id!r}")
         return conversation
+
+    async def _query(self, call: Callable[[], Awaitable[T]], workflow_id: str, kind: str, missing: str,
+                     noun: str) -> T:
+        """A record query; a workflow of another type under that id (its query handler is missing) is `missing`."""
+        try:
+            return await temporal_call(call, missing=missing, detail=f"no {noun} {workflow_id!r}")
+        except WorkflowQueryFailedError:
+            await self.require_kind(workflow_id, kind, noun, slug=missing)
+            raise
+
+    async def workflow_type(self, workflow_id: str) -> str | None:
+        """The type of the workflow with this id (its latest run, running or closed), or None if there is none."""
+        try:
+            description = await self.agent.client.get_workflow_handle(workflow_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return description.workflow_type
+
+    async def require_kind(self, workflow_id: str, kind: str, noun: str, *, slug: str = "id-taken") -> None:
+        """A problem (`slug`) when `workflow_id` is taken by a workflow that is not a `kind`."""
+        found = await self.workflow_type(workflow_id)
+        if found is not None and found != kind:
+            other = {PROMPT_WORKFLOW: "prompt", CONVERSATION_WORKFLOW: "conversation"}.get(found, found)
+            raise Problem(slug, f"{workflow_id!r} is a {other}, not a {noun}")
 
     @staticmethod
     def require_visible(principal: Principal, owner: str, what: str) -> None:
@@ -169,6 +199,13 @@ class AgentService:
                 raise _already_decided(latest)
             raise Problem("not-pending", f"tool call {tool_call_id!r} is not waiting for a decision "
                                          f"(prompt {prompt.state})")
+        if self.config.decision_private_key and not pending.signed_decisions:
+            # A fleet misconfiguration (review 1.12): this API signs, the worker that planned the call had no
+            # public key, so the call also accepts unsigned raw signals. Say so; `DAGENT_DECISIONS=signed` on
+            # every worker prevents it.
+            log.warning("decision on a call that does not require signed decisions", prompt_id=prompt_id,
+                        tool_call_id=tool_call_id, fix="give every worker DAGENT_DECISION_PUBLIC_KEY and "
+                                                       "DAGENT_DECISIONS=signed")
         if not self.may_decide(principal, prompt.user_id, pending.approvers):
             named = f"; approvers: {', '.join(pending.approvers)}" if pending.approvers else ""
             raise Problem("not-allowed", f"{principal.id} may not decide {tool_call_id!r}{named}")

@@ -65,6 +65,28 @@ async def _conversation(agent: AgentClient, conversation_id: str, texts: tuple[s
     return conversation._handle, min(runs, key=lambda e: e.start_time).run_id
 
 
+async def _conversation_with_taken_id(agent: AgentClient) -> WorkflowHandle:  # type: ignore[type-arg]
+    """A conversation whose second turn's id someone started first (while the first turn waited for approval):
+    the turn runs under a fresh id. Returns the closed conversation's handle."""
+    conversation = await agent.start_conversation(conversation_id="hist-v2-conversation-taken", user_id="u1")
+    first = await conversation.prompt_started((await conversation.send("approval one")).id)
+    queued = await conversation.send("approval two")
+    await (await agent.start("completed", prompt_id=queued.id, user_id="mallory")).result()
+    await first.approve(await _first_pending(first), by="alice")
+    await first.result()
+    running = None
+    for _ in range(600):
+        running = (await conversation.get()).running_prompt_id
+        if running not in (None, first.id):
+            break
+        await asyncio.sleep(0.05)
+    assert running is not None and running != queued.id, running
+    second = agent.prompt(running)
+    await second.approve(await _first_pending(second), by="alice")
+    await conversation.close()
+    return conversation._handle
+
+
 async def _child_pending(handle: PromptHandle) -> PendingApproval:
     """The first approval a sub-agent's prompt reports to its parent (by a signal, so once it arrives)."""
     pending = await handle.pending_approvals()
@@ -243,6 +265,9 @@ async def main() -> None:
             if b"core_local_activity" not in (await fast.workflow.fetch_history()).to_json().encode():
                 raise SystemExit("hist-v1-fast-tools ran no tool as a local activity")
             await _save("prompt_v1_fast_tools", fast.workflow)
+
+            # Version 2: conversation turns get unguessable ids; a turn whose id was taken runs under a fresh one.
+            await _save("conversation_v2_turn_id_taken", await _conversation_with_taken_id(agent))
     sys.stdout.flush()
     os._exit(0)
 

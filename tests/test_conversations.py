@@ -63,7 +63,7 @@ async def test_history_queue_and_state_carry_across_prompts(dev_env: WorkflowEnv
         first = await conversation.send("buy milk")
         second = await conversation.send("call mum")  # arrives while the first runs: queued
         third = await conversation.send("water plants")
-        assert [first.id[-4:], second.id[-4:], third.id[-4:]] == ["0001", "0002", "0003"]
+        assert [p.id.rsplit("-", 2)[1] for p in (first, second, third)] == ["0001", "0002", "0003"]
         await conversation.prompt_started(first.id)
         snapshot = await conversation.get()
         GATE.set()

@@ -43,6 +43,8 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from durable_agent.workers.codec import AESGCMCodec, CodecKeyError
+
 T = TypeVar("T")
 
 DIR_DRIVER_NAME = "dagent-dir"
@@ -506,6 +508,15 @@ def file_key(namespace: str, workflow_id: str, digest: str) -> str:
     return f"v0/ns/{encode_segment(namespace)}/files/wi/{encode_segment(workflow_id)}/d/sha256/{digest}"
 
 
+SEALED_SEGMENT = "/d/hmac-sha256/"
+
+
+def sealed_file_key(namespace: str, workflow_id: str, key_id: str, digest: str) -> str:
+    """Where an encrypted file lives: named by the HMAC of its content under the codec key `key_id`."""
+    return (f"v0/ns/{encode_segment(namespace)}/files/wi/{encode_segment(workflow_id)}"
+            f"{SEALED_SEGMENT}{encode_segment(key_id)}/{digest}")
+
+
 class _BackgroundLoop:
     """A private event loop thread, so synchronous callers (tools calling `ctx.add_file`) can use async
     object clients without touching the caller's loop."""
@@ -527,17 +538,25 @@ class BlobFileStore:
 
     Implements `agent.context.FileStore`. `put`/`get` block the caller until the object is written/read;
     `aput`/`aget` are the async forms for async callers (the client).
+
+    With the payload codec (`DAGENT_CODEC_KEYS`), contents are sealed with its active key (AES-GCM, the key id
+    in the object, bound to the object's key) and named by an HMAC under that key (`.../d/hmac-sha256/<key
+    id>/<hmac>`): the store holds no plaintext and no plain hash of it; identical files share one object only
+    within one workflow and one key. Without the codec they are stored as is under their sha256 (`.../d/sha256/`),
+    which is also how files written before the codec was switched on are read (their hash is checked).
     """
 
     def __init__(self, objects: ObjectClient, *, namespace: str = "default", workflow_id: str = "unscoped",
-                 _io: _BackgroundLoop | None = None) -> None:
+                 codec: AESGCMCodec | None = None, _io: _BackgroundLoop | None = None) -> None:
         self.objects = objects
         self.namespace = namespace
         self.workflow_id = workflow_id
+        self.codec = codec
         self._io = _io or _BackgroundLoop()
 
     def scoped(self, namespace: str, workflow_id: str) -> BlobFileStore:
-        return BlobFileStore(self.objects, namespace=namespace, workflow_id=workflow_id, _io=self._io)
+        return BlobFileStore(self.objects, namespace=namespace, workflow_id=workflow_id, codec=self.codec,
+                             _io=self._io)
 
     @property
     def prefix(self) -> str:
@@ -546,10 +565,15 @@ class BlobFileStore:
         return f"{self.objects.location.split(' at ')[0]}/"
 
     async def aput(self, name: str, content: bytes, media_type: str) -> str:
-        key = file_key(self.namespace, self.workflow_id, hashlib.sha256(content).hexdigest())
+        if self.codec is not None:
+            key = sealed_file_key(self.namespace, self.workflow_id, *self.codec.file_digest(content))
+            data = self.codec.seal_file(content, key)
+        else:
+            key = file_key(self.namespace, self.workflow_id, hashlib.sha256(content).hexdigest())
+            data = content
         try:
             if not await self.objects.exists(key):
-                await self.objects.put(key, content)
+                await self.objects.put(key, data)
         except Exception as exc:
             raise StoreUnavailable(f"file store {self.objects.location}: cannot write key {key}: "
                                    f"{_describe(exc)}") from exc
@@ -558,12 +582,20 @@ class BlobFileStore:
     async def aget(self, content_ref: str) -> bytes:
         key = self._key(content_ref)
         try:
-            return await self.objects.get(key)
+            blob = await self.objects.get(key)
         except BlobMissing:
             raise FileNotFoundError(f"file store {self.objects.location}: no object {key}") from None
         except Exception as exc:
             raise StoreUnavailable(f"file store {self.objects.location}: cannot read key {key}: "
                                    f"{_describe(exc)}") from exc
+        if SEALED_SEGMENT in key:
+            if self.codec is None:
+                raise CodecKeyError(f"file {key} is encrypted: this process needs DAGENT_CODEC_KEYS to read it")
+            return self.codec.open_file(blob, key)
+        digest = key.rsplit("/", 1)[-1]
+        if len(digest) == 64 and hashlib.sha256(blob).hexdigest() != digest:  # content-addressed: check it
+            raise CodecKeyError(f"file {key} does not match its sha256 (changed in the store)")
+        return blob
 
     def _key(self, content_ref: str) -> str:
         scheme, _, digest = content_ref.partition(":")

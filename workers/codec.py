@@ -6,7 +6,10 @@ encrypted with `DAGENT_CODEC_KEY_ID` (default: the first key listed); any listed
 is: add the new key first everywhere, then make it the active one, and drop the old one only once no open
 workflow (or blob within retention) still uses it.
 
-The codec runs before external storage, so both history and the blob store hold ciphertext only.
+The codec runs before external storage, so both history and the blob store hold ciphertext only. Files that
+tools attach (`ctx.add_file`) are sealed with the same keys (`seal_file` / `open_file`, AES-GCM bound to the
+object's key) and named by an HMAC of their content under a key derived from the active key, never by a
+plain hash anyone could compute from a guessed file.
 Generate a key: `python -c "import os, base64; print(base64.b64encode(os.urandom(32)).decode())"`.
 """
 
@@ -14,16 +17,22 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import os
 from collections.abc import Mapping, Sequence
 
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
 NONCE_BYTES = 12
+FILE_MAGIC = b"DAGENT-FILE-1\n"  # sealed file: magic, key id length (1 byte), key id, nonce, ciphertext
+FILE_REF_INFO = b"durable-agent file reference v1"
 
 
 class CodecKeyError(ValueError):
@@ -38,6 +47,8 @@ class AESGCMCodec(PayloadCodec):
             raise CodecKeyError(f"DAGENT_CODEC_KEY_ID {active_key_id!r} is not one of DAGENT_CODEC_KEYS "
                                 f"({', '.join(keys)})")
         self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
+        self._ref_keys = {key_id: HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=FILE_REF_INFO
+                                       ).derive(key) for key_id, key in keys.items()}
         self.active_key_id = active_key_id
 
     @property
@@ -66,6 +77,39 @@ class AESGCMCodec(PayloadCodec):
         decoded = Payload()
         decoded.ParseFromString(plain)
         return decoded
+
+    # --- files (the blob store's `files/` objects) ------------------------------------------------------
+
+    def file_digest(self, content: bytes) -> tuple[str, str]:
+        """(active key id, HMAC-SHA256 of `content` under a key derived from it): the same file gets the same
+        name under one key (so a retried write is one object), and nobody without the key can name it."""
+        digest = hmac.new(self._ref_keys[self.active_key_id], content, hashlib.sha256).hexdigest()
+        return self.active_key_id, digest
+
+    def seal_file(self, content: bytes, object_key: str) -> bytes:
+        """`content` encrypted with the active key, bound to `object_key` (a copy under another key won't open)."""
+        key_id = self.active_key_id.encode()
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._ciphers[self.active_key_id].encrypt(nonce, content, key_id + b"\0" + object_key.encode())
+        return FILE_MAGIC + bytes([len(key_id)]) + key_id + nonce + sealed
+
+    def open_file(self, blob: bytes, object_key: str) -> bytes:
+        """The content of a sealed file read from `object_key`; a `CodecKeyError` names the key id, never a key."""
+        if not blob.startswith(FILE_MAGIC) or len(blob) < len(FILE_MAGIC) + 1:
+            raise CodecKeyError(f"file {object_key} is not a sealed file")
+        start = len(FILE_MAGIC) + 1
+        key_id = blob[start:start + blob[start - 1]]
+        body = blob[start + len(key_id):]
+        name = key_id.decode(errors="replace")
+        cipher = self._ciphers.get(name)
+        if cipher is None:
+            raise CodecKeyError(f"file {object_key} is encrypted with key id {name!r}, which is not in "
+                                f"DAGENT_CODEC_KEYS of this process (it has: {', '.join(self._ciphers)})")
+        try:
+            return cipher.decrypt(body[:NONCE_BYTES], body[NONCE_BYTES:], key_id + b"\0" + object_key.encode())
+        except Exception:
+            raise CodecKeyError(f"file {object_key} does not decrypt with key id {name!r} (wrong key "
+                                "material for that id, a corrupted file, or one moved from another key)") from None
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.encode_one(p) for p in payloads]

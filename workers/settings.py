@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
@@ -31,6 +33,7 @@ DEMO_PLUGINS = "durable_agent.plugins.demo:plugin"
 WorkflowSandbox = Literal["off", "on", "strict"]
 WorkerQueues = Literal["all", "workflows", "models"]
 GrpcCompressionMode = Literal["auto", "gzip", "none"]
+DecisionMode = Literal["open", "signed"]
 _PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")  # the `provider` of a `provider:model` spec
 
 
@@ -84,6 +87,13 @@ def _compression(value: str) -> GrpcCompressionMode:
     mode = value.strip().lower() or "auto"
     if mode not in ("auto", "gzip", "none"):
         raise ValueError(f"DAGENT_GRPC_COMPRESSION must be auto, gzip or none, not {value!r}")
+    return mode  # type: ignore[return-value]
+
+
+def _decision_mode(value: str) -> DecisionMode:
+    mode = value.strip().lower() or "open"
+    if mode not in ("open", "signed"):
+        raise ValueError(f"DAGENT_DECISIONS must be open or signed, not {value!r}")
     return mode  # type: ignore[return-value]
 
 
@@ -191,6 +201,10 @@ class Settings(BaseModel):
     decision_public_key: str | None = Field(default=None, repr=False, description=(
         "DAGENT_DECISION_PUBLIC_KEY (PEM) or DAGENT_DECISION_PUBLIC_KEY_FILE: decisions on approvals must carry "
         "a token signed by the matching private key (held by `dagent api`); unset = unsigned decisions."))
+    decisions: DecisionMode = Field(default="open", description=(
+        "DAGENT_DECISIONS (worker): `signed` makes a worker without a valid DAGENT_DECISION_PUBLIC_KEY refuse to "
+        "start (set it fleet-wide when the API signs, so no worker plans calls that accept unsigned decisions); "
+        "`open` (default): the key decides."))
 
     # --- the blob store and payload encryption (both client and worker; see docs/deploying.md) ---
     store: str = Field(default="", description=(
@@ -260,7 +274,24 @@ class Settings(BaseModel):
             codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
                                      if o.strip()),
             decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
+            decisions=_decision_mode(env.get("DAGENT_DECISIONS", "")),
         ).check_provider_queues()
+
+    def check_worker_decisions(self) -> Settings:
+        """A worker's decision configuration, strictly: a public key that is not an Ed25519 public key in PEM, or
+        `decisions=signed` without one, is a one-line error (never showing the key)."""
+        if self.decision_public_key:
+            try:
+                key = load_pem_public_key(self.decision_public_key.encode())
+            except (ValueError, TypeError) as exc:
+                raise ValueError("DAGENT_DECISION_PUBLIC_KEY is not a PEM public key: "
+                                 f"{type(exc).__name__}") from None
+            if not isinstance(key, Ed25519PublicKey):
+                raise ValueError(f"DAGENT_DECISION_PUBLIC_KEY must be Ed25519, not {type(key).__name__}")
+        elif self.decisions == "signed":
+            raise ValueError("DAGENT_DECISIONS=signed but this worker has no DAGENT_DECISION_PUBLIC_KEY "
+                             "(or _FILE): its approvals would accept unsigned decisions; refusing to start")
+        return self
 
     def blob_objects(self) -> ObjectClient:
         """Where payloads above the threshold go: the payload directory, or the shared S3/GCS store."""
@@ -271,7 +302,7 @@ class Settings(BaseModel):
         objects = self.blob_objects()
         if isinstance(objects, DirectoryObjects):
             objects = objects_for("", self.file_dir)
-        return BlobFileStore(objects, namespace=self.namespace)
+        return BlobFileStore(objects, namespace=self.namespace, codec=self.codec())  # files encrypted like payloads
 
     def codec(self) -> AESGCMCodec | None:
         """The payload codec when `codec_keys` is set (a `CodecKeyError` names a bad entry)."""

@@ -27,7 +27,9 @@ __all__ = ["STICKY_TIMEOUT", "build_runtime", "connect", "create_model_worker", 
 def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None,
                   providers: Mapping[str, ModelProvider | Sequence[ModelProvider]] | None = None,
                   services: Mapping[str, Any] | None = None) -> AgentRuntime:
-    """The runtime from settings; explicit `plugins`/`providers` override the configured ones."""
+    """The runtime from settings; explicit `plugins`/`providers` override the configured ones. A worker whose
+    decision configuration is unsafe (`Settings.check_worker_decisions`) refuses here, before it polls."""
+    settings.check_worker_decisions()
     if providers is None:
         providers = {tier: resolve_chain(spec, settings.provider_env) for tier, spec in settings.model_tiers.items()}
     return AgentRuntime(

@@ -6,22 +6,28 @@ The history is held by reference: each finished prompt's record goes into a cont
 links in the store (the `store_history` local activity: its input is not written to history), and each
 child prompt and each next run receives one `HistoryRef`, so a turn costs the same at turn 500 as at turn 10.
 Runs recorded before that (no `conversation-history-by-reference` marker) keep passing copies.
+
+Child prompt ids are `<conversation>-<NNNN>-<random>` (the suffix from `workflow.uuid4()`), so nobody can start a
+workflow under a turn's id before the conversation does; should one be taken anyway (any workflow, running or
+closed), the turn runs under a fresh id and the message is kept. Runs before `conversation-unguessable-prompt-ids`
+keep `<conversation>-<NNNN>`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
+from temporalio.common import RawValue, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.models import AuditEntry, Conversation, Prompt, Usage
     from durable_agent.agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
     from durable_agent.workflows import names, telemetry, versions
-    from durable_agent.workflows.audit import record_ignored
+    from durable_agent.workflows.audit import MAX_AUDIT_ENTRIES, record_ignored
     from durable_agent.workflows.details import prompt_static_details, prompt_summary
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from durable_agent.workflows.history_store import store_history
@@ -37,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
 
 
 HISTORY_REFS_PATCH = "conversation-history-by-reference"
+UNGUESSABLE_IDS_PATCH = "conversation-unguessable-prompt-ids"
+TAKEN_ID_ATTEMPTS = 3  # fresh random ids tried for one turn before it is recorded as failed
 
 
 def _send_request(payloads: tuple[object, ...]) -> SendRequest:
@@ -155,11 +163,18 @@ class ConversationWorkflow:
     # --- running prompts ----------------------------------------------------------------------------
 
     def _enqueue(self, text: str | None, *, user_id: str | None = None, instructions: str | None = None) -> QueuedInput:
-        item = QueuedInput(prompt_id=f"{self._id}-{self._next_sequence:04d}", input=text, user_id=user_id,
-                           instructions=instructions)
+        item = QueuedInput(prompt_id=self._new_prompt_id(), input=text, user_id=user_id, instructions=instructions)
         self._next_sequence += 1
         self._queue.append(item)
         return item
+
+    def _unguessable_ids(self) -> bool:
+        return versions.has(UNGUESSABLE_IDS_PATCH, self._request.workflow_version)
+
+    def _new_prompt_id(self) -> str:
+        """The id of the next turn: with a random suffix nobody can guess and start first."""
+        sequential = f"{self._id}-{self._next_sequence:04d}"
+        return f"{sequential}-{workflow.uuid4().hex[:12]}" if self._unguessable_ids() else sequential
 
     async def _run_prompt(self, item: QueuedInput) -> None:
         request = self._request
@@ -168,30 +183,18 @@ class ConversationWorkflow:
         if by_reference:
             await self._store_history()  # records carried by value from an earlier run
         try:
-            # The child prompt starts a trace of its own, linked to this span (one trace per prompt).
-            with telemetry.span(telemetry.CONVERSATION_TURN_SPAN, **{"dagent.conversation.id": self._id,
-                                                                     "dagent.prompt.id": item.prompt_id}):
-                child = await workflow.start_child_workflow(
-                    names.PROMPT_WORKFLOW,
-                    PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
-                                  conversation_id=self._id, model=request.model, input=item.input,
-                                  model_settings=request.model_settings, model_task_queue=request.model_task_queue,
-                                  model_routing=request.model_routing,
-                                  instructions=instructions, history=self._history, history_ref=self._history_ref,
-                                  plugin_state=self._plugin_state,
-                                  max_rounds=request.max_rounds, fail_workflow_on_error=False,
-                                  workflow_version=versions.CURRENT_VERSION),
-                    id=item.prompt_id, result_type=Prompt,
-                    static_summary=prompt_summary(item.user_id or request.user_id, item.input),
-                    static_details=prompt_static_details(item.user_id or request.user_id, item.input),
-                    memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
-                )
+            child, item = await self._start_child(item, instructions)
             self._running = item.prompt_id
             prompt = await child
         except ChildWorkflowError as exc:
             prompt = Prompt(id=item.prompt_id, user_id=item.user_id or request.user_id, conversation_id=self._id,
                             input=item.input, state="cancelled" if isinstance(exc.cause, CancelledError) else "failed",
                             error=str(exc.cause or exc))
+        except WorkflowAlreadyStartedError as exc:  # every fresh id was taken too: the turn fails, the message stays
+            if not self._unguessable_ids():
+                raise  # runs recorded before: the conversation fails, as it did then
+            prompt = Prompt(id=item.prompt_id, user_id=item.user_id or request.user_id, conversation_id=self._id,
+                            input=item.input, state="failed", error=f"no free prompt id for this turn: {exc}")
         self._running = None
         self._prompts_this_run += 1
         self._history.append(prompt)
@@ -200,6 +203,46 @@ class ConversationWorkflow:
         self._schedule_triggers()
         if by_reference:
             await self._store_history()
+
+    async def _start_child(self, item: QueuedInput, instructions: str | None
+                           ) -> tuple[workflow.ChildWorkflowHandle[Any, Prompt], QueuedInput]:
+        """Start the turn's child prompt. An id someone else took (possible only for runs with guessable ids,
+        or by an id leaked before the turn started) is replaced by a fresh one, at most TAKEN_ID_ATTEMPTS times."""
+        request = self._request
+        attempts = TAKEN_ID_ATTEMPTS if self._unguessable_ids() else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                # The child prompt starts a trace of its own, linked to this span (one trace per prompt).
+                with telemetry.span(telemetry.CONVERSATION_TURN_SPAN, **{"dagent.conversation.id": self._id,
+                                                                         "dagent.prompt.id": item.prompt_id}):
+                    child = await workflow.start_child_workflow(
+                        names.PROMPT_WORKFLOW,
+                        PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
+                                      conversation_id=self._id, model=request.model, input=item.input,
+                                      model_settings=request.model_settings,
+                                      model_task_queue=request.model_task_queue, model_routing=request.model_routing,
+                                      instructions=instructions, history=self._history,
+                                      history_ref=self._history_ref, plugin_state=self._plugin_state,
+                                      max_rounds=request.max_rounds, fail_workflow_on_error=False,
+                                      workflow_version=versions.CURRENT_VERSION),
+                        id=item.prompt_id, result_type=Prompt,
+                        static_summary=prompt_summary(item.user_id or request.user_id, item.input),
+                        static_details=prompt_static_details(item.user_id or request.user_id, item.input),
+                        memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
+                        **({"id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE}
+                           if self._unguessable_ids() else {}),
+                    )
+                return child, item
+            except WorkflowAlreadyStartedError:
+                if attempt == attempts:
+                    raise
+                taken = item.prompt_id
+                item = item.model_copy(update={"prompt_id": f"{taken.rsplit('-', 1)[0]}-{workflow.uuid4().hex[:12]}"})
+                detail = f"prompt id {taken} was taken by another workflow; this turn runs as {item.prompt_id}"
+                workflow.logger.warning("conversation %s: %s", self._id, detail)
+                if len(self._audit) < MAX_AUDIT_ENTRIES:
+                    self._audit.append(AuditEntry(at=workflow.now(), kind="prompt_id_taken", detail=detail))
+        raise AssertionError("unreachable")
 
     async def _store_history(self) -> None:
         """Move the records held by value into the stored chain."""

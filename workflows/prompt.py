@@ -86,7 +86,9 @@ CANCELLED_WHILE_RUNNING = ("The prompt was cancelled before this call finished: 
                            "(or before it started), so its side effect may have happened.")
 CANCELLED_WHILE_WAITING = "The prompt was cancelled while this call waited for approval: it never ran."
 MODEL_TIMEOUT = timedelta(minutes=5)
-MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=30)  # a model call on a dead worker is retried after this
+# A model call on a dead worker is retried after this (the activity heartbeats every 0.5 s from its start; the
+# timeout is not part of replay, so changing it needs no patch).
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60),
     maximum_attempts=8, non_retryable_error_types=[
