@@ -175,7 +175,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     async def pending(caller: Caller, service: Service) -> list[PendingApprovalItem]:
         """Every waiting tool call the caller may see, across prompts."""
         return [PendingApprovalItem(prompt_id=row.prompt_id, user_id=row.user_id, conversation_id=row.conversation_id,
-                                    can_decide=service.may_decide(caller, row.user_id, row.call.approvers),
+                                    can_decide=service.may_decide(caller, row.user_id, row.call),
                                     links=_links(service, row.prompt_id, row.conversation_id),
                                     **row.call.model_dump(exclude={"signed_decisions"}))
                 for row in await service.pending(caller)]

@@ -188,6 +188,9 @@ class Settings(BaseModel):
     decision_public_key: str | None = Field(default=None, repr=False, description=(
         "DAGENT_DECISION_PUBLIC_KEY (PEM) or DAGENT_DECISION_PUBLIC_KEY_FILE: decisions on approvals must carry "
         "a token signed by the matching private key (held by `dagent api`); unset = unsigned decisions."))
+    four_eyes: bool = Field(default=False, description=(
+        "DAGENT_FOUR_EYES (worker): a prompt's own user may not approve its calls, for every policy that leaves "
+        "`Approval.four_eyes` unset (docs/approvals-policy.md)."))
 
     # --- the blob store and payload encryption (both client and worker; see README "Deploying") ---
     store: str = Field(default="", description=(
@@ -257,6 +260,7 @@ class Settings(BaseModel):
             codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
                                      if o.strip()),
             decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
+            four_eyes=_tristate(env.get("DAGENT_FOUR_EYES")) is True,
         ).check_provider_queues()
 
     def blob_objects(self) -> ObjectClient:

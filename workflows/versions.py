@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-CURRENT_VERSION = 1
+CURRENT_VERSION = 2
 
 # The version from which each patch's behaviour is on without a marker. A new patch gets the next
 # version: add it here and bump CURRENT_VERSION.
@@ -22,6 +22,9 @@ PATCH_VERSIONS: dict[str, int] = {
     "given-history-stored": 1,
     "lean-rounds": 1,
     "conversation-history-by-reference": 1,
+    # Decisions under the approval policy (docs/approvals-policy.md): corrections checked by the policy, typed
+    # approvers, four-eyes, one-use run-bound tokens, authenticated sub-agent reports, run-scoped keys.
+    "secure-decisions": 2,
 }
 
 
