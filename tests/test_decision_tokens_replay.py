@@ -145,3 +145,22 @@ async def test_idempotency_keys_differ_between_runs_that_reuse_a_workflow_id(dev
             [key] = [k for to, _, k in LEDGER if k.startswith(f"{prompt_id}/{run_id}/")]
             keys.append(key)
         assert keys[0] != keys[1] and all(k.endswith("/call_r1_0") for k in keys), keys
+
+
+async def test_a_sub_agent_refusal_fails_the_parents_update_and_keeps_the_call_listed(
+        dev_env: WorkflowEnvironment) -> None:
+    """The correction check runs in the sub-agent; its refusal reaches the caller of the parent (HTTP 403),
+    instead of an "approved" answer for a call that never runs."""
+    async with policy_stack(dev_env) as stack:
+        handle = await stack.agent.start("delegate pay acme 44", user_id="olga")
+        [pending] = await _parent_pending(handle, 1)
+        url = f"/prompts/{handle.id}/approvals/{pending.tool_call_id.replace('/', '%2F')}/approve"
+        async with stack.http("alice") as alice:
+            refused = await alice.post(url, json={"input": {"amount": 999999, "to": "mallory-offshore"}})
+            assert refused.status_code == 403 and "user:cfo" in refused.json()["detail"], refused.text
+            assert [p.tool_call_id for p in await handle.pending_approvals()] == [pending.tool_call_id]
+            ok = await alice.post(url, json={"input": {"amount": 45}})
+            assert ok.status_code == 200, ok.text
+        done = await asyncio.wait_for(handle.result(), 60)
+        assert done.state == "completed" and ("acme", 45.0) in [(to, a) for to, a, _ in LEDGER]
+        assert not [e for e in LEDGER if e[0] == "mallory-offshore"]

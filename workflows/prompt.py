@@ -109,6 +109,7 @@ LEAN_ROUNDS_PATCH = "lean-rounds"
 # one-use nonce; sub-agent reports only from the child this prompt started; run-scoped idempotency keys.
 SECURE_DECISIONS_PATCH = "secure-decisions"
 CORRECTION_CHECK_TIMEOUT = timedelta(seconds=30)
+CHILD_VERDICT_TIMEOUT = timedelta(seconds=60)  # how long a forwarded decision's update waits for the sub-agent
 CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
@@ -229,6 +230,7 @@ class PromptWorkflow:
         self._secure = version is not None and versions.has(SECURE_DECISIONS_PATCH, version)
         self._used_nonces: set[str] = set()  # decision tokens' nonces, each accepted once
         self._children: dict[str, _Child] = {}  # by sub-agent call id
+        self._child_refusals: dict[str, str] = {}  # `<call>/<its call>` -> why its sub-agent refused a decision
         if request.parent is not None:
             self._prompt.parent_prompt_id = request.parent.prompt_id
         self._event_hooks = False
@@ -685,6 +687,8 @@ class PromptWorkflow:
         if self._secure and not self._from_own_child(report):
             return (f"report for sub-agent call {report.tool_call_id!r} refused: it does not come from the "
                     "sub-agent this prompt started (workflow id, run id or nonce differ)")
+        for child_call, reason in report.refused.items():
+            self._child_refusals[f"{report.tool_call_id}/{child_call}"] = reason
         self._child_pending[report.tool_call_id] = report
         for pending in report.pending:  # watchers of this prompt see the sub-agent's requests, once each
             call_id = f"{report.tool_call_id}/{pending.tool_call_id}"
@@ -694,6 +698,28 @@ class PromptWorkflow:
                                                  output=self._child_entry(call_id, pending)))
         self._in_background(self._report_to_parent())
         return None
+
+    def _report_refusal(self, tool_call_id: str, problem: str) -> None:
+        """A decision the parent forwarded was refused here: tell the parent, whose update waits for it."""
+        link = self._request.parent
+        own_call = self._prompt.tool_call(tool_call_id) is not None  # junk ids are only audited here
+        if self._secure and own_call and link is not None and link.report_nonce is not None:
+            self._in_background(self._report_to_parent({tool_call_id: problem}))
+
+    async def _child_verdict(self, tool_call_id: str) -> None:
+        """Wait until the sub-agent took the forwarded decision (it no longer lists the call) or refused it
+        (raised here, with its reason); after CHILD_VERDICT_TIMEOUT, the call is returned as forwarded."""
+        def settled() -> bool:
+            return tool_call_id in self._child_refusals or self._child_call(tool_call_id) is None
+
+        try:
+            await workflow.wait_condition(settled, timeout=CHILD_VERDICT_TIMEOUT,
+                                          timeout_summary="sub-agent decision verdict")
+        except TimeoutError:
+            return
+        reason = self._child_refusals.pop(tool_call_id, None)
+        if reason is not None:
+            raise Refusal("not-allowed", reason).error()
 
     def _from_own_child(self, report: ChildApprovals) -> bool:
         """Whether a report names the child this prompt started for the call: its workflow id, the nonce this
@@ -708,14 +734,15 @@ class PromptWorkflow:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _report_to_parent(self) -> None:
+    async def _report_to_parent(self, refused: dict[str, str] | None = None) -> None:
         link = self._request.parent
         if link is None:
             return
         report = ChildApprovals(tool_call_id=link.tool_call_id, child_workflow_id=workflow.info().workflow_id,
                                 pending=self.pending_approvals())
         if link.report_nonce is not None:  # a parent that checks where reports come from
-            report = report.model_copy(update={"child_run_id": workflow.info().run_id, "nonce": link.report_nonce})
+            report = report.model_copy(update={"child_run_id": workflow.info().run_id, "nonce": link.report_nonce,
+                                               "refused": refused or {}})
         try:
             await workflow.get_external_workflow_handle(link.workflow_id).signal(names.CHILD_APPROVALS_SIGNAL, report)
         except Exception as exc:  # the parent is gone: our own pending calls still work
@@ -729,6 +756,16 @@ class PromptWorkflow:
             return None
         found = next((p for p in report.pending if p.tool_call_id == child_call), None)
         return (report, found) if found is not None else None
+
+    async def _forwarded(self, kind: str, request: ApproveRequest | RejectRequest) -> ToolOutput:
+        """An update's decision on a sub-agent's call: forwarded, then (under the approval policy) the sub-agent's
+        verdict awaited, so a refusal there fails this update too."""
+        if self._secure:
+            self._child_refusals.pop(request.tool_call_id, None)
+        forwarded = self._forward_decision(kind, request)
+        if self._secure:
+            await self._child_verdict(request.tool_call_id)
+        return forwarded
 
     def _forward_decision(self, kind: str, request: ApproveRequest | RejectRequest) -> ToolOutput:
         found = self._child_call(request.tool_call_id)
@@ -1020,6 +1057,8 @@ class PromptWorkflow:
         checked = await self._checked_correction(request)
         if isinstance(checked, _Decider):
             self._accept_approval(request, checked)
+        else:
+            self._report_refusal(request.tool_call_id, checked.message)
 
     def _ignore(self, kind: str, problem: str) -> None:
         record_ignored(self._prompt.audit, kind, problem)
@@ -1038,6 +1077,8 @@ class PromptWorkflow:
                 problem = f"internal error: {describe_exception(exc)}"
         if problem:
             self._ignore(kind, problem)
+            if isinstance(request, ApproveRequest | RejectRequest):
+                self._report_refusal(request.tool_call_id, problem)
 
     def _decision(self, payloads: tuple[object, ...], model: type[DecisionT]) -> DecisionT:
         """An update's decoded payload, or the reason it cannot be decided, as a refusal."""
@@ -1102,7 +1143,7 @@ class PromptWorkflow:
     async def approve_call(self, *payloads: object) -> ToolOutput:
         request = _applied(lambda: self._decision(payloads, ApproveRequest))
         if self._child_call(request.tool_call_id) is not None:
-            return self._forward_decision("approve", request)
+            return await self._forwarded("approve", request)
         decider = None
         if self._policy_checks(request):
             checked = await self._checked_correction(request)
@@ -1125,7 +1166,7 @@ class PromptWorkflow:
     async def reject_call(self, *payloads: object) -> ToolOutput:
         request = _applied(lambda: self._decision(payloads, RejectRequest))
         if self._child_call(request.tool_call_id) is not None:
-            return self._forward_decision("reject", request)
+            return await self._forwarded("reject", request)
         _applied(lambda: self._accept_rejection(request))
         return await self._resolved(request.tool_call_id)
 

@@ -168,6 +168,8 @@ class ChildApprovals(_Model):
                                     description="The reporting run (checked by the parent).")
     nonce: str | None = Field(default=None, exclude_if=lambda v: v is None,
                              description="The parent's `ParentLink.report_nonce` for this child.")
+    refused: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v, description=(
+        "Decisions forwarded by the parent that this sub-agent refused: its call id -> why."))
 
 
 class SteerRequest(_Model):
