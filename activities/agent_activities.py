@@ -33,9 +33,10 @@ from durable_agent.agent.plugins import ToolCallInfo
 from durable_agent.agent.projection import project_prompt
 from durable_agent.agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
 from durable_agent.agent.subagents import sub_agent_of
-from durable_agent.agent.tools import Tool, ToolFailed
+from durable_agent.agent.tools import Approval, Tool, ToolFailed
 from durable_agent.workflows import names
 from durable_agent.workflows.names import (
+    CHECK_CORRECTION_ACTIVITY,
     EMIT_EVENT_ACTIVITY,
     INVOKE_TOOL_ACTIVITY,
     MODEL_ROUND_ACTIVITY,
@@ -44,6 +45,8 @@ from durable_agent.workflows.names import (
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
     CallNeedingApproval,
+    CorrectionCheck,
+    CorrectionVerdict,
     EventDelivery,
     HistoryLink,
     HistoryRef,
@@ -83,7 +86,7 @@ class AgentActivities:
         self.transcripts = runtime.transcripts  # shared by every worker of this process (workflow and model queues)
 
     def all(self) -> list[Any]:
-        return [self.model_round, self.invoke_tool, self.emit_event, self.store_history]
+        return [self.model_round, self.invoke_tool, self.emit_event, self.store_history, self.check_correction]
 
     async def _load_link(self, ref: str) -> HistoryLink:
         return await read_history_link(self.runtime.file_store, ref, _payload_codec())
@@ -187,7 +190,8 @@ class AgentActivities:
             logger.error("model call failed", error=str(exc), status=exc.status)
             raise ApplicationError(str(exc), type=names.FATAL_MODEL_ERROR, non_retryable=True) from exc
         logger.debug("model responded", tool_calls=len(response.tool_calls), model=response.model)
-        calls = [_plan_call(call, prepared.tools, self.runtime.decision_key, self.runtime.fast_tools.runs_local)
+        calls = [_plan_call(call, prepared.tools, self.runtime.decision_key, self.runtime.fast_tools.runs_local,
+                            four_eyes=self.runtime.four_eyes)
                  for call in response.tool_calls]
         data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
         model_name = response.model or provider.name
@@ -303,7 +307,7 @@ class AgentActivities:
         info = activity.info()
         ctx = ToolContext(
             user_id=call.user_id, prompt_id=prompt_id, conversation_id=call.conversation_id,
-            tool_call_id=call.id, idempotency_key=f"{info.workflow_id}/{call.id}",
+            tool_call_id=call.id, idempotency_key=_idempotency_key(call, info),
             state=copy_state(call.plugin_state), services=self.runtime.services,
             file_store=self.runtime.file_store.scoped(info.workflow_namespace, prompt_id), attempt=info.attempt,
             progress=lambda message, fraction: live.set(ToolProgress(
@@ -330,6 +334,35 @@ class AgentActivities:
         changed = ctx.state != state_before
         return ToolInvocationResult(result=ToolSuccess(output=output), side_outputs=list(ctx.side_outputs),
                                     plugin_state=ctx.state if changed else None, state_changed=changed)
+
+    @activity.defn(name=CHECK_CORRECTION_ACTIVITY)
+    async def check_correction(self, check: CorrectionCheck) -> CorrectionVerdict:
+        """The tool's approval policy run again on arguments an approver corrected: what approval they need.
+        The workflow holds no tool code, so it asks here before it takes an approval with a correction."""
+        logger = _bound_log(tool=check.tool)
+        tool = self.runtime.tools.find(check.plugin, check.tool)
+        if tool is None:
+            try:
+                tool = await self.runtime.find_mcp_tool(check.plugin, check.tool)
+            except MCPUnavailable as exc:
+                raise ApplicationError(str(exc), type=names.MCP_UNAVAILABLE_ERROR) from exc
+        if tool is None:
+            return CorrectionVerdict(problem=f"tool '{check.tool}' is not available on this worker, so its "
+                                             "approval policy cannot check the correction")
+        try:
+            args = tool.validate_input(check.input)
+        except ToolInputError as exc:
+            return CorrectionVerdict(problem=str(exc))
+        try:
+            approval = tool.approval_for(args)
+        except Exception as exc:  # fail closed: a correction the policy cannot judge is not approved
+            logger.warning("approval policy raised on a correction", error=f"{type(exc).__name__}: {exc}")
+            return CorrectionVerdict(problem=f"the approval policy of '{tool.id}' raised {type(exc).__name__} "
+                                             "on the corrected arguments")
+        if approval is None:
+            return CorrectionVerdict()
+        return CorrectionVerdict(requirement=_requirement(tool, approval, self.runtime.decision_key,
+                                                          self.runtime.four_eyes))
 
     @activity.defn(name=EMIT_EVENT_ACTIVITY)
     async def emit_event(self, delivery: EventDelivery) -> None:
@@ -476,8 +509,25 @@ def _sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
                         max_rounds=agent.max_rounds, output_schema=agent.output_schema)
 
 
+def _idempotency_key(call: ToolInvocation, info: activity.Info) -> str:
+    """Stable across retries and worker crashes; scoped by run (for runs that say so): a later prompt that
+    reuses the workflow id never gets the key of an earlier run's call."""
+    if call.run_scoped:
+        return f"{info.workflow_id}/{info.workflow_run_id}/{call.id}"
+    return f"{info.workflow_id}/{call.id}"
+
+
+def _requirement(tool: Tool[Any], approval: Approval, decision_key: str | None,
+                 four_eyes: bool) -> ApprovalRequirement:
+    expires = approval.expires_after.total_seconds() if approval.expires_after else None
+    return ApprovalRequirement(
+        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,
+        input_schema=tool.parameters_schema(), decision_key=decision_key,
+        four_eyes=approval.four_eyes if approval.four_eyes is not None else four_eyes)
+
+
 def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], decision_key: str | None,
-               runs_local: Callable[[Tool[Any]], bool]) -> PlannedCall:
+               runs_local: Callable[[Tool[Any]], bool], *, four_eyes: bool = False) -> PlannedCall:
     found = tools.get(call.tool)
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
@@ -502,11 +552,8 @@ def _plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], dec
         # Fail closed: a policy that cannot decide leaves the decision to a human.
         return CallNeedingApproval(**fields, approval=ApprovalRequirement(
             reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
-            input_schema=tool.parameters_schema(), decision_key=decision_key))
+            input_schema=tool.parameters_schema(), decision_key=decision_key, four_eyes=four_eyes))
     if approval is None:
         local = runs_local(tool) and fields["agent"] is None
         return ReadyCall(**{**fields, "local": local})
-    expires = approval.expires_after.total_seconds() if approval.expires_after else None
-    return CallNeedingApproval(**fields, approval=ApprovalRequirement(
-        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,
-        input_schema=tool.parameters_schema(), decision_key=decision_key))
+    return CallNeedingApproval(**fields, approval=_requirement(tool, approval, decision_key, four_eyes))

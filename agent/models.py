@@ -76,10 +76,13 @@ class Decision(_Model):
     """Who decided a pending call, when, and how."""
 
     decision: Literal["approved", "rejected", "expired", "superseded"]
-    by: str | None = None
+    by: str | None = Field(default=None, description="The person who decided (a user id, never a role).")
+    via: str | None = Field(default=None, description=(
+        "The approver entry that allowed them (`user:alice`, `role:finance`; `*`: the policy named nobody)."))
     at: datetime
     reason: str | None = None
-    original_input: JsonValue = Field(default=None, description="Set when the approver corrected the input.")
+    original_input: JsonValue = Field(default=None, description="Set when the approver corrected the input; "
+                                                                "the call's `input` is then the corrected one.")
 
 
 # --- prompt outputs -----------------------------------------------------------------------------

@@ -28,8 +28,12 @@ class Approval(BaseModel):
 
     required: bool = True
     reason: str = "This call requires approval."
-    approvers: list[str] | None = Field(default=None, description="Who may decide; None = anyone.")
+    approvers: list[str] | None = Field(default=None, description=(
+        "Who may decide: `user:alice`, `role:finance`; a bare name is a user (agent/identity.py). None = anyone."))
     expires_after: timedelta | None = Field(default=None, description="Unanswered -> rejected as expired.")
+    four_eyes: bool | None = Field(default=None, description=(
+        "True: the prompt's own user may not approve the call (they may reject it); None: the worker's "
+        "default (DAGENT_FOUR_EYES, off unless set)."))
 
 
 @functools.cache

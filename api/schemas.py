@@ -109,6 +109,7 @@ class PendingApprovalItem(BaseModel):
     input_schema: dict[str, JsonValue] | None = None
     path: list[str] = Field(default_factory=list, description=(
         "A sub-agent's call: the prompt ids from `prompt_id` down to the one that waits (decide it on `prompt_id`)."))
+    four_eyes: bool = Field(default=False, description="The prompt's own user may reject but not approve it.")
     can_decide: bool = Field(description="Whether the caller may approve or reject this call.")
     context: ApprovalContext | None = Field(default=None, description=(
         "The prompt's text, the model's message and the batch; None when the prompt did not answer in time."))

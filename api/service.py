@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -12,6 +13,7 @@ from pydantic import JsonValue
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent.agent import identity
 from durable_agent.agent.logging import get_logger
 from durable_agent.agent.models import (
     Conversation,
@@ -27,15 +29,17 @@ from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
 from durable_agent.api.schemas import ApprovalContext
 from durable_agent.client import AgentClient, DecisionRefused, PendingRow, PromptHandle
+from durable_agent.client.pending import may_see
 from durable_agent.workflows.corrections import merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import (
     DecisionClaims,
     DecisionKind,
     input_digest,
-    may_decide,
     sign_decision,
 )
 from durable_agent.workflows.names import CONVERSATION_WORKFLOW, PROMPT_WORKFLOW
+from durable_agent.workflows.protocol import PendingApproval
+from durable_agent.workflows.transcript import json_digest
 
 T = TypeVar("T")
 CONTEXT_CACHE_SIZE = 2000  # approval contexts kept (they never change once a call waits)
@@ -140,18 +144,32 @@ class AgentService:
         if owner != principal.id and not principal.is_admin:
             raise Problem("not-allowed", f"only the owner or an admin may change {what}")
 
-    def may_decide(self, principal: Principal, owner: str | None, approvers: list[str] | None) -> bool:
-        """Who may decide a pending call: the tool's named approvers (users or roles) if it names any,
-        else the prompt's owner, approvers and admins."""
-        if approvers:
-            return may_decide(approvers, principal.id, sorted(principal.roles))
-        return principal.id == owner or principal.sees_everything
+    def refusal(self, principal: Principal, owner: str | None, call: PendingApproval,
+                kind: DecisionKind = "approve") -> str | None:
+        """Why the principal may not decide a pending call, or None: the tool's named approvers (`user:`/`role:`,
+        agent/identity.py) if it names any, else the prompt's owner, approvers and admins; with four-eyes, the
+        owner may reject but not approve."""
+        who = identity.Identity.of(principal.id, principal.roles)
+        approving = kind == "approve"
+        if call.approvers:
+            return identity.may_decide(who, call.approvers, owner=owner, four_eyes=call.four_eyes, approving=approving)
+        if principal.id != owner and not principal.sees_everything:
+            return f"{principal.id} may not decide this call"
+        if call.four_eyes and approving and principal.id == owner:
+            return identity.FOUR_EYES_REFUSAL
+        return None
+
+    def may_decide(self, principal: Principal, owner: str | None, call: PendingApproval) -> bool:
+        return self.refusal(principal, owner, call) is None
 
     async def pending(self, principal: Principal) -> list[PendingRow]:
-        """Every waiting call the principal may see, addressed from its top prompt. Each prompt is asked for
-        at most `pending_query_seconds`: one whose worker is down is left out rather than holding the list."""
-        owner_filter = None if principal.sees_everything else principal.id
-        return (await self.agent.pending(user_id=owner_filter, timeout=self.config.pending_query_seconds)).rows
+        """Every waiting call the principal may see (client/pending.py `may_see`: their own prompts', those
+        whose approvers name them or one of their roles, or all with a global role), addressed from its top
+        prompt. Each prompt is asked for at most `pending_query_seconds`: one whose worker is down is left out
+        rather than holding the list."""
+        rows = (await self.agent.pending(user_id=None, timeout=self.config.pending_query_seconds)).rows
+        who = identity.Identity.of(principal.id, principal.roles)
+        return [row for row in rows if may_see(row, who, sees_everything=principal.sees_everything)]
 
     async def approval_contexts(self, rows: list[PendingRow]) -> dict[tuple[str, str], ApprovalContext]:
         """(prompt id, call id) -> the call's context, for the rows whose prompts answered in time. A context
@@ -184,7 +202,15 @@ class AgentService:
 
     async def decide(self, principal: Principal, prompt_id: str, tool_call_id: str, kind: DecisionKind, *,
                      corrected: dict[str, JsonValue] | None = None, reason: str | None = None) -> ToolOutput:
-        handle, prompt = await self.prompt(principal, prompt_id)
+        # Not `self.prompt`: a person the call's approvers name may decide it without seeing the whole prompt.
+        handle = self.agent.prompt(prompt_id)
+        prompt = await temporal_call(handle.get, missing="unknown-prompt", detail=f"no prompt {prompt_id!r}")
+        named_somewhere = prompt.user_id == principal.id or principal.sees_everything
+        if not named_somewhere:
+            pending_calls = await handle.pending_approvals()
+            who = identity.Identity.of(principal.id, principal.roles)
+            if not any(p.tool_call_id == tool_call_id and identity.names(who, p.approvers) for p in pending_calls):
+                raise Problem("not-allowed", f"prompt {prompt_id!r} belongs to another user")
         entry = prompt.tool_call(tool_call_id)
         sub_agent_call = "/" in tool_call_id  # a sub-agent's call, listed and decided through this prompt
         if entry is None and not sub_agent_call:
@@ -206,21 +232,27 @@ class AgentService:
             log.warning("decision on a call that does not require signed decisions", prompt_id=prompt_id,
                         tool_call_id=tool_call_id, fix="give every worker DAGENT_DECISION_PUBLIC_KEY and "
                                                        "DAGENT_DECISIONS=signed")
-        if not self.may_decide(principal, prompt.user_id, pending.approvers):
-            named = f"; approvers: {', '.join(pending.approvers)}" if pending.approvers else ""
-            raise Problem("not-allowed", f"{principal.id} may not decide {tool_call_id!r}{named}")
+        refused = self.refusal(principal, prompt.user_id, pending, kind)
+        if refused is not None:
+            named = f"; approvers: {identity.describe(pending.approvers)}" if pending.approvers else ""
+            raise Problem("not-allowed", f"{principal.id} may not decide {tool_call_id!r}: {refused}"
+                          if refused == identity.FOUR_EYES_REFUSAL else f"{principal.id} may not decide "
+                          f"{tool_call_id!r}{named}")
         if corrected is not None:  # a JSON merge patch: only the fields given change
             problem = schema_problem(merge_patch(pending.input, corrected), pending.input_schema)
             if problem:
                 raise Problem("invalid-arguments", problem, schema=pending.input_schema)
         # The token names the prompt that waits and its own call id (a sub-agent's prompt checks it itself).
         waiting_prompt = pending.path[-1] if pending.path else prompt_id
-        token = self._token(principal, waiting_prompt, tool_call_id.rsplit("/", 1)[-1], kind, corrected)
+        token = self._token(principal, waiting_prompt, tool_call_id.rsplit("/", 1)[-1], kind, corrected, pending)
+        roles = sorted(principal.roles)  # counted by the prompt only without decision keys (else the token's)
         try:
             if kind == "approve":
-                resolved = await handle.approve(tool_call_id, by=principal.id, input=corrected, wait=True, token=token)
+                resolved = await handle.approve(tool_call_id, by=principal.id, input=corrected, wait=True, token=token,
+                                                roles=roles)
             else:
-                resolved = await handle.reject(tool_call_id, by=principal.id, reason=reason, wait=True, token=token)
+                resolved = await handle.reject(tool_call_id, by=principal.id, reason=reason, wait=True, token=token,
+                                               roles=roles)
         except DecisionRefused as exc:
             if exc.kind == "already-decided":  # lost a race: name who won when the record says
                 latest = (await handle.get()).tool_call(tool_call_id)
@@ -231,10 +263,14 @@ class AgentService:
         return resolved
 
     def _token(self, principal: Principal, prompt_id: str, tool_call_id: str, kind: DecisionKind,
-               corrected: dict[str, JsonValue] | None) -> str | None:
+               corrected: dict[str, JsonValue] | None, pending: PendingApproval) -> str | None:
+        """A one-use token for exactly this decision: this run of the prompt, these arguments, a fresh nonce."""
         if not self.config.decision_private_key:
             return None
+        arguments = merge_patch(pending.input, corrected) if corrected is not None else pending.input
         claims = DecisionClaims(sub=principal.id, roles=sorted(principal.roles), prompt=prompt_id, call=tool_call_id,
                                 decision=kind, input_sha256=input_digest(corrected),
-                                exp=int(time.time()) + self.config.decision_token_seconds)
+                                exp=int(time.time()) + self.config.decision_token_seconds,
+                                run=pending.run_id, args_sha256=json_digest(arguments),
+                                nonce=secrets.token_urlsafe(16))
         return sign_decision(claims, self.config.decision_private_key)

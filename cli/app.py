@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.text import Text
 from temporalio.client import WorkflowExecutionStatus
 
+from durable_agent.agent.identity import Identity, person_id, person_problem
 from durable_agent.agent.logging import configure_logging
 from durable_agent.agent.models import TERMINAL_STATES, ModelTier, ToolOutput
 from durable_agent.cli import decisions, hints
@@ -26,6 +27,7 @@ from durable_agent.cli.follow import STATE_STYLES, follow, read_line
 from durable_agent.cli.ls import STATES, age, recent_prompts
 from durable_agent.cli.render import describe_output, describe_prompt
 from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
+from durable_agent.client.pending import may_see
 from durable_agent.workers.settings import Settings
 from durable_agent.workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest
 
@@ -359,19 +361,35 @@ async def _decide(client: AgentClient, prompt_id: str, tool_call_id: str | None,
     return outcomes
 
 
+RoleOption = Annotated[list[str] | None, typer.Option(
+    "--role", help="A role you hold, for calls whose approvers name `role:...` (repeatable; counted only "
+    "without decision keys, like --by)")]
+
+
+def _decider(by: str) -> str:
+    """The person `--by` names: `user:alice` is `alice`; a role is refused (a decision records a person)."""
+    problem = person_problem(by)
+    if problem is not None:
+        raise typer.BadParameter(f"--by {problem}; hold the role with --role", param_hint="--by")
+    return person_id(by) or by
+
+
 @app.command()
 def approve(
     prompt_id: str,
     tool_call_id: Annotated[str | None, typer.Argument(help="The pending call; omit with --all")] = None,
     address: AddressOption = None,
     profile: ProfileOption = None,
-    by: Annotated[str, typer.Option(help="Approver id")] = os.environ.get("USER", "cli"),
+    by: Annotated[str, typer.Option(help="Your user id (a person, `alice` or `user:alice`; never a role)")] = (
+        os.environ.get("USER", "cli")),
+    role: RoleOption = None,
     input: Annotated[str | None, typer.Option("--input", help="Corrected arguments as a JSON object")] = None,
     every: Annotated[bool, typer.Option("--all", help="Approve every pending call of the prompt")] = False,
 ) -> None:
     """Approve a pending tool call (or --all of them); waits for and prints the result."""
     settings = _settings(address, profile)
     _one_or_all(tool_call_id, every)
+    by = _decider(by)
     try:
         corrected = json.loads(input) if input else None
     except json.JSONDecodeError as exc:
@@ -382,7 +400,7 @@ def approve(
         raise typer.BadParameter("--input corrects one call; it cannot be used with --all")
 
     async def approve_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
-        return await handle.approve(call_id, by=by, input=corrected, wait=True)
+        return await handle.approve(call_id, by=by, input=corrected, wait=True, roles=role or ())
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -401,16 +419,19 @@ def reject(
     tool_call_id: Annotated[str | None, typer.Argument(help="The pending call; omit with --all")] = None,
     address: AddressOption = None,
     profile: ProfileOption = None,
-    by: Annotated[str, typer.Option(help="Approver id")] = os.environ.get("USER", "cli"),
+    by: Annotated[str, typer.Option(help="Your user id (a person, `alice` or `user:alice`; never a role)")] = (
+        os.environ.get("USER", "cli")),
+    role: RoleOption = None,
     reason: Annotated[str | None, typer.Option(help="Why; the model sees it")] = None,
     every: Annotated[bool, typer.Option("--all", help="Reject every pending call of the prompt")] = False,
 ) -> None:
     """Reject a pending tool call (or --all of them); the model sees the rejection and its reason."""
     settings = _settings(address, profile)
     _one_or_all(tool_call_id, every)
+    by = _decider(by)
 
     async def reject_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
-        return await handle.reject(call_id, by=by, reason=reason, wait=True)
+        return await handle.reject(call_id, by=by, reason=reason, wait=True, roles=role or ())
 
     async def main() -> int:
         await _decide(await AgentClient.connect(settings), prompt_id, tool_call_id, reject_one, "rejected")
@@ -425,12 +446,19 @@ def pending(
     profile: ProfileOption = None,
     user: Annotated[str | None, typer.Option(help="Only this user's prompts")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the calls as one JSON document")] = False,
+    as_person: Annotated[str | None, typer.Option(
+        "--as", help="Only the calls this person sees: their own prompts' and those whose approvers name them "
+        "or one of their --role")] = None,
+    role: RoleOption = None,
 ) -> None:
     """List every call waiting for approval, addressed from its top prompt (a sub-agent's as <call>/<call>)."""
     settings = _settings(address, profile)
+    who = Identity.of(_decider(as_person), role or ()) if as_person else None
 
     async def main() -> int:
         found = await (await AgentClient.connect(settings)).pending(user_id=user)
+        if who is not None:
+            found.rows = [row for row in found.rows if may_see(row, who)]
         for prompt_id in found.unanswered:
             err_console.print(f"warning: prompt {prompt_id} is waiting but did not answer (is a worker running "
                               "for its task queue?); its calls are not listed")

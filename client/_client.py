@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -133,16 +133,17 @@ class PromptHandle(_Handle[Prompt]):
 
     async def approve(self, tool_call_id: str, *, by: str | None = None,
                       input: dict[str, JsonValue] | None = None, wait: bool = False,
-                      token: str | None = None) -> ToolOutput | None:
+                      token: str | None = None, roles: Sequence[str] = ()) -> ToolOutput | None:
         """Approve a pending call. With `wait=True` an update is used: a bad request raises at once with
         the reason, and the call's resolved output is returned. `token`: a signed decision token, needed
-        when the worker has a decision key (the HTTP API signs one for its authenticated principal)."""
-        request = ApproveRequest(tool_call_id=tool_call_id, by=by, input=input, token=token)
+        when the worker has a decision key (the HTTP API signs one for its authenticated principal).
+        `roles`: the decider's roles, for calls whose approvers name roles (trusted only without keys)."""
+        request = ApproveRequest(tool_call_id=tool_call_id, by=by, input=input, token=token, roles=list(roles))
         return await self._decide(names.APPROVE_SIGNAL, names.APPROVE_CALL_UPDATE, request, wait=wait)
 
     async def reject(self, tool_call_id: str, *, by: str | None = None, reason: str | None = None,
-                     wait: bool = False, token: str | None = None) -> ToolOutput | None:
-        request = RejectRequest(tool_call_id=tool_call_id, by=by, reason=reason, token=token)
+                     wait: bool = False, token: str | None = None, roles: Sequence[str] = ()) -> ToolOutput | None:
+        request = RejectRequest(tool_call_id=tool_call_id, by=by, reason=reason, token=token, roles=list(roles))
         return await self._decide(names.REJECT_SIGNAL, names.REJECT_CALL_UPDATE, request, wait=wait)
 
     async def approve_all(self, *, by: str | None = None, wait: bool = False) -> list[ToolOutput | None]:

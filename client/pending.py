@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import BaseModel
 from temporalio.service import RPCError
 
+from durable_agent.agent.identity import Identity, names
 from durable_agent.workflows.names import PARENT_PROMPT_ID
 from durable_agent.workflows.protocol import PendingApproval
 
@@ -42,6 +43,13 @@ async def top_prompt(client: AgentClient, prompt_id: str) -> str:
             return current
         current = parent
     return current
+
+
+def may_see(row: PendingRow, who: Identity, *, sees_everything: bool = False) -> bool:
+    """Who sees a pending call (the inbox, `GET /approvals`, `dagent pending --as`): everyone who sees every
+    prompt, the prompt's own user, and anyone the call's approvers name (as a user, or by one of their roles),
+    without a global role. The one rule of who sees what; who may *decide* is `identity.may_decide`."""
+    return sees_everything or (who.id is not None and row.user_id == who.id) or names(who, row.call.approvers)
 
 
 class PendingList(BaseModel):

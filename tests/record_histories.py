@@ -259,6 +259,12 @@ async def main() -> None:
                                    conversation_id="c3", by="bob", amount=120)
             await _record_delegated(agent, "hist-v1-lean-sub-agent", "prompt_v1_lean_sub_agent", by="bob")
 
+            # Version 2 (secure-decisions): the correction goes to the policy (check_correction) before it is
+            # taken; run-scoped idempotency keys; a sub-agent's reports carry its run id and the parent's nonce.
+            await _record_approved(agent, "hist-v2-approved", "prompt_v2_approved_with_policy_check", user_id="u4",
+                                   conversation_id="c4", by="alice", amount=450)
+            await _record_delegated(agent, "hist-v2-sub-agent", "prompt_v2_sub_agent", by="alice")
+
             # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local.
             fast = await agent.start("completed", prompt_id="hist-v1-fast-tools")
             await fast.result()

@@ -144,7 +144,7 @@ async def test_named_approvers_and_forged_raw_signals_are_refused(dev_env: Workf
         handle = stack.agent.prompt(prompt_id)
         async with stack.http("alice") as http:
             item = next(p for p in (await http.get("/approvals")).json() if p["prompt_id"] == prompt_id)
-            assert item["can_decide"] is False and item["approvers"] == ["finance"]
+            assert item["can_decide"] is False and item["approvers"] == ["role:finance"]
             _problem(await http.post(f"/prompts/{prompt_id}/approvals/{call_id}/approve"), 403, "not-allowed")
         async with stack.http("ann") as http:  # an approver, but not in finance
             _problem(await http.post(f"/prompts/{prompt_id}/approvals/{call_id}/approve"), 403, "not-allowed")

@@ -40,6 +40,12 @@ async def pay(args: PayInput, ctx: ToolContext) -> dict[str, object]:
     return {"sent": args.amount, "to": args.to}
 
 
+def _runs(workflow_id: str, call_id: str) -> int:
+    """Runs of a call, by idempotency key: `<workflow id>/<run id>/<call id>` (run-scoped since version 2)."""
+    return sum(n for key, n in CALLS.items() if key.startswith(f"{workflow_id}/") and key.endswith(f"/{call_id}")
+               and key.count("/") == workflow_id.count("/") + 2)
+
+
 class EchoInput(BaseModel):
     value: str
 
@@ -116,7 +122,7 @@ async def test_approve_runs_tool_once_and_replaces_pending_in_place(dev_env: Wor
     assert isinstance(entry, ToolOutput) and entry.id == pending.id
     assert entry.result == ToolSuccess(output={"sent": 250.0, "to": "bob"})
     assert entry.decision is not None and entry.decision.decision == "approved" and entry.decision.by == "alice"
-    assert CALLS[f"{handle.id}/{pending.id}"] == 1
+    assert _runs(handle.id, pending.id) == 1
     assert prompt.output[-1].text.startswith("payment.send=OK")  # type: ignore[union-attr]
     assert [e.kind for e in EventRecorder.events if e.prompt_id == handle.id] == ["approval_requested"]
     assert prompt.state == "completed"
@@ -144,7 +150,7 @@ async def test_reject_records_error_in_place_and_model_adapts(dev_env: WorkflowE
     assert entry.result.error == "The call was rejected by alice: too expensive"
     seen = [m for m in model.requests[1].messages if isinstance(m, ToolResultMessage)]
     assert [(m.is_error, m.content) for m in seen] == [(True, "Error: The call was rejected by alice: too expensive")]
-    assert CALLS[f"{handle.id}/{call_id}"] == 0
+    assert _runs(handle.id, call_id) == 0
 
 
 async def test_approve_with_corrected_input_merges_the_fields(dev_env: WorkflowEnvironment) -> None:

@@ -29,6 +29,11 @@ from tests.test_parallel_calls import tool_activity_timeline
 RUNS: Counter[str] = Counter()
 
 
+def _runs(workflow_id: str, call_id: str) -> int:
+    """Runs of a call, by idempotency key: `<workflow id>/<run id>/<call id>` (run-scoped since version 2)."""
+    return sum(n for key, n in RUNS.items() if key.startswith(f"{workflow_id}/") and key.endswith(f"/{call_id}"))
+
+
 class Transfer(BaseModel):
     amount: int
 
@@ -97,7 +102,7 @@ async def test_a_batch_of_three_decided_in_any_order(dev_env: WorkflowEnvironmen
                 record = await handle.get()
                 assert record.state == "waiting_for_approval"
                 assert record.output[3].result is None  # type: ignore[union-attr]
-                assert not any(RUNS[f"{handle.id}/{i}"] for i in ids)
+                assert not any(_runs(handle.id, i) for i in ids)
         prompt = await handle.result()
         timeline = tool_activity_timeline(await handle.workflow.fetch_history())
     first, second, third, after = [o for o in prompt.output if isinstance(o, ToolOutput)]
@@ -107,7 +112,7 @@ async def test_a_batch_of_three_decided_in_any_order(dev_env: WorkflowEnvironmen
     assert third.result == ToolError(error="The call was rejected by ann: too much")
     assert isinstance(third.decision, Decision) and third.decision.decision == "rejected"
     assert after.result == ToolSuccess(output="noted after")
-    assert [RUNS[f"{handle.id}/{o.id}"] for o in (first, second, third, after)] == [1, 1, 0, 1]
+    assert [_runs(handle.id, o.id) for o in (first, second, third, after)] == [1, 1, 0, 1]
     assert [kind for kind, _ in timeline] == ["scheduled", "scheduled", "closed", "closed", "scheduled", "closed"]
     assert after.started_at >= max(first.finished_at, second.finished_at)  # type: ignore[type-var]
     assert prompt.output[-1].text == "moved 100 | moved 150 | Error: The call was rejected by ann: too much | " \
@@ -156,7 +161,7 @@ async def test_worker_sigkilled_between_decisions(tmp_path: Path) -> None:
         prompt = await rig.finish(handle, 60, "the batch after the crash")
     finally:
         await rig.close()
-    charges = {line["key"].split("/", 1)[1]: line for line in rig.lines(handle.id, "charge")}
+    charges = {line["key"].rsplit("/", 1)[1]: line for line in rig.lines(handle.id, "charge")}
     assert set(charges) == {ids[0], ids[1]}  # exactly once each; the rejected one never ran
     assert [charges[i]["amount"] for i in ids[:2]] == [BATCH_AMOUNTS[0], 25.0]
     assert {line["pid"] for line in charges.values()} == {second.pid}  # run after the last decision

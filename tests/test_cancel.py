@@ -95,7 +95,7 @@ async def cancel_while_running(env: WorkflowEnvironment, tool_id: str, seconds: 
             await asyncio.sleep(0.05)
         entry = prompt.output[0]
         assert isinstance(entry, ToolOutput)
-        key = f"{handle.id}/{entry.id}"
+        key = f"{handle.id}/{(await handle.workflow.describe()).run_id}/{entry.id}"  # run-scoped idempotency key
         for _ in range(600):
             if "started" in events(key):
                 break

@@ -259,7 +259,8 @@ async def test_worker_sigkilled_while_waiting_for_approval(rig: Rig) -> None:
 
     charges = rig.lines(handle.id, "charge")
     assert len(charges) == 1, f"expected exactly one charge, ledger: {charges}"
-    assert charges[0]["pid"] == worker2.pid and charges[0]["key"] == f"{handle.id}/{call.id}"
+    run_id = (await handle.workflow.describe()).run_id  # keys are run-scoped (docs/approvals-policy.md)
+    assert charges[0]["pid"] == worker2.pid and charges[0]["key"] == f"{handle.id}/{run_id}/{call.id}"
     assert charges[0]["amount"] == CHARGE_AMOUNT
     assert [a["pid"] for a in rig.lines(handle.id, "charge.attempt")] == [worker2.pid]
     assert [n["pid"] for n in rig.lines(handle.id, "note")] == [worker1.pid], "ledger.note ran again"

@@ -131,7 +131,8 @@ async def test_stdio_server_tools_run_as_tool_activities_with_listing_cached(dev
     add, whoami, invalid = tool_entries(prompt)
     assert add.tool == "fake.add" and add.result == ToolSuccess(output={"result": 5})
     assert isinstance(whoami.result, ToolSuccess)
-    assert whoami.result.output == {"authorization": None, "idempotency_key": f"{handle.id}/{whoami.id}",
+    run_id = (await handle.workflow.describe()).run_id  # keys are run-scoped (docs/approvals-policy.md)
+    assert whoami.result.output == {"authorization": None, "idempotency_key": f"{handle.id}/{run_id}/{whoami.id}",
                                     "fake_env": "from-the-worker"}
     assert isinstance(invalid.result, ToolError)
     assert invalid.result.error == "Invalid arguments for tool 'fake.add': <root>: 'b' is a required property; " \
@@ -230,8 +231,10 @@ async def test_http_server_with_headers_from_the_worker_environment(
         handle = await client.start("who am i")
         prompt = await handle.result()
     whoami, add = tool_entries(prompt)
+    run_id = (await handle.workflow.describe()).run_id
     assert whoami.result == ToolSuccess(output={"authorization": "Bearer worker-secret",
-                                                "idempotency_key": f"{handle.id}/{whoami.id}", "fake_env": None})
+                                                "idempotency_key": f"{handle.id}/{run_id}/{whoami.id}",
+                                                "fake_env": None})
     assert add.result == ToolSuccess(output={"result": 42})
     history = (await handle.workflow.fetch_history()).to_json()
     assert "worker-secret" not in history

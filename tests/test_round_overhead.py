@@ -91,8 +91,11 @@ async def test_tool_input_carries_each_id_once_and_no_policy_fields(dev_env: Wor
         handle = await client.start("who?", user_id="u1", prompt_id="lean-input-1")
         prompt = await handle.result()
         events = await _history(handle)
+        run_id = (await handle.workflow.describe()).run_id
     [sent] = _tool_inputs(events)
-    assert sent == {"id": "call_r1_0", "tool": "who.am_i", "plugin": "who", "input": {"n": 1}, "user_id": "u1"}
+    # `run_scoped`: the idempotency key names the run (docs/approvals-policy.md), not a policy field.
+    assert sent == {"id": "call_r1_0", "tool": "who.am_i", "plugin": "who", "input": {"n": 1}, "user_id": "u1",
+                    "run_scoped": True}
     # Results too leave their defaults off: no empty side outputs, no unchanged plugin state, no null fields.
     [tool_result] = _results(events, "dagent.invoke_tool")
     assert set(tool_result) == {"result"}
@@ -116,7 +119,7 @@ async def test_tool_input_carries_each_id_once_and_no_policy_fields(dev_env: Wor
     assert isinstance(entry, ToolOutput) and isinstance(entry.result, ToolSuccess)
     # What the activity derived (the prompt id and the idempotency key from the workflow id) reached the tool.
     assert entry.result.output == {"n": 1, "prompt_id": "lean-input-1", "user_id": "u1", "conversation_id": None,
-                                   "idempotency_key": "lean-input-1/call_r1_0", "call": "call_r1_0"}
+                                   "idempotency_key": f"lean-input-1/{run_id}/call_r1_0", "call": "call_r1_0"}
 
 
 async def test_conversation_and_prompt_ids_reach_the_tool_when_they_are_not_the_defaults(
@@ -160,7 +163,7 @@ async def test_a_prompt_started_with_a_version_writes_no_patch_markers(dev_env: 
         assert (await unversioned.result()).state == "completed"
         assert _patch_events(await _history(versioned)) == ([], 0)
         markers, version_upserts = _patch_events(await _history(unversioned))
-    assert set(markers) == {"lean-rounds", "round-input-by-reference", "parallel-tool-calls"}
+    assert set(markers) == {"lean-rounds", "round-input-by-reference", "parallel-tool-calls", "secure-decisions"}
     assert version_upserts == len(markers)
 
 

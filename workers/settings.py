@@ -205,6 +205,9 @@ class Settings(BaseModel):
         "DAGENT_DECISIONS (worker): `signed` makes a worker without a valid DAGENT_DECISION_PUBLIC_KEY refuse to "
         "start (set it fleet-wide when the API signs, so no worker plans calls that accept unsigned decisions); "
         "`open` (default): the key decides."))
+    four_eyes: bool = Field(default=False, description=(
+        "DAGENT_FOUR_EYES (worker): a prompt's own user may not approve its calls, for every policy that leaves "
+        "`Approval.four_eyes` unset (docs/approvals-policy.md)."))
 
     # --- the blob store and payload encryption (both client and worker; see docs/deploying.md) ---
     store: str = Field(default="", description=(
@@ -275,6 +278,7 @@ class Settings(BaseModel):
                                      if o.strip()),
             decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
             decisions=_decision_mode(env.get("DAGENT_DECISIONS", "")),
+            four_eyes=_tristate(env.get("DAGENT_FOUR_EYES")) is True,
         ).check_provider_queues()
 
     def check_worker_decisions(self) -> Settings:

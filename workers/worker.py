@@ -38,7 +38,8 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         file_store=settings.file_store(), prices=PriceTable.load(settings.prices),
         stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
         trace_content=settings.trace_content,
-        decision_key=settings.decision_public_key, fast_tools=FastTools(enabled=settings.fast_tools),
+        decision_key=settings.decision_public_key, four_eyes=settings.four_eyes,
+        fast_tools=FastTools(enabled=settings.fast_tools),
     )
 
 

@@ -1,5 +1,7 @@
 """Approving with corrections: the approver's fields are merged into the model's input (JSON merge patch,
-RFC 7396) and the result is checked against the tool's input schema before the approval is taken.
+RFC 7396) and the result is checked against the tool's input schema before the approval is taken. Then
+the tool's approval policy runs again on the merged arguments (in the worker: the `check_correction`
+activity), and `correction_refusal` decides whether the approver may approve what they would now need.
 
 Pure functions, deterministic: the workflow's update validator and signal handler call them, so an invalid
 correction is refused while the call stays pending.
@@ -11,6 +13,9 @@ from typing import Any
 
 import jsonschema
 from pydantic import JsonValue
+
+from durable_agent.agent import identity
+from durable_agent.agent.identity import Identity
 
 MAX_ERROR_CHARS = 500
 
@@ -38,3 +43,17 @@ def schema_problem(value: JsonValue, schema: dict[str, JsonValue] | None) -> str
         return None
     detail = "; ".join(f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in errors)
     return detail[:MAX_ERROR_CHARS]
+
+
+def correction_refusal(who: Identity, needed_approvers: list[str] | None, *, needs_approval: bool,
+                       owner: str | None, four_eyes: bool) -> str | None:
+    """Why `who`, already allowed to decide the call as the model asked it, may not approve it as corrected,
+    or None. `needs_approval`/`needed_approvers`: what the tool's policy says of the corrected arguments
+    (arguments that need no approval may be approved by anyone allowed on the original). `four_eyes`: the
+    original's or the corrected requirement's rule."""
+    if not needs_approval:
+        return None
+    problem = identity.may_decide(who, needed_approvers, owner=owner, four_eyes=four_eyes)
+    if problem is None or problem == identity.FOUR_EYES_REFUSAL:
+        return problem
+    return f"the corrected arguments need approval by {identity.describe(needed_approvers)}"

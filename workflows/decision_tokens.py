@@ -7,11 +7,18 @@ workflow accepts a decision for that call only with a token signed by the matchi
 roles, the prompt, the call, the decision and a hash of the corrected arguments, and an expiry that is
 checked against `workflow.now()`, so verification is deterministic and replays exactly.
 
+A token is good for one decision only (docs/approvals-policy.md, "Decision tokens"): it also binds the run
+of the prompt (`run`: a new run that reuses the prompt id refuses it), the exact arguments the call will run
+with once corrected (`args_sha256`: a token for other arguments is refused) and a random `nonce` that the
+workflow accepts once. Prompts started before these claims existed still accept tokens without them (so
+their histories replay); `strict=True` requires them.
+
 Pure functions, no I/O: imported by workflow code (passed through the sandbox) and by the API that signs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Literal
 
@@ -19,6 +26,7 @@ import jwt
 from jwt.api_jws import PyJWS
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from durable_agent.agent.identity import Identity, grant
 from durable_agent.workflows.transcript import json_digest
 
 DecisionKind = Literal["approve", "reject"]
@@ -39,6 +47,10 @@ class DecisionClaims(BaseModel):
     decision: DecisionKind
     input_sha256: str | None = Field(default=None, description="Hash of the corrected arguments, if any.")
     exp: int = Field(description="Unix seconds after which the token is refused.")
+    run: str | None = Field(default=None, description="The run id of the prompt that waits.")
+    args_sha256: str | None = Field(default=None, description="Hash of the exact arguments the call runs with "
+                                                              "(the model's, merged with any correction).")
+    nonce: str | None = Field(default=None, description="Random; the workflow accepts each nonce once.")
 
 
 def input_digest(value: JsonValue) -> str | None:
@@ -52,9 +64,12 @@ def sign_decision(claims: DecisionClaims, private_key_pem: str) -> str:
 
 def verify_decision(token: str | None, *, public_key_pem: str, prompt_id: str, tool_call_id: str,
                     decision: DecisionKind, by: str | None, corrected_input: JsonValue,
-                    now: datetime) -> DecisionClaims | str:
+                    now: datetime, run_id: str | None = None, arguments: JsonValue = None,
+                    used_nonces: Collection[str] = (), strict: bool = False) -> DecisionClaims | str:
     """The verified claims, or why the decision must be refused. Only the signature is checked by the JWS
-    library; every claim (including the expiry, against the workflow's clock) is checked here."""
+    library; every claim (including the expiry, against the workflow's clock) is checked here. `strict`: the
+    token must also name this run (`run_id`), the exact `arguments` the call will run with, and a nonce not
+    in `used_nonces`."""
     if not token:
         return "a signed decision token is required for this call (decide through the API)"
     try:
@@ -72,11 +87,19 @@ def verify_decision(token: str | None, *, public_key_pem: str, prompt_id: str, t
         return "the decision token does not match the corrected arguments"
     if now.timestamp() > claims.exp:
         return "the decision token has expired"
+    if strict:
+        if claims.run is None or claims.run != run_id:
+            return "the decision token was issued for another run of this prompt"
+        if claims.args_sha256 is None or claims.args_sha256 != json_digest(arguments):
+            return "the decision token was issued for other arguments"
+        if not claims.nonce:
+            return "the decision token has no nonce"
+        if claims.nonce in used_nonces:
+            return "the decision token was already used (its nonce was seen before)"
     return claims
 
 
 def may_decide(approvers: list[str] | None, principal: str | None, roles: list[str]) -> bool:
-    """Whether a principal (with roles) is named by a policy's `approvers` (users or roles); None = anyone."""
-    if not approvers:
-        return True
-    return principal in approvers or any(role in approvers for role in roles)
+    """The rule of prompts started before typed approvers (agent/identity.py, `legacy=True`): whether a
+    principal (with roles) is named by a policy's `approvers` (users or roles); None = anyone."""
+    return grant(Identity.of(principal, roles), approvers, legacy=True) is not None

@@ -37,6 +37,7 @@ GET_CONVERSATION_QUERY: Final = "get_conversation"
 MODEL_ROUND_ACTIVITY: Final = "dagent.model_round"
 INVOKE_TOOL_ACTIVITY: Final = "dagent.invoke_tool"
 EMIT_EVENT_ACTIVITY: Final = "dagent.emit_event"
+CHECK_CORRECTION_ACTIVITY: Final = "dagent.check_correction"  # an approval policy run again on corrected args
 STORE_HISTORY_ACTIVITY: Final = "dagent.store_history"  # a conversation's local activity: prompt records -> blobs
 
 # --- workflow stream topics (temporalio.contrib.workflow_streams) -------------------------------------

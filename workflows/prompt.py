@@ -20,8 +20,10 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.workflow_streams import WorkflowStream
 
+    from durable_agent.agent import identity
     from durable_agent.agent.errors import PromptFailedError, RefusalKind
     from durable_agent.agent.events import EventKind, PromptEvent
+    from durable_agent.agent.identity import Identity
     from durable_agent.agent.models import (
         TERMINAL_STATES,
         DataOutput,
@@ -39,12 +41,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.workflows import details, names, telemetry, versions
     from durable_agent.workflows.audit import record_ignored
-    from durable_agent.workflows.corrections import merge_patch, schema_problem
+    from durable_agent.workflows.corrections import correction_refusal, merge_patch, schema_problem
     from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from durable_agent.workflows.history_store import store_history
     from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
     from durable_agent.workflows.names import (
+        CHECK_CORRECTION_ACTIVITY,
         EMIT_EVENT_ACTIVITY,
         EVENTS_TOPIC,
         INVOKE_TOOL_ACTIVITY,
@@ -55,6 +58,8 @@ with workflow.unsafe.imports_passed_through():
         ApproveRequest,
         CallNeedingApproval,
         ChildApprovals,
+        CorrectionCheck,
+        CorrectionVerdict,
         EventDelivery,
         FinalAnswer,
         HistoryRef,
@@ -101,6 +106,13 @@ HISTORY_STORE_PATCH = "given-history-stored"  # history given by value goes to t
 # Less per round: the tool activity's input without derivable fields, and search attributes upserted only
 # when a value changes. A prompt started with a version has them all without markers (workflows/versions.py).
 LEAN_ROUNDS_PATCH = "lean-rounds"
+# Decisions under the approval policy: a correction is checked by the tool's policy before it is approved;
+# typed approvers (`user:`/`role:`), four-eyes; decision tokens bound to the run, the exact arguments and a
+# one-use nonce; sub-agent reports only from the child this prompt started; run-scoped idempotency keys.
+SECURE_DECISIONS_PATCH = "secure-decisions"
+CORRECTION_CHECK_TIMEOUT = timedelta(seconds=30)
+CHILD_VERDICT_TIMEOUT = timedelta(seconds=60)  # how long a forwarded decision's update waits for the sub-agent
+CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
@@ -174,6 +186,26 @@ class _WaitingCall:
 
     entry: ToolOutput
     requirement: ApprovalRequirement
+    plugin: str | None = None  # where the tool's policy runs again on a correction
+
+
+@dataclass(frozen=True)
+class _Decider:
+    """Who a decision comes from, as checked: the person and their (verified) roles, the approver entry that
+    allowed them, and the nonce of their token (accepted once)."""
+
+    who: Identity
+    via: str | None = None
+    nonce: str | None = None
+
+
+@dataclass
+class _Child:
+    """A sub-agent this prompt started: only its reports are taken."""
+
+    workflow_id: str
+    nonce: str
+    run_id: str | None = None
 
 
 @workflow.defn(name=names.PROMPT_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES)
@@ -194,6 +226,13 @@ class PromptWorkflow:
         self._child_pending: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
         self._announced: set[str] = set()  # sub-agents' calls (`<call>/<its call>`) published as approval_requested
         self._background: set[asyncio.Task[None]] = set()
+        # Whether this run decides under the approval policy (SECURE_DECISIONS_PATCH); an unversioned run
+        # asks its patch marker when it starts (no call can be pending before then).
+        version = request.workflow_version
+        self._secure = version is not None and versions.has(SECURE_DECISIONS_PATCH, version)
+        self._used_nonces: set[str] = set()  # decision tokens' nonces, each accepted once
+        self._children: dict[str, _Child] = {}  # by sub-agent call id
+        self._child_refusals: dict[str, str] = {}  # `<call>/<its call>` -> why its sub-agent refused a decision
         if request.parent is not None:
             self._prompt.parent_prompt_id = request.parent.prompt_id
         self._event_hooks = False
@@ -232,6 +271,8 @@ class PromptWorkflow:
             self._finish("failed", error=self._input_error)
             return ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
         self._set_state("running")
+        if self._request.workflow_version is None:
+            self._secure = workflow.patched(SECURE_DECISIONS_PATCH)
         try:
             await self._run_rounds()
         except (ActivityError, ChildWorkflowError, PromptFailedError, asyncio.CancelledError) as exc:
@@ -409,7 +450,7 @@ class PromptWorkflow:
                 self._end_call(entry, error, "invalid")
                 return
             case CallNeedingApproval(approval=approval):
-                decision = await self._await_decision(entry, approval)
+                decision = await self._await_decision(entry, approval, call.plugin)
                 entry.decision = decision
                 if decision.decision != "approved":
                     self._end_call(entry, self._refusal_text(decision), decision.decision)
@@ -433,7 +474,7 @@ class PromptWorkflow:
                 (before if index < first_approval else after).append((entry, call))
         for entry, call in batch:
             assert call.approval is not None
-            self._request_approval(entry, call.approval)
+            self._request_approval(entry, call.approval, call.plugin)
         outcomes, _ = await asyncio.gather(self._run_side_by_side(before), self._decide_batch(batch))
         self._apply_in_order(before, outcomes)
         approved = []
@@ -565,7 +606,7 @@ class PromptWorkflow:
         return ToolInvocation(
             id=entry.id, tool=call.tool, plugin=call.plugin, input=arguments, user_id=prompt.user_id,  # type: ignore[arg-type]
             conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.max_attempts,
-            prompt_id=None if prompt.id == workflow.info().workflow_id else prompt.id)
+            prompt_id=None if prompt.id == workflow.info().workflow_id else prompt.id, run_scoped=self._secure)
 
     def _apply(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
         if isinstance(outcome.result, ToolError):
@@ -586,6 +627,7 @@ class PromptWorkflow:
         info = workflow.info()
         child_id = f"{info.workflow_id}.{entry.id}"
         parent_path = [*self._request.parent.path, self._request.parent.prompt_id] if self._request.parent else []
+        nonce = str(workflow.uuid4()) if self._secure else None  # its reports must carry it
         try:
             request = PromptRequest(
                 prompt_id=child_id, user_id=self._prompt.user_id, model=agent.model,
@@ -595,15 +637,21 @@ class PromptWorkflow:
                 max_parallel_tools=self._request.max_parallel_tools, workflow_version=versions.CURRENT_VERSION,
                 **self._model_queues_for(agent.model),
                 parent=ParentLink(workflow_id=info.workflow_id, prompt_id=self._prompt.id, tool_call_id=entry.id,
-                                  path=parent_path))
+                                  path=parent_path, report_nonce=nonce))
         except ValueError as exc:
             return ToolInvocationResult(result=ToolError(error=f"Sub-agent '{call.tool}' cannot start: {exc}"))
         entry.child_prompt_id = child_id
         self._touch(entry)
+        if nonce is not None:
+            self._children[entry.id] = _Child(workflow_id=child_id, nonce=nonce)
         try:
-            child = await workflow.execute_child_workflow(
+            # start + await: the same commands as execute_child_workflow, and the child's run id in between
+            handle = await workflow.start_child_workflow(
                 names.PROMPT_WORKFLOW, request, id=child_id, result_type=Prompt,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}")
+            if nonce is not None:
+                self._children[entry.id].run_id = handle.first_execution_run_id
+            child = await handle
         except ChildWorkflowError as exc:
             if _is_cancellation(exc):
                 raise
@@ -638,6 +686,11 @@ class PromptWorkflow:
         entry = self._prompt.tool_call(report.tool_call_id)
         if entry is None or entry.child_prompt_id != report.child_workflow_id or entry.finished_at is not None:
             return f"no running sub-agent call {report.tool_call_id!r}"
+        if self._secure and not self._from_own_child(report):
+            return (f"report for sub-agent call {report.tool_call_id!r} refused: it does not come from the "
+                    "sub-agent this prompt started (workflow id, run id or nonce differ)")
+        for child_call, reason in report.refused.items():
+            self._child_refusals[f"{report.tool_call_id}/{child_call}"] = reason
         self._child_pending[report.tool_call_id] = report
         for pending in report.pending:  # watchers of this prompt see the sub-agent's requests, once each
             call_id = f"{report.tool_call_id}/{pending.tool_call_id}"
@@ -648,17 +701,50 @@ class PromptWorkflow:
         self._in_background(self._report_to_parent())
         return None
 
+    def _report_refusal(self, tool_call_id: str, problem: str) -> None:
+        """A decision the parent forwarded was refused here: tell the parent, whose update waits for it."""
+        link = self._request.parent
+        own_call = self._prompt.tool_call(tool_call_id) is not None  # junk ids are only audited here
+        if self._secure and own_call and link is not None and link.report_nonce is not None:
+            self._in_background(self._report_to_parent({tool_call_id: problem}))
+
+    async def _child_verdict(self, tool_call_id: str) -> None:
+        """Wait until the sub-agent took the forwarded decision (it no longer lists the call) or refused it
+        (raised here, with its reason); after CHILD_VERDICT_TIMEOUT, the call is returned as forwarded."""
+        def settled() -> bool:
+            return tool_call_id in self._child_refusals or self._child_call(tool_call_id) is None
+
+        try:
+            await workflow.wait_condition(settled, timeout=CHILD_VERDICT_TIMEOUT,
+                                          timeout_summary="sub-agent decision verdict")
+        except TimeoutError:
+            return
+        reason = self._child_refusals.pop(tool_call_id, None)
+        if reason is not None:
+            raise Refusal("not-allowed", reason).error()
+
+    def _from_own_child(self, report: ChildApprovals) -> bool:
+        """Whether a report names the child this prompt started for the call: its workflow id, the nonce this
+        prompt gave it and (once its start is known) its run id."""
+        child = self._children.get(report.tool_call_id)
+        if child is None or report.child_workflow_id != child.workflow_id or report.nonce != child.nonce:
+            return False
+        return child.run_id is None or report.child_run_id == child.run_id
+
     def _in_background(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _report_to_parent(self) -> None:
+    async def _report_to_parent(self, refused: dict[str, str] | None = None) -> None:
         link = self._request.parent
         if link is None:
             return
         report = ChildApprovals(tool_call_id=link.tool_call_id, child_workflow_id=workflow.info().workflow_id,
                                 pending=self.pending_approvals())
+        if link.report_nonce is not None:  # a parent that checks where reports come from
+            report = report.model_copy(update={"child_run_id": workflow.info().run_id, "nonce": link.report_nonce,
+                                               "refused": refused or {}})
         try:
             await workflow.get_external_workflow_handle(link.workflow_id).signal(names.CHILD_APPROVALS_SIGNAL, report)
         except Exception as exc:  # the parent is gone: our own pending calls still work
@@ -673,6 +759,16 @@ class PromptWorkflow:
         found = next((p for p in report.pending if p.tool_call_id == child_call), None)
         return (report, found) if found is not None else None
 
+    async def _forwarded(self, kind: str, request: ApproveRequest | RejectRequest) -> ToolOutput:
+        """An update's decision on a sub-agent's call: forwarded, then (under the approval policy) the sub-agent's
+        verdict awaited, so a refusal there fails this update too."""
+        if self._secure:
+            self._child_refusals.pop(request.tool_call_id, None)
+        forwarded = self._forward_decision(kind, request)
+        if self._secure:
+            await self._child_verdict(request.tool_call_id)
+        return forwarded
+
     def _forward_decision(self, kind: str, request: ApproveRequest | RejectRequest) -> ToolOutput:
         found = self._child_call(request.tool_call_id)
         assert found is not None
@@ -681,7 +777,9 @@ class PromptWorkflow:
         signal = names.APPROVE_SIGNAL if kind == "approve" else names.REJECT_SIGNAL
         self._in_background(workflow.get_external_workflow_handle(report.child_workflow_id).signal(
             signal, child_request))
-        report.pending = [p for p in report.pending if p is not pending]
+        if not self._secure:
+            report.pending = [p for p in report.pending if p is not pending]
+        # Else the call stays listed until the sub-agent, which verifies the decision, reports it decided.
         decision = Decision(decision="approved" if kind == "approve" else "rejected", by=request.by,
                             at=workflow.now(), reason=getattr(request, "reason", None))
         return self._child_entry(request.tool_call_id, pending, decision)
@@ -722,12 +820,13 @@ class PromptWorkflow:
 
     # --- approvals --------------------------------------------------------------------------------
 
-    async def _await_decision(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
-        self._request_approval(entry, approval)
+    async def _await_decision(self, entry: ToolOutput, approval: ApprovalRequirement,
+                              plugin: str | None = None) -> Decision:
+        self._request_approval(entry, approval, plugin)
         await self._emit_approval_requested(entry, approval)
         return await self._wait_for_decision(entry, approval)
 
-    def _request_approval(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
+    def _request_approval(self, entry: ToolOutput, approval: ApprovalRequirement, plugin: str | None = None) -> None:
         """Make the call `pending` in place."""
         now = workflow.now()
         expires_in = approval.expires_after
@@ -735,7 +834,7 @@ class PromptWorkflow:
                                    expires_at=now + expires_in if expires_in else None,
                                    approvers=approval.approvers)
         self._touch(entry)
-        self._waiting[entry.id] = _WaitingCall(entry, approval)
+        self._waiting[entry.id] = _WaitingCall(entry, approval, plugin)
         self._metrics.approval_requested(entry.tool)
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
@@ -794,10 +893,7 @@ class PromptWorkflow:
         """Why a decision cannot be accepted now, or None when it can."""
         tool_call_id, by = request.tool_call_id, request.by
         if (child := self._child_call(tool_call_id)) is not None:
-            # The sub-agent's prompt checks the decision (and its token) itself when the decision reaches it.
-            if not may_decide(child[1].approvers, by, []) and not child[1].signed_decisions:
-                return _not_allowed(by, tool_call_id, child[1].approvers)
-            return None
+            return self._forward_problem(kind, request, child[1])
         if tool_call_id in self._decisions:
             return Refusal("already-decided",
                            f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})")
@@ -811,24 +907,63 @@ class PromptWorkflow:
             pending = ", ".join(repr(i) for i in self._waiting)
             are = "call is" if len(self._waiting) == 1 else "calls are"
             return Refusal("unknown-tool-call", f"unknown tool call {tool_call_id!r}; the pending {are} {pending}")
+        decider = self._decider(kind, request, waiting)
+        if isinstance(decider, Refusal):
+            return decider
+        if not self._secure and not may_decide(waiting.requirement.approvers, by, sorted(decider.who.roles)):
+            return _not_allowed(by, tool_call_id, waiting.requirement.approvers)
+        return None
+
+    def _decider(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
+                 waiting: _WaitingCall) -> _Decider | Refusal:
+        """Who decides, as far as this prompt can tell: with a decision key, the signed token's principal and
+        roles (bound to this run, the exact arguments and a one-use nonce); without, the request's word. Under
+        the approval policy (SECURE_DECISIONS_PATCH) they must be allowed by the call's approvers (and the
+        four-eyes rule)."""
+        tool_call_id, by = request.tool_call_id, request.by
         requirement = waiting.requirement
-        allowed = requirement.approvers
-        roles: list[str] = []
+        roles: list[str] = list(request.roles) if self._secure else []
+        nonce = None
         if requirement.decision_key:
+            corrected = request.input if isinstance(request, ApproveRequest) else None
+            arguments = merge_patch(waiting.entry.input, corrected) if corrected is not None else waiting.entry.input
             # The signature check imports (e.g. cryptography's exception types) from native code: those
             # imports must reach the real modules, not sandbox copies. Pure computation, deterministic.
             with workflow.unsafe.imports_passed_through():
                 verified = verify_decision(
                     request.token, public_key_pem=requirement.decision_key, prompt_id=workflow.info().workflow_id,
-                    tool_call_id=tool_call_id, decision=kind, by=by,
-                    corrected_input=request.input if isinstance(request, ApproveRequest) else None,
-                    now=workflow.now())
+                    tool_call_id=tool_call_id, decision=kind, by=by, corrected_input=corrected,
+                    now=workflow.now(), run_id=workflow.info().run_id, arguments=arguments,
+                    used_nonces=self._used_nonces, strict=self._secure)
             if not isinstance(verified, DecisionClaims):
                 return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {verified}")
-            roles = verified.roles
-        if not may_decide(allowed, by, roles):
-            return _not_allowed(by, tool_call_id, allowed)
-        return None
+            roles, nonce = verified.roles, verified.nonce
+        who = Identity.of(identity.person_id(by) if self._secure else by, roles)
+        if not self._secure:
+            return _Decider(who, nonce=nonce)
+        problem = identity.may_decide(Identity.of(by, roles), requirement.approvers, owner=self._prompt.user_id,
+                                      four_eyes=requirement.four_eyes, approving=kind == "approve")
+        if problem is not None:
+            return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {problem}")
+        return _Decider(who, identity.grant(who, requirement.approvers), nonce)
+
+    def _forward_problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
+                         pending: PendingApproval) -> Refusal | None:
+        """Why a decision on a sub-agent's call is not forwarded. The sub-agent's prompt checks the decision
+        (and its token) itself when it reaches it; the checks this prompt can make come first."""
+        tool_call_id, by = request.tool_call_id, request.by
+        if not self._secure:
+            if not may_decide(pending.approvers, by, []) and not pending.signed_decisions:
+                return _not_allowed(by, tool_call_id, pending.approvers)
+            return None
+        if pending.signed_decisions:
+            if not request.token:
+                return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: a signed decision token is "
+                                              "required for this call (decide through the API)")
+            return None
+        problem = identity.may_decide(Identity.of(by, request.roles), pending.approvers, owner=self._prompt.user_id,
+                                      four_eyes=pending.four_eyes, approving=kind == "approve")
+        return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {problem}") if problem else None
 
     def _correction_problem(self, request: ApproveRequest) -> Refusal | None:
         """Why the approver's corrected fields, merged into the input, do not fit the tool, or None."""
@@ -839,17 +974,93 @@ class PromptWorkflow:
         problem = schema_problem(merge_patch(entry.input, request.input), waiting.requirement.input_schema)
         return Refusal("invalid-arguments", f"invalid correction for {entry.tool}: {problem}") if problem else None
 
-    def _accept_approval(self, request: ApproveRequest) -> None:
-        waiting = self._waiting[request.tool_call_id].entry
+    def _accept_approval(self, request: ApproveRequest, decider: _Decider | None = None) -> None:
+        waiting = self._waiting[request.tool_call_id]
+        decider = self._taken(decider or self._checked_decider("approve", request, waiting))
+        entry = waiting.entry
         original = None
         if request.input is not None:  # JSON merge patch (RFC 7396): only the corrected fields change
-            original, waiting.input = waiting.input, merge_patch(waiting.input, request.input)
+            original, entry.input = entry.input, merge_patch(entry.input, request.input)
         self._decisions[request.tool_call_id] = Decision(
-            decision="approved", by=request.by, at=workflow.now(), original_input=original)
+            decision="approved", by=self._recorded_by(request, decider), via=decider.via, at=workflow.now(),
+            original_input=original)
 
     def _accept_rejection(self, request: RejectRequest) -> None:
+        decider = self._taken(self._checked_decider("reject", request, self._waiting[request.tool_call_id]))
         self._decisions[request.tool_call_id] = Decision(
-            decision="rejected", by=request.by, at=workflow.now(), reason=request.reason)
+            decision="rejected", by=self._recorded_by(request, decider), via=decider.via, at=workflow.now(),
+            reason=request.reason)
+
+    def _checked_decider(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
+                         waiting: _WaitingCall) -> _Decider:
+        """The decider of a decision being taken (checked just before)."""
+        decider = self._decider(kind, request, waiting)
+        if isinstance(decider, Refusal):
+            raise ValueError(decider.message)
+        return decider
+
+    def _taken(self, decider: _Decider) -> _Decider:
+        """A decision is taken: its token's nonce is used up."""
+        if decider.nonce is not None and self._secure:
+            self._used_nonces.add(decider.nonce)
+        return decider
+
+    def _recorded_by(self, request: ApproveRequest | RejectRequest, decider: _Decider) -> str | None:
+        return decider.who.id if self._secure else request.by
+
+    # --- corrections under the approval policy --------------------------------------------------------
+
+    def _policy_checks(self, request: ApproveRequest) -> bool:
+        """Whether an approval's correction goes to the tool's policy before it is taken (this prompt's own
+        call; a sub-agent's prompt checks its own)."""
+        return self._secure and request.input is not None and request.tool_call_id in self._waiting
+
+    async def _checked_correction(self, request: ApproveRequest) -> _Decider | Refusal:
+        """Run the tool's approval policy on the corrected arguments (an activity: the policy is worker code)
+        and check the decider against what they need: who may approve them, or that nobody may. On a
+        refusal the call stays pending; the refusal is recorded in the audit."""
+        waiting = self._waiting[request.tool_call_id]
+        entry = waiting.entry
+        merged = merge_patch(entry.input, request.input)
+        try:
+            verdict = await workflow.execute_activity(
+                CHECK_CORRECTION_ACTIVITY, CorrectionCheck(tool=entry.tool, plugin=waiting.plugin, input=merged),
+                result_type=CorrectionVerdict, start_to_close_timeout=CORRECTION_CHECK_TIMEOUT,
+                retry_policy=CORRECTION_CHECK_RETRY, summary=f"check correction {entry.tool}")
+        except ActivityError as exc:
+            if _is_cancellation(exc):
+                raise
+            verdict = CorrectionVerdict(problem=f"the approval policy could not be run: {_failure_reason(exc)}")
+        refusal = self._decision_problem("approve", request)  # decided, expired or steered meanwhile?
+        if refusal is None and verdict.problem is not None:
+            refusal = Refusal("not-allowed", f"correction of {entry.tool} {entry.id!r} refused: {verdict.problem}")
+        decider = None if refusal is not None else self._decider("approve", request, waiting)
+        if isinstance(decider, _Decider) and verdict.requirement is not None:
+            needed = verdict.requirement
+            problem = correction_refusal(decider.who, needed.approvers, needs_approval=True,
+                                         owner=self._prompt.user_id,
+                                         four_eyes=needed.four_eyes or waiting.requirement.four_eyes)
+            if problem is not None:
+                who = decider.who.id or "an anonymous caller"
+                refusal = Refusal("not-allowed", f"{who} may not approve this correction of {entry.tool} "
+                                                 f"{entry.id!r}: {problem}")
+            elif needed.approvers:
+                decider = _Decider(decider.who, identity.grant(decider.who, needed.approvers), decider.nonce)
+        if refusal is None and isinstance(decider, Refusal):
+            refusal = decider
+        if refusal is not None:
+            self._ignore("correction", refusal.message)
+            return refusal
+        assert decider is not None
+        return decider
+
+    async def _approve_when_checked(self, request: ApproveRequest) -> None:
+        """A signal's approval with a correction: taken once the policy agrees (else audited, still pending)."""
+        checked = await self._checked_correction(request)
+        if isinstance(checked, _Decider):
+            self._accept_approval(request, checked)
+        else:
+            self._report_refusal(request.tool_call_id, checked.message)
 
     def _ignore(self, kind: str, problem: str) -> None:
         record_ignored(self._prompt.audit, kind, problem)
@@ -868,6 +1079,8 @@ class PromptWorkflow:
                 problem = f"internal error: {describe_exception(exc)}"
         if problem:
             self._ignore(kind, problem)
+            if isinstance(request, ApproveRequest | RejectRequest):
+                self._report_refusal(request.tool_call_id, problem)
 
     def _decision(self, payloads: tuple[object, ...], model: type[DecisionT]) -> DecisionT:
         """An update's decoded payload, or the reason it cannot be decided, as a refusal."""
@@ -904,6 +1117,8 @@ class PromptWorkflow:
         if problem is None:
             if self._child_call(request.tool_call_id) is not None:
                 self._forward_decision("approve", request)
+            elif self._policy_checks(request):
+                self._in_background(self._approve_when_checked(request))
             else:
                 self._accept_approval(request)
         return problem
@@ -930,8 +1145,14 @@ class PromptWorkflow:
     async def approve_call(self, *payloads: object) -> ToolOutput:
         request = _applied(lambda: self._decision(payloads, ApproveRequest))
         if self._child_call(request.tool_call_id) is not None:
-            return self._forward_decision("approve", request)
-        _applied(lambda: self._accept_approval(request))
+            return await self._forwarded("approve", request)
+        decider = None
+        if self._policy_checks(request):
+            checked = await self._checked_correction(request)
+            if isinstance(checked, Refusal):
+                raise checked.error()
+            decider = checked
+        _applied(lambda: self._accept_approval(request, decider))
         return await self._resolved(request.tool_call_id)
 
     @approve_call.validator
@@ -947,7 +1168,7 @@ class PromptWorkflow:
     async def reject_call(self, *payloads: object) -> ToolOutput:
         request = _applied(lambda: self._decision(payloads, RejectRequest))
         if self._child_call(request.tool_call_id) is not None:
-            return self._forward_decision("reject", request)
+            return await self._forwarded("reject", request)
         _applied(lambda: self._accept_rejection(request))
         return await self._resolved(request.tool_call_id)
 
@@ -1007,7 +1228,8 @@ class PromptWorkflow:
         return PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
                                requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
                                approvers=entry.result.approvers, input_schema=requirement.input_schema,
-                               signed_decisions=bool(requirement.decision_key))
+                               signed_decisions=bool(requirement.decision_key), four_eyes=requirement.four_eyes,
+                               run_id=workflow.info().run_id)
 
     def _call_position(self, tool_call_id: str) -> int:
         positions = (i for i, e in enumerate(self._prompt.output) if isinstance(e, ToolOutput) and e.id == tool_call_id)

@@ -146,6 +146,8 @@ class ParentLink(_Model):
     prompt_id: str
     tool_call_id: str
     path: list[str] = Field(default_factory=list, description="Prompt ids from the root prompt to the parent.")
+    report_nonce: str | None = Field(default=None, exclude_if=lambda v: v is None, description=(
+        "Made by the parent for this child: every `child_approvals` report must carry it (None: older parents)."))
 
 
 class SubAgentCall(_Model):
@@ -162,6 +164,12 @@ class ChildApprovals(_Model):
     tool_call_id: str = Field(description="The parent's sub-agent call.")
     child_workflow_id: str
     pending: list[PendingApproval] = Field(default_factory=list)
+    child_run_id: str | None = Field(default=None, exclude_if=lambda v: v is None,
+                                    description="The reporting run (checked by the parent).")
+    nonce: str | None = Field(default=None, exclude_if=lambda v: v is None,
+                             description="The parent's `ParentLink.report_nonce` for this child.")
+    refused: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v, description=(
+        "Decisions forwarded by the parent that this sub-agent refused: its call id -> why."))
 
 
 class SteerRequest(_Model):
@@ -171,6 +179,8 @@ class SteerRequest(_Model):
 class ApproveRequest(_Model):
     tool_call_id: str
     by: str | None = None
+    roles: list[str] = Field(default_factory=list, exclude_if=lambda roles: not roles, description=(
+        "The decider's roles; trusted like `by` only without decision keys (signed: the token's roles count)."))
     input: dict[str, JsonValue] | None = Field(default=None, description="Corrected arguments.")
     token: str | None = Field(default=None, description="Signed decision token (workflows/decision_tokens.py); "
                                                         "required when the worker has a decision key.")
@@ -179,6 +189,8 @@ class ApproveRequest(_Model):
 class RejectRequest(_Model):
     tool_call_id: str
     by: str | None = None
+    roles: list[str] = Field(default_factory=list, exclude_if=lambda roles: not roles,
+                             description="See ApproveRequest.roles.")
     reason: str | None = None
     token: str | None = Field(default=None, description="Signed decision token; see ApproveRequest.token.")
 
@@ -195,6 +207,10 @@ class PendingApproval(_Model):
                                                              "(empty: this prompt itself); a sub-agent's call.")
     input_schema: dict[str, JsonValue] | None = Field(default=None, description="JSON schema of the arguments.")
     signed_decisions: bool = Field(default=False, description="Decisions need a signed token (decide via the API).")
+    four_eyes: bool = Field(default=False, exclude_if=lambda v: not v,
+                            description="The prompt's own user may not approve this call.")
+    run_id: str | None = Field(default=None, exclude_if=lambda v: v is None,
+                               description="The run of the prompt that waits (decision tokens name it).")
 
 
 # --- activities ---------------------------------------------------------------------------------
@@ -210,6 +226,8 @@ class ApprovalRequirement(_Model):
         default=None, description="The tool's input JSON schema: an approver's correction is checked against it.")
     decision_key: str | None = Field(default=None, description="Ed25519 public key (PEM) that must have signed "
                                                                "the decision; from the worker's configuration.")
+    four_eyes: bool = Field(default=False, exclude_if=lambda v: not v,
+                            description="The prompt's own user may not approve the call.")
 
     @property
     def expires_after(self) -> timedelta | None:
@@ -403,6 +421,9 @@ class ToolInvocation(_Lean):
     prompt_id: str | None = Field(default=None, description="None: the workflow id (a prompt's default id).")
     plugin_state: JsonValue = None
     max_attempts: int = Field(default=1, description="The tool's own attempts (an MCP server that is down).")
+    run_scoped: bool = Field(default=False, description=(
+        "The idempotency key names the workflow's run too (`<workflow id>/<run id>/<call id>`): a later run that "
+        "reuses the workflow id gets other keys. False: `<workflow id>/<call id>` (runs started before)."))
 
     @model_validator(mode="before")
     @classmethod
@@ -417,6 +438,22 @@ class ToolInvocation(_Lean):
 
 
 SideOutput = Annotated[FileOutput | WidgetOutput, Field(discriminator="type")]
+
+
+class CorrectionCheck(_Model):
+    """Input of the correction-check activity: the tool's approval policy, run again on corrected arguments."""
+
+    tool: str
+    plugin: str | None = None
+    input: JsonValue = Field(description="The arguments as the approver corrected them (merged).")
+
+
+class CorrectionVerdict(_Model):
+    """What the policy says of corrected arguments: the approval they need (None: none), or why they cannot
+    be approved at all (`problem`: invalid arguments, a policy that raised, a tool this worker lacks)."""
+
+    requirement: ApprovalRequirement | None = None
+    problem: str | None = None
 
 
 class ToolInvocationResult(_Lean):

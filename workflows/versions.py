@@ -23,6 +23,9 @@ PATCH_VERSIONS: dict[str, int] = {
     "lean-rounds": 1,
     "conversation-history-by-reference": 1,
     "conversation-unguessable-prompt-ids": 2,
+    # Decisions under the approval policy (docs/approvals-policy.md): corrections checked by the policy, typed
+    # approvers, four-eyes, one-use run-bound tokens, authenticated sub-agent reports, run-scoped keys.
+    "secure-decisions": 2,
 }
 
 

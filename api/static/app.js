@@ -250,7 +250,11 @@ const DA = (() => {
   const sameJson = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
   function mayDecide(me, owner, approvers) {
-    if (approvers && approvers.length) return approvers.includes(me.id) || me.roles.some((r) => approvers.includes(r));
+    // `role:finance` names a role, `user:alice` or a bare `alice` a person (docs/approvals-policy.md); the API decides.
+    if (approvers && approvers.length) {
+      return approvers.some((a) => (a.startsWith("role:") ? me.roles.includes(a.slice(5))
+        : (a.startsWith("user:") ? a.slice(5) : a) === me.id));
+    }
     return me.id === owner || me.is_approver || me.is_admin;
   }
 

@@ -4,7 +4,7 @@ principals with API keys, and the Ed25519 key pair that signs decisions (made fr
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -46,7 +46,7 @@ async def pay(args: PayInput, ctx: ToolContext) -> dict[str, object]:
     return {"sent": args.amount, "to": args.to}
 
 
-@tool("vault.open", approval=Approval(reason="Opening a vault needs finance.", approvers=["finance"]))
+@tool("vault.open", approval=Approval(reason="Opening a vault needs finance.", approvers=["role:finance"]))
 async def open_vault(args: VaultInput, ctx: ToolContext) -> str:
     """Open a vault box."""
     return f"opened {args.box}"
@@ -97,8 +97,9 @@ def key_pair() -> tuple[str, str]:
     return private_pem, public_pem
 
 
-def api_config(private_pem: str | None, **options: object) -> ApiConfig:
+def api_config(private_pem: str | None, extra_api_keys: Sequence[ApiKey] = (), **options: object) -> ApiConfig:
     keys = [ApiKey(principal=name, key=key, roles=roles) for name, (key, roles) in USERS.items()]
+    keys += list(extra_api_keys)
     return ApiConfig(api_keys=keys, decision_private_key=private_pem, **options)  # type: ignore[arg-type]
 
 
@@ -114,7 +115,7 @@ class ApiStack:
     public_pem: str
 
     def http(self, user: str | None = None, **options: object) -> httpx.AsyncClient:
-        headers = auth(user) if user else {}
+        headers = {**(auth(user) if user else {}), **options.pop("headers", {})}  # type: ignore[dict-item]
         options.setdefault("timeout", 60)
         return httpx.AsyncClient(base_url=self.url, headers=headers, **options)  # type: ignore[arg-type]
 

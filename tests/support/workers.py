@@ -24,11 +24,13 @@ TEST_SETTINGS = Settings(payload_dir=".dagent/test-payloads", file_dir=".dagent/
 async def agent_worker(env: WorkflowEnvironment, *, plugins: Sequence[Plugin], model: ModelProvider,
                        high_model: ModelProvider | None = None, services: Mapping[str, Any] | None = None,
                        file_dir: str = ".dagent/test-files", decision_key: str | None = None,
-                       stream_text: bool | None = None) -> AsyncIterator[AgentClient]:
+                       stream_text: bool | None = None, four_eyes: bool = False) -> AsyncIterator[AgentClient]:
     """A worker with these plugins and model on a fresh task queue, and a client bound to that queue.
-    `decision_key`: the public key decisions must be signed with; `stream_text`: stream model text."""
+    `decision_key`: the public key decisions must be signed with; `stream_text`: stream model text;
+    `four_eyes`: the deployment-wide four-eyes rule (Settings.four_eyes)."""
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}", "file_dir": file_dir,
-                                                "decision_public_key": decision_key, "stream_text": stream_text})
+                                                "decision_public_key": decision_key, "stream_text": stream_text,
+                                                "four_eyes": four_eyes})
     runtime = build_runtime(settings, plugins=plugins,
                             providers={"normal": model, "high": high_model or model}, services=services)
     async with create_worker(env.client, runtime, task_queue=settings.task_queue, settings=settings):
