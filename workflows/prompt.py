@@ -99,6 +99,9 @@ HISTORY_STORE_PATCH = "given-history-stored"  # history given by value goes to t
 # Less per round: the tool activity's input without derivable fields, and search attributes upserted only
 # when a value changes. A prompt started with a version has them all without markers (workflows/versions.py).
 LEAN_ROUNDS_PATCH = "lean-rounds"
+# A finished call's side outputs (files, widgets) and state change enter the record when it finishes, not when
+# the rest of its group (or the approvals of its response's batch) are done.
+FINISHED_CALL_OUTPUTS_PATCH = "finished-call-outputs"
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
@@ -201,6 +204,7 @@ class PromptWorkflow:
         self._history_sent = False  # the request's by-value history went with a round input of this run
         self._history_stored: HistoryRef | None = None  # the request's history (both parts) in the store
         self._failed_tools: list[str] = []  # tools whose calls ended in an error since the last model round
+        self._finished: list[tuple[ToolOutput, PlannedCall, ToolInvocationResult]] = []  # not yet recorded
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
         guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
@@ -432,8 +436,10 @@ class PromptWorkflow:
         for entry, call in batch:
             assert call.approval is not None
             self._request_approval(entry, call.approval)
-        outcomes, _ = await asyncio.gather(self._run_side_by_side(before), self._decide_batch(batch))
-        self._apply_in_order(before, outcomes)
+        on_finish = self._has(FINISHED_CALL_OUTPUTS_PATCH)  # else side outputs wait for the whole group
+        outcomes, _ = await asyncio.gather(self._run_side_by_side(before, on_finish=on_finish),
+                                           self._decide_batch(batch))
+        self._apply_in_order(before, outcomes, recorded=on_finish)
         approved = []
         for entry, call in batch:
             decision = self._decisions[entry.id]
@@ -442,8 +448,9 @@ class PromptWorkflow:
                 approved.append((entry, call))
             else:
                 self._end_call(entry, self._refusal_text(decision), decision.decision)
-        self._apply_in_order(approved, await self._run_side_by_side(approved))
-        self._apply_in_order(after, await self._run_side_by_side(after))
+        self._apply_in_order(approved, await self._run_side_by_side(approved, on_finish=on_finish),
+                             recorded=on_finish)
+        self._apply_in_order(after, await self._run_side_by_side(after, on_finish=on_finish), recorded=on_finish)
 
     def _record_call(self, call: PlannedCall) -> ToolOutput:
         """Record the call and open its `dagent.tool_call` span (closed with its outcome by `_close_call`)."""
@@ -474,9 +481,11 @@ class PromptWorkflow:
         await asyncio.gather(*(self._wait_for_decision(entry, call.approval) for entry, call in batch
                                if call.approval is not None))
 
-    async def _run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]]) -> dict[str, ToolInvocationResult]:
+    async def _run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]], *,
+                                on_finish: bool = False) -> dict[str, ToolInvocationResult]:
         """Run calls concurrently (at most `max_parallel_tools` at once; a `sequential` call runs alone).
-        Each entry gets its result in place as it finishes; a steer skips the calls not started yet."""
+        Each entry gets its result in place as it finishes (`on_finish`: its side outputs and state change
+        too); a steer skips the calls not started yet."""
         limit = asyncio.Semaphore(self._request.max_parallel_tools or max(len(calls), 1))
         outcomes: dict[str, ToolInvocationResult] = {}
 
@@ -486,6 +495,8 @@ class PromptWorkflow:
                     self._end_call(entry, SKIPPED_BY_STEER, "skipped")
                     return
                 outcomes[entry.id] = await self._execute(entry, call, entry.input)
+                if on_finish:
+                    await self._record_finished(entry, call, outcomes[entry.id])
 
         index = 0
         while index < len(calls):
@@ -502,11 +513,24 @@ class PromptWorkflow:
         return outcomes
 
     def _apply_in_order(self, calls: list[tuple[ToolOutput, PlannedCall]],
-                        outcomes: dict[str, ToolInvocationResult]) -> None:
-        """Side outputs, state changes and failures in the model's order, whatever order the calls finished in."""
+                        outcomes: dict[str, ToolInvocationResult], *, recorded: bool = False) -> None:
+        """Side outputs, state changes and failures in the model's order, whatever order the calls finished in
+        (`recorded`: side outputs and state changes are in already, as each call finished)."""
         for entry, call in calls:
             if entry.id in outcomes:
-                self._apply(entry, call, outcomes[entry.id])
+                if not recorded:
+                    self._record_outcome(call, outcomes[entry.id])
+                self._fail_if_fatal(call, outcomes[entry.id])
+
+    async def _record_finished(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
+        """A finished call's side outputs and state change enter the record now, whatever else of its response
+        still runs or waits for approval; calls that finished in the same workflow task in the model's order."""
+        self._finished.append((entry, call, outcome))
+        await workflow.wait_condition(lambda: True)  # conditions are checked once every woken coroutine has run
+        finished = sorted(self._finished, key=lambda item: self._index(item[0]))
+        self._finished.clear()
+        for _, finished_call, finished_outcome in finished:
+            self._record_outcome(finished_call, finished_outcome)
 
     async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
         outcome = await self._execute(entry, call, arguments)
@@ -566,12 +590,20 @@ class PromptWorkflow:
             prompt_id=None if prompt.id == workflow.info().workflow_id else prompt.id)
 
     def _apply(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
+        self._record_outcome(call, outcome)
+        self._fail_if_fatal(call, outcome)
+
+    def _record_outcome(self, call: PlannedCall, outcome: ToolInvocationResult) -> None:
+        """A finished call's side outputs (right after what is recorded so far) and its plugin's new state."""
         if isinstance(outcome.result, ToolError):
             self._failed_tools.append(call.tool)
         for side_output in outcome.side_outputs:
             self._append(side_output)
         if outcome.state_changed and call.plugin:
             self._prompt.plugin_state[call.plugin] = outcome.plugin_state
+
+    @staticmethod
+    def _fail_if_fatal(call: PlannedCall, outcome: ToolInvocationResult) -> None:
         if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
             raise PromptFailedError(f"tool '{call.tool}' failed: {outcome.result.error}")
 
@@ -737,7 +769,7 @@ class PromptWorkflow:
         self._metrics.approval_requested(entry.tool)
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
-        workflow.set_current_details(details.waiting_for_approval(self._prompt, entry))
+        self._show_waiting()
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
 
     async def _emit_approval_requested(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
@@ -775,8 +807,16 @@ class PromptWorkflow:
         self._events.publish(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=self._index(entry), output=entry))
         if not self._waiting:
             self._set_state("running")
+        else:
+            self._show_waiting()  # the calls of the batch still waiting
         await self._report_to_parent()
         return decision
+
+    def _show_waiting(self) -> None:
+        """Current details (Temporal UI): every call waiting now, and how to decide in this deployment."""
+        waiting = list(self._waiting.values())
+        workflow.set_current_details(details.waiting_for_approval(
+            self._prompt, [w.entry for w in waiting], signed=any(w.requirement.decision_key for w in waiting)))
 
     @staticmethod
     def _refusal_text(decision: Decision) -> str:
