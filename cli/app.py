@@ -25,6 +25,7 @@ from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 from durable_agent.cli.follow import STATE_STYLES, follow, read_line
 from durable_agent.cli.ls import STATES, age, recent_prompts
 from durable_agent.cli.render import describe_output, describe_prompt
+from durable_agent.cli.ui_links import UI_URL_ENV, with_ui_url
 from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
 from durable_agent.workers.settings import Settings
 from durable_agent.workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest
@@ -116,7 +117,7 @@ def _settings(address: str | None, profile: str | None = None) -> Settings:
     if address:
         settings = settings.model_copy(update={"temporal_address": address})
     configure_logging(settings.log_level)
-    return settings
+    return with_ui_url(settings)  # links to the UI the server really has
 
 
 AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
@@ -141,6 +142,8 @@ def server(
     dev.start()
     console.print(f"Temporal dev server on {dev.address}  UI: {dev.ui_url}  db: {dev.db_file}")
     console.print(f"Log: {dev.log_file}. Ctrl-C stops it.")
+    if ui_port != 8233:
+        console.print(f"`dagent` on this machine links to this UI by itself; elsewhere set {UI_URL_ENV}={dev.ui_url}")
     signal.sigwait({signal.SIGINT, signal.SIGTERM})
     dev.stop()
     _exit(0)
@@ -345,18 +348,42 @@ def _one_or_all(tool_call_id: str | None, every: bool) -> None:
 
 async def _decide(client: AgentClient, prompt_id: str, tool_call_id: str | None, how: decisions.Decide,
                   verb: str) -> list[ToolOutput | None]:
-    """Decide one call (or, without an id, every call pending now, in record order) and print each outcome;
-    a sub-agent's call (`<call>/<call>`) is followed to the prompt that runs it."""
-    call_ids = [tool_call_id] if tool_call_id else [p.tool_call_id for p in
-                                                    await client.prompt(prompt_id).pending_approvals()]
+    """Decide one call (or, without an id, every call pending now, in record order) and print each decision as
+    it is taken: the call's result, or, when its batch still waits, the decision and how many others it waits
+    for. A sub-agent's call (`<call>/<call>`) is followed to the prompt that runs it. With several calls, the
+    ones that waited are followed until they ran (or `decisions.ONCE_RUN_SECONDS`), and printed again."""
+    handle = client.prompt(prompt_id)
+    call_ids = [tool_call_id] if tool_call_id else [p.tool_call_id for p in await handle.pending_approvals()]
     if not call_ids:
         raise DecisionRefused(f"prompt {prompt_id} has no call waiting for approval")
-    outcomes = []
+    outcomes: list[ToolOutput | None] = []
     for call_id in call_ids:
         resolved = await decisions.decide(client, prompt_id, call_id, how)
-        console.print(describe_output(resolved) if resolved else verb)
+        if resolved is not None and decisions.is_waiting_for_batch(resolved):
+            console.print(decisions.taken_line(resolved, await decisions.waiting_count(handle, call_id)))
+        else:
+            console.print(describe_output(resolved) if resolved else verb)
         outcomes.append(resolved)
+    if len(call_ids) > 1 and any(decisions.is_waiting_for_batch(o) for o in outcomes):
+        ended = await decisions.once_run(handle, outcomes)
+        for before, after in zip(outcomes, ended, strict=True):
+            if decisions.is_waiting_for_batch(before) and after is not None:
+                console.print(describe_output(after))
+        outcomes = ended
     return outcomes
+
+
+def _failed_after_approval(outcomes: list[ToolOutput | None]) -> int:
+    """Exit code of `approve`: 0 once every decision was taken (a call still waiting for the rest of its batch
+    included); 1, with one line on stderr, when an approved call ran and failed."""
+    failed = [o for o in outcomes if o is not None and o.result is not None and o.result.type == "error"]
+    if not failed:
+        return 0
+    first = failed[0]
+    error = first.result.error if first.result is not None and first.result.type == "error" else ""
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    err_console.print(f"error: {first.tool} [{first.id}] was approved but failed: {error}{more}", markup=False)
+    return REFUSED
 
 
 @app.command()
@@ -386,11 +413,7 @@ def approve(
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
-        outcomes = await _decide(client, prompt_id, tool_call_id, approve_one, "approved")
-        if every:  # calls decided before the rest of their batch run with it: how did they end?
-            outcomes = await decisions.once_run(client.prompt(prompt_id), outcomes)
-        ran = [o is not None and o.result is not None and o.result.type == "success" for o in outcomes]
-        return 0 if all(ran) else 1  # a refused call, or one whose tool failed, did not succeed
+        return _failed_after_approval(await _decide(client, prompt_id, tool_call_id, approve_one, "approved"))
 
     _run_async(main, settings)
 
@@ -622,10 +645,36 @@ def api(
 
     settings = _settings(address)
     app_ = create_app(config=ApiConfig.load(config), settings=settings)
+    _can_serve(settings, host, port)
     err_console.print(f"API on http://{host}:{port}  (docs /docs, inbox /inbox, chat /chat) "
                       f"Temporal {settings.temporal_address}")
     uvicorn.run(app_, host=host, port=port, log_level=settings.log_level.lower(), proxy_headers=True)
     _exit(0)
+
+
+def _can_serve(settings: Settings, host: str, port: int) -> None:
+    """Before the web server starts: the port is free and Temporal answers; if not, one line and exit 1 (the
+    server's own startup failure is a traceback)."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            report("error", OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} — choose another --port"))
+            _exit(REFUSED)
+
+    async def reachable() -> None:
+        await AgentClient.connect(settings)
+
+    try:
+        asyncio.run(_explained(reachable, settings))  # type: ignore[arg-type]
+    except _Explained as exc:
+        report("error", exc)
+        _exit(exc.code)
+    except Exception as exc:
+        report("error", exc)
+        _exit(REFUSED)
 
 
 @app.command()
