@@ -115,6 +115,7 @@ class Asker:
             return False
         if entry.id != self.current or self.reading is None or self.reading.done():
             return False
+        self.current = None  # withdrawn now: later events of the same batch are not about the question
         self.view.done_waiting(entry.id)
         self.view.question = None
         self.view.console.print()  # end the question's line
