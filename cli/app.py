@@ -137,6 +137,8 @@ def server(
     """Run the embedded Temporal dev server (with UI and persistent storage) until Ctrl-C."""
     from durable_agent.workers.devserver import DevServer
 
+    _port_free("127.0.0.1", port, "--port")
+    _port_free("127.0.0.1", ui_port, "--ui-port")
     dev = DevServer(port=port, ui_port=ui_port, db_file=db_file)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # so sigwait receives them
     dev.start()
@@ -652,17 +654,23 @@ def api(
     _exit(0)
 
 
-def _can_serve(settings: Settings, host: str, port: int) -> None:
-    """Before the web server starts: the port is free and Temporal answers; if not, one line and exit 1 (the
-    server's own startup failure is a traceback)."""
+def _port_free(host: str, port: int, option: str) -> None:
+    """Exit with one line when `host:port` cannot be listened on (taken, or not allowed)."""
     import socket
 
     with socket.socket() as sock:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            report("error", OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} — choose another --port"))
+            report("error", OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} — choose another "
+                                    f"{option}"))
             _exit(REFUSED)
+
+
+def _can_serve(settings: Settings, host: str, port: int) -> None:
+    """Before the web server starts: the port is free and Temporal answers; if not, one line and exit 1 (the
+    server's own startup failure is a traceback)."""
+    _port_free(host, port, "--port")
 
     async def reachable() -> None:
         await AgentClient.connect(settings)

@@ -100,7 +100,7 @@ def test_the_spinner_says_what_the_prompt_waits_for() -> None:
     assert view._status_text().startswith("waiting for approval of payment.send (approvers: finance) (")
 
 
-def test_dagent_api_fails_in_one_line() -> None:
+def test_dagent_api_and_server_fail_in_one_line() -> None:
     no_server = dagent(OFFLINE, "api", "--port", str(free_port()))
     assert no_server.returncode == 1, no_server
     assert no_server.stderr.splitlines() == [
@@ -111,8 +111,11 @@ def test_dagent_api_fails_in_one_line() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         busy = dagent(OFFLINE, "api", "--port", str(port))
-    assert busy.returncode == 1 and len(busy.stderr.splitlines()) == 1, busy
-    assert busy.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
+        server = dagent(OFFLINE, "server", "--port", str(port), "--db-file", "/nonexistent/never-created.db")
+    for failed in (busy, server):
+        assert failed.returncode == 1 and len(failed.stderr.splitlines()) == 1, failed
+        assert failed.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: "), failed.stderr
+        assert failed.stderr.rstrip().endswith("choose another --port")
 
 
 def test_ui_address_is_read_from_the_dev_server_command_line() -> None:
