@@ -17,10 +17,11 @@ from rich.console import Console
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.events import EventKind
-from durable_agent.agent.models import Decision, ToolOutput, ToolPending
+from durable_agent.agent.models import Conversation, Decision, ToolOutput, ToolPending
 from durable_agent.cli.follow import LiveView
 from durable_agent.cli.ui_links import local_dev_server_ui
 from durable_agent.workers.devserver import DevServer, free_port
+from durable_agent.workflows import names
 from durable_agent.workflows.protocol import StreamEvent
 from tests.support import batch_desk
 from tests.support.processes import DAGENT_CMD
@@ -153,3 +154,25 @@ def _first_lines_of_run(env: dict[str, str]) -> list[str]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+async def test_chat_asks_about_a_batch_one_call_at_a_time(dev_env: WorkflowEnvironment) -> None:
+    """`dagent chat` follows its prompts with the same code as `run`: answers (here piped) go, in order, to the
+    calls asked, one question each."""
+    async with agent_worker(dev_env, plugins=[batch_desk.plugin], model=batch_desk.model) as client:
+        env = {**os.environ, "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+               "DAGENT_TASK_QUEUE": client.settings.task_queue, "DAGENT_LOG_LEVEL": "WARNING"}
+        chat = await asyncio.to_thread(
+            subprocess.run, [*DAGENT_CMD, "chat", "--user", "chatter"], env=env, capture_output=True, text=True,
+            timeout=120, input=f"{batch_desk_text()}\nn\ny\nn\n\n")
+        conversation_id = re.search(r"^conversation (conv-\w+)", chat.stdout, re.M).group(1)  # type: ignore[union-attr]
+        conversation = await client.client.get_workflow_handle(conversation_id).query(
+            names.GET_CONVERSATION_QUERY, result_type=Conversation)
+        prompt = await client.prompt(conversation.prompt_ids[0]).result()
+    assert chat.returncode == 0, chat.stderr
+    questions = re.findall(r"approval needed: \[(\d)\] (\S+)", chat.stdout)
+    assert questions == [("1", "payment.send"), ("2", "payment.send"), ("3", "email.send")], chat.stdout
+    assert "2 more waiting after this one" in chat.stdout and "1 more waiting after this one" in chat.stdout
+    calls = [o for o in prompt.output if isinstance(o, ToolOutput)]
+    assert [(c.decision.decision, c.decision.by) for c in calls] == [  # type: ignore[union-attr]
+        ("rejected", "chatter"), ("approved", "chatter"), ("rejected", "chatter")]
