@@ -269,9 +269,11 @@ class LiveView:
             return
         self.held.pop(event.index, None)
         if entry.result is None and entry.decision is None:
+            self.set_step(f"running {entry.tool}")
             if event.kind == "output_added":
                 self.held[event.index] = entry  # "→ running" only if it does not go on to wait
-            self.set_step(f"running {entry.tool}")
+            else:
+                self.entry(event.index, entry)  # running for sure (a sub-agent's call, its prompt started)
             return
         if entry.decision is not None and (entry.result is None or isinstance(entry.result, ToolPending)):
             self.done_waiting(entry.id)
