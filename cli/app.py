@@ -676,7 +676,7 @@ def _can_serve(settings: Settings, host: str, port: int) -> None:
         await AgentClient.connect(settings)
 
     try:
-        asyncio.run(_explained(reachable, settings))  # type: ignore[arg-type]
+        asyncio.run(_explained(reachable, settings))
     except _Explained as exc:
         report("error", exc)
         _exit(exc.code)
