@@ -45,7 +45,7 @@ async def test_a_finished_calls_file_widget_and_state_are_recorded_while_its_bat
 
     kinds = [o.type for o in waiting.output]
     assert kinds[:6] == ["text", "tool", "tool", "tool", "tool", "tool"], kinds
-    assert sorted(kinds[6:]) == ["file", "widget"], kinds  # recorded while two payments still wait
+    assert kinds[6:] == ["widget", "file"], kinds  # recorded while two payments still wait, in the model's order
     widget = next(o for o in waiting.output if isinstance(o, WidgetOutput))
     file = next(o for o in waiting.output if isinstance(o, FileOutput))
     assert widget.widget == "forecast" and widget.tool_call_id == "call_r1_0"

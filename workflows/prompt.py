@@ -99,8 +99,8 @@ HISTORY_STORE_PATCH = "given-history-stored"  # history given by value goes to t
 # Less per round: the tool activity's input without derivable fields, and search attributes upserted only
 # when a value changes. A prompt started with a version has them all without markers (workflows/versions.py).
 LEAN_ROUNDS_PATCH = "lean-rounds"
-# A finished call's side outputs (files, widgets) and state change enter the record when it finishes, not when
-# the rest of its group (or the approvals of its response's batch) are done.
+# A finished call's side outputs (files, widgets) and state change enter the record when it finishes (after those
+# of the calls before it), not once the rest of its group, or the approvals of its response's batch, are done.
 FINISHED_CALL_OUTPUTS_PATCH = "finished-call-outputs"
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
@@ -204,7 +204,6 @@ class PromptWorkflow:
         self._history_sent = False  # the request's by-value history went with a round input of this run
         self._history_stored: HistoryRef | None = None  # the request's history (both parts) in the store
         self._failed_tools: list[str] = []  # tools whose calls ended in an error since the last model round
-        self._finished: list[tuple[ToolOutput, PlannedCall, ToolInvocationResult]] = []  # not yet recorded
         self._stream = WorkflowStream()
         self._events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
         guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
@@ -484,19 +483,31 @@ class PromptWorkflow:
     async def _run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]], *,
                                 on_finish: bool = False) -> dict[str, ToolInvocationResult]:
         """Run calls concurrently (at most `max_parallel_tools` at once; a `sequential` call runs alone).
-        Each entry gets its result in place as it finishes (`on_finish`: its side outputs and state change
-        too); a steer skips the calls not started yet."""
+        Each entry gets its result in place as it finishes; a steer skips the calls not started yet.
+        `on_finish`: side outputs and state changes enter the record as calls finish, in the model's order
+        (a call's outputs wait for those of the calls before it that still run, never for anything else)."""
         limit = asyncio.Semaphore(self._request.max_parallel_tools or max(len(calls), 1))
         outcomes: dict[str, ToolInvocationResult] = {}
+        ended: set[str] = set()
+        recorded = 0  # calls[:recorded] have their side outputs in the record
+
+        def record_finished() -> None:
+            nonlocal recorded
+            while recorded < len(calls) and calls[recorded][0].id in ended:
+                entry, call = calls[recorded]
+                if entry.id in outcomes:
+                    self._record_outcome(call, outcomes[entry.id])
+                recorded += 1
 
         async def run(entry: ToolOutput, call: PlannedCall) -> None:
             async with limit:
                 if self._steers:
                     self._end_call(entry, SKIPPED_BY_STEER, "skipped")
-                    return
-                outcomes[entry.id] = await self._execute(entry, call, entry.input)
-                if on_finish:
-                    await self._record_finished(entry, call, outcomes[entry.id])
+                else:
+                    outcomes[entry.id] = await self._execute(entry, call, entry.input)
+            if on_finish:
+                ended.add(entry.id)
+                record_finished()
 
         index = 0
         while index < len(calls):
@@ -521,16 +532,6 @@ class PromptWorkflow:
                 if not recorded:
                     self._record_outcome(call, outcomes[entry.id])
                 self._fail_if_fatal(call, outcomes[entry.id])
-
-    async def _record_finished(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
-        """A finished call's side outputs and state change enter the record now, whatever else of its response
-        still runs or waits for approval; calls that finished in the same workflow task in the model's order."""
-        self._finished.append((entry, call, outcome))
-        await workflow.wait_condition(lambda: True)  # conditions are checked once every woken coroutine has run
-        finished = sorted(self._finished, key=lambda item: self._index(item[0]))
-        self._finished.clear()
-        for _, finished_call, finished_outcome in finished:
-            self._record_outcome(finished_call, finished_outcome)
 
     async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
         outcome = await self._execute(entry, call, arguments)
