@@ -250,14 +250,21 @@ def run(
             err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(settings)))
         state = await _follow(handle, interactive=ask, approver=user)
         prompt = await handle.get()
-        if prompt.error:
-            console.print(f"error: {prompt.error}")
         if state in TERMINAL_STATES:
             console.print(next(line for line in describe_prompt(prompt) if line.startswith("usage")))
         console.print(f"state: {prompt.state}")
-        return 1 if prompt.state in ("failed", "cancelled") else 0
+        return _ended_badly(handle.id, prompt.state, prompt.error)
 
     _run_async(main, settings)
+
+
+def _ended_badly(prompt_id: str, state: str, error: str | None) -> int:
+    """Exit code of a followed prompt: 1, with one line on stderr, when it failed or was cancelled."""
+    if state not in ("failed", "cancelled"):
+        return 0
+    why = f": {error}" if error else f" (`dagent show {prompt_id}` says why)" if state == "failed" else ""
+    report("error", RuntimeError(f"prompt {prompt_id} {'was cancelled' if state == 'cancelled' else 'failed'}{why}"))
+    return REFUSED
 
 
 @app.command()
@@ -282,7 +289,7 @@ def watch(
                                                                                                      queue):
             err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(queue)))
         state = await _follow(handle, interactive=None, approver="", from_offset=from_offset)
-        return 1 if state in ("failed", "cancelled") else 0
+        return _ended_badly(prompt_id, state, None)
 
     _run_async(main, settings)
 

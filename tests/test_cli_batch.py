@@ -176,3 +176,32 @@ async def test_chat_asks_about_a_batch_one_call_at_a_time(dev_env: WorkflowEnvir
     calls = [o for o in prompt.output if isinstance(o, ToolOutput)]
     assert [(c.decision.decision, c.decision.by) for c in calls] == [  # type: ignore[union-attr]
         ("rejected", "chatter"), ("approved", "chatter"), ("rejected", "chatter")]
+
+
+async def test_a_followed_prompt_that_ends_cancelled_exits_1_with_one_line_on_stderr(
+        dev_env: WorkflowEnvironment) -> None:
+    async with agent_worker(dev_env, plugins=[batch_desk.plugin], model=batch_desk.model) as client:
+        env = {**os.environ, "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+               "DAGENT_TASK_QUEUE": client.settings.task_queue, "DAGENT_LOG_LEVEL": "WARNING"}
+        run = _start(["run", "--interactive", "--user", "ann", batch_desk_text()], env, subprocess.PIPE)
+        assert run.stdout is not None
+        first = await asyncio.to_thread(run.stdout.readline)
+        prompt_id = first.strip().removeprefix("prompt ")
+        handle = client.prompt(prompt_id)
+        await handle.wait_until("waiting_for_approval")
+        watch = _start(["watch", prompt_id], env, subprocess.DEVNULL)
+        await asyncio.sleep(3)  # both are following (the run asks its first question)
+        await handle.cancel()
+        await handle.wait_until("cancelled")
+        ran_out, ran_err = await asyncio.to_thread(run.communicate, timeout=90)
+        watched_out, watched_err = await asyncio.to_thread(watch.communicate, timeout=90)
+        assert (await handle.get()).state == "cancelled"
+    assert "Approve payment.send? [y/N]" in ran_out and "state: cancelled" in ran_out
+    assert watched_out.rstrip().endswith("state   cancelled")
+    for code, err in ((run.returncode, ran_err), (watch.returncode, watched_err)):
+        assert code == 1 and err.splitlines() == [f"error: prompt {prompt_id} was cancelled"], (code, err)
+
+
+def _start(args: list[str], env: dict[str, str], stdin: int) -> subprocess.Popen[str]:
+    return subprocess.Popen([*DAGENT_CMD, *args], env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
