@@ -26,6 +26,7 @@ from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 from durable_agent.cli.follow import STATE_STYLES, follow, read_line
 from durable_agent.cli.ls import STATES, age, recent_prompts
 from durable_agent.cli.render import describe_output, describe_prompt
+from durable_agent.cli.ui_links import UI_URL_ENV, with_ui_url
 from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
 from durable_agent.client.pending import may_see
 from durable_agent.workers.settings import Settings
@@ -118,7 +119,7 @@ def _settings(address: str | None, profile: str | None = None) -> Settings:
     if address:
         settings = settings.model_copy(update={"temporal_address": address})
     configure_logging(settings.log_level)
-    return settings
+    return with_ui_url(settings)  # links to the UI the server really has
 
 
 AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
@@ -138,11 +139,15 @@ def server(
     """Run the embedded Temporal dev server (with UI and persistent storage) until Ctrl-C."""
     from durable_agent.workers.devserver import DevServer
 
+    _port_free("127.0.0.1", port, "--port")
+    _port_free("127.0.0.1", ui_port, "--ui-port")
     dev = DevServer(port=port, ui_port=ui_port, db_file=db_file)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # so sigwait receives them
     dev.start()
     console.print(f"Temporal dev server on {dev.address}  UI: {dev.ui_url}  db: {dev.db_file}")
     console.print(f"Log: {dev.log_file}. Ctrl-C stops it.")
+    if ui_port != 8233:
+        console.print(f"`dagent` on this machine links to this UI by itself; elsewhere set {UI_URL_ENV}={dev.ui_url}")
     signal.sigwait({signal.SIGINT, signal.SIGTERM})
     dev.stop()
     _exit(0)
@@ -247,14 +252,21 @@ def run(
             err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(settings)))
         state = await _follow(handle, interactive=ask, approver=user)
         prompt = await handle.get()
-        if prompt.error:
-            console.print(f"error: {prompt.error}")
         if state in TERMINAL_STATES:
             console.print(next(line for line in describe_prompt(prompt) if line.startswith("usage")))
         console.print(f"state: {prompt.state}")
-        return 1 if prompt.state in ("failed", "cancelled") else 0
+        return _ended_badly(handle.id, prompt.state, prompt.error)
 
     _run_async(main, settings)
+
+
+def _ended_badly(prompt_id: str, state: str, error: str | None) -> int:
+    """Exit code of a followed prompt: 1, with one line on stderr, when it failed or was cancelled."""
+    if state not in ("failed", "cancelled"):
+        return 0
+    why = f": {error}" if error else f" (`dagent show {prompt_id}` says why)" if state == "failed" else ""
+    report("error", RuntimeError(f"prompt {prompt_id} {'was cancelled' if state == 'cancelled' else 'failed'}{why}"))
+    return REFUSED
 
 
 @app.command()
@@ -279,7 +291,7 @@ def watch(
                                                                                                      queue):
             err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(queue)))
         state = await _follow(handle, interactive=None, approver="", from_offset=from_offset)
-        return 1 if state in ("failed", "cancelled") else 0
+        return _ended_badly(prompt_id, state, None)
 
     _run_async(main, settings)
 
@@ -347,17 +359,28 @@ def _one_or_all(tool_call_id: str | None, every: bool) -> None:
 
 async def _decide(client: AgentClient, prompt_id: str, tool_call_id: str | None, how: decisions.Decide,
                   verb: str) -> list[ToolOutput | None]:
-    """Decide one call (or, without an id, every call pending now, in record order) and print each outcome;
-    a sub-agent's call (`<call>/<call>`) is followed to the prompt that runs it."""
-    call_ids = [tool_call_id] if tool_call_id else [p.tool_call_id for p in
-                                                    await client.prompt(prompt_id).pending_approvals()]
+    """Decide one call (or, without an id, every call pending now, in record order) and print each decision as
+    it is taken: the call's result, or, when its batch still waits, the decision and how many others it waits
+    for. A sub-agent's call (`<call>/<call>`) is followed to the prompt that runs it. With several calls, the
+    ones that waited are followed until they ran (or `decisions.ONCE_RUN_SECONDS`), and printed again."""
+    handle = client.prompt(prompt_id)
+    call_ids = [tool_call_id] if tool_call_id else [p.tool_call_id for p in await handle.pending_approvals()]
     if not call_ids:
         raise DecisionRefused(f"prompt {prompt_id} has no call waiting for approval")
-    outcomes = []
+    outcomes: list[ToolOutput | None] = []
     for call_id in call_ids:
         resolved = await decisions.decide(client, prompt_id, call_id, how)
-        console.print(describe_output(resolved) if resolved else verb)
+        if resolved is not None and decisions.is_waiting_for_batch(resolved):
+            console.print(decisions.taken_line(resolved, await decisions.waiting_count(handle, call_id)))
+        else:
+            console.print(describe_output(resolved) if resolved else verb)
         outcomes.append(resolved)
+    if len(call_ids) > 1 and any(decisions.is_waiting_for_batch(o) for o in outcomes):
+        ended = await decisions.once_run(handle, outcomes)
+        for before, after in zip(outcomes, ended, strict=True):
+            if decisions.is_waiting_for_batch(before) and after is not None:
+                console.print(describe_output(after))
+        outcomes = ended
     return outcomes
 
 
@@ -372,6 +395,19 @@ def _decider(by: str) -> str:
     if problem is not None:
         raise typer.BadParameter(f"--by {problem}; hold the role with --role", param_hint="--by")
     return person_id(by) or by
+
+
+def _failed_after_approval(outcomes: list[ToolOutput | None]) -> int:
+    """Exit code of `approve`: 0 once every decision was taken (a call still waiting for the rest of its batch
+    included); 1, with one line on stderr, when an approved call ran and failed."""
+    failed = [o for o in outcomes if o is not None and o.result is not None and o.result.type == "error"]
+    if not failed:
+        return 0
+    first = failed[0]
+    error = first.result.error if first.result is not None and first.result.type == "error" else ""
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    err_console.print(f"error: {first.tool} [{first.id}] was approved but failed: {error}{more}", markup=False)
+    return REFUSED
 
 
 @app.command()
@@ -404,11 +440,7 @@ def approve(
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
-        outcomes = await _decide(client, prompt_id, tool_call_id, approve_one, "approved")
-        if every:  # calls decided before the rest of their batch run with it: how did they end?
-            outcomes = await decisions.once_run(client.prompt(prompt_id), outcomes)
-        ran = [o is not None and o.result is not None and o.result.type == "success" for o in outcomes]
-        return 0 if all(ran) else 1  # a refused call, or one whose tool failed, did not succeed
+        return _failed_after_approval(await _decide(client, prompt_id, tool_call_id, approve_one, "approved"))
 
     _run_async(main, settings)
 
@@ -650,10 +682,42 @@ def api(
 
     settings = _settings(address)
     app_ = create_app(config=ApiConfig.load(config), settings=settings)
+    _can_serve(settings, host, port)
     err_console.print(f"API on http://{host}:{port}  (docs /docs, inbox /inbox, chat /chat) "
                       f"Temporal {settings.temporal_address}")
     uvicorn.run(app_, host=host, port=port, log_level=settings.log_level.lower(), proxy_headers=True)
     _exit(0)
+
+
+def _port_free(host: str, port: int, option: str) -> None:
+    """Exit with one line when `host:port` cannot be listened on (taken, or not allowed)."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            report("error", OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} — choose another "
+                                    f"{option}"))
+            _exit(REFUSED)
+
+
+def _can_serve(settings: Settings, host: str, port: int) -> None:
+    """Before the web server starts: the port is free and Temporal answers; if not, one line and exit 1 (the
+    server's own startup failure is a traceback)."""
+    _port_free(host, port, "--port")
+
+    async def reachable() -> None:
+        await AgentClient.connect(settings)
+
+    try:
+        asyncio.run(_explained(reachable, settings))
+    except _Explained as exc:
+        report("error", exc)
+        _exit(exc.code)
+    except Exception as exc:
+        report("error", exc)
+        _exit(REFUSED)
 
 
 @app.command()

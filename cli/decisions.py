@@ -1,5 +1,6 @@
-"""Deciding across sub-agents for the CLI: a decision sent to the top prompt followed to the (grand)child
-prompt that runs the call. (The list of pending calls is `AgentClient.pending`, client/pending.py.)"""
+"""Deciding from the CLI (`dagent approve` / `reject`): a decision sent to the top prompt followed to the
+(grand)child prompt that runs the call, and each decision reported as taken, also when its call waits for the
+rest of its batch. (The list of pending calls is `AgentClient.pending`, client/pending.py.)"""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from durable_agent.agent.models import TERMINAL_STATES, ToolOutput, ToolPending
+from durable_agent.cli.render import decision_words, short
 from durable_agent.client import AgentClient, PromptHandle
 
 POLL_SECONDS = 0.2
@@ -48,3 +50,27 @@ async def once_run(handle: PromptHandle, outcomes: list[ToolOutput | None]) -> l
             break
         await asyncio.sleep(POLL_SECONDS)
     return outcomes
+
+
+async def waiting_count(handle: PromptHandle, decided_id: str) -> int:
+    """How many other calls of the prompt still wait for a decision (0 if it does not answer)."""
+    try:
+        return sum(1 for p in await handle.pending_approvals() if p.tool_call_id != decided_id)
+    except Exception:  # a finished prompt, or no worker to answer the query: nothing to wait for that we know of
+        return 0
+
+
+def taken_line(entry: ToolOutput, others_waiting: int) -> str:
+    """A decision as taken, for a call that has not run (or ended) yet because its batch still waits:
+    `… → approved by alice at 11:05:11; runs when the other 2 decisions are in`."""
+    assert entry.decision is not None
+    head = f"tool    {entry.tool} {short(entry.input)} [{entry.id}] → {decision_words(entry.decision, entry.input)}"
+    if entry.decision.decision != "approved":
+        return head + ("; the model hears of it once the rest of its batch is decided" if others_waiting else "")
+    if not others_waiting:
+        return head + "; runs now"
+    return head + f"; runs when the other {others_waiting} decision{'s are' if others_waiting > 1 else ' is'} in"
+
+
+def is_waiting_for_batch(entry: ToolOutput | None) -> bool:
+    return entry is not None and entry.decision is not None and isinstance(entry.result, ToolPending)

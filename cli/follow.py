@@ -1,5 +1,10 @@
-"""Following a prompt live in the terminal: the timeline, a spinner with the current step and tool progress,
-and an approval question that goes away by itself when someone else decides.
+"""Following a prompt live in the terminal: the timeline, a spinner that says what the prompt is doing or
+waiting for, and approval questions asked one at a time (cli/questions.py) that go away by themselves when
+someone else decides.
+
+Events are read in the batches the prompt published them in (one workflow task's worth): a call recorded
+and made pending in the same batch is printed once, as waiting, never first as running; and every call of a
+batch of approvals is known before the first question is asked.
 
 Colours and the spinner come from rich and degrade by themselves: no colour with NO_COLOR or on a dumb
 terminal, no spinner when the output is not a terminal.
@@ -9,32 +14,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import sys
+import termios
 import time
+from collections.abc import AsyncIterator
 
 from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from durable_agent.agent.models import Decision, PromptOutput, ToolOutput, ToolPending
-from durable_agent.cli.render import describe_output
-from durable_agent.client import DecisionRefused, PromptHandle
-from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgress
+from durable_agent.agent.models import PromptOutput, ToolOutput, ToolPending
+from durable_agent.cli.render import decision_words, describe_output, short
+from durable_agent.client import PromptHandle
+from durable_agent.workflows.protocol import PendingApproval, StreamEvent, TextDelta, ToolProgress
 
 STATE_STYLES = {"waiting_for_approval": "bold yellow", "failed": "bold red", "cancelled": "yellow",
                 "completed": "bold green", "running": "cyan"}
 
-
-def decision_words(decision: Decision) -> str:
-    by = f" by {decision.by}" if decision.by else ""
-    reason = f": {decision.reason}" if decision.reason and decision.decision != "approved" else ""
-    return f"{decision.decision}{by} at {decision.at:%H:%M:%S}{reason}"
+__all__ = ["STATE_STYLES", "LiveView", "decision_words", "discard_typed_ahead", "follow", "read_line"]
 
 
 class _Stdin:
-    """Lines from stdin read on the event loop, so a question can be abandoned while it waits."""
+    """Lines from stdin read on the event loop, so a question can be abandoned while it waits. One reader at a
+    time: a second concurrent read would replace the first one's watch on the descriptor."""
 
     def __init__(self) -> None:
         self.buffer = bytearray()
@@ -50,6 +53,15 @@ class _Stdin:
         line, _, rest = bytes(self.buffer).partition(b"\n")
         self.buffer = bytearray(rest)
         return line.decode(errors="replace")
+
+    def discard(self) -> None:
+        """Forget what was typed but not asked for (a terminal only: piped answers are meant in order), so a
+        stray keystroke never answers the next question, nor reaches the shell after `dagent` exits."""
+        if not _stdin_is_terminal():
+            return
+        self.buffer.clear()
+        with contextlib.suppress(termios.error, OSError, ValueError):
+            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
 
     @staticmethod
     async def _read() -> bytes:
@@ -67,12 +79,23 @@ class _Stdin:
         return os.read(fd, 4096)
 
 
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (ValueError, AttributeError):
+        return False
+
+
 _STDIN = _Stdin()
 
 
 async def read_line() -> str | None:
     """One line from stdin without blocking the event loop; None at the end of input."""
     return await _STDIN.line()
+
+
+def discard_typed_ahead() -> None:
+    _STDIN.discard()
 
 
 class LiveView:
@@ -87,14 +110,31 @@ class LiveView:
         self.streamed: dict[int, int] = {}  # round -> characters of streamed text already printed
         self.streaming = False
         self.finished_rounds: set[int] = set()
-        self.held: tuple[int, ToolOutput] | None = None  # a call just added: printed once we know if it waits
+        self.held: dict[int, ToolOutput] = {}  # calls just added: printed once we know they do not wait
+        self.waiting: dict[str, tuple[int, ToolOutput]] = {}  # call id -> (index, entry): waiting for a decision
+        self.waiting_since = time.monotonic()
+        self.question: str | None = None  # the question on screen (lines printed meanwhile repeat it)
 
     # --- spinner ----------------------------------------------------------------------------------
 
     def _status_text(self) -> str:
+        if self.waiting:
+            elapsed = int(time.monotonic() - self.waiting_since)
+            doing = f" · {self.step}" if self.step.startswith("running") else ""
+            return f"{self.waiting_words()} ({elapsed}s){doing}"
         elapsed = int(time.monotonic() - self.step_since)
         progress = f" · {self.progress}" if self.progress else ""
         return f"{self.step} ({elapsed}s){progress}"
+
+    def waiting_words(self) -> str:
+        """`waiting for approval of payment.send (approvers: finance)` / `waiting for 3 approvals: a, b, c`."""
+        entries = [entry for _, entry in sorted(self.waiting.values(), key=lambda item: item[0])]
+        if len(entries) == 1:
+            pending = entries[0].result
+            who = f" (approvers: {', '.join(pending.approvers)})" \
+                if isinstance(pending, ToolPending) and pending.approvers else ""
+            return f"waiting for approval of {entries[0].tool}{who}"
+        return f"waiting for {len(entries)} approvals: {', '.join(entry.tool for entry in entries)}"
 
     def set_step(self, step: str) -> None:
         if step != self.step:
@@ -106,7 +146,8 @@ class LiveView:
             self.status.update(self._status_text())
 
     def start_spinner(self) -> None:
-        if self.status is None and self.console.is_terminal and not self.console.is_dumb_terminal:
+        if self.status is None and self.question is None and self.console.is_terminal \
+                and not self.console.is_dumb_terminal:
             self.status = self.console.status(self._status_text(), spinner="dots")
             self.status.start()
 
@@ -121,11 +162,33 @@ class LiveView:
             await asyncio.sleep(1)
             self.refresh()
 
+    # --- waiting calls ----------------------------------------------------------------------------
+
+    def wait_for(self, index: int, entry: ToolOutput) -> None:
+        if not self.waiting:
+            self.waiting_since = time.monotonic()
+        self.waiting[entry.id] = (index, entry)
+        self.refresh()
+
+    def done_waiting(self, call_id: str) -> None:
+        """A call was decided (or ended); a sub-agent call that ended takes its own calls' questions along."""
+        for waiting_id in [w for w in self.waiting if w == call_id or w.startswith(f"{call_id}/")]:
+            del self.waiting[waiting_id]
+        self.refresh()
+
+    def others_waiting(self, call_id: str) -> list[tuple[int, ToolOutput]]:
+        return sorted((item for waiting_id, item in self.waiting.items() if waiting_id != call_id),
+                      key=lambda item: item[0])
+
     # --- lines ------------------------------------------------------------------------------------
 
     def line(self, text: str | Text, style: str | None = None) -> None:
         self._end_stream()
+        if self.question is not None:
+            self.console.print()  # leave the question's line; it is asked again below
         self.console.print(text if isinstance(text, Text) else Text(text, style=style or ""))
+        if self.question is not None:
+            self.console.print(Text(self.question, style="bold"), end="")
 
     def _end_stream(self) -> None:
         if self.streaming:
@@ -133,6 +196,7 @@ class LiveView:
             self.streaming = False
 
     def entry(self, index: int, entry: PromptOutput) -> None:
+        self.flush_held(before=index)
         text = Text(f"[{index}] ", style="dim")
         rendered = describe_output(entry)
         if isinstance(entry, ToolOutput):
@@ -144,19 +208,20 @@ class LiveView:
             text.append(rendered)
         self.line(text)
 
-    def flush_held(self) -> None:
-        if self.held is not None:
-            index, entry = self.held
-            self.held = None
-            self.entry(index, entry)
+    def flush_held(self, before: int | None = None) -> None:
+        """Print the held calls as running (those recorded before `before`, or all)."""
+        for index in sorted(self.held):
+            if before is None or index < before:
+                entry = self.held.pop(index)
+                self.entry(index, entry)
 
     def delta(self, delta: TextDelta) -> None:
         if delta.kind == "reasoning":
             self.progress = f"thinking: {delta.text[-60:]}"
             self.refresh()
             return
-        if delta.round in self.finished_rounds:
-            return
+        if delta.round in self.finished_rounds or self.question is not None:
+            return  # the round's text follows as an entry anyway; a question on screen is not interrupted
         fresh = delta.past(self.streamed.get(delta.round, 0))
         if not fresh:
             return
@@ -172,146 +237,153 @@ class LiveView:
     def tool_progress(self, progress: ToolProgress) -> None:
         fraction = f" {progress.fraction:.0%}" if progress.fraction is not None else ""
         self.progress = f"{progress.message}{fraction}"
-        if self.status is None:
+        if self.status is None and self.question is None:
             self.flush_held()
             self.line(f"        … {progress.tool}: {progress.message}{fraction}", style="dim")
         self.refresh()
 
+    def decided_line(self, index: int, entry: ToolOutput) -> None:
+        assert entry.decision is not None
+        more = len(self.others_waiting(entry.id))
+        self.line(Text.assemble((f"[{index}] ", "dim"), (f"{entry.tool} ", ""),
+                                (decision_words(entry.decision, entry.input), "magenta"),
+                                (f" · {more} more waiting" if more else "", "yellow")))
+
     def event(self, event: StreamEvent) -> None:
         if event.kind == "state_changed":
-            self.flush_held()
             self.line(Text.assemble(("state   ", "dim"), (event.state or "", STATE_STYLES.get(event.state or "", ""))))
-            if event.state == "running":
+            if event.state == "running" and not self.step.startswith("running"):
                 self.set_step("thinking")
-            return
-        if event.output is None or event.index is None or event.kind == "approval_requested":
             return
         entry = event.output
-        if self.held is not None and self.held[0] != event.index:
-            self.flush_held()
-        if isinstance(entry, ToolOutput):
-            if entry.result is None and event.kind == "output_added":
-                self.held = (event.index, entry)  # "→ running" only if it does not go on to wait
-                self.set_step(f"running {entry.tool}")
-                return
-            self.held = None
-            if entry.decision is not None and (entry.result is None or isinstance(entry.result, ToolPending)):
-                self.set_step(f"running {entry.tool}" if entry.result is None else "thinking")
-                self.line(Text.assemble((f"[{event.index}] ", "dim"), (f"{entry.tool} ", ""),
-                                        (decision_words(entry.decision), "magenta")))
-                return  # decided; the result follows
-            if entry.result is None:
-                self.set_step(f"running {entry.tool}")
-                return
-            if isinstance(entry.result, ToolPending):
-                self.set_step(f"waiting for approval of {entry.tool}")
+        if entry is None or event.index is None:
+            return
+        if event.kind == "approval_requested":
+            if isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending) and entry.decision is None:
+                self.wait_for(event.index, entry)
+            return
+        if not isinstance(entry, ToolOutput):
+            if entry.type == "text":
+                self.finished_rounds.update(self.streamed)
+            self.entry(event.index, entry)
+            return
+        self.held.pop(event.index, None)
+        if entry.result is None and entry.decision is None:
+            self.set_step(f"running {entry.tool}")
+            if event.kind == "output_added":
+                self.held[event.index] = entry  # "→ running" only if it does not go on to wait
             else:
-                self.set_step("thinking")
-        elif entry.type == "text":
-            self.finished_rounds.update(self.streamed)
+                self.entry(event.index, entry)  # running for sure (a sub-agent's call, its prompt started)
+            return
+        if entry.decision is not None and (entry.result is None or isinstance(entry.result, ToolPending)):
+            self.done_waiting(entry.id)
+            if entry.decision.decision == "approved":
+                self.set_step(f"running {entry.tool}")
+            self.decided_line(event.index, entry)
+            return  # decided; the result follows
+        if isinstance(entry.result, ToolPending):
+            self.wait_for(event.index, entry)
+        else:
+            self.done_waiting(entry.id)
+            self.set_step("thinking")
         self.entry(event.index, entry)
 
 
-class Approver:
-    """Asks the person at the terminal about a pending call, unless someone else decides first."""
+_END = object()
 
-    def __init__(self, handle: PromptHandle, view: LiveView, approver: str) -> None:
-        self.handle = handle
-        self.view = view
-        self.approver = approver
-        self.asking: dict[str, asyncio.Task[None]] = {}
-        self.answered_elsewhere: set[str] = set()
-        self.answered_here: set[str] = set()
 
-    def ask(self, entry: ToolOutput) -> None:
-        if entry.id not in self.asking:
-            self.asking[entry.id] = asyncio.create_task(self._ask(entry))
-
-    async def _ask(self, entry: ToolOutput) -> None:
-        self.view.stop_spinner()
-        reason = entry.result.reason if isinstance(entry.result, ToolPending) else ""
-        self.view.line(Text.assemble(("approval needed: ", "bold yellow"), f"{entry.tool} ",
-                                     json.dumps(entry.input, ensure_ascii=False), (f" — {reason}", "yellow")))
-        self.view.console.print(Text(f"Approve {entry.tool}? [y/N]: ", style="bold"), end="")
-        answer = await read_line()
-        approved = (answer or "").strip().lower() in ("y", "yes")
-        self.answered_here.add(entry.id)
-        self.view.start_spinner()
-        try:
-            if approved:
-                await self.handle.approve(entry.id, by=self.approver, wait=True)
-            else:
-                await self.handle.reject(entry.id, by=self.approver, reason="rejected at the terminal", wait=True)
-        except DecisionRefused as exc:
-            self.view.line(f"your answer was not applied: {exc}", style="yellow")
-
-    def decided(self, entry: ToolOutput) -> bool:
-        """The call was decided. If we were still asking, say who decided instead of waiting for an answer
-        (True: said so)."""
-        task = self.asking.get(entry.id)
-        if task is None or task.done() or entry.decision is None or entry.id in self.answered_elsewhere \
-                or entry.id in self.answered_here:
-            return False
-        task.cancel()
-        self.answered_elsewhere.add(entry.id)
-        self.view.console.print()
-        self.view.line(Text.assemble(("answered elsewhere: ", "bold magenta"),
-                                     f"{entry.tool} {decision_words(entry.decision)} — no answer needed"))
-        self.view.start_spinner()
-        return True
-
-    async def close(self) -> None:
-        for task in self.asking.values():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+async def _read_into(items: AsyncIterator[tuple[int | None, object]], queue: asyncio.Queue[object]) -> None:
+    try:
+        async for _, item in items:
+            queue.put_nowait(item)
+    except Exception as exc:
+        queue.put_nowait(exc)
+        return
+    queue.put_nowait(_END)
 
 
 async def follow(handle: PromptHandle, console: Console, *, interactive: bool | None, approver: str,
                  from_offset: int = 0) -> str:
-    """Print the prompt's events as they happen until it finishes. On an approval request: ask (interactive,
-    and the question resolves itself if someone else decides), print how to decide and return
-    "waiting_for_approval" (False), or just keep watching (None). Returns the last state seen."""
+    """Print the prompt's events as they happen until it finishes. When calls wait for approval: ask about them
+    one at a time (interactive; a question goes away when someone else decides it), print every waiting call
+    and how to decide it and return "waiting_for_approval" (False), or just keep watching (None). Returns the
+    last state seen."""
+    from durable_agent.cli.questions import Asker
+
     view = LiveView(console)
-    asker = Approver(handle, view, approver)
+    asker = Asker(handle, view, approver) if interactive else None
     state = "running"
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    reader = asyncio.create_task(_read_into(handle.live(from_offset), queue))
     view.start_spinner()
     ticker = asyncio.create_task(view.tick())
     try:
-        async for _, item in handle.live(from_offset):
-            if isinstance(item, TextDelta):
-                view.delta(item)
-                continue
-            if isinstance(item, ToolProgress):
-                view.tool_progress(item)
-                continue
-            if item.kind == "state_changed" and item.state:
-                state = item.state
-            entry = item.output
-            if isinstance(entry, ToolOutput) and item.kind == "output_updated" and entry.decision is not None \
-                    and asker.decided(entry):
-                view.set_step(f"running {entry.tool}")
-                continue  # the "answered elsewhere" line said who decided
-            view.event(item)
-            if not isinstance(entry, ToolOutput) or item.kind != "approval_requested":
-                continue
-            if interactive:
-                asker.ask(entry)
-            elif interactive is False:
+        while True:
+            batch = [await queue.get()]
+            while not queue.empty():  # the rest of what the prompt published with it
+                batch.append(queue.get_nowait())
+            for item in batch:
+                if item is _END:
+                    view.flush_held()
+                    return state
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, TextDelta):
+                    view.delta(item)
+                elif isinstance(item, ToolProgress):
+                    view.tool_progress(item)
+                elif isinstance(item, StreamEvent):
+                    if item.kind == "state_changed" and item.state:
+                        state = item.state
+                    if asker is None or not asker.event(item):
+                        view.event(item)
+            view.flush_held()
+            if interactive is False and view.waiting:
                 view.stop_spinner()
-                print_decision_commands(view, handle.id, entry.id)
+                await print_decision_commands(view, handle)
                 return "waiting_for_approval"
-        view.flush_held()
-        return state
+            if asker is not None:
+                asker.ask_waiting()
     finally:
+        reader.cancel()
         ticker.cancel()
-        await asker.close()
+        if asker is not None:
+            await asker.close()
         view.stop_spinner()
+        if interactive:
+            discard_typed_ahead()
 
 
-def print_decision_commands(view: LiveView, prompt_id: str, call_id: str) -> None:
-    view.line("The prompt is waiting for approval. Decide with one of:", style="yellow")
-    view.line(f"  dagent approve {prompt_id} {call_id}")
-    view.line(f"  dagent reject {prompt_id} {call_id} --reason 'not now'")
+async def print_decision_commands(view: LiveView, handle: PromptHandle) -> None:
+    """Every call waiting now (the prompt's own list: a batch, a sub-agent's calls) and how to decide it."""
+    try:
+        pending = await handle.pending_approvals()
+    except Exception:  # no worker answers queries: what the events said
+        pending = []
+    if not pending:
+        pending = [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input,
+                                   reason=entry.result.reason, requested_at=entry.result.requested_at)
+                   for _, entry in sorted(view.waiting.values(), key=lambda item: item[0])
+                   if isinstance(entry.result, ToolPending)]
+    prompt_id = handle.id
+    if len(pending) > 1:
+        view.line(f"The prompt is waiting for {len(pending)} decisions; it goes on once every one is in:",
+                  style="yellow")
+        for call in pending:
+            view.line(f"  {call.tool_call_id}  {call.tool} {short(call.input)} — {call.reason}")
+        view.line("Decide each with one of:", style="yellow")
+        for call in pending:
+            view.line(f"  dagent approve {prompt_id} {call.tool_call_id}")
+    elif pending:
+        view.line("The prompt is waiting for approval. Decide with one of:", style="yellow")
+        view.line(f"  dagent approve {prompt_id} {pending[0].tool_call_id}")
+    if not pending:
+        return
+    first = pending[0].tool_call_id
+    view.line(f"  dagent reject {prompt_id} {first} --reason 'not now'")
     view.line(f"  temporal workflow signal -w {prompt_id} --name approve "
-              f"--input '{{\"tool_call_id\": \"{call_id}\"}}'")
+              f"--input '{{\"tool_call_id\": \"{first}\"}}'")
+    if len(pending) > 1:
+        view.line("or every call at once:", style="yellow")
+        view.line(f"  dagent approve {prompt_id} --all")
+        view.line(f"  dagent reject {prompt_id} --all --reason 'not now'")

@@ -9,6 +9,7 @@ from pydantic import JsonValue
 
 from durable_agent.agent.models import (
     DataOutput,
+    Decision,
     FileOutput,
     MessageOutput,
     Prompt,
@@ -27,6 +28,36 @@ def short(value: JsonValue, limit: int = MAX_VALUE_CHARS) -> str:
     return rendered if len(rendered) <= limit else rendered[: limit - 1] + "…"
 
 
+def correction_words(original: JsonValue, corrected: JsonValue, by: str | None = None) -> str:
+    """What an approver changed in a call's arguments: `amount changed 480 → 450 by alice` ('' if nothing)."""
+    changes: list[str] = []
+    if isinstance(original, dict) and isinstance(corrected, dict):
+        for key in [*original, *(k for k in corrected if k not in original)]:
+            before, after = original.get(key), corrected.get(key)
+            if key not in corrected:
+                changes.append(f"{key} removed (was {short(before, 40)})")
+            elif key not in original:
+                changes.append(f"{key} set to {short(after, 40)}")
+            elif before != after:
+                changes.append(f"{key} changed {short(before, 40)} → {short(after, 40)}")
+    elif original != corrected:
+        changes.append(f"arguments changed {short(original, 60)} → {short(corrected, 60)}")
+    if not changes:
+        return ""
+    return ", ".join(changes) + (f" by {by}" if by else "")
+
+
+def decision_words(decision: Decision, corrected_input: JsonValue = None) -> str:
+    """`approved by alice at 11:05:11 (amount changed 480 → 450 by alice)`; a rejection with its reason."""
+    by = f" by {decision.by}" if decision.by else ""
+    reason = f": {decision.reason}" if decision.reason and decision.decision != "approved" else ""
+    words = f"{decision.decision}{by} at {decision.at:%H:%M:%S}{reason}"
+    if decision.original_input is not None:
+        changed = correction_words(decision.original_input, corrected_input, decision.by)
+        words += f" ({changed})" if changed else ""
+    return words
+
+
 def describe_output(entry: PromptOutput) -> str:
     match entry:
         case TextOutput():
@@ -39,6 +70,9 @@ def describe_output(entry: PromptOutput) -> str:
                 decision = entry.decision
                 decided = f"  ({decision.decision}{f' by {decision.by}' if decision.by else ''} " \
                           f"at {decision.at:%H:%M:%S})"
+                if decision.original_input is not None and \
+                        (changed := correction_words(decision.original_input, entry.input, decision.by)):
+                    decided += f"  ({changed})"
             if result is None:
                 return f"{head} → running{decided}"
             match result.type:

@@ -264,6 +264,14 @@ async def main() -> None:
             await _record_approved(agent, "hist-v2-approved", "prompt_v2_approved_with_policy_check", user_id="u4",
                                    conversation_id="c4", by="alice", amount=450)
             await _record_delegated(agent, "hist-v2-sub-agent", "prompt_v2_sub_agent", by="alice")
+            # Patch `finished-call-outputs`: the widget and file of a call that finished while the rest of its
+            # response waits for approval are recorded at once (by the version, and by a marker without one).
+            for name, version in (("prompt_v2_finished_call_outputs", {}),
+                                  ("prompt_finished_call_outputs_marker", {"workflow_version": None})):
+                held = await agent.start("batch", prompt_id=f"hist-{name.replace('_', '-')}", **version)
+                await held.approve(await _first_pending(held), by="alice", wait=True)
+                await held.result()
+                await _save(name, held.workflow)
 
             # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local.
             fast = await agent.start("completed", prompt_id="hist-v1-fast-tools")

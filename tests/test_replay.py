@@ -31,7 +31,9 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_v1_fast_tools", "prompt_v1_lean_payloads_approved", "prompt_v1_lean_sub_agent",
             "prompt_v1_lean_sub_agent_child", "conversation_v2_turn_id_taken",
             "prompt_v2_approved_with_policy_check", "prompt_v2_sub_agent",
-            "prompt_v2_sub_agent_child"}
+            "prompt_v2_sub_agent_child",
+            "prompt_v2_finished_call_outputs",
+            "prompt_finished_call_outputs_marker"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:

@@ -163,7 +163,8 @@ async def test_a_prompt_started_with_a_version_writes_no_patch_markers(dev_env: 
         assert (await unversioned.result()).state == "completed"
         assert _patch_events(await _history(versioned)) == ([], 0)
         markers, version_upserts = _patch_events(await _history(unversioned))
-    assert set(markers) == {"lean-rounds", "round-input-by-reference", "parallel-tool-calls", "secure-decisions"}
+    assert set(markers) == {"lean-rounds", "round-input-by-reference", "parallel-tool-calls", "secure-decisions",
+                            "finished-call-outputs"}
     assert version_upserts == len(markers)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from pydantic import JsonValue
 
@@ -90,27 +91,56 @@ def decided(decision: Decision) -> str:
     return f"{decision.decision}{by}{reason}"
 
 
-def waiting_for_approval(prompt: Prompt, entry: ToolOutput) -> str:
-    """The headline of a waiting prompt, with everything a person needs to decide from the UI (Markdown:
-    payloads in code spans, so the UI shows them with straight quotes, ready to copy)."""
-    pending = entry.result
-    assert isinstance(pending, ToolPending)
-    approve = json.dumps({"tool_call_id": entry.id, "by": "YOUR-NAME"})
-    reject = json.dumps({"tool_call_id": entry.id, "by": "YOUR-NAME", "reason": "WHY"})
-    requested = f"Call `{entry.id}`, requested {pending.requested_at:%Y-%m-%d %H:%M:%S} UTC"
-    if pending.expires_at:
-        requested += f", expires {pending.expires_at:%Y-%m-%d %H:%M:%S} UTC"
-    if pending.approvers:
-        requested += f"; approvers: {', '.join(pending.approvers)}"
-    paragraphs = [
-        f"**Waiting for approval**: {entry.tool} {compact_args(entry.input)} — reason: {pending.reason}",
-        requested + ".",
-        f"Approve with update `approve_call` and payload `{approve}` (More Actions → Send an Update; add "
+def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signed: bool = False) -> str:
+    """The headline of a waiting prompt, naming every call that waits (a batch: all of them), with what a person
+    needs to decide them from the UI (Markdown: payloads in code spans, so the UI shows them with straight
+    quotes, ready to copy). `signed`: this deployment takes only signed decisions (the inbox / HTTP API signs
+    them), so the update form is not offered: a payload typed here is always refused."""
+    calls = [entry for entry in waiting if isinstance(entry.result, ToolPending)]
+    if not calls:
+        return f"Waiting for approval ({prompt.id})"
+    first = calls[0]
+    if len(calls) == 1:
+        assert isinstance(first.result, ToolPending)
+        paragraphs = [f"**Waiting for approval**: {_call_line(first)} — reason: {first.result.reason}",
+                      _requested(first) + "."]
+    else:
+        paragraphs = [f"**Waiting for approval** of {len(calls)} calls (the prompt goes on once every one is "
+                      "decided; each is decided on its own):",
+                      "\n".join(f"{n}. {_call_line(entry)} — reason: {entry.result.reason} "  # type: ignore[union-attr]
+                                f"({_requested(entry)})" for n, entry in enumerate(calls, 1))]
+    every = f" — or every call at once: `dagent approve {prompt.id} --all`" if len(calls) > 1 else ""
+    if signed:
+        paragraphs.append(
+            "Decisions here must be signed: decide in the inbox (`dagent api`, page `/inbox`) or through the HTTP "
+            "API, which sign the decision for the person signed in. An update sent from this page (or `dagent "
+            "approve` without a signed token) is refused.")
+        return "\n\n".join(paragraphs)
+    approve = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME"})
+    reject = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME", "reason": "WHY"})
+    per_call = " (one update per call: change `tool_call_id`)" if len(calls) > 1 else ""
+    paragraphs += [
+        f"Approve with update `approve_call` and payload `{approve}`{per_call} (More Actions → Send an Update; add "
         '`"input": {…}` to correct the arguments).',
         f"Reject with update `reject_call` and payload `{reject}`.",
-        f"From a terminal: `dagent approve {prompt.id} {entry.id}`",
+        f"From a terminal: `dagent approve {prompt.id} {first.id}`{every}",
     ]
     return "\n\n".join(paragraphs)
+
+
+def _call_line(entry: ToolOutput) -> str:
+    return f"{entry.tool} {compact_args(entry.input)}"
+
+
+def _requested(entry: ToolOutput) -> str:
+    pending = entry.result
+    assert isinstance(pending, ToolPending)
+    text = f"Call `{entry.id}`, requested {pending.requested_at:%Y-%m-%d %H:%M:%S} UTC"
+    if pending.expires_at:
+        text += f", expires {pending.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+    if pending.approvers:
+        text += f"; approvers: {', '.join(pending.approvers)}"
+    return text
 
 
 def finished(prompt: Prompt) -> str:

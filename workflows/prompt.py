@@ -113,6 +113,9 @@ SECURE_DECISIONS_PATCH = "secure-decisions"
 CORRECTION_CHECK_TIMEOUT = timedelta(seconds=30)
 CHILD_VERDICT_TIMEOUT = timedelta(seconds=60)  # how long a forwarded decision's update waits for the sub-agent
 CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# A finished call's side outputs (files, widgets) and state change enter the record when it finishes (after those
+# of the calls before it), not once the rest of its group, or the approvals of its response's batch, are done.
+FINISHED_CALL_OUTPUTS_PATCH = "finished-call-outputs"
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
@@ -475,8 +478,10 @@ class PromptWorkflow:
         for entry, call in batch:
             assert call.approval is not None
             self._request_approval(entry, call.approval, call.plugin)
-        outcomes, _ = await asyncio.gather(self._run_side_by_side(before), self._decide_batch(batch))
-        self._apply_in_order(before, outcomes)
+        on_finish = self._has(FINISHED_CALL_OUTPUTS_PATCH)  # else side outputs wait for the whole group
+        outcomes, _ = await asyncio.gather(self._run_side_by_side(before, on_finish=on_finish),
+                                           self._decide_batch(batch))
+        self._apply_in_order(before, outcomes, recorded=on_finish)
         approved = []
         for entry, call in batch:
             decision = self._decisions[entry.id]
@@ -485,8 +490,9 @@ class PromptWorkflow:
                 approved.append((entry, call))
             else:
                 self._end_call(entry, self._refusal_text(decision), decision.decision)
-        self._apply_in_order(approved, await self._run_side_by_side(approved))
-        self._apply_in_order(after, await self._run_side_by_side(after))
+        self._apply_in_order(approved, await self._run_side_by_side(approved, on_finish=on_finish),
+                             recorded=on_finish)
+        self._apply_in_order(after, await self._run_side_by_side(after, on_finish=on_finish), recorded=on_finish)
 
     def _record_call(self, call: PlannedCall) -> ToolOutput:
         """Record the call and open its `dagent.tool_call` span (closed with its outcome by `_close_call`)."""
@@ -517,18 +523,34 @@ class PromptWorkflow:
         await asyncio.gather(*(self._wait_for_decision(entry, call.approval) for entry, call in batch
                                if call.approval is not None))
 
-    async def _run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]]) -> dict[str, ToolInvocationResult]:
+    async def _run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]], *,
+                                on_finish: bool = False) -> dict[str, ToolInvocationResult]:
         """Run calls concurrently (at most `max_parallel_tools` at once; a `sequential` call runs alone).
-        Each entry gets its result in place as it finishes; a steer skips the calls not started yet."""
+        Each entry gets its result in place as it finishes; a steer skips the calls not started yet.
+        `on_finish`: side outputs and state changes enter the record as calls finish, in the model's order
+        (a call's outputs wait for those of the calls before it that still run, never for anything else)."""
         limit = asyncio.Semaphore(self._request.max_parallel_tools or max(len(calls), 1))
         outcomes: dict[str, ToolInvocationResult] = {}
+        ended: set[str] = set()
+        recorded = 0  # calls[:recorded] have their side outputs in the record
+
+        def record_finished() -> None:
+            nonlocal recorded
+            while recorded < len(calls) and calls[recorded][0].id in ended:
+                entry, call = calls[recorded]
+                if entry.id in outcomes:
+                    self._record_outcome(call, outcomes[entry.id])
+                recorded += 1
 
         async def run(entry: ToolOutput, call: PlannedCall) -> None:
             async with limit:
                 if self._steers:
                     self._end_call(entry, SKIPPED_BY_STEER, "skipped")
-                    return
-                outcomes[entry.id] = await self._execute(entry, call, entry.input)
+                else:
+                    outcomes[entry.id] = await self._execute(entry, call, entry.input)
+            if on_finish:
+                ended.add(entry.id)
+                record_finished()
 
         index = 0
         while index < len(calls):
@@ -545,11 +567,14 @@ class PromptWorkflow:
         return outcomes
 
     def _apply_in_order(self, calls: list[tuple[ToolOutput, PlannedCall]],
-                        outcomes: dict[str, ToolInvocationResult]) -> None:
-        """Side outputs, state changes and failures in the model's order, whatever order the calls finished in."""
+                        outcomes: dict[str, ToolInvocationResult], *, recorded: bool = False) -> None:
+        """Side outputs, state changes and failures in the model's order, whatever order the calls finished in
+        (`recorded`: side outputs and state changes are in already, as each call finished)."""
         for entry, call in calls:
             if entry.id in outcomes:
-                self._apply(entry, call, outcomes[entry.id])
+                if not recorded:
+                    self._record_outcome(call, outcomes[entry.id])
+                self._fail_if_fatal(call, outcomes[entry.id])
 
     async def _invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
         outcome = await self._execute(entry, call, arguments)
@@ -609,12 +634,20 @@ class PromptWorkflow:
             prompt_id=None if prompt.id == workflow.info().workflow_id else prompt.id, run_scoped=self._secure)
 
     def _apply(self, entry: ToolOutput, call: PlannedCall, outcome: ToolInvocationResult) -> None:
+        self._record_outcome(call, outcome)
+        self._fail_if_fatal(call, outcome)
+
+    def _record_outcome(self, call: PlannedCall, outcome: ToolInvocationResult) -> None:
+        """A finished call's side outputs (right after what is recorded so far) and its plugin's new state."""
         if isinstance(outcome.result, ToolError):
             self._failed_tools.append(call.tool)
         for side_output in outcome.side_outputs:
             self._append(side_output)
         if outcome.state_changed and call.plugin:
             self._prompt.plugin_state[call.plugin] = outcome.plugin_state
+
+    @staticmethod
+    def _fail_if_fatal(call: PlannedCall, outcome: ToolInvocationResult) -> None:
         if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
             raise PromptFailedError(f"tool '{call.tool}' failed: {outcome.result.error}")
 
@@ -838,7 +871,7 @@ class PromptWorkflow:
         self._metrics.approval_requested(entry.tool)
         if self._prompt.state != "waiting_for_approval":
             self._set_state("waiting_for_approval")
-        workflow.set_current_details(details.waiting_for_approval(self._prompt, entry))
+        self._show_waiting()
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
 
     async def _emit_approval_requested(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
@@ -876,8 +909,16 @@ class PromptWorkflow:
         self._events.publish(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=self._index(entry), output=entry))
         if not self._waiting:
             self._set_state("running")
+        else:
+            self._show_waiting()  # the calls of the batch still waiting
         await self._report_to_parent()
         return decision
+
+    def _show_waiting(self) -> None:
+        """Current details (Temporal UI): every call waiting now, and how to decide in this deployment."""
+        waiting = list(self._waiting.values())
+        workflow.set_current_details(details.waiting_for_approval(
+            self._prompt, [w.entry for w in waiting], signed=any(w.requirement.decision_key for w in waiting)))
 
     @staticmethod
     def _refusal_text(decision: Decision) -> str:

@@ -26,6 +26,7 @@ PATCH_VERSIONS: dict[str, int] = {
     # Decisions under the approval policy (docs/approvals-policy.md): corrections checked by the policy, typed
     # approvers, four-eyes, one-use run-bound tokens, authenticated sub-agent reports, run-scoped keys.
     "secure-decisions": 2,
+    "finished-call-outputs": 2,  # a finished call's files, widgets and state enter the record when it finishes
 }
 
 

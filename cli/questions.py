@@ -1,0 +1,132 @@
+"""Approval questions at the terminal, one at a time.
+
+The calls waiting for a decision (`LiveView.waiting`, fed by the prompt's events) are asked about in record
+order, one question on screen at a time, each naming the call's index, tool, arguments and reason and how
+many more wait. The answer is sent for exactly the call asked (an update, so a refusal is said at once).
+When someone else decides the call on screen, the question goes away saying who decided and how; what was
+typed for it is discarded, so it never answers the next question nor reaches the shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from rich.text import Text
+
+from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_line
+from durable_agent.cli.render import decision_words, short
+from durable_agent.client import DecisionRefused, PromptHandle
+from durable_agent.workflows.protocol import StreamEvent
+
+REJECTED_AT_THE_TERMINAL = "rejected at the terminal"
+OTHERS_ARGS_CHARS = 60
+
+
+class Asker:
+    """Asks the person at the terminal about each waiting call in turn, unless someone else decides first."""
+
+    def __init__(self, handle: PromptHandle, view: LiveView, approver: str) -> None:
+        self.handle = handle
+        self.view = view
+        self.approver = approver
+        self.asked: set[str] = set()  # asked already (answered, withdrawn or refused): never asked again
+        self.current: str | None = None  # the call whose question is on screen
+        self.reading: asyncio.Task[str | None] | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.answering: set[str] = set()  # answered here (sent, or being sent)
+        self.said: set[str] = set()  # ... whose decision line is printed: from its event or the update's answer
+
+    def ask_waiting(self) -> None:
+        """Start asking if a call waits that was not asked about yet (after each batch of events)."""
+        if (self.task is None or self.task.done()) and self._next() is not None:
+            self.task = asyncio.create_task(self._run())
+
+    def _next(self) -> tuple[int, ToolOutput] | None:
+        unasked = [item for call_id, item in self.view.waiting.items() if call_id not in self.asked]
+        return min(unasked, key=lambda item: item[0]) if unasked else None
+
+    async def _run(self) -> None:
+        while (following := self._next()) is not None:
+            index, entry = following
+            self.asked.add(entry.id)
+            answer = await self._question(index, entry)
+            if answer is not None:
+                await self._send(index, entry, approved=answer)
+
+    async def _question(self, index: int, entry: ToolOutput) -> bool | None:
+        """True/False: the answer; None: the question was withdrawn (decided elsewhere)."""
+        view = self.view
+        view.stop_spinner()
+        discard_typed_ahead()  # keys typed before the question was on screen are not its answer
+        reason = entry.result.reason if isinstance(entry.result, ToolPending) else ""
+        view.line(Text.assemble(("approval needed: ", "bold yellow"), (f"[{index}] ", "dim"), f"{entry.tool} ",
+                                short(entry.input), (f" — {reason}", "yellow")))
+        others = view.others_waiting(entry.id)
+        if others:
+            listed = ", ".join(f"[{i}] {other.tool} {short(other.input, OTHERS_ARGS_CHARS)}" for i, other in others)
+            view.line(Text.assemble((f"  {len(others)} more waiting after this one: ", "yellow"), (listed, "dim")))
+        view.question = f"Approve {entry.tool}? [y/N]: "
+        view.console.print(Text(view.question, style="bold"), end="")
+        self.current = entry.id
+        self.reading = asyncio.create_task(read_line())
+        try:
+            await asyncio.wait({self.reading})
+        finally:
+            view.question = None
+            self.current = None
+        if self.reading.cancelled():
+            discard_typed_ahead()  # a half-typed answer to the withdrawn question
+            view.start_spinner()
+            return None
+        answer = self.reading.result()
+        return (answer or "").strip().lower() in ("y", "yes")
+
+    async def _send(self, index: int, entry: ToolOutput, *, approved: bool) -> None:
+        """Decide the call asked; say so at once (before the next question), from the update's answer."""
+        self.view.start_spinner()
+        self.answering.add(entry.id)
+        try:
+            if approved:
+                decided = await self.handle.approve(entry.id, by=self.approver, wait=True)
+            else:
+                decided = await self.handle.reject(entry.id, by=self.approver, reason=REJECTED_AT_THE_TERMINAL,
+                                                   wait=True)
+        except DecisionRefused as exc:
+            self.view.line(f"your answer was not applied: {exc}", style="yellow")
+            self.view.refresh()  # the spinner says the call still waits (and for whom)
+            return
+        self.view.done_waiting(entry.id)
+        if decided is not None and decided.decision is not None and entry.id not in self.said:
+            self.said.add(entry.id)
+            self.view.decided_line(index, decided)
+
+    def event(self, event: StreamEvent) -> bool:
+        """The call on screen was decided by someone else: withdraw the question, saying who decided and how
+        (True: said so; the event needs no other line)."""
+        entry = event.output
+        if event.kind != "output_updated" or not isinstance(entry, ToolOutput) or entry.decision is None:
+            return False
+        if entry.id in self.answering and (entry.result is None or isinstance(entry.result, ToolPending)):
+            if entry.id in self.said:
+                return True  # the decision taken here: said already
+            self.said.add(entry.id)
+            return False
+        if entry.id != self.current or self.reading is None or self.reading.done():
+            return False
+        self.current = None  # withdrawn now: later events of the same batch are not about the question
+        self.view.done_waiting(entry.id)
+        self.view.question = None
+        self.view.console.print()  # end the question's line
+        self.view.line(Text.assemble(("answered elsewhere: ", "bold magenta"),
+                                     f"{entry.tool} {decision_words(entry.decision, entry.input)} — no answer needed"))
+        self.reading.cancel()
+        return True
+
+    async def close(self) -> None:
+        for task in (self.reading, self.task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
