@@ -1,0 +1,116 @@
+"""Durable Agent: LLM agents that never lose their place — every prompt is a Temporal workflow.
+
+The front door. A plugin author and a client user need only these names::
+
+    from durable_agent import tool, Approval, Plugin, ToolContext, AgentClient
+
+Everything else lives in the layers below (`durable_agent.agent`, `.workflows`, `.activities`, `.workers`,
+`.client`, `.api`, `.cli`, `.plugins`) and may change between releases. Names load on first use, so
+`import durable_agent` costs nothing a command does not need.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    # Writing tools and plugins
+    "tool": "durable_agent.agent.tools",
+    "Tool": "durable_agent.agent.tools",
+    "Approval": "durable_agent.agent.tools",
+    "ToolFailed": "durable_agent.agent.tools",
+    "Plugin": "durable_agent.agent.plugins",
+    "ToolCallInfo": "durable_agent.agent.plugins",
+    "ToolContext": "durable_agent.agent.context",
+    "PrepareContext": "durable_agent.agent.context",
+    "MCPServer": "durable_agent.agent.mcp",
+    "SubAgent": "durable_agent.agent.subagents",
+    "PromptEvent": "durable_agent.agent.events",
+    "EventKind": "durable_agent.agent.events",
+    # The record
+    "Prompt": "durable_agent.agent.models",
+    "Conversation": "durable_agent.agent.models",
+    "Usage": "durable_agent.agent.models",
+    "Decision": "durable_agent.agent.models",
+    # Errors
+    "DurableAgentError": "durable_agent.agent.errors",
+    "PromptFailedError": "durable_agent.agent.errors",
+    "ToolInputError": "durable_agent.agent.errors",
+    "DecisionRefused": "durable_agent.agent.errors",
+    # Models
+    "ScriptedModel": "durable_agent.agent.providers.scripted",
+    # Starting prompts and deciding approvals
+    "AgentClient": "durable_agent.client",
+    "PromptHandle": "durable_agent.client",
+    "ConversationHandle": "durable_agent.client",
+    "PromptNotFound": "durable_agent.client",
+    # Running workers
+    "Settings": "durable_agent.workers.settings",
+    "DurableAgentPlugin": "durable_agent.workers.plugin",
+    "build_runtime": "durable_agent.workers.worker",
+    "create_worker": "durable_agent.workers.worker",
+    "create_workers": "durable_agent.workers.worker",
+}
+
+__all__ = [
+    "AgentClient",
+    "Approval",
+    "Conversation",
+    "ConversationHandle",
+    "Decision",
+    "DecisionRefused",
+    "DurableAgentError",
+    "DurableAgentPlugin",
+    "EventKind",
+    "MCPServer",
+    "Plugin",
+    "PrepareContext",
+    "Prompt",
+    "PromptEvent",
+    "PromptFailedError",
+    "PromptHandle",
+    "PromptNotFound",
+    "ScriptedModel",
+    "Settings",
+    "SubAgent",
+    "Tool",
+    "ToolCallInfo",
+    "ToolContext",
+    "ToolFailed",
+    "ToolInputError",
+    "Usage",
+    "build_runtime",
+    "create_worker",
+    "create_workers",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+if TYPE_CHECKING:
+    from durable_agent.agent.context import PrepareContext, ToolContext
+    from durable_agent.agent.errors import DecisionRefused, DurableAgentError, PromptFailedError, ToolInputError
+    from durable_agent.agent.events import EventKind, PromptEvent
+    from durable_agent.agent.mcp import MCPServer
+    from durable_agent.agent.models import Conversation, Decision, Prompt, Usage
+    from durable_agent.agent.plugins import Plugin, ToolCallInfo
+    from durable_agent.agent.providers.scripted import ScriptedModel
+    from durable_agent.agent.subagents import SubAgent
+    from durable_agent.agent.tools import Approval, Tool, ToolFailed, tool
+    from durable_agent.client import AgentClient, ConversationHandle, PromptHandle, PromptNotFound
+    from durable_agent.workers.plugin import DurableAgentPlugin
+    from durable_agent.workers.settings import Settings
+    from durable_agent.workers.worker import build_runtime, create_worker, create_workers

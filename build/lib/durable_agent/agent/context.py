@@ -1,0 +1,153 @@
+"""What tools and plugins receive: identity, plugin state, services and side-channel outputs."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from pydantic import JsonValue
+
+from durable_agent.agent.models import FileOutput, PromptOutput, WidgetOutput
+
+if TYPE_CHECKING:
+    from durable_agent.agent.tools import Tool
+
+T = TypeVar("T")
+
+
+class Services(Mapping[str, Any]):
+    """The worker's dependency container: named objects (DB pools, HTTP clients) tools may use."""
+
+    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
+        self._items = dict(items or {})
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._items[name]
+        except KeyError:
+            raise KeyError(f"no service {name!r} registered on this worker") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def require(self, name: str, kind: type[T]) -> T:
+        value = self[name]
+        if not isinstance(value, kind):
+            raise TypeError(f"service {name!r} is {type(value).__name__}, expected {kind.__name__}")
+        return value
+
+
+class FileStore(Protocol):
+    """Where file contents live: outside the prompt record, referenced by `content_ref`."""
+
+    def put(self, name: str, content: bytes, media_type: str) -> str: ...
+
+    def get(self, content_ref: str) -> bytes: ...
+
+    def scoped(self, namespace: str, workflow_id: str) -> FileStore:
+        """The store for one workflow's files (stores that keep files per workflow, for retention)."""
+        ...
+
+
+class DirectoryFileStore:
+    """Content-addressed files in a directory (`sha256:<hex>` refs), safe to write twice on retries."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def put(self, name: str, content: bytes, media_type: str) -> str:
+        digest = hashlib.sha256(content).hexdigest()
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / digest
+        if not path.exists():
+            path.write_bytes(content)
+        return f"sha256:{digest}"
+
+    def get(self, content_ref: str) -> bytes:
+        scheme, _, digest = content_ref.partition(":")
+        if scheme != "sha256" or not digest.isalnum():
+            raise ValueError(f"not a file reference of this store: {content_ref!r}")
+        return (self.root / digest).read_bytes()
+
+    def scoped(self, namespace: str, workflow_id: str) -> DirectoryFileStore:
+        return self
+
+
+@dataclass
+class ToolContext:
+    """Passed to every tool call. `idempotency_key` is the same across retries and worker crashes."""
+
+    user_id: str
+    prompt_id: str
+    conversation_id: str | None
+    tool_call_id: str
+    idempotency_key: str
+    state: dict[str, JsonValue]
+    services: Services
+    file_store: FileStore
+    attempt: int = 1
+    progress: Callable[[str, float | None], None] = lambda message, fraction: None
+    side_outputs: list[FileOutput | WidgetOutput] = field(default_factory=list)
+    is_cancelled: Callable[[], bool] = lambda: False
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the prompt was cancelled. An async tool is also interrupted at its next `await` (with
+        `asyncio.CancelledError`, which it may catch to clean up, then re-raise); a tool doing blocking work
+        in a thread (`asyncio.to_thread`) should check this between steps and stop."""
+        return self.is_cancelled()
+
+    def add_file(self, name: str, content: bytes | str, *, media_type: str = "text/plain",
+                 summary: str | None = None) -> FileOutput:
+        """Attach a file for the user. The model sees only `summary`, never the content."""
+        data = content.encode() if isinstance(content, str) else content
+        ref = self.file_store.put(name, data, media_type)
+        entry = FileOutput(tool_call_id=self.tool_call_id, name=name, media_type=media_type, size=len(data),
+                           content_ref=ref, summary=summary or f"File {name} was attached for the user.")
+        self.side_outputs.append(entry)
+        return entry
+
+    def display_widget(self, widget: str, data: JsonValue, *, fallback_text: str = "") -> WidgetOutput:
+        """Show rich data in a UI. Display only: the model never sees widgets."""
+        entry = WidgetOutput(tool_call_id=self.tool_call_id, widget=widget, data=data,
+                             fallback_text=fallback_text)
+        self.side_outputs.append(entry)
+        return entry
+
+    def report_progress(self, message: str, fraction: float | None = None) -> None:
+        """Report progress of a long call; it also heartbeats the activity."""
+        self.progress(message, fraction)
+
+
+@dataclass
+class PrepareContext:
+    """Passed to `Plugin.prepare` before every model call."""
+
+    user_id: str
+    prompt_id: str
+    conversation_id: str | None
+    round: int
+    input: str | None
+    outputs: list[PromptOutput]
+    state: dict[str, JsonValue]
+    services: Services
+    tools: list[Tool[Any]] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)
+
+    def add_tool(self, tool: Tool[Any]) -> None:
+        self.tools.append(tool)
+
+    def add_context(self, text: str) -> None:
+        """Add a system/developer instruction for this round's model call."""
+        self.context.append(text)
+
+
+def copy_state(state: JsonValue) -> dict[str, JsonValue]:
+    return copy.deepcopy(state) if isinstance(state, dict) else {}

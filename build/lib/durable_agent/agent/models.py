@@ -1,0 +1,229 @@
+"""The data model: prompts, their ordered outputs, tool results, usage and conversations.
+
+Pure pydantic v2, JSON-serialisable, no Temporal imports. Every timestamp is passed in explicitly
+(never defaulted to "now") so these models can be built inside deterministic workflow code.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from durable_agent.agent.model_settings import ModelSettings
+
+PromptState = Literal["running", "waiting_for_approval", "completed", "failed", "cancelled"]
+ModelTier = Literal["normal", "high"]
+TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Usage(_Model):
+    """Token counts summed over every model call of a prompt."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = Field(default=0, description="Prompt tokens written to the cache (Anthropic).")
+    reasoning_tokens: int = 0
+    model_calls: int = 0
+    cost: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            model_calls=self.model_calls + other.model_calls,
+            cost=cost,
+        )
+
+
+# --- tool results -------------------------------------------------------------------------------
+
+
+class ToolSuccess(_Model):
+    type: Literal["success"] = "success"
+    output: JsonValue = None
+
+
+class ToolError(_Model):
+    type: Literal["error"] = "error"
+    error: str
+
+
+class ToolPending(_Model):
+    """A call waiting for a human decision. Replaced in place by success or error."""
+
+    type: Literal["pending"] = "pending"
+    reason: str
+    requested_at: datetime
+    expires_at: datetime | None = None
+    approvers: list[str] | None = None
+
+
+ToolResult = Annotated[ToolSuccess | ToolError | ToolPending, Field(discriminator="type")]
+
+
+class Decision(_Model):
+    """Who decided a pending call, when, and how."""
+
+    decision: Literal["approved", "rejected", "expired", "superseded"]
+    by: str | None = None
+    at: datetime
+    reason: str | None = None
+    original_input: JsonValue = Field(default=None, description="Set when the approver corrected the input.")
+
+
+# --- prompt outputs -----------------------------------------------------------------------------
+
+
+class TextOutput(_Model):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolOutput(_Model):
+    """One tool call. `result` is None only while the call is being invoked."""
+
+    type: Literal["tool"] = "tool"
+    id: str
+    tool: str
+    input: JsonValue
+    result: ToolResult | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    decision: Decision | None = None
+    child_prompt_id: str | None = Field(default=None, description="The sub-agent's prompt, for a sub-agent call.")
+
+
+class FileOutput(_Model):
+    """A file a tool produced. Only `summary` reaches the model; content lives behind `content_ref`."""
+
+    type: Literal["file"] = "file"
+    tool_call_id: str | None = None
+    name: str
+    media_type: str
+    size: int
+    content_ref: str
+    summary: str
+
+
+class WidgetOutput(_Model):
+    """Display-only data for a UI. Never sent to the model."""
+
+    type: Literal["widget"] = "widget"
+    tool_call_id: str | None = None
+    widget: str
+    data: JsonValue
+    fallback_text: str = ""
+
+
+class MessageOutput(_Model):
+    """A message that arrived mid-prompt: a user's steer, or a system note (e.g. why an answer was refused)."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system"] = "user"
+    text: str
+    source: Literal["steer", "output_validation", "trigger"] = "steer"
+
+
+class DataOutput(_Model):
+    """The final structured answer when an output schema is set."""
+
+    type: Literal["data"] = "data"
+    data: JsonValue
+
+
+class ReasoningOutput(_Model):
+    """The model's reasoning in one round, before its answer. `summary` is what a user may read (an OpenAI
+    reasoning summary, Anthropic's thinking text; empty when redacted or not asked for); `item` is the
+    provider's own block, kept verbatim (encrypted content, signature) so the projection can send it back
+    to the same provider. Other providers never see it."""
+
+    type: Literal["reasoning"] = "reasoning"
+    provider: str = Field(description="The provider family whose item this is: openai or anthropic.")
+    model: str = ""
+    summary: str = ""
+    item: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+PromptOutput = Annotated[
+    TextOutput | ToolOutput | FileOutput | WidgetOutput | DataOutput | MessageOutput | ReasoningOutput,
+    Field(discriminator="type"),
+]
+
+
+class PromptRef(_Model):
+    """Which prompt something belongs to: embedded (by inheritance, so wire fields stay flat) wherever
+    a payload or hook needs the prompt's identity."""
+
+    prompt_id: str
+    user_id: str
+    conversation_id: str | None = None
+
+
+class ModelRound(_Model):
+    """Which model answered one round, with which settings."""
+
+    round: int
+    model: str = Field(description="The `provider:model` that answered (the tier's spec, or a fallback's).")
+    response_model: str = Field(default="", description="The model name the provider reported.")
+    fallback: int = Field(default=0, description="Position in the tier's fallback chain (0: the first model).")
+    settings: ModelSettings | None = Field(default=None, description="The settings sent, when any were set.")
+
+
+class AuditEntry(_Model):
+    """Something the workflow received and refused (e.g. a signal for an unknown tool call)."""
+
+    at: datetime
+    kind: str
+    detail: str
+
+
+class Prompt(_Model):
+    id: str
+    user_id: str
+    conversation_id: str | None = None
+    model: ModelTier = "normal"
+    model_settings: ModelSettings | None = Field(default=None, description="This prompt's settings (over its tier's).")
+    model_rounds: list[ModelRound] = Field(default_factory=list)
+    visible: bool = True
+    state: PromptState = "running"
+    input: str | None = None
+    output: list[PromptOutput] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    rounds: int = 0
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    force_completed: bool = False
+    error: str | None = None
+    plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
+    audit: list[AuditEntry] = Field(default_factory=list)
+    parent_prompt_id: str | None = Field(default=None, description="Set when this prompt is a sub-agent's.")
+    trace_id: str | None = None  # the OpenTelemetry trace of this prompt, when tracing is on
+
+    def tool_call(self, tool_call_id: str) -> ToolOutput | None:
+        for entry in self.output:
+            if isinstance(entry, ToolOutput) and entry.id == tool_call_id:
+                return entry
+        return None
+
+
+class Conversation(_Model):
+    id: str
+    user_id: str
+    prompt_ids: list[str] = Field(default_factory=list)
+    plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
+    running_prompt_id: str | None = None
+    queued: list[str] = Field(default_factory=list, description="Inputs waiting for the running prompt to end.")
+    usage: Usage = Field(default_factory=Usage)
+    runs: int = Field(default=1, description="Workflow runs so far (continue-as-new starts a new one).")
+    audit: list[AuditEntry] = Field(default_factory=list, description="Signals this run received and refused.")

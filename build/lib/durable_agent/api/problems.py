@@ -1,0 +1,88 @@
+"""RFC 9457 problem details with stable types: every error the API returns is one of these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+PROBLEM_BASE = "/problems/"
+
+# slug -> (status, title). The slugs are public contract: clients branch on `type`.
+PROBLEM_TYPES: dict[str, tuple[int, str]] = {
+    "unauthenticated": (401, "Authentication required"),
+    "not-allowed": (403, "Not allowed"),
+    "unknown-prompt": (404, "Unknown prompt"),
+    "unknown-conversation": (404, "Unknown conversation"),
+    "unknown-tool-call": (404, "Unknown tool call"),
+    "not-found": (404, "Not found"),
+    "not-pending": (409, "Not pending"),
+    "already-decided": (409, "Already decided"),
+    "prompt-finished": (409, "Prompt already finished"),
+    "decision-refused": (409, "Decision refused"),
+    "payload-too-large": (413, "Request body too large"),
+    "invalid-request": (422, "Invalid request"),
+    "invalid-arguments": (422, "Invalid arguments"),
+    "temporal-unavailable": (503, "Temporal unavailable"),
+}
+
+
+class Problem(Exception):
+    """Raise anywhere in a route: becomes a problem+json response."""
+
+    def __init__(self, slug: str, detail: str, **extensions: Any) -> None:
+        if slug not in PROBLEM_TYPES:
+            raise ValueError(f"unknown problem type {slug!r}")
+        super().__init__(detail)
+        self.slug = slug
+        self.detail = detail
+        self.extensions = extensions
+
+    @property
+    def status(self) -> int:
+        return PROBLEM_TYPES[self.slug][0]
+
+
+def problem_body(slug: str, detail: str, instance: str | None = None, **extensions: Any) -> dict[str, Any]:
+    status, title = PROBLEM_TYPES[slug]
+    body: dict[str, Any] = {"type": PROBLEM_BASE + slug, "title": title, "status": status, "detail": detail}
+    if instance:
+        body["instance"] = instance
+    body.update(extensions)
+    return body
+
+
+def problem_response(slug: str, detail: str, instance: str | None = None, **extensions: Any) -> JSONResponse:
+    body = problem_body(slug, detail, instance, **extensions)
+    headers = {"WWW-Authenticate": "Bearer"} if slug == "unauthenticated" else None
+    return JSONResponse(body, status_code=body["status"], media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, Problem)
+        return problem_response(exc.slug, exc.detail, request.url.path, **exc.extensions)
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+                  for e in exc.errors()]
+        detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors) or "invalid request"
+        return problem_response("invalid-request", detail, request.url.path, errors=errors)
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        slug = {401: "unauthenticated", 403: "not-allowed", 413: "payload-too-large"}.get(exc.status_code, "not-found")
+        if exc.status_code not in (401, 403, 404, 413):
+            body = {"type": "about:blank", "title": str(exc.detail), "status": exc.status_code,
+                    "detail": str(exc.detail), "instance": request.url.path}
+            return JSONResponse(body, status_code=exc.status_code, media_type=PROBLEM_MEDIA_TYPE)
+        return problem_response(slug, str(exc.detail), request.url.path)
+
+    app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)

@@ -1,0 +1,108 @@
+"""Request and response bodies of the HTTP API (validated before anything reaches Temporal)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptState
+from durable_agent.workflows.protocol import MAX_INPUT_CHARS
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
+CALL_PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}(/[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}){0,15}$"
+Identifier = Annotated[str, Field(pattern=ID_PATTERN)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartPrompt(_Body):
+    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
+    model: ModelTier = "normal"
+    instructions: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
+    max_rounds: int | None = Field(default=None, ge=1, le=10_000)
+    prompt_id: Identifier | None = None
+
+
+class StartConversation(_Body):
+    conversation_id: Identifier | None = None
+    model: ModelTier = "normal"
+    instructions: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
+
+
+class SendMessage(_Body):
+    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
+
+
+class Approve(_Body):
+    input: dict[str, JsonValue] | None = Field(default=None, description=(
+        "Corrected arguments, a JSON merge patch (RFC 7396): fields given replace the model's, null removes one."))
+
+
+class Reject(_Body):
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class Steer(_Body):
+    message: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
+
+
+class Links(BaseModel):
+    self: str
+    events: str | None = None
+    temporal_ui: str | None = None
+    chat: str | None = None
+
+
+class PromptRef(BaseModel):
+    id: str
+    conversation_id: str | None = None
+    links: Links
+
+
+class PromptRecord(BaseModel):
+    prompt: Prompt
+    links: Links
+
+
+class ConversationRecord(BaseModel):
+    conversation: Conversation
+    links: Links
+
+
+class PromptListItem(BaseModel):
+    id: str
+    user_id: str | None
+    conversation_id: str | None
+    state: PromptState | str | None
+    status: str
+    started_at: datetime | None
+    links: Links
+
+
+class PendingApprovalItem(BaseModel):
+    prompt_id: str
+    user_id: str | None
+    conversation_id: str | None
+    tool_call_id: str
+    tool: str
+    input: JsonValue
+    reason: str
+    requested_at: datetime
+    expires_at: datetime | None = None
+    approvers: list[str] | None = None
+    input_schema: dict[str, JsonValue] | None = None
+    path: list[str] = Field(default_factory=list, description=(
+        "A sub-agent's call: the prompt ids from `prompt_id` down to the one that waits (decide it on `prompt_id`)."))
+    can_decide: bool = Field(description="Whether the caller may approve or reject this call.")
+    links: Links
+
+
+class Me(BaseModel):
+    id: str
+    roles: list[str]
+    is_approver: bool
+    is_admin: bool

@@ -1,0 +1,32 @@
+"""Running the app under uvicorn: `dagent api`, and an in-process server for tests and the quick start."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import uvicorn
+from fastapi import FastAPI
+
+from durable_agent.workers.devserver import free_port
+
+
+@contextlib.asynccontextmanager
+async def serve_in_background(app: FastAPI, *, host: str = "127.0.0.1", port: int | None = None
+                              ) -> AsyncIterator[str]:
+    """Serve `app` on a real socket in this event loop; yields its base URL and stops it afterwards."""
+    port = port or free_port(host)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                                           timeout_graceful_shutdown=1))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("the API server stopped while starting")
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        await task

@@ -1,0 +1,1 @@
+"""The `dagent` command line: `python -m cli` or the `dagent` script."""

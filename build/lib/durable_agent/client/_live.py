@@ -1,0 +1,263 @@
+"""Following a prompt's live stream without writing to its history.
+
+The prompt's stream (`temporalio.contrib.workflow_streams`) answers a read-only *query* with the items
+from an offset on. Queries are never recorded in history, unlike the stream's long-poll *update*, so
+watching a prompt adds nothing to it however many watch. One `StreamPoller` per prompt and client polls
+that query and fans the items out to every local subscriber; each subscriber gets every event from its
+own offset on, in order, once.
+
+Streamed model text and tool progress are not events: the activities keep them in their heartbeat
+details, and the poller reads them from the prompt's pending activities (describe, no history either).
+They have no offset: a subscriber gets the latest of each (per model round, per tool call) as it changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import bisect
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.workflow_streams import PollInput, PollResult
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent.agent.models import TERMINAL_STATES
+from durable_agent.workflows.names import (
+    DELTAS_TOPIC,
+    EVENTS_TOPIC,
+    INVOKE_TOOL_ACTIVITY,
+    MODEL_ROUND_ACTIVITY,
+    PROGRESS_TOPIC,
+)
+from durable_agent.workflows.protocol import (
+    StreamEvent,
+    StreamingText,
+    TextDelta,
+    ToolProgress,
+)
+
+POLL_QUERY = "__temporal_workflow_stream_poll"
+FASTEST_POLL = 0.05  # seconds between queries while items keep coming
+SLOWEST_POLL = 0.5  # ... backing off to this while the prompt is quiet (e.g. waiting for a person)
+STATUS_CHECK_EVERY = 3.0  # describe the execution this often: notices a terminated prompt
+RETRY_PAUSE = 1.0  # after a transient failure (no worker yet, server restarting)
+LIVE_DETAILS_POLL = 0.3  # how often streamed text and tool progress are read from pending activities
+SIDE_TOPICS = {DELTAS_TOPIC: TextDelta, PROGRESS_TOPIC: ToolProgress}
+SideItem = TextDelta | ToolProgress
+
+
+class PromptNotFound(LookupError):
+    """No prompt with this id exists (or it was deleted by retention)."""
+
+    def __init__(self, prompt_id: str) -> None:
+        super().__init__(f"no prompt {prompt_id!r}")
+        self.prompt_id = prompt_id
+
+
+class StreamPoller:
+    """Polls one prompt's stream query and keeps what it read, for every local subscriber."""
+
+    def __init__(self, client: Client, workflow_id: str) -> None:
+        self._client = client
+        self._workflow_id = workflow_id
+        self._offsets: list[int] = []
+        self._items: list[tuple[str, Payload]] = []
+        self._base = 0  # the first offset this poller holds (earlier ones are fetched on demand)
+        self._next = 0  # the next offset to query
+        self._done = False
+        self._error: BaseException | None = None
+        self._changed = asyncio.Condition()
+        self._subscribers = 0
+        self._side_subscribers = 0
+        self._side: dict[str, tuple[int, str, SideItem]] = {}  # key -> (version, topic, latest item)
+        self._side_version = 0
+        self._task: asyncio.Task[None] | None = None
+        self._side_task: asyncio.Task[None] | None = None
+        self.queries = 0  # for tests and benchmarks: how many stream queries this poller sent
+
+    async def subscribe(self, from_offset: int,
+                        topics: Sequence[str]) -> AsyncIterator[tuple[int | None, str, Payload | SideItem]]:
+        """Items `(offset, topic, payload)` of `topics` from `from_offset` until the prompt finishes; with
+        the deltas/progress topics also `(None, topic, TextDelta | ToolProgress)` as they change."""
+        self._subscribers += 1
+        wants_side = any(topic in SIDE_TOPICS for topic in topics)
+        if self._task is None:
+            self._base = self._next = from_offset
+            self._task = asyncio.create_task(self._run())
+        if wants_side:
+            self._side_subscribers += 1
+            if self._side_task is None:
+                self._side_task = asyncio.create_task(self._run_side())
+        side_seen = 0
+        try:
+            if from_offset < self._base:
+                await self._backfill(from_offset)
+            position = from_offset
+            while True:
+                async with self._changed:
+                    await self._changed.wait_for(
+                        lambda at=position, seen=side_seen: self._next > at or self._done or self._error is not None
+                        or (wants_side and self._side_version > seen))
+                    start = bisect.bisect_left(self._offsets, position)
+                    batch = list(zip(self._offsets[start:], self._items[start:], strict=True))
+                    end, done, error = self._next, self._done, self._error
+                    side = sorted(item for item in self._side.values() if item[0] > side_seen) if wants_side else []
+                    side_seen = max([side_seen, *(version for version, _, _ in side)])
+                for offset, (topic, payload) in batch:
+                    if not topics or topic in topics:
+                        yield offset, topic, payload
+                for _, topic, item in side:
+                    if topic in topics and not done:
+                        yield None, topic, item
+                position = max(position, end)
+                if error is not None:
+                    raise error
+                if done:
+                    return
+        finally:
+            self._subscribers -= 1
+            self._side_subscribers -= 1 if wants_side else 0
+            if self._side_subscribers == 0 and self._side_task is not None:
+                self._side_task.cancel()
+                self._side_task = None
+            if self._subscribers == 0 and self._task is not None:
+                self._task.cancel()
+                _POLLERS.pop((id(self._client), self._workflow_id), None)
+
+    async def _query(self, from_offset: int) -> PollResult:
+        self.queries += 1
+        handle = self._client.get_workflow_handle(self._workflow_id)
+        return await handle.query(POLL_QUERY, PollInput(topics=[], from_offset=from_offset), result_type=PollResult)
+
+    async def _backfill(self, from_offset: int) -> None:
+        """A late subscriber asked for offsets before what this poller holds: read them once."""
+        offsets: list[int] = []
+        items: list[tuple[str, Payload]] = []
+        position = from_offset
+        while position < self._base:
+            result = await self._query(position)
+            for wire in result.items:
+                if wire.offset < self._base:
+                    offsets.append(wire.offset)
+                    items.append((wire.topic, Payload.FromString(base64.b64decode(wire.data))))
+            if result.next_offset <= position:
+                break
+            position = result.next_offset
+        async with self._changed:
+            self._offsets[:0], self._items[:0] = offsets, items
+            self._base = from_offset
+
+    async def _run(self) -> None:
+        pause = FASTEST_POLL
+        quiet_since = time.monotonic()
+        try:
+            while True:
+                try:
+                    result = await self._query(self._next)
+                except RPCError as exc:
+                    if exc.status == RPCStatusCode.NOT_FOUND:
+                        raise PromptNotFound(self._workflow_id) from exc
+                    result = None  # no worker yet, or the server restarting: keep trying
+                finished = result is not None and await self._record(result)
+                if result is not None and (result.items or result.more_ready):
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since > STATUS_CHECK_EVERY:
+                    finished = await self._closed_without_terminal_event()
+                    quiet_since = time.monotonic()
+                if finished:
+                    async with self._changed:
+                        self._done = True
+                        self._changed.notify_all()
+                    return
+                if result is not None and result.more_ready:
+                    continue
+                pause = FASTEST_POLL if result is not None and result.items else min(pause * 1.5, SLOWEST_POLL)
+                await asyncio.sleep(pause if result is not None else RETRY_PAUSE)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            async with self._changed:
+                self._error = exc
+                self._changed.notify_all()
+
+    async def _record(self, result: PollResult) -> bool:
+        """Keep the new items; True once the prompt's terminal state event has been read."""
+        converter = self._client.data_converter.payload_converter
+        finished = False
+        async with self._changed:
+            for wire in result.items:
+                if wire.offset < self._next:
+                    continue  # already held (never yielded twice)
+                payload = Payload.FromString(base64.b64decode(wire.data))
+                self._offsets.append(wire.offset)
+                self._items.append((wire.topic, payload))
+                if wire.topic == EVENTS_TOPIC:
+                    event = converter.from_payload(payload, StreamEvent)
+                    finished = finished or (event.kind == "state_changed" and event.state in TERMINAL_STATES)
+            self._next = max(self._next, result.next_offset)
+            self._changed.notify_all()
+        return finished and not result.more_ready
+
+    async def _run_side(self) -> None:
+        """Read streamed text and tool progress from the pending activities' heartbeat details."""
+        converter = self._client.data_converter
+        handle = self._client.get_workflow_handle(self._workflow_id)
+        while not self._done and self._error is None:
+            try:
+                description = await handle.describe()
+            except RPCError:
+                await asyncio.sleep(RETRY_PAUSE)
+                continue
+            latest: dict[str, tuple[str, SideItem]] = {}
+            for pending in description.raw_description.pending_activities:
+                payloads = list(pending.heartbeat_details.payloads)
+                topic = {MODEL_ROUND_ACTIVITY: DELTAS_TOPIC, INVOKE_TOOL_ACTIVITY: PROGRESS_TOPIC}.get(
+                    pending.activity_type.name)
+                if topic is None or not payloads:
+                    continue
+                try:
+                    raw = (await converter.decode(payloads[:1]))[0]
+                    if topic == DELTAS_TOPIC:
+                        streaming = StreamingText.model_validate(raw)
+                        for delta in (streaming.text, streaming.reasoning):
+                            if delta is not None:
+                                latest[f"{topic}/{pending.activity_id}/{delta.kind}"] = (topic, delta)
+                    else:
+                        latest[f"{topic}/{pending.activity_id}"] = (topic, ToolProgress.model_validate(raw))
+                except Exception:  # a plain liveness beat, or details from another version
+                    continue
+            async with self._changed:
+                for key in [key for key in self._side if key not in latest]:
+                    del self._side[key]
+                for key, (topic, item) in latest.items():
+                    known = self._side.get(key)
+                    if known is None or known[2] != item:
+                        self._side_version += 1
+                        self._side[key] = (self._side_version, topic, item)
+                self._changed.notify_all()
+            await asyncio.sleep(LIVE_DETAILS_POLL)
+
+    async def _closed_without_terminal_event(self) -> bool:
+        """A terminated or timed-out prompt publishes no final state: notice it from its status."""
+        try:
+            description = await self._client.get_workflow_handle(self._workflow_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise PromptNotFound(self._workflow_id) from exc
+            return False
+        return description.status not in (None, WorkflowExecutionStatus.RUNNING)
+
+
+_POLLERS: dict[tuple[int, str], StreamPoller] = {}
+
+
+def poller_for(client: Client, workflow_id: str) -> StreamPoller:
+    """The one poller of this prompt in this process for this client (created on first use)."""
+    key = (id(client), workflow_id)
+    poller = _POLLERS.get(key)
+    if poller is None:
+        poller = _POLLERS[key] = StreamPoller(client, workflow_id)
+    return poller

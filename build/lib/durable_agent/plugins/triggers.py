@@ -1,0 +1,78 @@
+"""Triggers: `trigger.create` schedules a future system-initiated prompt in the same conversation.
+
+Creating a trigger needs approval by default: it lets the assistant act later on the user's behalf.
+Scheduling itself is durable: the conversation workflow holds a Temporal timer for each trigger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from pydantic import BaseModel, Field, model_validator
+
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.agent.triggers import TRIGGERS_PLUGIN, Trigger, read_triggers, write_triggers
+
+
+class CreateTrigger(BaseModel):
+    message: str = Field(min_length=1, description="What to do or say when the trigger fires.")
+    delay_seconds: float | None = Field(default=None, gt=0, description="Fire this many seconds from now.")
+    at: datetime | None = Field(default=None, description="Fire at this time (ISO 8601, with time zone).")
+
+    @model_validator(mode="after")
+    def _one_time(self) -> CreateTrigger:
+        if (self.delay_seconds is None) == (self.at is None):
+            raise ValueError("give exactly one of delay_seconds or at")
+        return self
+
+
+class TriggerId(BaseModel):
+    id: str
+
+
+class NoInput(BaseModel):
+    pass
+
+
+def _require_conversation(ctx: ToolContext) -> None:
+    if ctx.conversation_id is None:
+        raise ValueError("triggers need a conversation: start this prompt through a ConversationWorkflow")
+
+
+@tool("trigger.create", approval=Approval(reason="A trigger lets the assistant act later on your behalf."))
+async def create_trigger(args: CreateTrigger, ctx: ToolContext) -> dict[str, object]:
+    """Schedule a future prompt in this conversation, with `message` as its context."""
+    _require_conversation(ctx)
+    trigger_id = "trg-" + hashlib.sha256(ctx.idempotency_key.encode()).hexdigest()[:10]
+    triggers = [t for t in read_triggers({TRIGGERS_PLUGIN: ctx.state}) if t.id != trigger_id]
+    triggers.append(Trigger(id=trigger_id, message=args.message, delay_seconds=args.delay_seconds, at=args.at))
+    state: dict = {TRIGGERS_PLUGIN: ctx.state}
+    write_triggers(state, triggers)
+    ctx.state.update(state[TRIGGERS_PLUGIN])
+    return {"id": trigger_id, "status": "requested"}
+
+
+@tool("trigger.list")
+async def list_triggers(args: NoInput, ctx: ToolContext) -> list[dict[str, object]]:
+    """List this conversation's triggers."""
+    return [t.model_dump(mode="json") for t in read_triggers({TRIGGERS_PLUGIN: ctx.state})]
+
+
+@tool("trigger.cancel")
+async def cancel_trigger(args: TriggerId, ctx: ToolContext) -> str:
+    """Cancel a trigger that has not fired yet."""
+    triggers = read_triggers({TRIGGERS_PLUGIN: ctx.state})
+    match = next((t for t in triggers if t.id == args.id), None)
+    if match is None or match.status in ("fired", "cancelled"):
+        raise ValueError(f"no pending trigger {args.id!r}")
+    state: dict = {TRIGGERS_PLUGIN: ctx.state}
+    write_triggers(state, [t.model_copy(update={"status": "cancelled"}) if t.id == args.id else t for t in triggers])
+    ctx.state.update(state[TRIGGERS_PLUGIN])
+    return f"cancelled {args.id}"
+
+
+plugin = Plugin(TRIGGERS_PLUGIN, tools=[create_trigger, list_triggers, cancel_trigger],
+                instructions="You can schedule follow-ups with trigger.create (the user approves each).")

@@ -1,0 +1,187 @@
+"""`DurableAgentPlugin`: the one Temporal configuration of Durable Agent, for client, worker and replayer.
+
+    client = await Client.connect(address, plugins=[DurableAgentPlugin(settings, runtime=runtime)])
+    worker = Worker(client, task_queue=settings.task_queue)  # inherits the client's plugin
+    replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin(settings)])
+
+It carries the data converter (pydantic JSON + external payload storage), the workflows, the activities
+(when given a runtime), the workflow runner, the worker's cache and sticky-queue options and the workflow
+failure types. A worker inherits the plugin of the client it is built on (Temporal applies a client's
+plugins to its workers) and must be built on such a client: a worker uses its client's data converter,
+and without external storage it could not read the payloads kept outside history. Applied twice, the
+plugin registers each workflow once. Worker options it sets (runner, cache size) come from `Settings`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from temporalio.client import Client
+from temporalio.converter import SerializationContext, StorageDriverStoreContext
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowInstance, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from durable_agent.agent.errors import DurableAgentError
+from durable_agent.workers.connection import connect_client
+from durable_agent.workers.observability import metrics_runtime, temporal_plugins
+from durable_agent.workers.settings import Settings, WorkflowSandbox
+from durable_agent.workflows import WORKFLOWS
+
+if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
+    from temporalio.worker._command_aware_visitor import CommandInfo
+    from temporalio.worker._workflow_instance import WorkflowInstanceDetails
+
+    from durable_agent.activities.runtime import AgentRuntime
+
+try:  # private to the SDK: used only while `sandbox_instance_fits` says it is what _ContextsByCall expects
+    from temporalio.worker.workflow_sandbox._runner import _Instance as SandboxedInstance
+except ImportError:  # pragma: no cover - a later SDK moved it; the plain sandboxed runner is used instead
+    SandboxedInstance = WorkflowInstance  # type: ignore[misc,assignment]
+
+PLUGIN_NAME = "durable-agent"
+# Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
+# heartbeat's reply) reaches a running tool or model call within about a second, and streamed text and tool
+# progress (heartbeat details) reach watchers within half a second.
+HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
+STICKY_TIMEOUT = timedelta(seconds=2)  # a crashed worker's prompts move on after 2 s, not the SDK's 10 s
+T = TypeVar("T")
+FAILURE_TYPES: tuple[type[BaseException], ...] = (DurableAgentError,)
+
+
+def sandbox_instance_fits(instance_class: type[Any] = SandboxedInstance) -> bool:
+    """The version guard of `_ContextsByCall`: whether the SDK's private sandboxed instance still is built
+    from (details, runner class, restrictions) and answers the two context questions by exec'ing a call on
+    `__temporal_in_sandbox` in `globals_and_locals` (true of temporalio 1.35). When a later release changes
+    that, workers use Temporal's own `SandboxedWorkflowRunner` instances: slower, never wrong."""
+    if instance_class is WorkflowInstance or not issubclass(instance_class, WorkflowInstance):
+        return False
+    try:
+        parameters = list(inspect.signature(instance_class.__init__).parameters)[1:]
+        sources = [inspect.getsource(getattr(instance_class, name))
+                   for name in ("__init__", "get_serialization_context", "get_external_store_context")]
+    except (AttributeError, OSError, TypeError, ValueError):
+        return False
+    return (parameters == ["instance_details", "runner_class", "restrictions"]
+            and "self.globals_and_locals" in sources[0]
+            and all("__temporal_in_sandbox.get_" in source for source in sources[1:]))
+
+
+SANDBOX_INSTANCE_FITS = sandbox_instance_fits()
+
+
+class _ContextsByCall(SandboxedInstance):  # type: ignore[misc,valid-type]
+    """The sandbox's workflow instance, answering the payload visitor's context questions by a plain call.
+
+    Encoding a workflow task's commands and decoding its activation ask the instance, for every payload
+    sequence, which serialization context and external-storage context apply. The SDK's sandboxed instance
+    answers each question by compiling and exec'ing a snippet under its import hook (about 60 times per
+    3-round prompt, ~20 ms of worker CPU). The answer is a lookup in the instance's pending commands that
+    imports nothing and runs no workflow code, so calling the in-sandbox instance directly gives the same
+    context without the hook. Relies on the sandbox runner's private `_Instance`, behind the version guard
+    `sandbox_instance_fits` (tests/test_sandbox_runner.py compares every answer with the SDK's own)."""
+
+    def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
+        return self.globals_and_locals["__temporal_in_sandbox"].get_serialization_context(command_info)  # type: ignore[no-any-return,attr-defined]
+
+    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
+        return self.globals_and_locals["__temporal_in_sandbox"].get_external_store_context(command_info)  # type: ignore[no-any-return,attr-defined]
+
+
+@dataclass(frozen=True)
+class AgentSandboxedRunner(SandboxedWorkflowRunner):
+    """Temporal's sandboxed runner whose instances answer context questions by a plain call (`_ContextsByCall`);
+    workflow code runs exactly as under `SandboxedWorkflowRunner`."""
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        if not SANDBOX_INSTANCE_FITS:
+            return super().create_instance(det)
+        return _ContextsByCall(det, self.runner_class, self.restrictions)
+
+
+def workflow_runner(mode: WorkflowSandbox = "off") -> WorkflowRunner:
+    """How workflow code runs: `off` (default), `on`, or `strict` (Settings.workflow_sandbox).
+
+    Only this project's workflow code runs in a worker's workflows (tools, plugins and providers run in
+    activities), so the sandbox guards our code alone, and CI does that: every test worker and the replay
+    tests run the workflows under the `strict` sandbox, failing on any non-deterministic call. Deployed
+    workers skip the sandbox's per-activation cost (about 40 % of a round with a local tool). `on` keeps
+    the sandbox but passes our workflow and core modules (`workflows`, `agent`) through (re-importing them
+    per workflow instance cost ~280 KB per cached prompt).
+    """
+    if mode == "strict":
+        return AgentSandboxedRunner()
+    if mode == "on":
+        # The whole package: the workflows' failure types import agent.errors, re-imported per workflow run otherwise.
+        return AgentSandboxedRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("durable_agent"))
+    if mode == "off":
+        return UnsandboxedWorkflowRunner()
+    raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
+
+
+def _append_missing(items: Sequence[T]) -> Callable[[Sequence[T] | None], Sequence[T]]:
+    """Append `items` not already configured, so the plugin can be applied by client and worker both."""
+    def append(existing: Sequence[T] | None) -> Sequence[T]:
+        present = list(existing or [])
+        return present + [item for item in items if item not in present]
+    return append
+
+
+def _activities(runtime: AgentRuntime | None) -> list[Callable[..., object]] | None:
+    if runtime is None:
+        return None
+    from durable_agent.activities.agent_activities import AgentActivities
+
+    return AgentActivities(runtime).all()
+
+
+class DurableAgentPlugin(SimplePlugin):
+    """Durable Agent's converter, workflows, activities, runner and failure types, from one `Settings`."""
+
+    def __init__(self, settings: Settings | None = None, *, runtime: AgentRuntime | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self.runtime = runtime
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=self.settings.data_converter(),
+            workflows=_append_missing(WORKFLOWS),
+            activities=_activities(runtime),
+            workflow_runner=workflow_runner(self.settings.workflow_sandbox),
+            workflow_failure_exception_types=_append_missing(FAILURE_TYPES),
+        )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """See base class. Also sets the sticky-queue timeout and the workflow cache size."""
+        if carried_plugin(config["client"]) is None:  # type: ignore[typeddict-item]
+            raise ValueError("build the worker on a client connected with plugins=[DurableAgentPlugin(...)]: "
+                             "the worker needs that client's data converter")
+        config = super().configure_worker(config)
+        config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
+        config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        config["max_cached_workflows"] = self.settings.max_cached_workflows
+        return config
+
+
+def carried_plugin(client: Client) -> DurableAgentPlugin | None:
+    """The `DurableAgentPlugin` a client was connected with, if any (its workers inherit it)."""
+    return next((p for p in client.config()["plugins"] if isinstance(p, DurableAgentPlugin)), None)
+
+
+__all__ = ["FAILURE_TYPES", "PLUGIN_NAME", "STICKY_TIMEOUT", "DurableAgentPlugin", "carried_plugin", "workflow_runner"]
+
+
+async def connect(settings: Settings, *, metrics: bool = False) -> Client:
+    """A client carrying `DurableAgentPlugin(settings)`: the project's converter, and for its workers the rest;
+    with OpenTelemetry's plugin when tracing is configured. Connected through the settings' envconfig profile
+    (TLS, API key); `TemporalConnectError` says what failed. `metrics=True` (workers) also exports the
+    Temporal runtime's metrics and the agent's (Prometheus endpoint or OTLP)."""
+    config = settings.observability()
+    return await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
+                                settings.grpc_compression,
+                                plugins=[DurableAgentPlugin(settings), *temporal_plugins(config)],
+                                runtime=metrics_runtime(config) if metrics else None)

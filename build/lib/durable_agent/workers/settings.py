@@ -1,0 +1,342 @@
+"""Configuration: one `Settings`, read once from the environment (`Settings.from_env()`).
+
+This is the only module that reads environment variables. Everything else receives a `Settings` (or the
+values it needs from one). Defaults run offline out of the box: a local dev server, the scripted demo
+model and the demo plugin.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from temporalio.converter import DataConverter
+from temporalio.envconfig import ClientConfigProfile
+
+from durable_agent.agent.model_settings import ModelSettings, check_settings_json
+from durable_agent.agent.providers.specs import chain_specs, provider_of
+from durable_agent.workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
+from durable_agent.workers.codec import AESGCMCodec, codec_for
+from durable_agent.workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
+from durable_agent.workers.observability import ObservabilityConfig
+from durable_agent.workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from durable_agent.workflows.protocol import ModelRouting
+
+DEFAULT_TASK_QUEUE = "durable-agent"
+DEMO_MODEL = "scripted:durable_agent.plugins.demo:demo_model"
+DEMO_PLUGINS = "durable_agent.plugins.demo:plugin"
+WorkflowSandbox = Literal["off", "on", "strict"]
+WorkerQueues = Literal["all", "workflows", "models"]
+GrpcCompressionMode = Literal["auto", "gzip", "none"]
+_PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")  # the `provider` of a `provider:model` spec
+
+
+def _tristate(value: str | None) -> bool | None:
+    if value is None or value.strip().lower() in ("", "auto"):
+        return None
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _model_settings(env: Mapping[str, str], var: str) -> ModelSettings | None:
+    value = env.get(var, "").strip()
+    return check_settings_json(value, source=var) if value else None
+
+
+def _optional_number(env: Mapping[str, str], var: str, kind: type[int] | type[float]) -> Any:
+    value = env.get(var, "").strip()
+    if not value:
+        return None
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(f"{var} must be a number, not {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"{var} must be greater than 0, not {value!r}")
+    return number
+
+
+def _provider_map(env: Mapping[str, str], var: str, kind: type[str] | type[float]) -> dict[str, Any]:
+    """`provider=value,...` (e.g. DAGENT_PROVIDER_QUEUES=anthropic=models-anthropic,openai=models-openai)."""
+    entries: dict[str, Any] = {}
+    for item in (part.strip() for part in env.get(var, "").split(",")):
+        if not item:
+            continue
+        provider, sep, value = (piece.strip() for piece in item.partition("="))
+        if not sep or not _PROVIDER_NAME.fullmatch(provider) or not value:
+            raise ValueError(f"{var} must be provider=value pairs separated by commas "
+                             f"(e.g. anthropic=..., openai=...), not {item!r}")
+        if provider in entries:
+            raise ValueError(f"{var} names {provider} twice")
+        entries[provider] = _optional_number({var: value}, var, float) if kind is float else value
+    return entries
+
+
+def _sandbox(value: str) -> WorkflowSandbox:
+    if value not in ("off", "on", "strict"):
+        raise ValueError(f"DAGENT_WORKFLOW_SANDBOX must be off, on or strict, not {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _compression(value: str) -> GrpcCompressionMode:
+    mode = value.strip().lower() or "auto"
+    if mode not in ("auto", "gzip", "none"):
+        raise ValueError(f"DAGENT_GRPC_COMPRESSION must be auto, gzip or none, not {value!r}")
+    return mode  # type: ignore[return-value]
+
+
+def _pem(env: Mapping[str, str], name: str) -> str | None:
+    """A PEM key given inline (`NAME`) or as a file path (`NAME_FILE`)."""
+    if value := env.get(name):
+        return value
+    if path := env.get(f"{name}_FILE"):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    return None
+
+
+class Settings(BaseModel):
+    """Everything a client or worker needs to know; each field names the variable it is read from.
+
+    API keys are not fields: providers read them from `provider_env` when a worker builds them, so they
+    never travel in workflow inputs, results or history, and never show in a repr or a log line.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    # --- both client and worker ---
+    temporal_address: str = Field(default=DEFAULT_ADDRESS, description=(
+        "TEMPORAL_ADDRESS: the frontend, host:port (or the address of the TEMPORAL_PROFILE profile)."))
+    namespace: str = Field(default=DEFAULT_NAMESPACE, description="TEMPORAL_NAMESPACE: (or the profile's).")
+    temporal_profile: ClientConfigProfile | None = Field(default=None, exclude=True, repr=False, description=(
+        "TLS, API key and gRPC metadata from `temporalio.envconfig`: the TOML profile file (TEMPORAL_CONFIG_FILE,"
+        " TEMPORAL_PROFILE or `--profile`) and TEMPORAL_API_KEY / TEMPORAL_TLS_* (never serialised or shown)."))
+    task_queue: str = Field(default=DEFAULT_TASK_QUEUE,
+                            description="DAGENT_TASK_QUEUE: where prompts are started and workers poll.")
+    payload_dir: str = Field(default=".dagent/payloads", description=(
+        "DAGENT_PAYLOAD_DIR: where payloads above `payload_threshold` are stored outside history; clients "
+        "and workers must share it."))
+    payload_threshold: int = Field(default=DEFAULT_PAYLOAD_THRESHOLD, ge=1, description=(
+        "DAGENT_PAYLOAD_THRESHOLD: payloads of this many bytes or more go to `payload_dir`."))
+    log_level: str = Field(default="INFO", description="DAGENT_LOG_LEVEL.")
+
+    # --- client only ---
+    ui_url: str = Field(default="http://127.0.0.1:8233", description="DAGENT_UI_URL: links to the Temporal UI.")
+
+    # --- worker only ---
+    model_normal: str = Field(default=DEMO_MODEL, description=(
+        "DAGENT_MODEL_NORMAL: `provider:model` of the normal tier (e.g. `openai:gpt-4o`)."))
+    model_high: str = Field(default="", description="DAGENT_MODEL_HIGH: the high tier; empty = the normal one.")
+    model_settings_normal: ModelSettings | None = Field(default=None, description=(
+        "DAGENT_MODEL_SETTINGS_NORMAL: JSON model settings of the normal tier (see agent/model_settings.py)."))
+    model_settings_high: ModelSettings | None = Field(default=None, description=(
+        "DAGENT_MODEL_SETTINGS_HIGH: JSON model settings of the high tier (default: the normal tier's when "
+        "the high tier uses the normal model)."))
+    model_fallback_attempts: int = Field(default=3, description=(
+        "DAGENT_MODEL_FALLBACK_ATTEMPTS: attempts of a retryable failure before a fallback chain moves on."))
+    model_task_queue: str = Field(default="", description=(
+        "DAGENT_MODEL_TASK_QUEUE (client and worker): the task queue of model calls; empty = `task_queue`."))
+    model_task_queue_high: str = Field(default="", description=(
+        "DAGENT_MODEL_TASK_QUEUE_HIGH (client and worker): the high tier's own model queue (e.g. another "
+        "provider's rate limit); empty = `model_task_queue`."))
+    worker_queues: WorkerQueues = Field(default="all", description=(
+        "DAGENT_WORKER_QUEUES: what `dagent worker` polls: `all`, `workflows` (workflows and tools) or "
+        "`models` (model calls only)."))
+    model_concurrency: int | None = Field(default=None, description=(
+        "DAGENT_MODEL_CONCURRENCY: model calls one worker runs at once on a model queue."))
+    model_rate: float | None = Field(default=None, description=(
+        "DAGENT_MODEL_RATE: the most model calls a tier's model queue starts in any one second, all workers "
+        "together (the server enforces a rate derived from it: workers/rate_limits.py)."))
+    provider_queues: dict[str, str] = Field(default_factory=dict, description=(
+        "DAGENT_PROVIDER_QUEUES (client and worker): `provider=queue,...`: the model calls of these providers "
+        "(the `provider` of `provider:model`, e.g. `anthropic`) run on their own queue; others on the tier's."))
+    provider_rates: dict[str, float] = Field(default_factory=dict, description=(
+        "DAGENT_PROVIDER_RATES: `provider=limit,...`: the most calls a provider's queue starts in any one "
+        "second, all workers together (default: DAGENT_MODEL_RATE)."))
+    model_worker_rate: float | None = Field(default=None, description=(
+        "DAGENT_MODEL_WORKER_RATE: model calls per second one worker starts (max_activities_per_second)."))
+    plugins: tuple[str, ...] = Field(default=(DEMO_PLUGINS,), description=(
+        "DAGENT_PLUGINS: comma-separated `module:attribute` plugin paths (empty for none)."))
+    file_dir: str = Field(default=".dagent/files", description="DAGENT_FILE_DIR: where tools store files.")
+    stream_text: bool | None = Field(default=None, description=(
+        "DAGENT_STREAM_TEXT: stream model text to watchers (1/0; unset or `auto` = when the provider can)."))
+    prices: str = Field(default="", description=(
+        "DAGENT_PRICES: model prices as inline JSON or the path of a JSON file (see agent/pricing.py)."))
+    workflow_sandbox: WorkflowSandbox = Field(default="off", description=(
+        "DAGENT_WORKFLOW_SANDBOX: Temporal's workflow sandbox: `off`, `on` (our modules passed through) or "
+        "`strict` (every test worker and the replay tests)."))
+    max_cached_workflows: int = Field(default=64, ge=0, description=(
+        "DAGENT_MAX_CACHED_WORKFLOWS: workflows a worker keeps in memory; waiting prompts beyond this are "
+        "evicted and replayed when needed."))
+    grpc_compression: GrpcCompressionMode = Field(default="auto", description=(
+        "DAGENT_GRPC_COMPRESSION: gzip on the wire to Temporal: `auto` (none to a loopback address, gzip "
+        "otherwise), `gzip` or `none`."))
+    metrics_port: int | None = Field(default=None, description=(
+        "DAGENT_METRICS_PORT (or `dagent worker --metrics-port`): serve Prometheus metrics on this port."))
+    metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
+    trace_content: bool = Field(default=False, description=(
+        "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
+    fast_tools: bool = Field(default=True, description=(
+        "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs a call without approval as a local "
+        "activity once this worker has seen it finish fast (README, Fast tools); off: always a regular activity."))
+    otel_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
+        "The standard OTEL_* variables (exporters, endpoint, protocol, service name): see README, Observability."))
+    provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
+        "The environment providers read their API keys and base URLs from (never serialised or shown)."))
+    decision_public_key: str | None = Field(default=None, repr=False, description=(
+        "DAGENT_DECISION_PUBLIC_KEY (PEM) or DAGENT_DECISION_PUBLIC_KEY_FILE: decisions on approvals must carry "
+        "a token signed by the matching private key (held by `dagent api`); unset = unsigned decisions."))
+
+    # --- the blob store and payload encryption (both client and worker; see README "Deploying") ---
+    store: str = Field(default="", description=(
+        "DAGENT_STORE: empty = the local directories `payload_dir` / `file_dir`; `s3://bucket` or `gs://bucket` "
+        "= one store for payloads and files shared by every client and worker."))
+    s3_endpoint_url: str | None = Field(default=None, description=(
+        "DAGENT_S3_ENDPOINT_URL: an S3-compatible server such as MinIO (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)."))
+    codec_keys: SecretStr | None = Field(default=None, repr=False, description=(
+        "DAGENT_CODEC_KEYS: `key-id:<base64 32 bytes>,...` switches on AES-GCM payload encryption."))
+    codec_key_id: str | None = Field(default=None, description=(
+        "DAGENT_CODEC_KEY_ID: the key new payloads are encrypted with (default: the first listed)."))
+    codec_auth_token: SecretStr | None = Field(default=None, repr=False, description=(
+        "DAGENT_CODEC_AUTH_TOKEN: `dagent codec-server` requires `Authorization: Bearer <token>`."))
+    codec_cors_origins: tuple[str, ...] = Field(default=(), description=(
+        "DAGENT_CODEC_CORS_ORIGINS: comma-separated UI origins the codec server answers (default: DAGENT_UI_URL)."))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, profile: str | None = None) -> Settings:
+        """Settings from `env`; the Temporal connection from the envconfig profile (`profile` overrides
+        TEMPORAL_PROFILE) and its TEMPORAL_* variables, exactly as the `temporal` CLI reads them."""
+        env = dict(os.environ if env is None else env)
+        defaults = cls()
+        plugins = env.get("DAGENT_PLUGINS")
+        connection = load_profile(env, profile)
+        return cls(
+            temporal_address=connection.address or defaults.temporal_address,
+            namespace=connection.namespace or defaults.namespace,
+            temporal_profile=connection,
+            task_queue=env.get("DAGENT_TASK_QUEUE", defaults.task_queue),
+            payload_dir=env.get("DAGENT_PAYLOAD_DIR", defaults.payload_dir),
+            payload_threshold=int(env.get("DAGENT_PAYLOAD_THRESHOLD", defaults.payload_threshold)),
+            log_level=env.get("DAGENT_LOG_LEVEL", defaults.log_level),
+            ui_url=env.get("DAGENT_UI_URL", defaults.ui_url),
+            model_normal=env.get("DAGENT_MODEL_NORMAL", defaults.model_normal),
+            model_high=env.get("DAGENT_MODEL_HIGH", defaults.model_high),
+            model_settings_normal=_model_settings(env, "DAGENT_MODEL_SETTINGS_NORMAL"),
+            model_settings_high=_model_settings(env, "DAGENT_MODEL_SETTINGS_HIGH"),
+            model_fallback_attempts=int(env.get("DAGENT_MODEL_FALLBACK_ATTEMPTS", defaults.model_fallback_attempts)),
+            model_task_queue=env.get("DAGENT_MODEL_TASK_QUEUE", defaults.model_task_queue),
+            model_task_queue_high=env.get("DAGENT_MODEL_TASK_QUEUE_HIGH", defaults.model_task_queue_high),
+            worker_queues=env.get("DAGENT_WORKER_QUEUES", defaults.worker_queues),  # type: ignore[arg-type]
+            model_concurrency=_optional_number(env, "DAGENT_MODEL_CONCURRENCY", int),
+            model_rate=_optional_number(env, "DAGENT_MODEL_RATE", float),
+            model_worker_rate=_optional_number(env, "DAGENT_MODEL_WORKER_RATE", float),
+            provider_queues=_provider_map(env, "DAGENT_PROVIDER_QUEUES", str),
+            provider_rates=_provider_map(env, "DAGENT_PROVIDER_RATES", float),
+            plugins=tuple(p.strip() for p in plugins.split(",") if p.strip()) if plugins is not None
+            else defaults.plugins,
+            file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
+            stream_text=_tristate(env.get("DAGENT_STREAM_TEXT")),
+            prices=env.get("DAGENT_PRICES", defaults.prices),
+            workflow_sandbox=_sandbox(env.get("DAGENT_WORKFLOW_SANDBOX", defaults.workflow_sandbox)),
+            max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
+            grpc_compression=_compression(env.get("DAGENT_GRPC_COMPRESSION", defaults.grpc_compression)),
+            metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
+            metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
+            trace_content=_tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
+            fast_tools=_tristate(env.get("DAGENT_FAST_TOOLS")) is not False,
+            otel_env={name: value for name, value in env.items() if name.startswith("OTEL_")},
+            provider_env=env,
+            store=env.get("DAGENT_STORE", defaults.store).strip(),
+            s3_endpoint_url=(env.get("DAGENT_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3")
+                             or env.get("AWS_ENDPOINT_URL") or None),
+            codec_keys=SecretStr(env["DAGENT_CODEC_KEYS"]) if env.get("DAGENT_CODEC_KEYS", "").strip() else None,
+            codec_key_id=env.get("DAGENT_CODEC_KEY_ID") or None,
+            codec_auth_token=SecretStr(env["DAGENT_CODEC_AUTH_TOKEN"]) if env.get("DAGENT_CODEC_AUTH_TOKEN") else None,
+            codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
+                                     if o.strip()),
+            decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
+        ).check_provider_queues()
+
+    def blob_objects(self) -> ObjectClient:
+        """Where payloads above the threshold go: the payload directory, or the shared S3/GCS store."""
+        return objects_for(self.store, self.payload_dir, s3_endpoint_url=self.s3_endpoint_url)
+
+    def file_store(self) -> BlobFileStore:
+        """Where `ToolContext.add_file` contents go: the file directory, or the same shared store."""
+        objects = self.blob_objects()
+        if isinstance(objects, DirectoryObjects):
+            objects = objects_for("", self.file_dir)
+        return BlobFileStore(objects, namespace=self.namespace)
+
+    def codec(self) -> AESGCMCodec | None:
+        """The payload codec when `codec_keys` is set (a `CodecKeyError` names a bad entry)."""
+        return codec_for(self.codec_keys.get_secret_value(), self.codec_key_id) if self.codec_keys else None
+
+    def observability(self) -> ObservabilityConfig:
+        """Tracing and metrics exporters: the OTEL_* variables plus the metrics port."""
+        return ObservabilityConfig.from_env(self.otel_env, metrics_port=self.metrics_port,
+                                            metrics_host=self.metrics_host)
+
+    def data_converter(self) -> DataConverter:
+        return data_converter(self.blob_objects(), threshold=self.payload_threshold, codec=self.codec())
+
+    @property
+    def model_tiers(self) -> dict[str, str]:
+        return {"normal": self.model_normal, "high": self.model_high or self.model_normal}
+
+    def tier_queue(self, tier: str) -> str | None:
+        """The task queue of a tier's model calls whose provider has none of its own; None: the workflow's."""
+        if tier == "high" and self.model_task_queue_high:
+            return self.model_task_queue_high
+        return self.model_task_queue or None
+
+    def model_queue_for(self, tier: str) -> str | None:
+        """Where a prompt's model calls start: the queue of the tier's first provider, else the tier's queue."""
+        first_provider = provider_of(chain_specs(self.model_tiers[tier])[0])
+        return self.provider_queues.get(first_provider) or self.tier_queue(tier)
+
+    def model_routing(self, tier: str) -> ModelRouting | None:
+        """What a prompt records so the workflow sends a fallback round to its provider's queue."""
+        if not self.provider_queues:
+            return None
+        return ModelRouting(tier_queue=self.tier_queue(tier), providers=self.provider_queues)
+
+    @property
+    def model_queue_limits(self) -> dict[str, float | None]:
+        """Every model queue a models worker polls -> its limit in calls per second (None: unlimited)."""
+        tiers = {q: self.model_rate for q in (self.tier_queue("normal"), self.tier_queue("high")) if q}
+        providers = {queue: self.provider_rates.get(provider, self.model_rate)
+                     for provider, queue in self.provider_queues.items()}
+        return tiers | providers
+
+    @property
+    def model_queues(self) -> list[str]:
+        return list(self.model_queue_limits)
+
+    def check_provider_queues(self) -> Settings:
+        """One-line errors for provider queues that would collide or rates without a queue."""
+        if unknown := sorted(set(self.provider_rates) - set(self.provider_queues)):
+            raise ValueError(f"DAGENT_PROVIDER_RATES: {', '.join(unknown)} has no queue in DAGENT_PROVIDER_QUEUES "
+                             "(a provider's limit applies to its own queue)")
+        queues = list(self.provider_queues.values())
+        if shared := sorted({q for q in queues if queues.count(q) > 1}):
+            raise ValueError(f"DAGENT_PROVIDER_QUEUES: queue {shared[0]} is given to more than one provider "
+                             "(one queue, one provider's limit)")
+        others = {self.task_queue: "DAGENT_TASK_QUEUE", self.model_task_queue: "DAGENT_MODEL_TASK_QUEUE",
+                  self.model_task_queue_high: "DAGENT_MODEL_TASK_QUEUE_HIGH"}
+        for provider, queue in self.provider_queues.items():
+            if queue in others:
+                raise ValueError(f"DAGENT_PROVIDER_QUEUES: {provider}'s queue {queue} is also {others[queue]}")
+        return self
+
+    @property
+    def tier_settings(self) -> dict[str, ModelSettings]:
+        """Each tier's model settings; the high tier falls back to the normal tier's, as its model does."""
+        normal = self.model_settings_normal or ModelSettings()
+        high = self.model_settings_high or (normal if not self.model_high else ModelSettings())
+        return {"normal": normal, "high": high}
+
+    def workflow_url(self, workflow_id: str) -> str:
+        return f"{self.ui_url.rstrip('/')}/namespaces/{self.namespace}/workflows/{workflow_id}"

@@ -1,0 +1,94 @@
+"""Wires workflows, activities, plugins and model providers into one Temporal worker."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from durable_agent.activities.agent_activities import AgentActivities
+from durable_agent.activities.fast_tools import FastTools
+from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.agent.context import Services
+from durable_agent.agent.extras import require
+from durable_agent.agent.plugins import Plugin, load_plugins
+from durable_agent.agent.pricing import PriceTable
+from durable_agent.agent.providers.base import ModelProvider
+from durable_agent.agent.providers.registry import resolve_chain
+from durable_agent.workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
+from durable_agent.workers.rate_limits import PacedCalls, queue_rate
+from durable_agent.workers.settings import Settings
+
+__all__ = ["STICKY_TIMEOUT", "build_runtime", "connect", "create_model_worker", "create_worker", "create_workers",
+           "workflow_runner"]
+
+
+def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None,
+                  providers: Mapping[str, ModelProvider | Sequence[ModelProvider]] | None = None,
+                  services: Mapping[str, Any] | None = None) -> AgentRuntime:
+    """The runtime from settings; explicit `plugins`/`providers` override the configured ones."""
+    if providers is None:
+        providers = {tier: resolve_chain(spec, settings.provider_env) for tier, spec in settings.model_tiers.items()}
+    loaded = list(plugins) if plugins is not None else load_plugins(settings.plugins)
+    for plugin in loaded:
+        if plugin.mcp_servers:  # refuse to start (one line) rather than fail every round's listing
+            require("mcp", f"plugin '{plugin.name}' (MCP server '{plugin.mcp_servers[0].name}')")
+    return AgentRuntime(
+        plugins=loaded,
+        providers=dict(providers), model_settings=settings.tier_settings, services=Services(services),
+        file_store=settings.file_store(), prices=PriceTable.load(settings.prices),
+        stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
+        trace_content=settings.trace_content,
+        decision_key=settings.decision_public_key, fast_tools=FastTools(enabled=settings.fast_tools),
+    )
+
+
+def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
+                  **options: Any) -> Worker:
+    """A worker running every workflow and activity of Durable Agent on `task_queue`.
+
+    The converter, workflows, runner and worker options come from the `DurableAgentPlugin` the client was
+    connected with; a client without one is used through a view carrying one built from `settings`
+    (default: `Settings.from_env()`), sharing its connection.
+    """
+    if carried_plugin(client) is None:
+        client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
+    return Worker(client, task_queue=task_queue, activities=AgentActivities(runtime).all(), **options)
+
+
+def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
+                        max_concurrent: int | None = None, worker_rate: float | None = None,
+                        rate_limit: float | None = None, **options: Any) -> Worker:
+    """A worker for model calls only, on their own task queue.
+
+    `rate_limit`: the most model calls the queue starts in any one second, all its workers together. The
+    server enforces it, as Temporal's `max_task_queue_activities_per_second` set to `queue_rate(rate_limit)`
+    (about half: the server's token bucket hands out a second's worth at once after a pause), and `PacedCalls`
+    starts the calls spaced as the server handed them out, however late they reach this worker (see
+    workers/rate_limits.py). `worker_rate` (`max_activities_per_second`) and `max_concurrent` bound one worker.
+    (The client's plugin registers the workflows on every worker; no workflow is ever started on a model queue.)
+    """
+    if carried_plugin(client) is None:
+        client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
+    return Worker(client, task_queue=task_queue, activities=[AgentActivities(runtime).model_round],
+                  max_concurrent_activities=max_concurrent, max_activities_per_second=worker_rate,
+                  max_task_queue_activities_per_second=queue_rate(rate_limit) if rate_limit else None,
+                  interceptors=[PacedCalls()] if rate_limit else [], **options)
+
+
+def create_workers(client: Client, runtime: AgentRuntime, settings: Settings) -> list[Worker]:
+    """The workers a `dagent worker` process runs, after `settings.worker_queues`: `all` (the workflow queue
+    and every model queue), `workflows` (workflows and tools only) or `models` (model calls only)."""
+    if settings.worker_queues == "models" and not settings.model_queues:
+        raise ValueError("DAGENT_WORKER_QUEUES=models needs DAGENT_MODEL_TASK_QUEUE or DAGENT_PROVIDER_QUEUES")
+    workers: list[Worker] = []
+    if settings.worker_queues in ("all", "workflows"):
+        workers.append(create_worker(client, runtime, task_queue=settings.task_queue, settings=settings))
+    if settings.worker_queues in ("all", "models"):
+        workers += [create_model_worker(client, runtime, task_queue=queue, settings=settings,
+                                        max_concurrent=settings.model_concurrency,
+                                        worker_rate=settings.model_worker_rate, rate_limit=limit)
+                    for queue, limit in settings.model_queue_limits.items()]
+    return workers

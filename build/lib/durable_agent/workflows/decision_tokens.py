@@ -1,0 +1,82 @@
+"""Signed decision tokens: how a prompt knows who approved or rejected a call, even from a raw signal.
+
+A worker configured with a decision key (DAGENT_DECISION_PUBLIC_KEY, an Ed25519 public key in PEM) puts
+that key on every approval requirement it plans; the key is therefore in the workflow's history, and the
+workflow accepts a decision for that call only with a token signed by the matching private key (held by
+`dagent api`, never by the worker). The token is a compact JWS (EdDSA) whose claims name the principal, their
+roles, the prompt, the call, the decision and a hash of the corrected arguments, and an expiry that is
+checked against `workflow.now()`, so verification is deterministic and replays exactly.
+
+Pure functions, no I/O: imported by workflow code (passed through the sandbox) and by the API that signs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import jwt
+from jwt.api_jws import PyJWS
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from durable_agent.workflows.transcript import json_digest
+
+DecisionKind = Literal["approve", "reject"]
+TOKEN_ALGORITHM = "EdDSA"
+TOKEN_ISSUER = "durable-agent-api"
+
+
+class DecisionClaims(BaseModel):
+    """What a decision token asserts. `by` on the signal must equal `sub`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iss: Literal["durable-agent-api"] = TOKEN_ISSUER
+    sub: str = Field(min_length=1, description="The authenticated principal who decides.")
+    roles: list[str] = Field(default_factory=list)
+    prompt: str
+    call: str
+    decision: DecisionKind
+    input_sha256: str | None = Field(default=None, description="Hash of the corrected arguments, if any.")
+    exp: int = Field(description="Unix seconds after which the token is refused.")
+
+
+def input_digest(value: JsonValue) -> str | None:
+    """A canonical hash of corrected arguments (None when there are none)."""
+    return None if value is None else json_digest(value)
+
+
+def sign_decision(claims: DecisionClaims, private_key_pem: str) -> str:
+    return jwt.encode(claims.model_dump(), private_key_pem, algorithm=TOKEN_ALGORITHM)
+
+
+def verify_decision(token: str | None, *, public_key_pem: str, prompt_id: str, tool_call_id: str,
+                    decision: DecisionKind, by: str | None, corrected_input: JsonValue,
+                    now: datetime) -> DecisionClaims | str:
+    """The verified claims, or why the decision must be refused. Only the signature is checked by the JWS
+    library; every claim (including the expiry, against the workflow's clock) is checked here."""
+    if not token:
+        return "a signed decision token is required for this call (decide through the API)"
+    try:
+        payload = PyJWS().decode(token, key=public_key_pem, algorithms=[TOKEN_ALGORITHM])
+        claims = DecisionClaims.model_validate_json(payload)
+    except (jwt.InvalidTokenError, ValidationError, ValueError) as exc:
+        return f"the decision token is not valid: {type(exc).__name__}"
+    if claims.prompt != prompt_id or claims.call != tool_call_id:
+        return "the decision token was issued for another call"
+    if claims.decision != decision:
+        return f"the decision token allows {claims.decision}, not {decision}"
+    if by != claims.sub:
+        return f"the decision token was issued to {claims.sub!r}, not {by!r}"
+    if claims.input_sha256 != input_digest(corrected_input):
+        return "the decision token does not match the corrected arguments"
+    if now.timestamp() > claims.exp:
+        return "the decision token has expired"
+    return claims
+
+
+def may_decide(approvers: list[str] | None, principal: str | None, roles: list[str]) -> bool:
+    """Whether a principal (with roles) is named by a policy's `approvers` (users or roles); None = anyone."""
+    if not approvers:
+        return True
+    return principal in approvers or any(role in approvers for role in roles)

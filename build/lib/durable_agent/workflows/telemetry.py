@@ -1,0 +1,243 @@
+"""Spans and metrics recorded by workflow code; both are replay-safe and neither adds a command.
+
+Spans: the global tracer provider is temporalio's `ReplaySafeTracerProvider` when tracing is on (span and
+trace ids come from the workflow's seeded random, so a replay recreates the same ids; a span that ends during
+replay is dropped, so nothing is exported twice), and OpenTelemetry's no-op tracer when it is off.
+Metrics: `workflow.metric_meter()`, which records nothing while the workflow replays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.agent import otel
+    from durable_agent.agent.models import Usage
+
+if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on (agent/otel.py)
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace import Span, Tracer
+
+TRACER_NAME = "durable_agent"
+
+PROMPT_SPAN = "dagent.prompt"
+ROUND_SPAN = "dagent.round"
+TOOL_SPAN = "dagent.tool_call"
+APPROVAL_SPAN = "dagent.approval"
+CONVERSATION_TURN_SPAN = "dagent.conversation.prompt"
+
+
+class _NoSpanContext:
+    is_valid = False
+    trace_id = 0
+    span_id = 0
+
+
+class _NoSpan:
+    """The span of a process without tracing: records nothing (OpenTelemetry's non-recording span, without
+    importing OpenTelemetry)."""
+
+    def get_span_context(self) -> _NoSpanContext:
+        return _NoSpanContext()
+
+    def is_recording(self) -> bool:
+        return False
+
+    def set_attribute(self, key: str, value: object) -> None:
+        pass
+
+    def set_attributes(self, attributes: object) -> None:
+        pass
+
+    def set_status(self, status: object, description: str | None = None) -> None:
+        pass
+
+    def end(self, end_time: int | None = None) -> None:
+        pass
+
+
+class _NoTracer:
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> Span:
+        return NO_SPAN
+
+    @contextmanager
+    def start_as_current_span(self, name: str, *args: Any, **kwargs: Any) -> Iterator[Span]:
+        yield NO_SPAN
+
+
+NO_SPAN: Span = _NoSpan()  # type: ignore[assignment]
+_NO_TRACER: Tracer = _NoTracer()  # type: ignore[assignment]
+_last_tracer: tuple[object, Tracer] | None = None  # (provider, its tracer): spans start every round
+
+
+def tracer() -> Tracer:
+    """This project's tracer from the current global provider (the same tracer while the provider stays);
+    a tracer recording nothing when tracing is off in this process."""
+    global _last_tracer
+    trace = otel.api()
+    if trace is None:
+        return _NO_TRACER
+    provider = trace.get_tracer_provider()
+    last = _last_tracer
+    if last is not None and last[0] is provider:
+        return last[1]
+    found = provider.get_tracer(TRACER_NAME)
+    _last_tracer = (provider, found)
+    return found
+
+
+def span_kind(name: str) -> Any:
+    """`opentelemetry.trace.SpanKind[name]` (CLIENT, INTERNAL, ...), or None when tracing is off."""
+    trace = otel.api()
+    return None if trace is None else trace.SpanKind[name]
+
+
+def error_status(description: str) -> Any:
+    """An ERROR `Status` with `description`, or None when tracing is off (a no-op span ignores it)."""
+    trace = otel.api()
+    return None if trace is None else trace.Status(trace.StatusCode.ERROR, description)
+
+
+def trace_id_of(span: Span) -> str | None:
+    context = span.get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
+
+
+@contextmanager
+def _started(name: str, attributes: dict[str, str | int | float | bool], *,
+             parent: otel_context.Context | None = None, **options: object) -> Iterator[Span]:
+    """A span, current for the block, that ends when the block ends, also on cancellation and on failures of
+    the workflow or an activity. It is left unended (never exported) when an exception fails only the workflow
+    task (a bug; the retried task records the span again) and when an abandoned workflow coroutine is
+    finalised outside the workflow; during replay and eviction temporalio's replay-safe span drops the end.
+    The context is detached the way temporalio's own spans do it: an abandoned coroutine may be finalised in
+    another context, where there is nothing to detach."""
+    trace = otel.api()
+    if trace is None:
+        yield NO_SPAN
+        return
+    otel_context = otel.context_api()
+    current = tracer().start_span(name, context=parent, attributes=attributes, record_exception=False,  # type: ignore[arg-type]
+                                  set_status_on_exception=False, **options)
+    token = otel_context.attach(trace.set_span_in_context(current))
+    try:
+        yield current
+    except BaseException as exc:
+        if workflow.in_workflow() and (isinstance(exc, asyncio.CancelledError) or workflow.is_failure_exception(exc)):
+            mark_error(current, f"{type(exc).__name__}: {exc}")
+            current.end()
+        raise
+    else:
+        current.end()
+    finally:
+        with contextlib.suppress(ValueError):  # a token from another contextvars.Context
+            token.var.reset(token)
+
+
+@contextmanager
+def prompt_span(prompt_id: str, *, conversation_child: bool) -> Iterator[Span]:
+    """The prompt's span, from its start to its final state. A prompt a conversation started begins its own
+    trace, linked to the conversation's span (one trace per prompt); otherwise the client's start is its parent."""
+    attributes: dict[str, str | int | float | bool] = {"dagent.prompt.id": prompt_id}
+    trace = otel.api()
+    if not conversation_child or trace is None:
+        with _started(PROMPT_SPAN, attributes) as current:
+            yield current
+        return
+    otel_context = otel.context_api()
+    parent = trace.get_current_span().get_span_context()
+    links = [trace.Link(parent, {"dagent.link": "conversation"})] if parent.is_valid else []
+    with _started(PROMPT_SPAN, attributes, parent=otel_context.Context(), links=links) as current:
+        yield current
+
+
+@contextmanager
+def span(name: str, parent: Span | None = None, **attributes: str | int | float | bool) -> Iterator[Span]:
+    """A span under `parent` (by default the current span), current for the block."""
+    trace = otel.api()
+    if trace is None:
+        yield NO_SPAN
+        return
+    context = trace.set_span_in_context(parent) if parent is not None else None
+    with _started(name, attributes, parent=context, kind=trace.SpanKind.INTERNAL) as current:
+        yield current
+
+
+def start_span(name: str, **attributes: str | int | float | bool) -> Span:
+    """A child of the current span that outlives the block it was started in (a tool call's span, from its
+    record to its outcome, while the calls of one response interleave); end it with `end_span`."""
+    return tracer().start_span(name, attributes=attributes, kind=span_kind("INTERNAL"), record_exception=False,
+                               set_status_on_exception=False)
+
+
+def end_span(current: Span, outcome: str) -> None:
+    current.set_attribute("dagent.tool.outcome", outcome)
+    if outcome != "success":
+        mark_error(current, outcome)
+    current.end()
+
+
+@contextmanager
+def within(current: Span | None) -> Iterator[None]:
+    """Make `current` the parent of the spans started in the block (activities, child workflows) without
+    ending it."""
+    trace = otel.api()
+    if current is None or trace is None:
+        yield
+        return
+    otel_context = otel.context_api()
+    token = otel_context.attach(trace.set_span_in_context(current))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # a token from another contextvars.Context
+            token.var.reset(token)
+
+
+def mark_error(current: Span, description: str) -> None:
+    current.set_status(error_status(description))
+
+
+class WorkflowMetrics:
+    """The agent's counters, recorded from workflow code through the replay-safe workflow meter."""
+
+    def __init__(self) -> None:
+        meter = workflow.metric_meter()
+        self._rounds = meter.create_counter("dagent_model_rounds", "Model rounds of prompts")
+        self._tool_calls = meter.create_counter("dagent_tool_calls", "Tool calls by tool and outcome")
+        self._tokens = meter.create_counter("dagent_model_tokens", "Tokens by model and direction")
+        self._cost = meter.create_histogram_float("dagent_model_cost_usd", "Cost per model round in USD (sum: total)")
+        self._approvals_requested = meter.create_counter("dagent_approvals_requested", "Approvals requested")
+        self._approvals_decided = meter.create_counter(
+            "dagent_approvals_decided", "Approvals decided (approved, rejected, expired, superseded)")
+        self._approval_wait = meter.create_histogram_timedelta(
+            "dagent_approval_wait_seconds", "Time from approval request to decision")
+        self._prompts = meter.create_counter("dagent_prompts_finished", "Prompts by final state")
+
+    def model_round(self, model: str, usage: Usage) -> None:
+        self._rounds.add(1, {"model": model})
+        for direction, tokens in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+            if tokens > 0:
+                self._tokens.add(tokens, {"model": model, "direction": direction})
+        if usage.cost is not None:
+            self._cost.record(usage.cost, {"model": model})
+
+    def tool_call(self, tool: str, outcome: str) -> None:
+        self._tool_calls.add(1, {"tool": tool, "outcome": outcome})
+
+    def approval_requested(self, tool: str) -> None:
+        self._approvals_requested.add(1, {"tool": tool})
+
+    def approval_decided(self, tool: str, decision: str, waited: timedelta) -> None:
+        self._approvals_decided.add(1, {"tool": tool, "decision": decision})
+        self._approval_wait.record(max(waited, timedelta(0)), {"tool": tool, "decision": decision})
+
+    def prompt_finished(self, state: str) -> None:
+        self._prompts.add(1, {"state": state})

@@ -1,0 +1,32 @@
+"""Which behaviour a run of a workflow has: by the version its input names, else by patch markers.
+
+Every behaviour change of a workflow is guarded so that running prompts replay (README, "Changing
+workflow code safely"). A `workflow.patched` marker does that for any start, but costs each new run a
+marker event and a `TemporalChangeVersion` search-attribute upsert (a visibility write) per patch. A
+prompt started by `AgentClient` (or by a parent workflow) names `CURRENT_VERSION` in its input instead:
+the input is in history, so the choice replays with no marker at all. Inputs without a version (runs
+started before versions existed, or by a client that builds the request itself) keep the markers.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+CURRENT_VERSION = 1
+
+# The version from which each patch's behaviour is on without a marker. A new patch gets the next
+# version: add it here and bump CURRENT_VERSION.
+PATCH_VERSIONS: dict[str, int] = {
+    "parallel-tool-calls": 1,
+    "round-input-by-reference": 1,
+    "given-history-stored": 1,
+    "lean-rounds": 1,
+    "conversation-history-by-reference": 1,
+}
+
+
+def has(patch_id: str, version: int | None) -> bool:
+    """Whether this run has the behaviour `patch_id` guards; only unversioned runs consult a marker."""
+    if version is not None:
+        return version >= PATCH_VERSIONS[patch_id]
+    return workflow.patched(patch_id)
