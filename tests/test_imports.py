@@ -20,7 +20,7 @@ from tests.support.processes import REPO_ROOT, WorkerProcess
 
 # The extras' packages (and the provider SDKs, which load when a provider of theirs is configured). `google` is
 # the cloud clients, not `google.protobuf` (temporalio's own wire format).
-NOT_IN_A_PLAIN_PROCESS = ("fastapi", "uvicorn", "starlette", "sse_starlette", "ag_ui", "mcp", "opentelemetry",
+NOT_IN_A_PLAIN_PROCESS = ("fastapi", "uvicorn", "starlette", "sse_starlette", "ag_ui", "mcp", "httpx", "opentelemetry",
                           "boto3", "botocore", "aioboto3", "aiobotocore", "gcloud", "google.cloud", "google.auth",
                           "openai", "anthropic", "temporalio.contrib.opentelemetry")
 
