@@ -32,7 +32,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 APP_FILES = {
     "api/__init__.py": 'WHO = "the application\'s api"\n',
     "client/__init__.py": 'WHO = "the application\'s client"\n',
-    "plugins/__init__.py": 'WHO = "the application\'s plugins"\n',
+    "plugins/__init__.py": (
+        'from durable_agent import MCPServer, Plugin\n\n'
+        'WHO = "the application\'s plugins"\n'
+        'with_mcp = Plugin("app-files", mcp_servers=[MCPServer(name="files", command="app-files-server")])\n'
+    ),
     "agent.py": 'WHO = "the application\'s agent"\n',
     "check_imports.py": '''
 import json
@@ -170,12 +174,20 @@ def test_a_core_install_runs_a_worker_and_a_prompt(app: tuple[Path, dict[str, st
         worker.wait(timeout=30)
 
 
-@pytest.mark.parametrize(("command", "extra"), [(["api"], "api"), (["server"], "server"),
-                                                (["demo", "--no-interactive"], "server")])
+@pytest.mark.parametrize(("command", "extra", "settings"), [
+    (["api"], "api", {}),
+    (["server"], "server", {}),
+    (["demo", "--no-interactive"], "server", {}),
+    (["worker"], "otel", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}),
+    (["worker"], "s3", {"DAGENT_STORE": "s3://dagent"}),
+    (["store", "check"], "gcs", {"DAGENT_STORE": "gs://dagent"}),
+    (["worker"], "mcp", {"DAGENT_PLUGINS": "plugins:with_mcp", "PYTHONPATH": "."}),  # the application's plugin
+])
 def test_a_command_needing_a_missing_extra_fails_with_one_line(app: tuple[Path, dict[str, str]], command: list[str],
-                                                               extra: str) -> None:
+                                                               extra: str, settings: dict[str, str]) -> None:
     root, env = app
-    done = _run(root / ".venv/bin/dagent", *command, env=env, cwd=root, timeout=120)
+    done = _run(root / ".venv/bin/dagent", *command, env={**env, **settings, "TEMPORAL_ADDRESS": "127.0.0.1:9"},
+                cwd=root, timeout=120)
     assert done.returncode == 2, done
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 1, done.stderr
