@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,12 +75,24 @@ def _ok(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout
 
 
+def _sources(into: Path) -> Path:
+    """What the build needs and nothing else (the Docker build context's allow-list), copied: setuptools' build/
+    directory in a checkout could carry a module deleted since into the wheel."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO_ROOT / name, into / name)
+    for folder in {"durable_agent", *project["tool"]["setuptools"]["package-dir"].values()}:
+        shutil.copytree(REPO_ROOT / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return into
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     started = time.monotonic()
+    source = _sources(tmp_path_factory.mktemp("source"))
     _ok(_run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check",
-             "-w", out, REPO_ROOT, env=dict(os.environ), cwd=out))
+             "-w", out, source, env=dict(os.environ), cwd=out))
     [built] = out.glob("durable_agent-*.whl")
     print(f"\nwheel built in {time.monotonic() - started:.1f} s: {built.name} ({built.stat().st_size // 1024} KiB)")
     return built

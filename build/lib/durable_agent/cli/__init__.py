@@ -1,1 +1,0 @@
-"""The `dagent` command line: `python -m cli` or the `dagent` script."""

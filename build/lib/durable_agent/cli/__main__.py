@@ -1,3 +1,0 @@
-from durable_agent.cli.app import main
-
-main()
