@@ -125,7 +125,7 @@ def install_tracer_provider(processors: Sequence[SpanProcessor] = (), *,
 
 def span_exporter(config: ObservabilityConfig) -> SpanExporter | None:
     """The exporter the configuration asks for; OTLP exporters read the standard OTEL_EXPORTER_OTLP_* variables."""
-    import_extra("opentelemetry.sdk", "otel", feature=f"OTEL_TRACES_EXPORTER={config.traces}")
+    import_extra("opentelemetry.sdk", "otel", feature=f"tracing (OTEL_TRACES_EXPORTER={config.traces})")
     from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
     if config.traces == "console":
@@ -152,6 +152,7 @@ def configure_tracing(config: ObservabilityConfig) -> bool:
     """Install the tracer provider and the configured exporter once per process; True when tracing is on."""
     if not config.tracing:
         return False
+    import_extra("opentelemetry.sdk", "otel", feature=f"tracing (OTEL_TRACES_EXPORTER={config.traces})")
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     key = f"{config.traces}:{config.otlp_protocol}"
