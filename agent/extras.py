@@ -18,7 +18,8 @@ import importlib.util
 from types import ModuleType
 from typing import Literal
 
-__all__ = ["EXTRAS", "Extra", "MissingExtra", "import_extra", "install_hint", "missing_modules", "require"]
+__all__ = ["EXTRAS", "Extra", "MissingExtra", "explain_missing", "import_extra", "install_hint", "missing_modules",
+           "require"]
 
 Extra = Literal["api", "mcp", "otel", "server", "s3", "gcs", "bedrock"]
 
@@ -78,3 +79,13 @@ def import_extra(module: str, extra: Extra, *, feature: str) -> ModuleType:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         raise MissingExtra(extra, feature, exc.name or module) from None
+
+
+def explain_missing(exc: ModuleNotFoundError, feature: str) -> ImportError:
+    """`MissingExtra` for a module some extra installs (the safety net for an import that was not routed
+    through `import_extra`), else `exc` itself."""
+    name = exc.name or ""
+    for extra, modules in EXTRAS.items():
+        if any(name == m or name.startswith(m + ".") or m.startswith(name + ".") for m in modules):
+            return MissingExtra(extra, feature, name)
+    return exc

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 from temporalio.client import WorkflowExecutionStatus
 
-from durable_agent.agent.extras import MissingExtra, require
+from durable_agent.agent.extras import MissingExtra, explain_missing, require
 from durable_agent.agent.logging import configure_logging
 from durable_agent.agent.models import TERMINAL_STATES, ModelTier, ToolOutput
 from durable_agent.cli import decisions, hints
@@ -85,6 +85,9 @@ def _run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | N
     except (ValueError, LookupError, FileNotFoundError, MissingExtra) as exc:
         report("error", exc)
         code = USER_ERROR
+    except ModuleNotFoundError as exc:  # an optional package imported outside extras.import_extra
+        report("error", explain_missing(exc, "this command"))
+        code = USER_ERROR
     except Exception as exc:  # connection failures, RPC errors: still one line, never a traceback
         report("error", exc)
         code = REFUSED
@@ -101,6 +104,9 @@ def main() -> None:
         _exit(130)
     except (typer.TyperException, MissingExtra) as exc:
         report("error", exc)
+        _exit(USER_ERROR)
+    except ModuleNotFoundError as exc:  # an optional package imported outside extras.import_extra
+        report("error", explain_missing(exc, "this command"))
         _exit(USER_ERROR)
     except Exception as exc:
         report("error", exc)

@@ -12,8 +12,10 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.agent.extras import MissingExtra, explain_missing, import_extra, missing_modules, require
 from durable_agent.client import AgentClient
 from durable_agent.workers.settings import Settings
 from tests.support.processes import REPO_ROOT, WorkerProcess
@@ -83,3 +85,18 @@ async def test_a_plain_worker_runs_a_prompt_without_any_extra(dev_env: WorkflowE
     modules = imported_modules(worker.log_path.read_text(errors="replace"))
     assert {"durable_agent.workers.worker", "durable_agent.activities.agent_activities"} <= modules
     assert forbidden(modules) == []
+
+
+def test_a_missing_extra_is_one_line_naming_the_extra_and_the_command() -> None:
+    with pytest.raises(MissingExtra) as raised:
+        import_extra("no_such_module_of_an_extra", "mcp", feature="MCP servers as tools")
+    assert str(raised.value) == ("MCP servers as tools needs the 'mcp' extra (no_such_module_of_an_extra is not "
+                                 "installed): pip install 'durable-agent[mcp]'")
+    assert isinstance(raised.value, ImportError) and raised.value.extra == "mcp"
+    # the CLI's safety net for an import not routed through import_extra
+    explained = explain_missing(ModuleNotFoundError("No module named 'uvicorn'", name="uvicorn"), "dagent api")
+    assert isinstance(explained, MissingExtra) and explained.extra == "api"
+    other = ModuleNotFoundError("No module named 'left_pad'", name="left_pad")
+    assert explain_missing(other, "x") is other
+    assert missing_modules("api") == []  # the dev install has every extra: require() passes
+    require("otel", "tracing")
