@@ -10,11 +10,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 
-# Install the project (and its pinned temporalio, with the S3 and GCS blob store clients) from the build context; .dockerignore keeps the
-# context to the packages and metadata. The source tree is removed afterwards.
+# Install the project from the build context with the extras the services of this image use (docs/installing.md):
+# the HTTP API (`dagent api`), MCP servers as tools, OpenTelemetry export, the S3 and GCS blob stores and Bedrock
+# signing. Not `server`: the embedded dev server (a 156 MB binary) has no place in a deployment, which talks to
+# a Temporal cluster. .dockerignore keeps the context to the packages and metadata; the source tree is removed.
 WORKDIR /src
 COPY . .
-RUN pip install ".[s3,gcs]" \
+RUN pip install ".[api,mcp,otel,s3,gcs,bedrock]" \
     && cd / && rm -rf /src
 
 # Unprivileged runtime user; /data holds the local blob directories when no shared store (DAGENT_STORE) is set.

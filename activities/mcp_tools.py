@@ -2,6 +2,7 @@
 
 A worker keeps one session per server (a stdio server runs as long as the worker) and opens a new one
 after any failure, so a server that crashed or was restarted costs the calls in flight, not later ones.
+The MCP SDK (the `mcp` extra) is imported when a server is first opened, never by a worker without MCP servers.
 """
 
 from __future__ import annotations
@@ -14,21 +15,23 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import httpx
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp import types as mcp_types
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import AnyUrl, JsonValue
 
 from durable_agent.agent.context import ToolContext
+from durable_agent.agent.extras import require
 from durable_agent.agent.logging import get_logger
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.tools import Approval, ApprovalPolicy, JsonArguments, Tool, ToolFailed
 
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp import types as mcp_types
+
 log = get_logger("dagent.mcp")
+MCP_FEATURE = "MCP servers as tools"
 T = TypeVar("T")
 PING_INTERVAL_SECONDS = 2.0  # while a request is in flight, a server that stops answering pings is dead
 PING_TIMEOUT_SECONDS = 10.0
@@ -195,6 +198,11 @@ class MCPToolSources:
 
     @asynccontextmanager
     async def open_session(self, server: MCPServer) -> AsyncIterator[ClientSession]:
+        require("mcp", f"{MCP_FEATURE} (server '{server.name}')")
+        import httpx  # the mcp SDK's HTTP client (openai and anthropic use httpx2)
+        from mcp import ClientSession, StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         async with AsyncExitStack() as stack:
             if server.command is not None:
                 env = {name: self._env[name] for name in server.env_from if name in self._env}
@@ -261,6 +269,8 @@ class MCPToolSources:
 
 
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    from mcp import types as mcp_types
+
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
     while True:
@@ -272,6 +282,8 @@ async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
 
 
 async def _read_context(server: MCPServer, session: ClientSession) -> list[str]:
+    from mcp import types as mcp_types
+
     items: list[str] = []
     for uri in server.resources:
         read = await session.read_resource(AnyUrl(uri))
@@ -284,6 +296,8 @@ async def _read_context(server: MCPServer, session: ClientSession) -> list[str]:
 
 
 def _content_text(blocks: list[Any]) -> str:
+    from mcp import types as mcp_types
+
     parts: list[str] = []
     for block in blocks:
         if isinstance(block, mcp_types.TextContent):

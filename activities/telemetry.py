@@ -11,13 +11,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from temporalio import activity
 
 from durable_agent.agent.messages import ModelRequest, ModelResponse
 from durable_agent.agent.providers.base import ModelProvider
-from durable_agent.workflows.telemetry import tracer
+from durable_agent.workflows.telemetry import error_status, span_kind, tracer
+
+if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on (agent/otel.py)
+    from opentelemetry.trace import Span
 
 
 def request_model(provider: ModelProvider) -> str:
@@ -63,7 +66,7 @@ def model_call(provider: ModelProvider, request: ModelRequest, *, record_content
     }
     started = time.monotonic()
     outcome = "error"
-    with tracer().start_as_current_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes,
+    with tracer().start_as_current_span(f"chat {model}", kind=span_kind("CLIENT"), attributes=attributes,
                                          record_exception=False, set_status_on_exception=False) as span:
         if record_content:
             span.set_attribute("gen_ai.system_instructions", request.instructions)
@@ -74,7 +77,7 @@ def model_call(provider: ModelProvider, request: ModelRequest, *, record_content
             outcome = "success"
         except BaseException as exc:
             span.set_attribute("error.type", type(exc).__name__)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            span.set_status(error_status(f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             activity.metric_meter().create_histogram_timedelta(
@@ -89,17 +92,17 @@ def tool_call(tool: str, call_id: str, prompt_id: str) -> Iterator[Span]:
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id,
         "dagent.prompt.id": prompt_id, "dagent.attempt": activity.info().attempt,
     }
-    with tracer().start_as_current_span(f"execute_tool {tool}", kind=SpanKind.INTERNAL, attributes=attributes,
+    with tracer().start_as_current_span(f"execute_tool {tool}", kind=span_kind("INTERNAL"), attributes=attributes,
                                          record_exception=False, set_status_on_exception=False) as span:
         try:
             yield span
         except BaseException as exc:
             span.set_attributes({"error.type": type(exc).__name__, "dagent.tool.outcome": "raised"})
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            span.set_status(error_status(f"{type(exc).__name__}: {exc}"))
             raise
 
 
 def tool_outcome(span: Span, outcome: str, error: str | None = None) -> None:
     span.set_attribute("dagent.tool.outcome", outcome)
     if error is not None:
-        span.set_status(Status(StatusCode.ERROR, error[:200]))
+        span.set_status(error_status(error[:200]))

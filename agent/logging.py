@@ -6,11 +6,15 @@ import logging
 import sys
 
 import structlog
-from opentelemetry import trace
+
+from durable_agent.agent import otel
 
 
 def add_trace_ids(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
     """Bind the current OpenTelemetry trace and span ids, so a log line leads to its prompt's trace."""
+    trace = otel.api()
+    if trace is None:  # tracing is off: there is no span
+        return event
     context = trace.get_current_span().get_span_context()
     if context.is_valid:
         event.setdefault("trace_id", format(context.trace_id, "032x"))

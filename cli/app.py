@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.text import Text
 from temporalio.client import WorkflowExecutionStatus
 
+from durable_agent.agent.extras import MissingExtra, explain_missing, require
 from durable_agent.agent.identity import Identity, person_id, person_problem
 from durable_agent.agent.logging import configure_logging
 from durable_agent.agent.models import TERMINAL_STATES, ModelTier, ToolOutput
@@ -84,8 +85,11 @@ def _run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | N
     except DecisionRefused as exc:
         report("refused", exc)
         code = REFUSED
-    except (ValueError, LookupError, FileNotFoundError) as exc:
+    except (ValueError, LookupError, FileNotFoundError, MissingExtra) as exc:
         report("error", exc)
+        code = USER_ERROR
+    except ModuleNotFoundError as exc:  # an optional package imported outside extras.import_extra
+        report("error", explain_missing(exc, "this command"))
         code = USER_ERROR
     except Exception as exc:  # connection failures, RPC errors: still one line, never a traceback
         report("error", exc)
@@ -101,8 +105,11 @@ def main() -> None:
         app(standalone_mode=False)
     except typer.Abort:
         _exit(130)
-    except typer.TyperException as exc:
+    except (typer.TyperException, MissingExtra) as exc:
         report("error", exc)
+        _exit(USER_ERROR)
+    except ModuleNotFoundError as exc:  # an optional package imported outside extras.import_extra
+        report("error", explain_missing(exc, "this command"))
         _exit(USER_ERROR)
     except Exception as exc:
         report("error", exc)
@@ -136,9 +143,11 @@ def server(
     ui_port: Annotated[int, typer.Option(help="Web UI port")] = 8233,
     db_file: Annotated[Path, typer.Option(help="SQLite file: state survives restarts")] = Path(".dagent/temporal.db"),
 ) -> None:
-    """Run the embedded Temporal dev server (with UI and persistent storage) until Ctrl-C."""
+    """Run the embedded Temporal dev server (with UI and persistent storage) until Ctrl-C (`server` extra)."""
+    from durable_agent.workers.binaries import temporal_cli_path
     from durable_agent.workers.devserver import DevServer
 
+    temporal_cli_path()  # MissingExtra: one line naming the `server` extra
     _port_free("127.0.0.1", port, "--port")
     _port_free("127.0.0.1", ui_port, "--ui-port")
     dev = DevServer(port=port, ui_port=ui_port, db_file=db_file)
@@ -674,7 +683,8 @@ def api(
     config: Annotated[Path | None, typer.Option(help="API config (TOML): API keys, OIDC, limits; "
                                                      "default $DAGENT_API_CONFIG")] = None,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /docs), live events (SSE, AG-UI) and the inbox and chat pages."""
+    """Serve the HTTP API (OpenAPI at /docs), live events (SSE, AG-UI) and the inbox and chat pages (`api` extra)."""
+    require("api", "dagent api")
     import uvicorn
 
     from durable_agent.api import create_app
@@ -730,8 +740,13 @@ def demo(
                                                      help="Ask for the approval (default: when on a TTY)")] = None,
     trace: Annotated[bool, typer.Option("--trace", help="Print the prompt's OpenTelemetry span tree")] = False,
 ) -> None:
-    """The quick start: embedded dev server + worker + a prompt that needs an approval."""
+    """The quick start: embedded dev server + worker + a prompt that needs an approval (`server` extra)."""
     from durable_agent.cli.demo import run_demo
+    from durable_agent.workers.binaries import temporal_cli_path
+
+    temporal_cli_path()  # MissingExtra: one line naming the `server` extra
+    if trace:
+        require("otel", "dagent demo --trace")
 
     configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
     ask = sys.stdin.isatty() if interactive is None else interactive

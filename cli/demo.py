@@ -13,13 +13,13 @@ from pathlib import Path
 
 from rich.console import Console
 
+from durable_agent.agent.extras import install_hint, missing_modules
 from durable_agent.cli.follow import follow
 from durable_agent.cli.render import describe_prompt
 from durable_agent.client import AgentClient, DecisionRefused
 from durable_agent.workers.devserver import DevServer, free_port
 from durable_agent.workers.observability import flush_traces
 from durable_agent.workers.settings import Settings
-from durable_agent.workers.trace_tree import collect_in_memory, trace_tree
 from durable_agent.workers.worker import build_runtime, connect, create_worker
 
 PREFERRED_PORT, PREFERRED_UI_PORT, PREFERRED_API_PORT = 7233, 8233, 8000
@@ -39,7 +39,9 @@ def _port_or_free(preferred: int) -> int:
 
 async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Console, input_text: str,
                    port: int = PREFERRED_PORT, ui_port: int = PREFERRED_UI_PORT, trace: bool = False) -> int:
-    """With `trace`, the prompt's spans are collected in memory and printed as a tree at the end."""
+    """With `trace`, the prompt's spans are collected in memory and printed as a tree at the end (`otel` extra)."""
+    if trace:
+        from durable_agent.workers.trace_tree import collect_in_memory, trace_tree
     spans = collect_in_memory() if trace else None
     server = DevServer(port=_port_or_free(port), ui_port=_port_or_free(ui_port), db_file=db_file)
     console.print(f"Starting the Temporal dev server on {server.address} (UI {server.ui_url}, db {db_file}) …")
@@ -86,7 +88,12 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
 
 @asynccontextmanager
 async def _web_api(agent: AgentClient, console: Console) -> AsyncIterator[None]:
-    """`dagent api` in-process, with a one-time API key for the quick-start user (approver and admin)."""
+    """`dagent api` in-process, with a one-time API key for the quick-start user (approver and admin); left out,
+    with a note, when the `api` extra is not installed."""
+    if missing_modules("api"):
+        console.print(f"Web API and inbox: not started (`{install_hint('api')}` adds them)")
+        yield
+        return
     from durable_agent.api import create_app
     from durable_agent.api.config import ApiConfig, ApiKey
     from durable_agent.api.server import serve_in_background

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from opentelemetry.trace import SpanKind
 from pydantic import JsonValue
 from temporalio.api.common.v1 import Payload
 from temporalio.client import (
@@ -57,7 +56,7 @@ from durable_agent.workflows.protocol import (
     TextDelta,
     ToolProgress,
 )
-from durable_agent.workflows.telemetry import tracer
+from durable_agent.workflows.telemetry import span_kind, tracer
 from durable_agent.workflows.versions import CURRENT_VERSION
 
 LiveItem = StreamEvent | TextDelta | ToolProgress
@@ -298,7 +297,7 @@ class AgentClient:
                                 history=history or [], **options)
         # The root of the prompt's trace (with tracing on): the workflow's spans are its children.
         with tracer().start_as_current_span(
-                "dagent.prompt.start", kind=SpanKind.CLIENT, attributes={"dagent.prompt.id": prompt_id}):
+                "dagent.prompt.start", kind=span_kind("CLIENT"), attributes={"dagent.prompt.id": prompt_id}):
             summary = prompt_summary(user_id, input)
             handle = await self.client.start_workflow(
                 PROMPT_WORKFLOW, request, id=prompt_id, task_queue=self.settings.task_queue,

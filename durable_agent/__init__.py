@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "ToolContext": "durable_agent.agent.context",
     "PrepareContext": "durable_agent.agent.context",
     "MCPServer": "durable_agent.agent.mcp",
+    "MissingExtra": "durable_agent.agent.extras",
     "SubAgent": "durable_agent.agent.subagents",
     "PromptEvent": "durable_agent.agent.events",
     "EventKind": "durable_agent.agent.events",
@@ -64,6 +65,7 @@ __all__ = [
     "DurableAgentPlugin",
     "EventKind",
     "MCPServer",
+    "MissingExtra",
     "Plugin",
     "PrepareContext",
     "Prompt",
@@ -88,6 +90,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # the installed distribution's version (pyproject.toml)
+        from importlib.metadata import version
+
+        return version("durable-agent")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
@@ -104,6 +110,7 @@ if TYPE_CHECKING:
     from durable_agent.agent.context import PrepareContext, ToolContext
     from durable_agent.agent.errors import DecisionRefused, DurableAgentError, PromptFailedError, ToolInputError
     from durable_agent.agent.events import EventKind, PromptEvent
+    from durable_agent.agent.extras import MissingExtra
     from durable_agent.agent.mcp import MCPServer
     from durable_agent.agent.models import Conversation, Decision, Prompt, Usage
     from durable_agent.agent.plugins import Plugin, ToolCallInfo

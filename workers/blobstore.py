@@ -43,6 +43,7 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from durable_agent.agent.extras import require
 from durable_agent.workers.codec import AESGCMCodec, CodecKeyError
 
 T = TypeVar("T")
@@ -179,6 +180,7 @@ class S3Objects(ObjectClient):
     """S3 or any S3-compatible server, through aioboto3 (the SDK's S3 driver uses the same client)."""
 
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None) -> None:
+        require("s3", f"the blob store s3://{bucket}")
         self.bucket = bucket
         self.endpoint_url = endpoint_url
         self.region = region
@@ -239,6 +241,7 @@ class GCSObjects(ObjectClient):
     """Google Cloud Storage through gcloud-aio-storage (the SDK's GCS driver adapter)."""
 
     def __init__(self, bucket: str) -> None:
+        require("gcs", f"the blob store gs://{bucket}")
         self.bucket = bucket
         self.location = f"gs://{bucket}"
         self._clients = _PerLoop(self._open)

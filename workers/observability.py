@@ -8,7 +8,8 @@ latency, activity failures, ...) plus the agent's counters, which the workflow r
 `workflow.metric_meter()` (suppressed during replay) and activities through `activity.metric_meter()`.
 
 Nothing is installed by default: without `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_TRACES_EXPORTER` or a metrics
-port, spans go to OpenTelemetry's no-op tracer and no metrics are collected.
+port, no span is recorded, no metrics are collected and no OpenTelemetry module is imported (tracing needs the
+`otel` extra; agent/otel.py is the switch). Metrics need no extra: the Temporal runtime exports them.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from opentelemetry import trace
 from temporalio.common import MetricMeter
 from temporalio.plugin import SimplePlugin
 from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, TelemetryConfig
+
+from durable_agent.agent import otel
+from durable_agent.agent.extras import import_extra
 
 if TYPE_CHECKING:  # the SDK and exporters are imported only when tracing is configured
     from opentelemetry.sdk.trace import SpanProcessor
@@ -98,7 +101,10 @@ def install_tracer_provider(processors: Sequence[SpanProcessor] = (), *,
     """The process's replay-safe tracer provider, installed as OpenTelemetry's global one on first use.
 
     OpenTelemetry allows one global provider per process: later calls add their processors to it.
+    Turns tracing on for the process (agent/otel.py); needs the `otel` extra.
     """
+    import_extra("opentelemetry.sdk", "otel", feature="tracing (OpenTelemetry)")
+    trace = otel.enable()
     from opentelemetry.sdk.resources import Resource
     from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider, create_tracer_provider
 
@@ -119,6 +125,7 @@ def install_tracer_provider(processors: Sequence[SpanProcessor] = (), *,
 
 def span_exporter(config: ObservabilityConfig) -> SpanExporter | None:
     """The exporter the configuration asks for; OTLP exporters read the standard OTEL_EXPORTER_OTLP_* variables."""
+    import_extra("opentelemetry.sdk", "otel", feature=f"tracing (OTEL_TRACES_EXPORTER={config.traces})")
     from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
     if config.traces == "console":
@@ -133,9 +140,9 @@ def span_exporter(config: ObservabilityConfig) -> SpanExporter | None:
                              "`pip install opentelemetry-exporter-otlp-proto-grpc`; "
                              "or use http/protobuf (the default)") from exc
         return GrpcExporter()  # type: ignore[no-any-return]
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter()
+    exporter = import_extra("opentelemetry.exporter.otlp.proto.http.trace_exporter", "otel",
+                            feature="OTLP trace export")
+    return exporter.OTLPSpanExporter()  # type: ignore[no-any-return]
 
 
 _installed_exporters: set[str] = set()
@@ -145,6 +152,7 @@ def configure_tracing(config: ObservabilityConfig) -> bool:
     """Install the tracer provider and the configured exporter once per process; True when tracing is on."""
     if not config.tracing:
         return False
+    import_extra("opentelemetry.sdk", "otel", feature=f"tracing (OTEL_TRACES_EXPORTER={config.traces})")
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     key = f"{config.traces}:{config.otlp_protocol}"
@@ -156,10 +164,17 @@ def configure_tracing(config: ObservabilityConfig) -> bool:
 
 
 def installed_provider() -> ReplaySafeTracerProvider | None:
-    """The replay-safe provider if this process installed one (without importing the SDK otherwise)."""
+    """The replay-safe provider if this process installed one (without importing the SDK otherwise). A provider
+    the application installed itself (temporalio's `create_tracer_provider`) turns tracing on too."""
     contrib = sys.modules.get("temporalio.contrib.opentelemetry")
-    provider = trace.get_tracer_provider()
-    return provider if contrib is not None and isinstance(provider, contrib.ReplaySafeTracerProvider) else None
+    if contrib is None:
+        return None
+    trace = otel.api() or sys.modules.get("opentelemetry.trace")
+    provider = trace.get_tracer_provider() if trace is not None else None
+    if not isinstance(provider, contrib.ReplaySafeTracerProvider):
+        return None
+    otel.enable()
+    return provider
 
 
 def temporal_plugins(config: ObservabilityConfig) -> list[SimplePlugin]:

@@ -14,19 +14,17 @@ plugin registers each workflow once. Worker options it sets (runner, cache size)
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.client import Client
 from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowInstance, WorkflowRunner
-from temporalio.worker._command_aware_visitor import CommandInfo
-from temporalio.worker._workflow_instance import WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
-from temporalio.worker.workflow_sandbox._runner import _Instance as SandboxedInstance
 
 from durable_agent.agent.errors import DurableAgentError
 from durable_agent.workers.connection import connect_client
@@ -35,7 +33,15 @@ from durable_agent.workers.settings import Settings, WorkflowSandbox
 from durable_agent.workflows import WORKFLOWS
 
 if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
+    from temporalio.worker._command_aware_visitor import CommandInfo
+    from temporalio.worker._workflow_instance import WorkflowInstanceDetails
+
     from durable_agent.activities.runtime import AgentRuntime
+
+try:  # private to the SDK: used only while `sandbox_instance_fits` says it is what _ContextsByCall expects
+    from temporalio.worker.workflow_sandbox._runner import _Instance as SandboxedInstance
+except ImportError:  # pragma: no cover - a later SDK moved it; the plain sandboxed runner is used instead
+    SandboxedInstance = WorkflowInstance  # type: ignore[misc,assignment]
 
 PLUGIN_NAME = "durable-agent"
 # Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
@@ -47,7 +53,28 @@ T = TypeVar("T")
 FAILURE_TYPES: tuple[type[BaseException], ...] = (DurableAgentError,)
 
 
-class _ContextsByCall(SandboxedInstance):
+def sandbox_instance_fits(instance_class: type[Any] = SandboxedInstance) -> bool:
+    """The version guard of `_ContextsByCall`: whether the SDK's private sandboxed instance still is built
+    from (details, runner class, restrictions) and answers the two context questions by exec'ing a call on
+    `__temporal_in_sandbox` in `globals_and_locals` (true of temporalio 1.35). When a later release changes
+    that, workers use Temporal's own `SandboxedWorkflowRunner` instances: slower, never wrong."""
+    if instance_class is WorkflowInstance or not issubclass(instance_class, WorkflowInstance):
+        return False
+    try:
+        parameters = list(inspect.signature(instance_class.__init__).parameters)[1:]
+        sources = [inspect.getsource(getattr(instance_class, name))
+                   for name in ("__init__", "get_serialization_context", "get_external_store_context")]
+    except (AttributeError, OSError, TypeError, ValueError):
+        return False
+    return (parameters == ["instance_details", "runner_class", "restrictions"]
+            and "self.globals_and_locals" in sources[0]
+            and all("__temporal_in_sandbox.get_" in source for source in sources[1:]))
+
+
+SANDBOX_INSTANCE_FITS = sandbox_instance_fits()
+
+
+class _ContextsByCall(SandboxedInstance):  # type: ignore[misc,valid-type]
     """The sandbox's workflow instance, answering the payload visitor's context questions by a plain call.
 
     Encoding a workflow task's commands and decoding its activation ask the instance, for every payload
@@ -55,7 +82,8 @@ class _ContextsByCall(SandboxedInstance):
     answers each question by compiling and exec'ing a snippet under its import hook (about 60 times per
     3-round prompt, ~20 ms of worker CPU). The answer is a lookup in the instance's pending commands that
     imports nothing and runs no workflow code, so calling the in-sandbox instance directly gives the same
-    context without the hook. Relies on the sandbox runner's private `_Instance` (temporalio is pinned)."""
+    context without the hook. Relies on the sandbox runner's private `_Instance`, behind the version guard
+    `sandbox_instance_fits` (tests/test_sandbox_runner.py compares every answer with the SDK's own)."""
 
     def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
         return self.globals_and_locals["__temporal_in_sandbox"].get_serialization_context(command_info)  # type: ignore[no-any-return,attr-defined]
@@ -70,6 +98,8 @@ class AgentSandboxedRunner(SandboxedWorkflowRunner):
     workflow code runs exactly as under `SandboxedWorkflowRunner`."""
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        if not SANDBOX_INSTANCE_FITS:
+            return super().create_instance(det)
         return _ContextsByCall(det, self.runner_class, self.restrictions)
 
 

@@ -12,6 +12,7 @@ from durable_agent.activities.agent_activities import AgentActivities
 from durable_agent.activities.fast_tools import FastTools
 from durable_agent.activities.runtime import AgentRuntime
 from durable_agent.agent.context import Services
+from durable_agent.agent.extras import require
 from durable_agent.agent.plugins import Plugin, load_plugins
 from durable_agent.agent.pricing import PriceTable
 from durable_agent.agent.providers.base import ModelProvider
@@ -32,8 +33,12 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
     settings.check_worker_decisions()
     if providers is None:
         providers = {tier: resolve_chain(spec, settings.provider_env) for tier, spec in settings.model_tiers.items()}
+    loaded = list(plugins) if plugins is not None else load_plugins(settings.plugins)
+    for plugin in loaded:
+        if plugin.mcp_servers:  # refuse to start (one line) rather than fail every round's listing
+            require("mcp", f"plugin '{plugin.name}' (MCP server '{plugin.mcp_servers[0].name}')")
     return AgentRuntime(
-        plugins=list(plugins) if plugins is not None else load_plugins(settings.plugins),
+        plugins=loaded,
         providers=dict(providers), model_settings=settings.tier_settings, services=Services(services),
         file_store=settings.file_store(), prices=PriceTable.load(settings.prices),
         stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,

@@ -13,15 +13,17 @@ import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from opentelemetry import context as otel_context
-    from opentelemetry import trace
-    from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
-
+    from durable_agent.agent import otel
     from durable_agent.agent.models import Usage
+
+if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on (agent/otel.py)
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace import Span, Tracer
 
 TRACER_NAME = "durable_agent"
 
@@ -32,12 +34,56 @@ APPROVAL_SPAN = "dagent.approval"
 CONVERSATION_TURN_SPAN = "dagent.conversation.prompt"
 
 
-_last_tracer: tuple[object, trace.Tracer] | None = None  # (provider, its tracer): spans start every round
+class _NoSpanContext:
+    is_valid = False
+    trace_id = 0
+    span_id = 0
 
 
-def tracer() -> trace.Tracer:
-    """This project's tracer from the current global provider (the same tracer while the provider stays)."""
+class _NoSpan:
+    """The span of a process without tracing: records nothing (OpenTelemetry's non-recording span, without
+    importing OpenTelemetry)."""
+
+    def get_span_context(self) -> _NoSpanContext:
+        return _NoSpanContext()
+
+    def is_recording(self) -> bool:
+        return False
+
+    def set_attribute(self, key: str, value: object) -> None:
+        pass
+
+    def set_attributes(self, attributes: object) -> None:
+        pass
+
+    def set_status(self, status: object, description: str | None = None) -> None:
+        pass
+
+    def end(self, end_time: int | None = None) -> None:
+        pass
+
+
+class _NoTracer:
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> Span:
+        return NO_SPAN
+
+    @contextmanager
+    def start_as_current_span(self, name: str, *args: Any, **kwargs: Any) -> Iterator[Span]:
+        yield NO_SPAN
+
+
+NO_SPAN: Span = _NoSpan()  # type: ignore[assignment]
+_NO_TRACER: Tracer = _NoTracer()  # type: ignore[assignment]
+_last_tracer: tuple[object, Tracer] | None = None  # (provider, its tracer): spans start every round
+
+
+def tracer() -> Tracer:
+    """This project's tracer from the current global provider (the same tracer while the provider stays);
+    a tracer recording nothing when tracing is off in this process."""
     global _last_tracer
+    trace = otel.api()
+    if trace is None:
+        return _NO_TRACER
     provider = trace.get_tracer_provider()
     last = _last_tracer
     if last is not None and last[0] is provider:
@@ -45,6 +91,18 @@ def tracer() -> trace.Tracer:
     found = provider.get_tracer(TRACER_NAME)
     _last_tracer = (provider, found)
     return found
+
+
+def span_kind(name: str) -> Any:
+    """`opentelemetry.trace.SpanKind[name]` (CLIENT, INTERNAL, ...), or None when tracing is off."""
+    trace = otel.api()
+    return None if trace is None else trace.SpanKind[name]
+
+
+def error_status(description: str) -> Any:
+    """An ERROR `Status` with `description`, or None when tracing is off (a no-op span ignores it)."""
+    trace = otel.api()
+    return None if trace is None else trace.Status(trace.StatusCode.ERROR, description)
 
 
 def trace_id_of(span: Span) -> str | None:
@@ -61,6 +119,11 @@ def _started(name: str, attributes: dict[str, str | int | float | bool], *,
     finalised outside the workflow; during replay and eviction temporalio's replay-safe span drops the end.
     The context is detached the way temporalio's own spans do it: an abandoned coroutine may be finalised in
     another context, where there is nothing to detach."""
+    trace = otel.api()
+    if trace is None:
+        yield NO_SPAN
+        return
+    otel_context = otel.context_api()
     current = tracer().start_span(name, context=parent, attributes=attributes, record_exception=False,  # type: ignore[arg-type]
                                   set_status_on_exception=False, **options)
     token = otel_context.attach(trace.set_span_in_context(current))
@@ -83,12 +146,14 @@ def prompt_span(prompt_id: str, *, conversation_child: bool) -> Iterator[Span]:
     """The prompt's span, from its start to its final state. A prompt a conversation started begins its own
     trace, linked to the conversation's span (one trace per prompt); otherwise the client's start is its parent."""
     attributes: dict[str, str | int | float | bool] = {"dagent.prompt.id": prompt_id}
-    if not conversation_child:
+    trace = otel.api()
+    if not conversation_child or trace is None:
         with _started(PROMPT_SPAN, attributes) as current:
             yield current
         return
+    otel_context = otel.context_api()
     parent = trace.get_current_span().get_span_context()
-    links = [Link(parent, {"dagent.link": "conversation"})] if parent.is_valid else []
+    links = [trace.Link(parent, {"dagent.link": "conversation"})] if parent.is_valid else []
     with _started(PROMPT_SPAN, attributes, parent=otel_context.Context(), links=links) as current:
         yield current
 
@@ -96,15 +161,19 @@ def prompt_span(prompt_id: str, *, conversation_child: bool) -> Iterator[Span]:
 @contextmanager
 def span(name: str, parent: Span | None = None, **attributes: str | int | float | bool) -> Iterator[Span]:
     """A span under `parent` (by default the current span), current for the block."""
+    trace = otel.api()
+    if trace is None:
+        yield NO_SPAN
+        return
     context = trace.set_span_in_context(parent) if parent is not None else None
-    with _started(name, attributes, parent=context, kind=SpanKind.INTERNAL) as current:
+    with _started(name, attributes, parent=context, kind=trace.SpanKind.INTERNAL) as current:
         yield current
 
 
 def start_span(name: str, **attributes: str | int | float | bool) -> Span:
     """A child of the current span that outlives the block it was started in (a tool call's span, from its
     record to its outcome, while the calls of one response interleave); end it with `end_span`."""
-    return tracer().start_span(name, attributes=attributes, kind=SpanKind.INTERNAL, record_exception=False,
+    return tracer().start_span(name, attributes=attributes, kind=span_kind("INTERNAL"), record_exception=False,
                                set_status_on_exception=False)
 
 
@@ -119,9 +188,11 @@ def end_span(current: Span, outcome: str) -> None:
 def within(current: Span | None) -> Iterator[None]:
     """Make `current` the parent of the spans started in the block (activities, child workflows) without
     ending it."""
-    if current is None:
+    trace = otel.api()
+    if current is None or trace is None:
         yield
         return
+    otel_context = otel.context_api()
     token = otel_context.attach(trace.set_span_in_context(current))
     try:
         yield
@@ -131,7 +202,7 @@ def within(current: Span | None) -> Iterator[None]:
 
 
 def mark_error(current: Span, description: str) -> None:
-    current.set_status(Status(StatusCode.ERROR, description))
+    current.set_status(error_status(description))
 
 
 class WorkflowMetrics:

@@ -1,0 +1,39 @@
+"""OpenTelemetry only when tracing is on: the one switch the span helpers consult.
+
+A process that never turns tracing on (`workers.observability.install_tracer_provider`, which the OTEL_*
+settings, `dagent demo --trace` and the tests call) imports no OpenTelemetry module at all: the span helpers
+(workflows/telemetry.py, activities/telemetry.py, the client's start span, the log processor) see `api()`
+return None and record nothing, exactly as OpenTelemetry's no-op tracer would. Workflow code imports this
+module passed through the sandbox, so sandboxed workflows see the worker process's switch.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+_trace_api: ModuleType | None = None
+_context_api: ModuleType | None = None
+
+
+def enable() -> ModuleType:
+    """Turn span recording on for this process; returns `opentelemetry.trace` (needs the `otel` extra)."""
+    global _trace_api, _context_api
+    if _trace_api is None:
+        from durable_agent.agent.extras import import_extra
+
+        _context_api = import_extra("opentelemetry.context", "otel", feature="tracing (OpenTelemetry)")
+        _trace_api = import_extra("opentelemetry.trace", "otel", feature="tracing (OpenTelemetry)")
+    return _trace_api
+
+
+def api() -> ModuleType | None:
+    """`opentelemetry.trace` when tracing is on in this process, else None (nothing to record)."""
+    return _trace_api
+
+
+def context_api() -> ModuleType:
+    """`opentelemetry.context` (the worker process's module, also inside the workflow sandbox); only while
+    tracing is on."""
+    if _context_api is None:
+        raise RuntimeError("tracing is off: enable() first")
+    return _context_api
