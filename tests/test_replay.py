@@ -29,7 +29,8 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_v1_sub_agent_child", "prompt_v1_with_given_history", "conversation_v1_continued_as_new",
             "prompt_v1_in_conversation", "prompt_fallback_on_provider_queue",
             "prompt_v1_fast_tools", "prompt_v1_lean_payloads_approved", "prompt_v1_lean_sub_agent",
-            "prompt_v1_lean_sub_agent_child"}
+            "prompt_v1_lean_sub_agent_child", "prompt_v2_pending_memo_approved", "prompt_v2_pending_memo_batch",
+            "prompt_v2_pending_memo_sub_agent", "prompt_v2_pending_memo_sub_agent_child"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:

@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         INVOKE_TOOL_ACTIVITY,
         MODEL_ROUND_ACTIVITY,
     )
+    from durable_agent.workflows.pending_memo import PENDING_MEMO_KEY, pending_memo
     from durable_agent.workflows.protocol import (
         ApprovalRequirement,
         ApproveRequest,
@@ -99,6 +100,8 @@ HISTORY_STORE_PATCH = "given-history-stored"  # history given by value goes to t
 # Less per round: the tool activity's input without derivable fields, and search attributes upserted only
 # when a value changes. A prompt started with a version has them all without markers (workflows/versions.py).
 LEAN_ROUNDS_PATCH = "lean-rounds"
+# The waiting calls kept in the memo, for one visibility query to list them (workflows/pending_memo.py).
+PENDING_MEMO_PATCH = "pending-memo"
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
@@ -208,6 +211,7 @@ class PromptWorkflow:
         self._metrics = telemetry.WorkflowMetrics()
         self._span: telemetry.Span | None = None
         self._call_spans: dict[str, telemetry.Span] = {}  # open dagent.tool_call spans by call id
+        self._pending_memo: dict[str, object] = {}  # the waiting calls as the memo last said (nothing yet)
 
     # --- run --------------------------------------------------------------------------------------
 
@@ -431,7 +435,8 @@ class PromptWorkflow:
                 (before if index < first_approval else after).append((entry, call))
         for entry, call in batch:
             assert call.approval is not None
-            self._request_approval(entry, call.approval)
+            self._request_approval(entry, call.approval, publish=False)
+        self._publish_pending()  # the batch's calls in one memo update
         outcomes, _ = await asyncio.gather(self._run_side_by_side(before), self._decide_batch(batch))
         self._apply_in_order(before, outcomes)
         approved = []
@@ -608,7 +613,8 @@ class PromptWorkflow:
             failed = f"Sub-agent '{call.tool}' failed: {_failure_reason(exc)}"
             return ToolInvocationResult(result=ToolError(error=failed))
         finally:
-            self._child_pending.pop(entry.id, None)
+            if self._child_pending.pop(entry.id, None) is not None:
+                self._publish_pending()
         self._prompt.usage = self._prompt.usage + child.usage
         if child.state != "completed":
             return ToolInvocationResult(result=ToolError(
@@ -637,6 +643,7 @@ class PromptWorkflow:
         if entry is None or entry.child_prompt_id != report.child_workflow_id or entry.finished_at is not None:
             return f"no running sub-agent call {report.tool_call_id!r}"
         self._child_pending[report.tool_call_id] = report
+        self._publish_pending()
         for pending in report.pending:  # watchers of this prompt see the sub-agent's requests, once each
             call_id = f"{report.tool_call_id}/{pending.tool_call_id}"
             if call_id not in self._announced:
@@ -680,6 +687,7 @@ class PromptWorkflow:
         self._in_background(workflow.get_external_workflow_handle(report.child_workflow_id).signal(
             signal, child_request))
         report.pending = [p for p in report.pending if p is not pending]
+        self._publish_pending()
         decision = Decision(decision="approved" if kind == "approve" else "rejected", by=request.by,
                             at=workflow.now(), reason=getattr(request, "reason", None))
         return self._child_entry(request.tool_call_id, pending, decision)
@@ -725,8 +733,8 @@ class PromptWorkflow:
         await self._emit_approval_requested(entry, approval)
         return await self._wait_for_decision(entry, approval)
 
-    def _request_approval(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
-        """Make the call `pending` in place."""
+    def _request_approval(self, entry: ToolOutput, approval: ApprovalRequirement, *, publish: bool = True) -> None:
+        """Make the call `pending` in place (`publish`: and say so in the memo now, not after its batch)."""
         now = workflow.now()
         expires_in = approval.expires_after
         entry.result = ToolPending(reason=approval.reason, requested_at=now,
@@ -739,6 +747,8 @@ class PromptWorkflow:
             self._set_state("waiting_for_approval")
         workflow.set_current_details(details.waiting_for_approval(self._prompt, entry))
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
+        if publish:
+            self._publish_pending()
 
     async def _emit_approval_requested(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
         await self._emit(PromptEvent(kind=EventKind.APPROVAL_REQUESTED, prompt_id=self._prompt.id,
@@ -775,6 +785,7 @@ class PromptWorkflow:
         self._events.publish(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=self._index(entry), output=entry))
         if not self._waiting:
             self._set_state("running")
+        self._publish_pending()
         await self._report_to_parent()
         return decision
 
@@ -1058,11 +1069,24 @@ class PromptWorkflow:
             workflow.upsert_search_attributes(prompt_search_attributes(self._prompt))
         self._events.publish(StreamEvent(kind=EventKind.STATE_CHANGED, state=state))
 
+    def _publish_pending(self) -> None:
+        """Rewrite the memo's waiting calls when they changed (one `UpsertWorkflowProperties` event): what
+        `AgentClient.pending` lists from visibility without asking the workflow."""
+        if not self._pending_memo and not self._waiting and not any(r.pending for r in self._child_pending.values()):
+            return  # nothing was said and nothing waits: no marker, no event
+        if not self._has(PENDING_MEMO_PATCH):
+            return
+        memo = pending_memo(self.pending_approvals())
+        if memo != self._pending_memo:
+            self._pending_memo = memo
+            workflow.upsert_memo({PENDING_MEMO_KEY: memo})
+
     def _finish(self, state: PromptState, error: str | None = None) -> None:
         self._prompt.finished_at = workflow.now()
         self._prompt.error = error
         self._waiting.clear()
         self._set_state(state)
+        self._publish_pending()
         workflow.set_current_details(details.finished(self._prompt))
         self._metrics.prompt_finished(state)
         if self._span is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-CURRENT_VERSION = 1
+CURRENT_VERSION = 2
 
 # The version from which each patch's behaviour is on without a marker. A new patch gets the next
 # version: add it here and bump CURRENT_VERSION.
@@ -22,6 +22,7 @@ PATCH_VERSIONS: dict[str, int] = {
     "given-history-stored": 1,
     "lean-rounds": 1,
     "conversation-history-by-reference": 1,
+    "pending-memo": 2,  # waiting calls kept in the prompt's memo (workflows/pending_memo.py)
 }
 
 
