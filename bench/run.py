@@ -89,7 +89,8 @@ async def run_bench(cfg: Config, sections: Sequence[str], workdir: Path, db_file
         baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         bench = Bench(cfg, ProductSide(product_client, server.address, workdir, options),
                       BaselineSide(baseline_client, server.address, workdir, options), server.pid or 0,
-                      product_unsandboxed=ProductSide(product_client, server.address, workdir, options, sandbox="off"))
+                      product_unsandboxed=ProductSide(product_client, server.address, workdir, options, sandbox="off")
+                      if options["sandbox_off"] else None)
         bench.results["tool"] = options.get("tool") or "default"
         timings: dict[str, float] = {}
         for section in sections:
@@ -135,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bursts", type=int,
                         help="throughput bursts per side (default 5; each side's figure is the median)")
     parser.add_argument("--waiting", type=int, help="prompts waiting for approval in the memory test")
+    parser.add_argument("--no-sandbox-off", action="store_true",
+                        help="skip the project's sandbox-off side (footprint, throughput, waiting): e.g. for a "
+                             "long --waiting 10000 run")
     parser.add_argument("--waiting-batch", type=int, help="prompts per burst in the waiting test (default 50)")
     parser.add_argument("--long-cap", type=float, help="seconds before the 1,000-round prompt is terminated")
     parser.add_argument("--db-dir", type=Path, default=Path("/dev/shm") if Path("/dev/shm").is_dir() else None,
@@ -191,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     version_before = code_version()
     t0 = time.perf_counter()
     try:
-        options = {"tool": "" if args.tool == "default" else args.tool}
+        options = {"tool": "" if args.tool == "default" else args.tool, "sandbox_off": not args.no_sandbox_off}
         results = asyncio.run(run_bench(cfg, sections, workdir, db_file, options))
     finally:
         if db_file is not None:
