@@ -26,7 +26,12 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError
 
 from durable_agent.workflows.names import CONVERSATION_ID, PARENT_PROMPT_ID, PROMPT_WORKFLOW, USER_ID
-from durable_agent.workflows.pending_memo import PENDING_MEMO_KEY, PendingMemo, read_pending_memo
+from durable_agent.workflows.pending_memo import (
+    PENDING_MEMO_KEY,
+    PendingMemo,
+    read_pending_memo,
+    read_plain_pending_memo,
+)
 from durable_agent.workflows.protocol import PendingApproval
 
 if TYPE_CHECKING:
@@ -80,12 +85,24 @@ async def top_prompt(client: AgentClient, prompt_id: str) -> str:
 # --- listing mechanics: where the rows come from ------------------------------------------------------
 
 
+async def _memo_of(execution: WorkflowExecution) -> PendingMemo | None:
+    """The prompt's waiting calls from its memo: parsed directly when plain JSON, else through the client's
+    data converter (a codec, a payload stored outside history); None when it has no such memo."""
+    payload = execution.raw_info.memo.fields.get(PENDING_MEMO_KEY)
+    if payload is None:
+        return None
+    plain = read_plain_pending_memo(payload)
+    if plain is not None:
+        return plain
+    return read_pending_memo(await execution.memo_value(PENDING_MEMO_KEY, None))
+
+
 async def _as_listed(execution: WorkflowExecution) -> Listed:
-    attrs = execution.typed_search_attributes
-    memo = read_pending_memo(await execution.memo_value(PENDING_MEMO_KEY, None)) \
-        if PENDING_MEMO_KEY in execution.raw_info.memo.fields else None
-    return Listed(prompt_id=execution.id, user_id=attrs.get(USER_ID), conversation_id=attrs.get(CONVERSATION_ID),
-                  parent_id=attrs.get(PARENT_PROMPT_ID), memo=memo)
+    # one pass over the pairs (TypedSearchAttributes.get walks them per key: thousands of rows add up)
+    attrs = {pair.key.name: pair.value for pair in execution.typed_search_attributes}
+    return Listed(prompt_id=execution.id, user_id=attrs.get(USER_ID.name),
+                  conversation_id=attrs.get(CONVERSATION_ID.name), parent_id=attrs.get(PARENT_PROMPT_ID.name),
+                  memo=await _memo_of(execution))
 
 
 async def list_prompts_with_memo(client: Client, query: str) -> list[Listed]:
@@ -146,21 +163,20 @@ class _Asker:
 
 
 async def calls_by_prompt(asker: _Asker, prompts: list[Listed]) -> dict[str, list[PendingApproval]]:
-    """Each prompt's waiting calls: from its memo; asked (bounded) when it has none or left a call's detail out."""
-    calls = {p.prompt_id: p.memo.calls for p in prompts if p.memo is not None}
-    to_ask = [p.prompt_id for p in prompts if p.memo is None or p.memo.detail_omitted]
+    """Each prompt's waiting calls: from its memo; asked (bounded) when it has none or left a call's detail out.
+    A memo whose large details could not be fetched still lists its calls (without them)."""
+    memos = {p.prompt_id: p.memo for p in prompts}
+    calls = {prompt_id: memo.calls for prompt_id, memo in memos.items() if memo is not None}
+    to_ask = [prompt_id for prompt_id, memo in memos.items() if memo is None or memo.detail_omitted]
     for prompt_id, answered in (await asker.pending(to_ask)).items():
-        memo = next(p.memo for p in prompts if p.prompt_id == prompt_id)
+        memo = memos[prompt_id]
         if memo is None:
             calls[prompt_id] = answered
             continue
         detail = {call.tool_call_id: call for call in answered}
         calls[prompt_id] = [detail.get(c.tool_call_id, c) if c.tool_call_id in memo.detail_omitted else c
                             for c in memo.calls]
-    for prompt_id in to_ask:  # a memo without its large details still lists the calls
-        memo = next(p.memo for p in prompts if p.prompt_id == prompt_id)
-        if memo is not None:
-            asker.silent.discard(prompt_id)
+    asker.silent.difference_update(p for p in to_ask if memos[p] is not None)
     return calls
 
 

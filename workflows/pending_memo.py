@@ -15,6 +15,7 @@ import json
 from typing import Any, Final
 
 from pydantic import BaseModel, Field
+from temporalio.api.common.v1 import Payload
 
 from durable_agent.workflows.protocol import PendingApproval
 
@@ -44,6 +45,18 @@ def pending_memo(calls: list[PendingApproval]) -> dict[str, Any]:
             call = call.model_copy(update={"input": None, "input_schema": None})
         kept.append(call)
     return PendingMemo(calls=kept, detail_omitted=omitted).model_dump(mode="json", exclude_defaults=True)
+
+
+def read_plain_pending_memo(payload: Payload) -> PendingMemo | None:
+    """The memo value straight from a plain-JSON payload (no codec, not stored outside history): one parse,
+    without the data converter's per-call set-up (what listing thousands of prompts spends most on). None
+    when the payload is not plain JSON (the caller decodes it with its data converter) or is unreadable."""
+    if payload.metadata.get("encoding") != b"json/plain":
+        return None
+    try:
+        return PendingMemo.model_validate_json(payload.data)
+    except ValueError:
+        return None
 
 
 def read_pending_memo(value: object) -> PendingMemo | None:

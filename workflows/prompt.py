@@ -603,6 +603,7 @@ class PromptWorkflow:
             return ToolInvocationResult(result=ToolError(error=f"Sub-agent '{call.tool}' cannot start: {exc}"))
         entry.child_prompt_id = child_id
         self._touch(entry)
+        failed: str | None = None
         try:
             child = await workflow.execute_child_workflow(
                 names.PROMPT_WORKFLOW, request, id=child_id, result_type=Prompt,
@@ -611,10 +612,12 @@ class PromptWorkflow:
             if _is_cancellation(exc):
                 raise
             failed = f"Sub-agent '{call.tool}' failed: {_failure_reason(exc)}"
-            return ToolInvocationResult(result=ToolError(error=failed))
         finally:
-            if self._child_pending.pop(entry.id, None) is not None:
-                self._publish_pending()
+            reported = self._child_pending.pop(entry.id, None)
+        if reported is not None:  # not in `finally`: an evicted workflow's coroutine is closed outside its loop
+            self._publish_pending()
+        if failed is not None:
+            return ToolInvocationResult(result=ToolError(error=failed))
         self._prompt.usage = self._prompt.usage + child.usage
         if child.state != "completed":
             return ToolInvocationResult(result=ToolError(
