@@ -86,7 +86,7 @@ async def timed(work: Any, repeats: int) -> dict[str, Any]:
     return {"ms": samples, "median_ms": statistics.median(samples), "rows": rows}
 
 
-async def measure(count: int, repeats: int) -> dict[str, Any]:
+async def measure(count: int, repeats: int, profile: bool = False) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="dagent-scale-"))
     server = DevServer(db_file=Path("/dev/shm") / f"scale-{os.getpid()}.db", log_file=workdir / "temporal.log")
     await server.start_async()
@@ -97,6 +97,14 @@ async def measure(count: int, repeats: int) -> dict[str, Any]:
         await lay_out(agent, count, f"unpolled-{uuid.uuid4().hex[:6]}")
         out: dict[str, Any] = {"prompts": count, "lay_out_s": time.perf_counter() - t0}
         out["client"] = await timed(lambda: _rows(agent), repeats)
+        if profile:
+            import cProfile
+            import pstats
+            profiler = cProfile.Profile()
+            profiler.enable()
+            await _rows(agent)
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
         env = dict(os.environ) | {"TEMPORAL_ADDRESS": server.address, "DAGENT_PAYLOAD_DIR": settings.payload_dir}
 
         async def cli() -> int:
@@ -135,9 +143,10 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, help="JSON results file")
+    parser.add_argument("--profile", action="store_true", help="also print where one client list spends its time")
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    out = asyncio.run(measure(args.prompts, args.repeats))
+    out = asyncio.run(measure(args.prompts, args.repeats, args.profile))
     out["loadavg_before_after"] = [load, os.getloadavg()[0]]
     print(f"{args.prompts} waiting prompts laid out in {out['lay_out_s']:.0f} s")
     ways = (("client", "AgentClient.pending"), ("cli", "dagent pending --json"), ("api", "GET /approvals"))
