@@ -87,6 +87,17 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (linear interpolation between the closest ranks; with few samples, near the max)."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
 def slope(points: Sequence[tuple[float, float]]) -> float:
     """Least-squares slope of y over x."""
     mx = statistics.fmean(x for x, _ in points)

@@ -2,11 +2,11 @@
 
     .venv/bin/python -m bench.profile_worker                        # all three sides, profiled
     .venv/bin/python -m bench.profile_worker --no-profile --bursts 3  # CPU per prompt only (no profiler overhead)
-    .venv/bin/python -m bench.profile_worker --sides durable-agent+sandbox --top 40 --keep bench/results/prof
+    .venv/bin/python -m bench.profile_worker --sides durable-agent-sandbox-off --top 40 --keep bench/results/prof
 
 Starts its own dev server (`workers.devserver.DevServer`), then for each side a worker subprocess built the
 way `dagent worker` builds it (`Settings.from_env`, `build_runtime`, `connect`, `create_worker`, with the
-bench plugin and scripted model; `durable-agent+sandbox`: `DAGENT_WORKFLOW_SANDBOX=on`) or the way
+bench plugin and scripted model; `durable-agent-sandbox-off`: `DAGENT_WORKFLOW_SANDBOX=off`) or the way
 `bench.baseline` does. The only difference: the worker gets a thread pool for workflow activations that
 profiles each activation and records which threads ran them. After a warm-up, the parent starts bursts of
 concurrent 3-round prompts (as `bench.run --sections throughput` does) between SIGUSR1 (measure) and SIGUSR2
@@ -45,10 +45,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from bench.config import BASELINE, PRODUCT, PRODUCT_SANDBOXED, log
+from bench.config import BASELINE, PRODUCT, PRODUCT_UNSANDBOXED, log
 from bench.scenario import Scenario
 
-SIDES = (PRODUCT, PRODUCT_SANDBOXED, BASELINE)
+SIDES = (PRODUCT, PRODUCT_UNSANDBOXED, BASELINE)
 SCRIPT = Path(__file__).resolve()
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # Self time grouped by where the code lives: first matching fragment of the file path wins.
@@ -244,7 +244,8 @@ def side_env(side: str, address: str, task_queue: str, workdir: Path, repo: Path
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH", "")) if p)
     if side == BASELINE:
         return env | {"TEMPORAL_ADDRESS": address, "DAGENT_TASK_QUEUE": task_queue}
-    return env | product_worker_env(address, task_queue, workdir, sandboxed=side == PRODUCT_SANDBOXED)
+    sandbox = "off" if side == PRODUCT_UNSANDBOXED else "on"
+    return env | product_worker_env(address, task_queue, workdir, sandbox=sandbox)
 
 
 def _append(path: Path) -> BinaryIO:
@@ -289,7 +290,8 @@ class SideWorker:
             self.side = BaselineSide(client, self.address, self.workdir, {})
         else:
             client = await connect(product_settings(self.address, self.workdir))
-            self.side = ProductSide(client, self.address, self.workdir, {}, sandboxed=self.kind == PRODUCT_SANDBOXED)
+            self.side = ProductSide(client, self.address, self.workdir, {},
+                                    sandbox="off" if self.kind == PRODUCT_UNSANDBOXED else "on")
         self.side.task_queue = self.task_queue
         for _ in range(self.args.warmup):
             await self.side.finish(await self.side.start(Scenario(rounds=self.args.rounds)))

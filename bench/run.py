@@ -13,30 +13,37 @@ a table and writes the raw numbers to ``bench/results/latest.json``.
 
 Sections (``--sections``):
 
+* ``footprint`` - cold starts, median of 10: ``dagent --help``, ``dagent ls``, and each side's worker from
+  spawn to its first poll (seen by the server: DescribeTaskQueue lists its poller); then each side's worker
+  RSS warmed up and idle, and its peak (VmHWM) so far (``bench/footprint.py``).
 * ``latency`` - client ``start_workflow`` -> result for 1, 5, 20, 100 tool rounds (median of 5, sides
   interleaved); per-round overhead = least-squares slope of the medians over the round counts.
 * ``throughput`` - 100 prompts of 3 tool rounds started at once on one worker; prompts/s = 100 / (first
-  start -> last result); median of 2 bursts per side, rotated. Also the worker's (and the server's) CPU per
+  start -> last result); median of 5 bursts per side, rotated. Also the worker's (and the server's) CPU per
   prompt over each burst (``/proc/<pid>/stat``). The project runs twice here: with its defaults (sandbox
-  off) and with ``DAGENT_WORKFLOW_SANDBOX=on`` (``durable-agent+sandbox``), the baseline's runner.
+  on, like the baseline's runner) and with ``DAGENT_WORKFLOW_SANDBOX=off`` (``durable-agent-sandbox-off``).
 * ``history`` - events and bytes of one prompt of 5, 20, 100 rounds (16-byte tool outputs) and of 20 and 50
   rounds with 10 KB outputs (with their latency per round and worker CPU). Bytes = sum of
   ``HistoryEvent.ByteSize()`` over ``fetch_history()``; payloads the project's data converter keeps outside
   history (external storage) are reported next to it.
 * ``approval`` - ``approve`` signal sent -> first ``get_prompt`` (baseline: ``get_state``) query that shows
   the tool's result, median of 20; compared with one baseline round (the latency slope).
-* ``waiting`` - a fresh worker's RSS (VmRSS) when idle (after a warm-up) and when 1,000 prompts wait for
-  approval (started in bursts of 50, each once the previous burst waits; counted through the
-  ``PromptState`` search attribute); then 20 of them, from the oldest to the newest, approved one at a
-  time: approve -> result shown by a query (resume latency). One side at a time.
+* ``waiting`` - a fresh worker's RSS (VmRSS) when idle (after a warm-up) and when N prompts (``--waiting``,
+  default 1,000) wait for approval (started in bursts of 50, each once the previous burst waits; counted
+  through the ``PromptState`` search attribute); the approvals list with them waiting (median of 3:
+  ``AgentClient.pending``, ``dagent pending --json``, ``GET /approvals``; and, up to N = 2,000, the list by
+  one query per prompt, as before memos and as the baseline has to: ``bench/approvals_list.py``); then 40 of
+  them, from the oldest to the newest, approved one at a time: approve -> result shown by a query (resume
+  latency, p50/p99), each followed by a fresh 1-round prompt (start -> result) for comparison; the rest are
+  terminated. One side at a time: the project with the sandbox on, off, then the baseline.
 * ``long`` - one prompt of 1,000 rounds with 10 KB outputs, terminated if still running after 200 s:
   completed or not, time, rounds done, history size (the baseline hits the 50 MB history limit).
 * ``conversation`` - a conversation of 500 one-round turns on each side (the baseline's: a new workflow per
   turn whose input carries the whole transcript so far); its total history + payload-store bytes, and per-turn
   latency at turn 10 vs turn 500, also measured in the same seconds (``bench/conversation.py``).
 
-``latency``, ``throughput``, ``waiting`` and ``long`` start fresh worker subprocesses (on new task queues);
-``history`` and ``approval`` carry on with the latency section's workers (quick mode: ``throughput`` too).
+``footprint``, ``latency``, ``throughput``, ``waiting`` and ``long`` start fresh worker subprocesses (on new
+task queues); ``history`` and ``approval`` carry on with the latency section's workers (quick mode: ``throughput`` too).
 Each section reports its workers' peak RSS (VmHWM) at its end.
 """
 
@@ -82,7 +89,9 @@ async def run_bench(cfg: Config, sections: Sequence[str], workdir: Path, db_file
         baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         bench = Bench(cfg, ProductSide(product_client, server.address, workdir, options),
                       BaselineSide(baseline_client, server.address, workdir, options), server.pid or 0,
-                      product_sandboxed=ProductSide(product_client, server.address, workdir, options, sandboxed=True))
+                      product_unsandboxed=ProductSide(product_client, server.address, workdir, options, sandbox="off")
+                      if options["sandbox_off"] else None)
+        bench.results["tool"] = options.get("tool") or "default"
         timings: dict[str, float] = {}
         for section in sections:
             log(f"section {section}")
@@ -127,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bursts", type=int,
                         help="throughput bursts per side (default 5; each side's figure is the median)")
     parser.add_argument("--waiting", type=int, help="prompts waiting for approval in the memory test")
+    parser.add_argument("--no-sandbox-off", action="store_true",
+                        help="skip the project's sandbox-off side (footprint, throughput, waiting): e.g. for a "
+                             "long --waiting 10000 run")
     parser.add_argument("--waiting-batch", type=int, help="prompts per burst in the waiting test (default 50)")
     parser.add_argument("--long-cap", type=float, help="seconds before the 1,000-round prompt is terminated")
     parser.add_argument("--db-dir", type=Path, default=Path("/dev/shm") if Path("/dev/shm").is_dir() else None,
@@ -183,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     version_before = code_version()
     t0 = time.perf_counter()
     try:
-        options = {"tool": "" if args.tool == "default" else args.tool}
+        options = {"tool": "" if args.tool == "default" else args.tool, "sandbox_off": not args.no_sandbox_off}
         results = asyncio.run(run_bench(cfg, sections, workdir, db_file, options))
     finally:
         if db_file is not None:
@@ -208,8 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           "medians over the round counts. Approve -> result = signal sent -> first get_prompt/query showing "
           "the tool result.")
     notes = [
-        f"{PRODUCT} worker: the project's own defaults (workflow cache size, workflow runner, data converter "
-        f"with external payload storage); bench tool: {_TOOL_NOTE[args.tool]}. "
+        f"{PRODUCT} worker: the project's own defaults (workflow cache size, sandboxed workflow runner with our "
+        f"package passed through, data converter with external payload storage); bench tool: "
+        f"{_TOOL_NOTE[args.tool]}. "
         f"{BASELINE} worker: SDK defaults (sandboxed runner, 1,000 cached workflows), pydantic converter.",
         f"Waiting test: prompts started in bursts of {cfg.waiting_batch}, each once the previous burst waits; "
         f"RSS read {cfg.settle_s:g} s after the last one waits.",

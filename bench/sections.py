@@ -1,4 +1,5 @@
-"""The benchmark sections, one method each: latency, throughput, history, approval, waiting, long, conversation."""
+"""The benchmark sections, one method each: footprint, latency, throughput, history, approval, waiting, long,
+conversation."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ from typing import Any
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from bench.approvals_list import baseline_lists, product_lists
 from bench.config import BASELINE, PRODUCT, SMALL, Config, log
 from bench.conversation import measure_baseline_conversation, measure_conversation
+from bench.footprint import dagent_command, time_command, time_to_first_poll
 from bench.measure import (
     bounded_gather,
     cpu_seconds,
     guarded,
     history_stats,
     median,
+    percentile,
     slope,
     start_workers,
     stop_workers,
@@ -36,7 +40,8 @@ class Bench:
     product: ProductSide
     baseline: BaselineSide
     server_pid: int
-    product_sandboxed: ProductSide | None = None  # the throughput section also runs the project with the sandbox on
+    # the footprint, throughput and waiting sections also run the project with the sandbox off (the opt-in)
+    product_unsandboxed: ProductSide | None = None
     results: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -45,7 +50,7 @@ class Bench:
 
     @property
     def all_sides(self) -> list[Side]:
-        return [*self.sides, *([self.product_sandboxed] if self.product_sandboxed else [])]
+        return [self.product, *([self.product_unsandboxed] if self.product_unsandboxed else []), self.baseline]
 
     def interleaved(self, rep: int) -> list[Side]:
         return self.sides if rep % 2 == 0 else self.sides[::-1]
@@ -87,7 +92,7 @@ class Bench:
 
     async def throughput(self) -> dict[str, Any]:
         """Prompts/s of bursts of concurrent prompts, and the CPU each side's worker (and the server) spent per
-        prompt during them. The project runs twice: with its defaults and with the sandbox on."""
+        prompt during them. The project runs twice: with its defaults (sandbox on) and with the sandbox off."""
         cfg = self.cfg
         sides = self.all_sides
         fresh = await start_workers(sides, "throughput", reuse="throughput" not in cfg.fresh_for)
@@ -183,45 +188,96 @@ class Bench:
         await side.finish(run)
         return elapsed
 
-    async def waiting(self) -> dict[str, Any]:
-        """Worker RSS while many prompts wait for approval, against the same worker's idle RSS.
-        One side at a time, each on its own fresh worker process."""
+    async def footprint(self) -> dict[str, Any]:
+        """Cold starts (`dagent --help`, `dagent ls`, each side's worker from spawn to its first poll) and each
+        side's worker RSS once warmed up and idle, with its peak so far. Medians of `cold_repeats`."""
         cfg = self.cfg
-        stop_workers(self.sides)
+        stop_workers(self.all_sides)
+        env = self.product.worker_env()
+        commands = {"help": [*dagent_command(), "--help"],
+                    "ls": [*dagent_command(), "ls", "--address", self.product.address]}
+        out: dict[str, Any] = {"repeats": cfg.cold_repeats, "cli_ms": {}}
+        for name, args in commands.items():
+            samples = [await asyncio.to_thread(time_command, args, env) * 1000 for _ in range(cfg.cold_repeats)]
+            out["cli_ms"][name] = {"samples": samples, "median": median(samples)}
+            log(f"  cold start dagent {name}: median {median(samples):.0f} ms")
+        for side in self.all_sides:
+            polls = [await guarded(time_to_first_poll(side), [side], 90) * 1000 for _ in range(cfg.cold_repeats)]
+            await start_workers([side], "footprint", approval=True)
+            await asyncio.sleep(cfg.settle_s)
+            memory = self._worker(side).memory()
+            side.stop_worker()
+            out[side.name] = {"first_poll_ms": polls, "first_poll_median_ms": median(polls),
+                              "idle_rss": memory["rss"], "peak": memory["peak"]}
+            log(f"  footprint {side.name}: first poll median {median(polls):.0f} ms, idle RSS "
+                f"{memory['rss'] / 2**20:.0f} MiB (peak {memory['peak'] / 2**20:.0f} MiB)")
+        return out
+
+    async def waiting(self) -> dict[str, Any]:
+        """Worker RSS while many prompts wait for approval, against the same worker's idle RSS; the approvals
+        list's latency; resume latency of waiting prompts against fresh 1-round prompts. One side at a time
+        (the project with the sandbox on, then off, then the baseline), each on its own fresh worker."""
+        cfg = self.cfg
+        stop_workers(self.all_sides)
         out: dict[str, Any] = {"prompts": cfg.waiting_prompts, "batch": cfg.waiting_batch}
-        for side in self.sides:
+        for side in self.all_sides:
             await start_workers([side], "waiting", approval=True)
             await asyncio.sleep(cfg.settle_s)
             idle = self._worker(side).memory()
             cpu0, server0 = cpu_seconds(self._worker(side).pid), cpu_seconds(self.server_pid)
             t0 = time.perf_counter()
-            runs = await guarded(self._fill_waiting(side), [side], 500)
+            runs = await guarded(self._fill_waiting(side), [side], 3600)
             seconds = time.perf_counter() - t0
             cpu = cpu_seconds(self._worker(side).pid) - cpu0
             server_cpu = cpu_seconds(self.server_pid) - server0
             await asyncio.sleep(cfg.settle_s)
             loaded = self._worker(side).memory()
-            resume = await guarded(self._resume(side, runs), [side], 300)
-            out[side.name] = {"idle_rss": idle["rss"], "waiting_rss": loaded["rss"], "peak": loaded["peak"],
+            with_queries = cfg.waiting_prompts <= cfg.query_list_max
+            if isinstance(side, ProductSide):
+                lists = await guarded(product_lists(side, cfg.list_repeats, with_queries=with_queries), [side], 3600)
+            else:
+                assert isinstance(side, BaselineSide)
+                lists = await guarded(baseline_lists(side, cfg.list_repeats), [side], 3600) if with_queries else {}
+            resume, fresh = await guarded(self._resume(side, runs), [side], 1200)
+            after = self._worker(side).memory()
+            out[side.name] = {"idle_rss": idle["rss"], "waiting_rss": loaded["rss"], "peak": after["peak"],
                               "ratio": loaded["rss"] / idle["rss"], "seconds_to_all_waiting": seconds,
-                              "worker_cpu_seconds": cpu, "server_cpu_seconds": server_cpu,
-                              "resume_ms": resume, "resume_median_ms": median(resume)}
+                              "worker_cpu_seconds": cpu, "server_cpu_seconds": server_cpu, "lists": lists,
+                              "resume_ms": resume, "resume_median_ms": median(resume),
+                              "resume_p99_ms": percentile(resume, 99), "fresh_ms": fresh,
+                              "fresh_median_ms": median(fresh), "fresh_p99_ms": percentile(fresh, 99)}
+            listed = ", ".join(f"{name} {median(v['ms']):.0f} ms ({v['rows'][-1]} rows)" for name, v in lists.items())
             log(f"  waiting {side.name}: idle {idle['rss'] / 2**20:.0f} MiB, {cfg.waiting_prompts} waiting "
                 f"{loaded['rss'] / 2**20:.0f} MiB ({seconds:.1f} s to get them all waiting; CPU: worker {cpu:.1f} s, "
-                f"server {server_cpu:.1f} s); approve -> result median {median(resume):.1f} ms")
+                f"server {server_cpu:.1f} s); lists: {listed}; approve -> result p50/p99 {median(resume):.1f}/"
+                f"{percentile(resume, 99):.1f} ms, fresh 1-round prompt {median(fresh):.1f}/"
+                f"{percentile(fresh, 99):.1f} ms")
+            await self._close_waiting(side, runs)
             side.stop_worker()
         return out
 
-    async def _resume(self, side: Side, runs: list[Run]) -> list[float]:
+    async def _resume(self, side: Side, runs: list[Run]) -> tuple[list[float], list[float]]:
         """Approve `resume_samples` of the waiting prompts, spread from the oldest to the newest (the oldest
         are long out of a small workflow cache), one at a time: ms from the decision sent to its result shown
-        by a query. The call id is the scripted model's, so nothing queries (and pages in) a prompt before."""
+        by a query. The call id is the scripted model's, so nothing queries (and pages in) a prompt before.
+        Each is followed by a fresh 1-round prompt (start -> result) on the same worker, for comparison."""
         count = min(self.cfg.resume_samples, len(runs))
         step = max(1, len(runs) // max(count, 1))
-        samples = []
+        resumed, fresh = [], []
         for run in runs[::step][:count]:
-            samples.append(await _approve_and_see_result(side, run, RESUME_CALL_ID) * 1000)
-        return samples
+            resumed.append(await _approve_and_see_result(side, run, RESUME_CALL_ID) * 1000)
+            fresh.append(await side.run(Scenario(rounds=1)) * 1000)
+        return resumed, fresh
+
+    async def _close_waiting(self, side: Side, runs: list[Run]) -> None:
+        """Terminate the prompts still waiting, so that the next side's approvals list is its own."""
+        async def close(run: Run) -> None:
+            try:
+                await run.wf.terminate(reason="bench: waiting section over")
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+        await bounded_gather([lambda r=run: close(r) for run in runs], self.cfg.start_concurrency)
 
     @staticmethod
     def _worker(side: Side) -> WorkerProcess:

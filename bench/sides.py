@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from bench.baseline import WORKFLOW_NAME as BASELINE_WORKFLOW
 from bench.baseline import BaselineInput, BaselineState, Message
-from bench.config import BASELINE, PRODUCT, PRODUCT_SANDBOXED, REPO, log
+from bench.config import BASELINE, PRODUCT, PRODUCT_UNSANDBOXED, REPO, log
 from bench.scenario import Scenario
 from durable_agent.agent.models import ToolOutput, ToolPending, ToolSuccess
 from durable_agent.client import AgentClient, PromptHandle
@@ -146,36 +146,36 @@ def product_settings(address: str, workdir: Path, task_queue: str = "") -> Setti
                     payload_dir=str(workdir / "payloads"))
 
 
-def product_worker_env(address: str, task_queue: str, workdir: Path, *, sandboxed: bool,
+def product_worker_env(address: str, task_queue: str, workdir: Path, *, sandbox: str = "on",
                        tool: str = "") -> dict[str, str]:
     """What the project's bench worker (`dagent worker` with the bench plugin) runs with, over the environment:
-    its server, queue, plugin and scripted model, the stores it shares with the client, its sandbox and how
-    the bench tool declares `local` (BENCH_TOOL: "", "local" or "regular")."""
+    its server, queue, plugin and scripted model, the stores it shares with the client, its sandbox (`on`, the
+    default, or `off`) and how the bench tool declares `local` (BENCH_TOOL: "", "local" or "regular")."""
     return {"TEMPORAL_ADDRESS": address, "DAGENT_TASK_QUEUE": task_queue, "DAGENT_PLUGINS": "bench.plugin:plugin",
             "DAGENT_MODEL_NORMAL": "scripted:bench.plugin:model", "DAGENT_FILE_DIR": str(workdir / "files"),
             "DAGENT_PAYLOAD_DIR": product_settings(address, workdir).payload_dir,
-            "DAGENT_WORKFLOW_SANDBOX": "on" if sandboxed else "off", "BENCH_TOOL": tool}
+            "DAGENT_WORKFLOW_SANDBOX": sandbox, "BENCH_TOOL": tool}
 
 
 class ProductSide(Side):
-    """The project's worker (`dagent worker`) with its defaults; `sandboxed=True`: with Temporal's workflow
-    sandbox on (DAGENT_WORKFLOW_SANDBOX=on, our modules passed through), the baseline's runner."""
+    """The project's worker (`dagent worker`) with its defaults (Temporal's workflow sandbox on, our package
+    passed through, like the baseline's runner); `sandbox="off"`: the unsandboxed opt-in."""
 
     name = PRODUCT
 
     def __init__(self, client: Client, address: str, workdir: Path, options: dict[str, Any], *,
-                 sandboxed: bool = False) -> None:
+                 sandbox: str = "on") -> None:
         super().__init__(client, address, workdir, options)
-        self.sandboxed = sandboxed
-        if sandboxed:
-            self.name = PRODUCT_SANDBOXED
+        self.sandbox = sandbox
+        if sandbox == "off":
+            self.name = PRODUCT_UNSANDBOXED
 
     def worker_command(self) -> list[str]:
         return [sys.executable, "-m", "durable_agent.cli", "worker"]
 
     def worker_env(self) -> dict[str, str]:
         return super().worker_env() | product_worker_env(self.address, self.task_queue, self.workdir,
-                                                          sandboxed=self.sandboxed,
+                                                          sandbox=self.sandbox,
                                                           tool=str(self.options.get("tool") or ""))
 
     @property

@@ -504,16 +504,19 @@ def pending(
             err_console.print(f"warning: prompt {prompt_id} is waiting but did not answer (is a worker running "
                               "for its task queue?); its calls are not listed")
         rows = found.rows
-        if as_json:
-            console.print_json(json.dumps([row.model_dump(mode="json") for row in rows]))
+        if as_json:  # plain JSON: rich's print_json takes seconds per thousand rows
+            sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
             return 0
         if not rows:
             console.print("no prompt is waiting for approval")
+        lines = []
         for row in rows:
             call = row.call
             path = f"  path={' -> '.join([row.prompt_id, *call.path])}" if call.path else ""  # a sub-agent's call
-            console.print(f"{row.prompt_id}  user={row.user_id}  {call.tool_call_id}  {call.tool} "
-                          f"{json.dumps(call.input)}  — {call.reason}{path}")
+            lines.append(f"{row.prompt_id}  user={row.user_id}  {call.tool_call_id}  {call.tool} "
+                         f"{json.dumps(call.input)}  — {call.reason}{path}")
+        if lines:  # one print: rich's per-call cost adds up over thousands of rows
+            console.print("\n".join(lines))
         return 0
 
     _run_async(main, settings)

@@ -1,25 +1,50 @@
 """Every call waiting for a decision across prompts, for the CLI's `dagent pending` and the API's inbox:
-each addressed from its top prompt (a sub-agent's as `<call>/<call>` with the whole path), every prompt
-asked at once and for a bounded time, so one whose worker is down cannot hold the list."""
+each addressed from its top prompt (a sub-agent's as `<call>/<call>` with the whole path).
+
+Where the rows come from (the listing mechanics, kept apart from who may see a row): each prompt keeps its
+waiting calls in its memo (workflows/pending_memo.py), so one visibility query (`list_workflows`) lists
+every waiting prompt *with* its calls; no workflow is asked. A sub-agent's calls are listed from its top
+prompt, whose memo carries them; the tops are found by `ParentPromptId` in list results, one visibility
+query per level of sub-agents. A workflow query (a workflow task on the prompt's worker, bounded in time)
+is left only for a prompt with no memo (started by an older version) and for a call too large for the memo.
+
+Visibility is eventually consistent: a call decided a moment ago may still be listed, and one that started
+waiting a moment ago may be missing until the next list. Deciding never trusts a row: the `approve_call` /
+`reject_call` update (and the API's decide path) checks the call with the workflow itself and refuses a
+stale one as already decided or not pending.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import json
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
+from temporalio.client import Client
 from temporalio.service import RPCError
 
 from durable_agent.agent.identity import Identity, names
-from durable_agent.workflows.names import PARENT_PROMPT_ID
+from durable_agent.workflows.names import CONVERSATION_ID, PARENT_PROMPT_ID, PROMPT_WORKFLOW, USER_ID
+from durable_agent.workflows.pending_memo import (
+    PENDING_MEMO_KEY,
+    PendingMemo,
+    read_pending_memo,
+    read_plain_pending_memo,
+)
 from durable_agent.workflows.protocol import PendingApproval
 
 if TYPE_CHECKING:
     from durable_agent.client._client import AgentClient
 
 MAX_DEPTH = 32  # sub-agents of sub-agents: far more levels than any real agent uses
-QUERY_SECONDS = 5.0  # how long the list waits for one prompt's worker to answer
+QUERY_SECONDS = 5.0  # how long the list waits for one prompt's worker to answer (prompts without a memo)
+IDS_PER_QUERY = 100  # workflow ids per `WorkflowId IN (...)` visibility query
+PAGE_SIZE = 1000
 
 T = TypeVar("T")
 
@@ -31,6 +56,22 @@ class PendingRow(BaseModel):
     user_id: str | None
     conversation_id: str | None = None
     call: PendingApproval
+
+
+class PendingList(BaseModel):
+    rows: list[PendingRow]
+    unanswered: list[str]  # waiting prompts whose worker did not answer in time: their calls are not listed
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A prompt as a visibility query lists it: ids, owner, parent and its memo's waiting calls (None: no memo)."""
+
+    prompt_id: str
+    user_id: str | None
+    conversation_id: str | None
+    parent_id: str | None
+    memo: PendingMemo | None
 
 
 async def top_prompt(client: AgentClient, prompt_id: str) -> str:
@@ -52,35 +93,130 @@ def may_see(row: PendingRow, who: Identity, *, sees_everything: bool = False) ->
     return sees_everything or (who.id is not None and row.user_id == who.id) or names(who, row.call.approvers)
 
 
-class PendingList(BaseModel):
-    rows: list[PendingRow]
-    unanswered: list[str]  # waiting prompts whose worker did not answer in time: their calls are not listed
+
+# --- listing mechanics: where the rows come from ------------------------------------------------------
 
 
-async def pending_list(client: AgentClient, user_id: str | None, *, timeout: float = QUERY_SECONDS) -> PendingList:
-    """Every call waiting for a decision, once, addressed from its top prompt (a sub-agent's as `<call>/<call>`
-    with the whole path). A waiting prompt whose calls its top prompt does not list (yet) is listed itself.
-    Prompts are asked at once, each for at most `timeout` seconds: one whose worker does not answer is left
-    out (and named in `unanswered`) rather than holding the list."""
-    waiting = await client.waiting_prompts(user_id=user_id)
-    silent: set[str] = set()
+async def _memo_of(client: Client, info: WorkflowExecutionInfo) -> PendingMemo | None:
+    """The prompt's waiting calls from its memo: parsed directly when plain JSON, else through the client's
+    data converter (a codec, a payload stored outside history); None when it has no such memo."""
+    payload = info.memo.fields.get(PENDING_MEMO_KEY)
+    if payload is None:
+        return None
+    plain = read_plain_pending_memo(payload)
+    if plain is not None:
+        return plain
+    [value] = await client.data_converter.decode([payload])
+    return read_pending_memo(value)
 
-    async def bounded(prompt_id: str, work: Awaitable[T]) -> T | None:
+
+def _keyword(info: WorkflowExecutionInfo, name: str) -> str | None:
+    """A Keyword search attribute's value (its payload is always plain JSON: search attributes skip codecs)."""
+    payload = info.search_attributes.indexed_fields.get(name)
+    if payload is None:
+        return None
+    value = json.loads(payload.data)
+    return value if isinstance(value, str) else None
+
+
+async def list_prompts_with_memo(client: Client, query: str) -> list[Listed]:
+    """The prompts a visibility query finds, each with its memo's waiting calls: one paged list call. Read from
+    the raw reply: `client.list_workflows` decodes every search attribute and memo of every row, twice for the
+    search attributes, which was most of a 10,000-row list."""
+    found: list[Listed] = []
+    token = b""
+    while True:
+        page = await client.workflow_service.list_workflow_executions(ListWorkflowExecutionsRequest(
+            namespace=client.namespace, query=query, page_size=PAGE_SIZE, next_page_token=token))
+        for info in page.executions:
+            found.append(Listed(prompt_id=info.execution.workflow_id, user_id=_keyword(info, USER_ID.name),
+                                conversation_id=_keyword(info, CONVERSATION_ID.name),
+                                parent_id=_keyword(info, PARENT_PROMPT_ID.name), memo=await _memo_of(client, info)))
+        token = page.next_page_token
+        if not token:
+            return found
+
+
+def _quoted_ids(ids: Iterable[str]) -> str:
+    return ", ".join("'" + i.replace("\\", "\\\\").replace("'", "\\'") + "'" for i in ids)
+
+
+async def list_ancestors(client: Client, listed: list[Listed]) -> dict[str, Listed]:
+    """Every listed prompt and its running ancestors (sub-agents' parents, up to the top), by prompt id: one
+    visibility query per level (and per `IDS_PER_QUERY` parents), never one call per prompt."""
+    known = {entry.prompt_id: entry for entry in listed}
+    asked: set[str] = set()
+    for _ in range(MAX_DEPTH):
+        wanted = sorted({e.parent_id for e in known.values() if e.parent_id} - known.keys() - asked)
+        if not wanted:
+            break
+        asked.update(wanted)
+        for start in range(0, len(wanted), IDS_PER_QUERY):
+            query = (f"WorkflowType = '{PROMPT_WORKFLOW}' AND ExecutionStatus = 'Running' "
+                     f"AND WorkflowId IN ({_quoted_ids(wanted[start:start + IDS_PER_QUERY])})")
+            known.update((e.prompt_id, e) for e in await list_prompts_with_memo(client, query))
+    return known
+
+
+def top_of(prompt_id: str, known: dict[str, Listed]) -> str:
+    """The highest running prompt above `prompt_id` among `known` (itself when it has no known parent)."""
+    current = prompt_id
+    for _ in range(MAX_DEPTH):
+        parent = known[current].parent_id
+        if parent is None or parent not in known:
+            return current
+        current = parent
+    return current
+
+
+class _Asker:
+    """Workflow queries for what the memos cannot say, all at once, each bounded by `timeout`."""
+
+    def __init__(self, client: AgentClient, timeout: float) -> None:
+        self.client, self.timeout = client, timeout
+        self.silent: set[str] = set()
+
+    async def bounded(self, prompt_id: str, work: Awaitable[T]) -> T | None:
         try:
-            return await asyncio.wait_for(work, timeout)
+            return await asyncio.wait_for(work, self.timeout)
         except (TimeoutError, RPCError):
-            silent.add(prompt_id)
+            self.silent.add(prompt_id)
             return None
 
-    tops = await asyncio.gather(*(bounded(w.prompt_id, top_prompt(client, w.prompt_id)) for w in waiting))
-    sub_agents = [w.prompt_id for w, top in zip(waiting, tops, strict=True) if top not in (None, w.prompt_id)]
-    asked = list(dict.fromkeys([top for top in tops if top is not None] + sub_agents))
-    answers = await asyncio.gather(*(bounded(p, client.prompt(p).pending_approvals()) for p in asked))
-    calls = {p: a for p, a in zip(asked, answers, strict=True) if a is not None}
+    async def pending(self, prompt_ids: list[str]) -> dict[str, list[PendingApproval]]:
+        answers = await asyncio.gather(*(self.bounded(p, self.client.prompt(p).pending_approvals())
+                                         for p in prompt_ids))
+        return {p: a for p, a in zip(prompt_ids, answers, strict=True) if a is not None}
+
+
+async def calls_by_prompt(asker: _Asker, prompts: list[Listed]) -> dict[str, list[PendingApproval]]:
+    """Each prompt's waiting calls: from its memo; asked (bounded) when it has none or left a call's detail out.
+    A memo whose large details could not be fetched still lists its calls (without them)."""
+    memos = {p.prompt_id: p.memo for p in prompts}
+    calls = {prompt_id: memo.calls for prompt_id, memo in memos.items() if memo is not None}
+    to_ask = [prompt_id for prompt_id, memo in memos.items() if memo is None or memo.detail_omitted]
+    for prompt_id, answered in (await asker.pending(to_ask)).items():
+        memo = memos[prompt_id]
+        if memo is None:
+            calls[prompt_id] = answered
+            continue
+        detail = {call.tool_call_id: call for call in answered}
+        calls[prompt_id] = [detail.get(c.tool_call_id, c) if c.tool_call_id in memo.detail_omitted else c
+                            for c in memo.calls]
+    asker.silent.difference_update(p for p in to_ask if memos[p] is not None)
+    return calls
+
+
+# --- assembly: every call once, addressed from its top prompt -----------------------------------------
+
+
+def assemble(waiting: list[Listed], tops: list[str], calls: dict[str, list[PendingApproval]]) -> list[PendingRow]:
+    """Rows in list order: a top prompt's calls (its sub-agents' included) once; a waiting sub-agent's own
+    calls that its top does not list (yet) under the sub-agent itself."""
     rows: list[PendingRow] = []
     listed_tops: set[str] = set()
     for entry, top in zip(waiting, tops, strict=True):
-        if top is None or top not in calls:
+        if top not in calls:
             continue
         if top not in listed_tops:
             listed_tops.add(top)
@@ -92,4 +228,20 @@ async def pending_list(client: AgentClient, user_id: str | None, *, timeout: flo
         rows += [PendingRow(prompt_id=entry.prompt_id, user_id=entry.user_id, conversation_id=entry.conversation_id,
                             call=call)
                  for call in calls[entry.prompt_id] if (entry.prompt_id, call.tool_call_id) not in listed]
-    return PendingList(rows=rows, unanswered=sorted(silent))
+    return rows
+
+
+async def pending_list(client: AgentClient, user_id: str | None, *, timeout: float = QUERY_SECONDS) -> PendingList:
+    """Every call waiting for a decision, once, addressed from its top prompt (a sub-agent's as `<call>/<call>`
+    with the whole path), from visibility (see the module's docstring). A prompt that has to be asked and
+    whose worker does not answer within `timeout` seconds is left out and named in `unanswered`."""
+    from durable_agent.client._client import prompt_query  # _client imports this module
+
+    query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True)
+    waiting = await list_prompts_with_memo(client.client, query)
+    known = await list_ancestors(client.client, waiting)
+    tops = [top_of(entry.prompt_id, known) for entry in waiting]
+    involved = list(dict.fromkeys([*tops, *(e.prompt_id for e in waiting if e.parent_id)]))
+    asker = _Asker(client, timeout)
+    calls = await calls_by_prompt(asker, [known[p] for p in involved])
+    return PendingList(rows=assemble(waiting, tops, calls), unanswered=sorted(asker.silent))

@@ -282,6 +282,20 @@ async def main() -> None:
 
             # Version 2: conversation turns get unguessable ids; a turn whose id was taken runs under a fresh one.
             await _save("conversation_v2_turn_id_taken", await _conversation_with_taken_id(agent))
+            # Version 2: waiting calls kept in the memo as they start and stop waiting (one, a batch, a sub-agent's).
+            await _record_approved(agent, "hist-v2-pending-memo", "prompt_v2_pending_memo_approved", user_id="u4",
+                                   conversation_id="c4", by="alice", amount=90)
+            memo_batch = await agent.start("approvals", prompt_id="hist-v2-pending-memo-batch")
+            await _first_pending(memo_batch)
+            pending = await memo_batch.pending_approvals()
+            while len(pending) < 2:
+                pending = await memo_batch.pending_approvals()
+            await memo_batch.reject(pending[1].tool_call_id, by="bob", reason="too much")
+            await memo_batch.approve(pending[0].tool_call_id, by="alice")
+            await memo_batch.result()
+            await _save("prompt_v2_pending_memo_batch", memo_batch.workflow)
+            await _record_delegated(agent, "hist-v2-pending-memo-sub-agent", "prompt_v2_pending_memo_sub_agent",
+                                    by="carol")
     sys.stdout.flush()
     os._exit(0)
 

@@ -87,9 +87,10 @@ async def test_approve_with_corrected_arguments_records_the_principal(dev_env: W
         await _wait_state(stack, prompt_id, "completed")
 
 
-async def test_approvals_list_leaves_out_a_prompt_whose_worker_is_down(dev_env: WorkflowEnvironment) -> None:
-    """A waiting prompt whose worker is gone cannot answer its query; the list shows the others instead of
-    waiting for it (each prompt is asked for at most `pending_query_seconds`)."""
+async def test_approvals_list_shows_a_prompt_whose_worker_is_down(dev_env: WorkflowEnvironment) -> None:
+    """A waiting prompt whose worker is gone cannot answer a query, but the list needs none: its waiting calls
+    are in its memo, listed from visibility (a prompt without a memo is asked for at most
+    `pending_query_seconds`: tests/test_pending_list.py)."""
     async with api_stack(dev_env) as orphaned_stack:
         orphan = await _start(orphaned_stack, "alice", "pay bob 250")
         await _wait_state(orphaned_stack, orphan, "waiting_for_approval")
@@ -99,7 +100,7 @@ async def test_approvals_list_leaves_out_a_prompt_whose_worker_is_down(dev_env: 
         # A guard, not a measurement: asking the orphan without a bound holds a query for ~30 s.
         async with stack.http("root", timeout=20) as http:
             listed = {p["prompt_id"] for p in (await http.get("/approvals")).json()}
-    assert live in listed and orphan not in listed
+    assert live in listed and orphan in listed
 
 
 async def test_reject_with_reason_and_decisions_on_finished_calls(dev_env: WorkflowEnvironment) -> None:

@@ -1,6 +1,8 @@
-"""`AgentClient.pending` (`dagent pending`, the API's inbox) when a waiting prompt's worker is gone: the
-others are listed, that one is named as not answering, and nothing waits for it (real dev server, in-process
-workers on their own task queues)."""
+"""`AgentClient.pending` (`dagent pending`, the API's inbox) when a waiting prompt that has to be asked (one
+started before prompts kept their waiting calls in their memo: workflow version 1) has no worker: the others
+are listed, that one is named as not answering, and nothing waits for it (real dev server, in-process
+workers on their own task queues). Prompts with the memo are listed without any worker:
+tests/test_pending_visibility.py."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from tests.support.workers import agent_worker
 
 async def test_a_waiting_prompt_without_a_worker_is_named_not_waited_for(dev_env: WorkflowEnvironment) -> None:
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as gone:
-        orphan = await gone.start("pay bob 250", user_id="alice")
+        orphan = await gone.start("pay bob 250", user_id="alice", workflow_version=1)
         await orphan.wait_until("waiting_for_approval")
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as agent:
         live = await agent.start("pay carol 300", user_id="alice")

@@ -33,7 +33,10 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_v2_approved_with_policy_check", "prompt_v2_sub_agent",
             "prompt_v2_sub_agent_child",
             "prompt_v2_finished_call_outputs",
-            "prompt_finished_call_outputs_marker"}
+            "prompt_finished_call_outputs_marker",
+
+            "prompt_v2_pending_memo_approved", "prompt_v2_pending_memo_batch",
+            "prompt_v2_pending_memo_sub_agent", "prompt_v2_pending_memo_sub_agent_child"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:

@@ -103,15 +103,16 @@ class AgentSandboxedRunner(SandboxedWorkflowRunner):
         return _ContextsByCall(det, self.runner_class, self.restrictions)
 
 
-def workflow_runner(mode: WorkflowSandbox = "off") -> WorkflowRunner:
-    """How workflow code runs: `off` (default), `on`, or `strict` (Settings.workflow_sandbox).
+def workflow_runner(mode: WorkflowSandbox = "on") -> WorkflowRunner:
+    """How workflow code runs: `on` (default), `strict` or `off` (Settings.workflow_sandbox).
 
-    Only this project's workflow code runs in a worker's workflows (tools, plugins and providers run in
-    activities), so the sandbox guards our code alone, and CI does that: every test worker and the replay
-    tests run the workflows under the `strict` sandbox, failing on any non-deterministic call. Deployed
-    workers skip the sandbox's per-activation cost (about 40 % of a round with a local tool). `on` keeps
-    the sandbox but passes our workflow and core modules (`workflows`, `agent`) through (re-importing them
-    per workflow instance cost ~280 KB per cached prompt).
+    `on` is Temporal's sandbox with the whole `durable_agent` package passed through: every workflow run
+    still gets a fresh sandbox (restricted builtins, no I/O, no `datetime.now()`), but our modules are not
+    re-imported per run (that cost ~280 KB per cached prompt). Only this project's workflow code runs in a
+    worker's workflows (tools, plugins and providers run in activities). `strict` passes nothing of ours
+    through; every test worker and the replay tests run under it, failing on any non-deterministic call.
+    `off` (an opt-in, for those who measured its gain on their load: docs/performance-next.md) runs
+    workflow code without the sandbox, saving its per-activation cost but losing its guard in production.
     """
     if mode == "strict":
         return AgentSandboxedRunner()

@@ -176,9 +176,9 @@ class Settings(BaseModel):
         "DAGENT_STREAM_TEXT: stream model text to watchers (1/0; unset or `auto` = when the provider can)."))
     prices: str = Field(default="", description=(
         "DAGENT_PRICES: model prices as inline JSON or the path of a JSON file (see agent/pricing.py)."))
-    workflow_sandbox: WorkflowSandbox = Field(default="off", description=(
-        "DAGENT_WORKFLOW_SANDBOX: Temporal's workflow sandbox: `off`, `on` (our modules passed through) or "
-        "`strict` (every test worker and the replay tests)."))
+    workflow_sandbox: WorkflowSandbox = Field(default="on", description=(
+        "DAGENT_WORKFLOW_SANDBOX: Temporal's workflow sandbox: `on` (default: our package passed through), "
+        "`strict` (every test worker and the replay tests) or `off` (opt-in, for those who measured its gain)."))
     max_cached_workflows: int = Field(default=64, ge=0, description=(
         "DAGENT_MAX_CACHED_WORKFLOWS: workflows a worker keeps in memory; waiting prompts beyond this are "
         "evicted and replayed when needed."))

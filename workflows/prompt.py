@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         INVOKE_TOOL_ACTIVITY,
         MODEL_ROUND_ACTIVITY,
     )
+    from durable_agent.workflows.pending_memo import PENDING_MEMO_KEY, pending_memo
     from durable_agent.workflows.protocol import (
         ApprovalRequirement,
         ApproveRequest,
@@ -116,6 +117,8 @@ CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maxi
 # A finished call's side outputs (files, widgets) and state change enter the record when it finishes (after those
 # of the calls before it), not once the rest of its group, or the approvals of its response's batch, are done.
 FINISHED_CALL_OUTPUTS_PATCH = "finished-call-outputs"
+# The waiting calls kept in the memo, for one visibility query to list them (workflows/pending_memo.py).
+PENDING_MEMO_PATCH = "pending-memo"
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
@@ -252,6 +255,7 @@ class PromptWorkflow:
         self._metrics = telemetry.WorkflowMetrics()
         self._span: telemetry.Span | None = None
         self._call_spans: dict[str, telemetry.Span] = {}  # open dagent.tool_call spans by call id
+        self._pending_memo: dict[str, object] = {}  # the waiting calls as the memo last said (nothing yet)
 
     # --- run --------------------------------------------------------------------------------------
 
@@ -477,7 +481,8 @@ class PromptWorkflow:
                 (before if index < first_approval else after).append((entry, call))
         for entry, call in batch:
             assert call.approval is not None
-            self._request_approval(entry, call.approval, call.plugin)
+            self._request_approval(entry, call.approval, call.plugin, publish=False)
+        self._publish_pending()  # the batch's calls in one memo update
         on_finish = self._has(FINISHED_CALL_OUTPUTS_PATCH)  # else side outputs wait for the whole group
         outcomes, _ = await asyncio.gather(self._run_side_by_side(before, on_finish=on_finish),
                                            self._decide_batch(batch))
@@ -677,6 +682,7 @@ class PromptWorkflow:
         self._touch(entry)
         if nonce is not None:
             self._children[entry.id] = _Child(workflow_id=child_id, nonce=nonce)
+        failed: str | None = None
         try:
             # start + await: the same commands as execute_child_workflow, and the child's run id in between
             handle = await workflow.start_child_workflow(
@@ -689,9 +695,12 @@ class PromptWorkflow:
             if _is_cancellation(exc):
                 raise
             failed = f"Sub-agent '{call.tool}' failed: {_failure_reason(exc)}"
-            return ToolInvocationResult(result=ToolError(error=failed))
         finally:
-            self._child_pending.pop(entry.id, None)
+            reported = self._child_pending.pop(entry.id, None)
+        if reported is not None:  # not in `finally`: an evicted workflow's coroutine is closed outside its loop
+            self._publish_pending()
+        if failed is not None:
+            return ToolInvocationResult(result=ToolError(error=failed))
         self._prompt.usage = self._prompt.usage + child.usage
         if child.state != "completed":
             return ToolInvocationResult(result=ToolError(
@@ -725,6 +734,7 @@ class PromptWorkflow:
         for child_call, reason in report.refused.items():
             self._child_refusals[f"{report.tool_call_id}/{child_call}"] = reason
         self._child_pending[report.tool_call_id] = report
+        self._publish_pending()
         for pending in report.pending:  # watchers of this prompt see the sub-agent's requests, once each
             call_id = f"{report.tool_call_id}/{pending.tool_call_id}"
             if call_id not in self._announced:
@@ -812,6 +822,7 @@ class PromptWorkflow:
             signal, child_request))
         if not self._secure:
             report.pending = [p for p in report.pending if p is not pending]
+            self._publish_pending()
         # Else the call stays listed until the sub-agent, which verifies the decision, reports it decided.
         decision = Decision(decision="approved" if kind == "approve" else "rejected", by=request.by,
                             at=workflow.now(), reason=getattr(request, "reason", None))
@@ -859,8 +870,9 @@ class PromptWorkflow:
         await self._emit_approval_requested(entry, approval)
         return await self._wait_for_decision(entry, approval)
 
-    def _request_approval(self, entry: ToolOutput, approval: ApprovalRequirement, plugin: str | None = None) -> None:
-        """Make the call `pending` in place."""
+    def _request_approval(self, entry: ToolOutput, approval: ApprovalRequirement, plugin: str | None = None, *,
+                          publish: bool = True) -> None:
+        """Make the call `pending` in place (`publish`: and say so in the memo now, not after its batch)."""
         now = workflow.now()
         expires_in = approval.expires_after
         entry.result = ToolPending(reason=approval.reason, requested_at=now,
@@ -873,6 +885,8 @@ class PromptWorkflow:
             self._set_state("waiting_for_approval")
         self._show_waiting()
         self._events.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=self._index(entry), output=entry))
+        if publish:
+            self._publish_pending()
 
     async def _emit_approval_requested(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
         await self._emit(PromptEvent(kind=EventKind.APPROVAL_REQUESTED, prompt_id=self._prompt.id,
@@ -911,6 +925,7 @@ class PromptWorkflow:
             self._set_state("running")
         else:
             self._show_waiting()  # the calls of the batch still waiting
+        self._publish_pending()
         await self._report_to_parent()
         return decision
 
@@ -1323,11 +1338,24 @@ class PromptWorkflow:
             workflow.upsert_search_attributes(prompt_search_attributes(self._prompt))
         self._events.publish(StreamEvent(kind=EventKind.STATE_CHANGED, state=state))
 
+    def _publish_pending(self) -> None:
+        """Rewrite the memo's waiting calls when they changed (one `UpsertWorkflowProperties` event): what
+        `AgentClient.pending` lists from visibility without asking the workflow."""
+        if not self._pending_memo and not self._waiting and not any(r.pending for r in self._child_pending.values()):
+            return  # nothing was said and nothing waits: no marker, no event
+        if not self._has(PENDING_MEMO_PATCH):
+            return
+        memo = pending_memo(self.pending_approvals())
+        if memo != self._pending_memo:
+            self._pending_memo = memo
+            workflow.upsert_memo({PENDING_MEMO_KEY: memo})
+
     def _finish(self, state: PromptState, error: str | None = None) -> None:
         self._prompt.finished_at = workflow.now()
         self._prompt.error = error
         self._waiting.clear()
         self._set_state(state)
+        self._publish_pending()
         workflow.set_current_details(details.finished(self._prompt))
         self._metrics.prompt_finished(state)
         if self._span is not None:

@@ -27,6 +27,7 @@ PATCH_VERSIONS: dict[str, int] = {
     # approvers, four-eyes, one-use run-bound tokens, authenticated sub-agent reports, run-scoped keys.
     "secure-decisions": 2,
     "finished-call-outputs": 2,  # a finished call's files, widgets and state enter the record when it finishes
+    "pending-memo": 2,  # waiting calls kept in the prompt's memo (workflows/pending_memo.py)
 }
 
 

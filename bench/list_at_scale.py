@@ -1,0 +1,168 @@
+"""The approvals list at N waiting prompts (default 10,000), measured where its cost is: visibility.
+
+    .venv/bin/python -m bench.list_at_scale                  # N = 10,000
+    .venv/bin/python -m bench.list_at_scale --prompts 2000 --repeats 5
+
+`AgentClient.pending` reads only the visibility store: each waiting prompt's `PromptState`, `UserId` and its
+memo's waiting calls (workflows/pending_memo.py). The workflow is never asked. So N waiting prompts can be
+laid out without a worker: each `PromptWorkflow` is started on a task queue no worker polls, with the
+search attributes and the memo a prompt waiting for one call has (the real encoding: the project's client
+and data converter, `pending_memo()`), and is never run. Filling 10,000 real waiting prompts takes the
+worker about an hour on a 2-core machine (`bench.run --sections waiting --waiting N` does that, and adds
+worker RSS and resume latency). Then each way of listing is timed (median of `--repeats`):
+`AgentClient.pending` in this process, `dagent pending --json` (a new process: its cold start included)
+and `GET /approvals` (uvicorn in this process, as an admin). Every list must show all N rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from bench.approvals_list import ADMIN_KEY
+from bench.footprint import dagent_command, run_command
+from bench.measure import bounded_gather
+from bench.sides import product_settings
+from durable_agent.api import create_app
+from durable_agent.api.config import ApiConfig, ApiKey
+from durable_agent.api.server import serve_in_background
+from durable_agent.client import AgentClient
+from durable_agent.workers.devserver import DevServer
+from durable_agent.workers.worker import connect
+from durable_agent.workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
+from durable_agent.workflows.pending_memo import PENDING_MEMO_KEY, pending_memo
+from durable_agent.workflows.protocol import PendingApproval, PromptRequest
+from durable_agent.workflows.versions import CURRENT_VERSION
+
+USER = "bench"
+SCHEMA: dict[str, Any] = {"type": "object", "properties": {"seq": {"type": "integer"}, "size": {"type": "integer"},
+                                                           "approve": {"type": "boolean"}},
+                          "required": ["seq", "size", "approve"]}
+
+
+async def lay_out(agent: AgentClient, count: int, task_queue: str) -> None:
+    """`count` prompts as visibility shows a prompt waiting for one call (never run: nobody polls the queue)."""
+    now = datetime.now(UTC)
+
+    async def start(i: int) -> None:
+        prompt_id = f"scale-{uuid.uuid4().hex[:16]}"
+        call = PendingApproval(tool_call_id="call_r1_0", tool="bench.echo", input={"seq": 1, "size": 16,
+                                                                                    "approve": True},
+                               reason="Needs approval.", requested_at=now, input_schema=SCHEMA)
+        await agent.client.start_workflow(
+            PROMPT_WORKFLOW, PromptRequest(prompt_id=prompt_id, user_id=USER, input=f"bench {i}",
+                                           workflow_version=CURRENT_VERSION),
+            id=prompt_id, task_queue=task_queue,
+            memo={"summary": f"bench {i}", PENDING_MEMO_KEY: pending_memo([call])},
+            search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "waiting_for_approval"),
+                                                     SearchAttributePair(USER_ID, USER)]))
+
+    await bounded_gather([lambda i=i: start(i) for i in range(count)], 100)
+    query = f"PromptState = 'waiting_for_approval' AND ExecutionStatus = 'Running' AND TaskQueue = '{task_queue}'"
+    while (await agent.client.count_workflows(query)).count < count:  # noqa: ASYNC110 (a remote count, no event)
+        await asyncio.sleep(0.5)
+
+
+async def timed(work: Any, repeats: int) -> dict[str, Any]:
+    samples, rows = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        rows.append(await work())
+        samples.append((time.perf_counter() - t0) * 1000)
+    return {"ms": samples, "median_ms": statistics.median(samples), "rows": rows}
+
+
+async def measure(count: int, repeats: int, profile: bool = False) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="dagent-scale-"))
+    server = DevServer(db_file=Path("/dev/shm") / f"scale-{os.getpid()}.db", log_file=workdir / "temporal.log")
+    await server.start_async()
+    try:
+        settings = product_settings(server.address, workdir, "unused")
+        agent = AgentClient(await connect(settings), settings)
+        t0 = time.perf_counter()
+        await lay_out(agent, count, f"unpolled-{uuid.uuid4().hex[:6]}")
+        out: dict[str, Any] = {"prompts": count, "lay_out_s": time.perf_counter() - t0}
+        out["client"] = await timed(lambda: _rows(agent), repeats)
+        if profile:
+            import cProfile
+            import pstats
+            profiler = cProfile.Profile()
+            profiler.enable()
+            await _rows(agent)
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        env = dict(os.environ) | {"TEMPORAL_ADDRESS": server.address, "DAGENT_PAYLOAD_DIR": settings.payload_dir}
+
+        async def cli() -> int:
+            args = [*dagent_command(), "pending", "--json", "--user", USER]
+            return len(json.loads(await asyncio.to_thread(run_command, args, env)))
+
+        out["cli"] = await timed(cli, repeats)
+        config = ApiConfig(api_keys=[ApiKey(principal="bench-admin", roles=["admin"], key=ADMIN_KEY)])
+        async with serve_in_background(create_app(agent=agent, config=config)) as base_url, httpx.AsyncClient(
+                base_url=base_url, timeout=300, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
+            async def api() -> int:
+                reply = await http.get("/approvals")
+                reply.raise_for_status()
+                return len(reply.json())
+            out["api"] = await timed(api, repeats)
+        return out
+    finally:
+        await server.stop_async()
+        _clean_up(workdir)
+
+
+async def _rows(agent: AgentClient) -> int:
+    found = await agent.pending(user_id=USER)
+    return len(found.rows)
+
+
+def _clean_up(workdir: Path) -> None:
+    for leftover in Path("/dev/shm").glob(f"scale-{os.getpid()}.db*"):
+        leftover.unlink(missing_ok=True)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.list_at_scale", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="JSON results file")
+    parser.add_argument("--profile", action="store_true", help="also print where one client list spends its time")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    out = asyncio.run(measure(args.prompts, args.repeats, args.profile))
+    out["loadavg_before_after"] = [load, os.getloadavg()[0]]
+    print(f"{args.prompts} waiting prompts laid out in {out['lay_out_s']:.0f} s")
+    ways = (("client", "AgentClient.pending"), ("cli", "dagent pending --json"), ("api", "GET /approvals"))
+    for name, label in ways:
+        ok = all(rows == args.prompts for rows in out[name]["rows"])
+        samples = ", ".join(f"{v:.0f}" for v in out[name]["ms"])
+        print(f"{label:24} median {out[name]['median_ms']:8.0f} ms  samples {samples}  rows "
+              f"{out[name]['rows'][-1]}{'' if ok else ' (MISSING ROWS)'}")
+    before, after = out["loadavg_before_after"]
+    print(f"load average (1 min) before/after: {before:.1f}/{after:.1f}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=2))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
