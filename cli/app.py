@@ -179,14 +179,15 @@ def worker(
 
         await check_store(settings.blob_objects())  # refuse to start without a usable store
         runtime = build_runtime(settings)
+        from durable_agent.workers.drain import StopSignals, drain
+        from durable_agent.workers.durations import format_duration
+
         client = await connect(settings, metrics=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = StopSignals(on_force=lambda: err_console.print("second signal: stopping now"))
         try:
             async with AsyncExitStack() as workers:
-                for one in create_workers(client, runtime, settings):
+                running = create_workers(client, runtime, settings)
+                for one in running:
                     await workers.enter_async_context(one)
                 queues = [settings.task_queue] if settings.worker_queues != "models" else []
                 queues += settings.model_queues if settings.worker_queues != "workflows" else []
@@ -198,6 +199,9 @@ def worker(
                 if settings.metrics_port is not None:
                     err_console.print(f"metrics on http://{settings.observability().metrics_bind}/metrics")
                 await stop.wait()
+                err_console.print(f"draining: running tools and model calls have up to "
+                                  f"{format_duration(settings.graceful_shutdown)} to finish (signal again to stop now)")
+                await drain(running, settings.graceful_shutdown)
         finally:
             await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
             flush_traces()

@@ -75,15 +75,20 @@ def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: st
 
 def create_workers(client: Client, runtime: AgentRuntime, settings: Settings) -> list[Worker]:
     """The workers a `dagent worker` process runs, after `settings.worker_queues`: `all` (the workflow queue
-    and every model queue), `workflows` (workflows and tools only) or `models` (model calls only)."""
+    and every model queue), `workflows` (workflows and tools only) or `models` (model calls only). Each drains
+    for `settings.graceful_shutdown` when shut down (workers/drain.py)."""
     if settings.worker_queues == "models" and not settings.model_queues:
         raise ValueError("DAGENT_WORKER_QUEUES=models needs DAGENT_MODEL_TASK_QUEUE or DAGENT_PROVIDER_QUEUES")
     workers: list[Worker] = []
+    # On shutdown (workers/drain.py) running tools and model calls finish for up to this long.
+    grace = settings.graceful_shutdown
     if settings.worker_queues in ("all", "workflows"):
-        workers.append(create_worker(client, runtime, task_queue=settings.task_queue, settings=settings))
+        workers.append(create_worker(client, runtime, task_queue=settings.task_queue, settings=settings,
+                                     graceful_shutdown_timeout=grace))
     if settings.worker_queues in ("all", "models"):
         workers += [create_model_worker(client, runtime, task_queue=queue, settings=settings,
                                         max_concurrent=settings.model_concurrency,
-                                        worker_rate=settings.model_worker_rate, rate_limit=limit)
+                                        worker_rate=settings.model_worker_rate, rate_limit=limit,
+                                        graceful_shutdown_timeout=grace)
                     for queue, limit in settings.model_queue_limits.items()]
     return workers
