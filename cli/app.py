@@ -653,3 +653,8 @@ def demo(
 
 if __name__ == "__main__":
     main()
+
+
+from durable_agent.cli.deploy import deploy_app  # noqa: E402  (after the helpers it uses)
+
+app.add_typer(deploy_app, name="deploy")

@@ -309,8 +309,9 @@ class AgentClient:
                     *([SearchAttributePair(CONVERSATION_ID, conversation_id)] if conversation_id else [])]),
                 result_type=Prompt,
                 # With a worker for the queue in this process (on this client), its first workflow task comes
-                # back in the start reply; otherwise the SDK leaves the request out.
-                request_eager_start=True,
+                # back in the start reply; otherwise the SDK leaves the request out. Not with worker versioning:
+                # an eager start skips the deployment's routing and pins the prompt to this process's build.
+                request_eager_start=not self.settings.deployment_name,
             )
         return PromptHandle(handle, self.client)
 

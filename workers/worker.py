@@ -19,6 +19,7 @@ from durable_agent.agent.providers.registry import resolve_chain
 from durable_agent.workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
 from durable_agent.workers.rate_limits import PacedCalls, queue_rate
 from durable_agent.workers.settings import Settings
+from durable_agent.workers.versioning import deployment_config
 
 __all__ = ["STICKY_TIMEOUT", "build_runtime", "connect", "create_model_worker", "create_worker", "create_workers",
            "workflow_runner"]
@@ -40,16 +41,29 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
     )
 
 
+def _with_plugin(client: Client, settings: Settings | None) -> Client:
+    if carried_plugin(client) is None:
+        client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
+    return client
+
+
+def _plugin_settings(client: Client) -> Settings:
+    plugin = carried_plugin(client)
+    assert plugin is not None
+    return plugin.settings
+
+
 def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
                   **options: Any) -> Worker:
     """A worker running every workflow and activity of Durable Agent on `task_queue`.
 
     The converter, workflows, runner and worker options come from the `DurableAgentPlugin` the client was
     connected with; a client without one is used through a view carrying one built from `settings`
-    (default: `Settings.from_env()`), sharing its connection.
+    (default: `Settings.from_env()`), sharing its connection. With DAGENT_DEPLOYMENT_NAME / DAGENT_BUILD_ID
+    set, the worker polls as that Worker Deployment version (workers/versioning.py).
     """
-    if carried_plugin(client) is None:
-        client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
+    client = _with_plugin(client, settings)
+    options.setdefault("deployment_config", deployment_config(settings or _plugin_settings(client)))
     return Worker(client, task_queue=task_queue, activities=AgentActivities(runtime).all(), **options)
 
 
@@ -65,8 +79,8 @@ def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: st
     workers/rate_limits.py). `worker_rate` (`max_activities_per_second`) and `max_concurrent` bound one worker.
     (The client's plugin registers the workflows on every worker; no workflow is ever started on a model queue.)
     """
-    if carried_plugin(client) is None:
-        client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
+    client = _with_plugin(client, settings)
+    options.setdefault("deployment_config", deployment_config(settings or _plugin_settings(client)))
     return Worker(client, task_queue=task_queue, activities=[AgentActivities(runtime).model_round],
                   max_concurrent_activities=max_concurrent, max_activities_per_second=worker_rate,
                   max_task_queue_activities_per_second=queue_rate(rate_limit) if rate_limit else None,
