@@ -47,6 +47,7 @@ from durable_agent.api.schemas import (
 )
 from durable_agent.api.service import AgentService, temporal_call
 from durable_agent.client import AgentClient
+from durable_agent.client.priority import prompt_priority
 from durable_agent.workers.settings import Settings
 
 Caller = Annotated[Principal, Depends(current_principal)]
@@ -127,7 +128,8 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
         """Start a prompt as the caller (its `user_id` is the authenticated principal)."""
         handle = await service.agent.start(body.input, user_id=caller.id, model=body.model,
                                            instructions=body.instructions, max_rounds=body.max_rounds,
-                                           prompt_id=body.prompt_id)
+                                           prompt_id=body.prompt_id,
+                                           priority=prompt_priority(caller.id, priority_key=body.priority))
         return PromptRef(id=handle.id, links=_links(service, handle.id))
 
     @app.get("/prompts", response_model=list[PromptListItem], tags=["prompts"])

@@ -25,6 +25,8 @@ class StartPrompt(_Body):
     instructions: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
     max_rounds: int | None = Field(default=None, ge=1, le=10_000)
     prompt_id: Identifier | None = None
+    priority: int | None = Field(default=None, ge=1, le=5, description=(
+        "Temporal task priority, 1 (first) to 5 (last); default 3. Fairness is per caller."))
 
 
 class StartConversation(_Body):

@@ -227,11 +227,20 @@ def run(
     max_rounds: Annotated[int | None, typer.Option(help="Force-complete after this many rounds")] = None,
     interactive: Annotated[bool | None, typer.Option("--interactive/--no-interactive",
                                                      help="Ask for approvals (default: when on a TTY)")] = None,
+    priority: Annotated[int | None, typer.Option(help="Task priority, 1 (first) to 5 (last); default 3")] = None,
+    fairness_key: Annotated[str | None, typer.Option(help="Fairness key (e.g. a tenant id); default: --user")] = None,
 ) -> None:
     """Start a prompt, stream its outputs, and ask for approvals on a TTY."""
+    from durable_agent.client.priority import prompt_priority
+
     settings = _settings(address, profile)
     if model not in ("normal", "high"):
         raise typer.BadParameter("model must be 'normal' or 'high'")
+    try:
+        task_priority = prompt_priority(user, priority_key=priority, fairness_key=fairness_key)
+    except ValueError as exc:
+        report("error", exc)
+        _exit(USER_ERROR)
     ask = sys.stdin.isatty() if interactive is None else interactive
     try:
         PromptRequest(input=text, max_rounds=max_rounds or DEFAULT_MAX_ROUNDS)  # refuse bad input before connecting
@@ -242,7 +251,7 @@ def run(
     async def main() -> int:
         client = await AgentClient.connect(settings)
         tier: ModelTier = "high" if model == "high" else "normal"
-        handle = await client.start(text, user_id=user, model=tier, max_rounds=max_rounds)
+        handle = await client.start(text, user_id=user, model=tier, max_rounds=max_rounds, priority=task_priority)
         console.print(f"prompt {handle.id}")
         console.print(f"Temporal UI: {settings.workflow_url(handle.id)}")
         if not await hints.worker_polling(client.client, settings):
