@@ -667,3 +667,7 @@ if __name__ == "__main__":
 from durable_agent.cli.deploy import deploy_app  # noqa: E402  (after the helpers it uses)
 
 app.add_typer(deploy_app, name="deploy")
+
+from durable_agent.cli.schedule import schedule_app  # noqa: E402
+
+app.add_typer(schedule_app, name="schedule")

@@ -18,6 +18,7 @@ from pydantic import JsonValue
 from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
+    ScheduleHandle,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
@@ -340,6 +341,13 @@ class AgentClient:
             priority=priority or prompt_priority(user_id),
         )
         return ConversationHandle(handle, self.client)
+
+    async def schedule(self, schedule_id: str, input: str | None, **options: Any) -> ScheduleHandle:
+        """A recurring prompt on a Temporal Schedule: `cron=` or `every=`, `jitter=`, `time_zone=`, `overlap=`,
+        `user_id=`... (client/schedules.py `create_schedule`). Each run is an ordinary prompt."""
+        from durable_agent.client.schedules import create_schedule
+
+        return await create_schedule(self, schedule_id, input, **options)
 
     def conversation(self, conversation_id: str) -> ConversationHandle:
         return ConversationHandle(self.client.get_workflow_handle(conversation_id, result_type=Conversation),
