@@ -619,6 +619,39 @@ def store_sweep(
     _run_async(main)
 
 
+@store_app.command("refresh")
+def store_refresh(
+    address: AddressOption = None,
+    profile: ProfileOption = None,
+    older_than: Annotated[str, typer.Option(help="Re-write referenced objects older than this (e.g. 7d)")] = "7d",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would be re-written")] = False,
+) -> None:
+    """Keep every object an open workflow references younger than the store's age rule (run it daily; see
+    docs/operations.md, Retention)."""
+    from durable_agent.workers.durations import parse_duration
+    from durable_agent.workers.retention import refresh_live_blobs
+    from durable_agent.workers.worker import connect
+
+    settings = _settings(address, profile)
+    try:
+        age = parse_duration(older_than, what="--older-than")
+    except ValueError as exc:
+        report("error", exc)
+        _exit(USER_ERROR)
+
+    async def main() -> int:
+        stores = {o.location: o for o in (settings.blob_objects(), settings.file_store().objects)}
+        done = await refresh_live_blobs(await connect(settings), list(stores.values()), older_than=age,
+                                        dry_run=dry_run)
+        console.print(f"{'would re-write' if dry_run else 're-wrote'} {len(done.refreshed)} of {done.referenced} "
+                      f"objects referenced by {done.workflows} open workflow(s); {len(done.missing)} missing")
+        for key in done.missing:
+            console.print(f"missing {key}")
+        return 1 if done.missing else 0
+
+    _run_async(main, settings)
+
+
 @app.command()
 def api(
     address: AddressOption = None,
