@@ -229,6 +229,8 @@ def run(
                                                      help="Ask for approvals (default: when on a TTY)")] = None,
     priority: Annotated[int | None, typer.Option(help="Task priority, 1 (first) to 5 (last); default 3")] = None,
     fairness_key: Annotated[str | None, typer.Option(help="Fairness key (e.g. a tenant id); default: --user")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop after the round that reaches this many tokens")] = None,
+    max_cost: Annotated[float | None, typer.Option(help="Stop after the round that reaches this cost")] = None,
 ) -> None:
     """Start a prompt, stream its outputs, and ask for approvals on a TTY."""
     from durable_agent.client.priority import prompt_priority
@@ -236,8 +238,12 @@ def run(
     settings = _settings(address, profile)
     if model not in ("normal", "high"):
         raise typer.BadParameter("model must be 'normal' or 'high'")
+    from durable_agent.workflows.budgets import PromptBudget
+
     try:
         task_priority = prompt_priority(user, priority_key=priority, fairness_key=fairness_key)
+        budget = (PromptBudget(max_tokens=max_tokens, max_cost=max_cost)
+                  if max_tokens is not None or max_cost is not None else None)
     except ValueError as exc:
         report("error", exc)
         _exit(USER_ERROR)
@@ -251,7 +257,8 @@ def run(
     async def main() -> int:
         client = await AgentClient.connect(settings)
         tier: ModelTier = "high" if model == "high" else "normal"
-        handle = await client.start(text, user_id=user, model=tier, max_rounds=max_rounds, priority=task_priority)
+        handle = await client.start(text, user_id=user, model=tier, max_rounds=max_rounds, priority=task_priority,
+                                    **({"budget": budget} if budget else {}))
         console.print(f"prompt {handle.id}")
         console.print(f"Temporal UI: {settings.workflow_url(handle.id)}")
         if not await hints.worker_polling(client.client, settings):

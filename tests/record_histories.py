@@ -19,6 +19,7 @@ from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_model_worker, create_worker
+from durable_agent.workflows.budgets import PromptBudget
 from durable_agent.workflows.protocol import ModelRouting, PendingApproval
 from tests import scenarios
 
@@ -243,6 +244,10 @@ async def main() -> None:
             if b"core_local_activity" not in (await fast.workflow.fetch_history()).to_json().encode():
                 raise SystemExit("hist-v1-fast-tools ran no tool as a local activity")
             await _save("prompt_v1_fast_tools", fast.workflow)
+
+            # A token budget stops the loop after the round that reached it (workflows/budgets.py).
+            await _record(agent, "parallel", "prompt_v1_budget_stopped", prompt_id="hist-v1-budget",
+                          budget=PromptBudget(max_tokens=1))
     sys.stdout.flush()
     os._exit(0)
 
