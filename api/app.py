@@ -28,6 +28,7 @@ from durable_agent.api.config import ApiConfig
 from durable_agent.api.events import prompt_events, resume_offset
 from durable_agent.api.limits import BodyLimitMiddleware
 from durable_agent.api.problems import PROBLEM_BASE, PROBLEM_TYPES, Problem, install_problem_handlers
+from durable_agent.api.schedules import router as schedule_routes
 from durable_agent.api.schemas import (
     CALL_PATH_PATTERN,
     ID_PATTERN,
@@ -90,6 +91,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     app.state.config = config
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     install_problem_handlers(app)
+    app.include_router(schedule_routes)  # recurring prompts (api/schedules.py)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
     # --- pages (no data without a token: they call the API from the browser) ---------------------

@@ -50,6 +50,7 @@ OVERLAP_POLICIES: dict[str, ScheduleOverlapPolicy] = {
 
 
 SPEC_MEMO = "dagent_spec"  # the spec as given, shown by `dagent schedule ls`
+USER_MEMO = "dagent_user"  # who the runs start as (the HTTP API lets only them or an admin change it)
 
 
 class ScheduleError(ValueError):
@@ -63,6 +64,7 @@ class ScheduleView(BaseModel):
     next_runs: list[datetime] = Field(default_factory=list)
     recent_runs: list[str] = Field(default_factory=list)  # prompt (workflow) ids, newest last
     note: str | None = None
+    user_id: str | None = None
 
 
 def _one_line(text: str) -> str:
@@ -129,7 +131,8 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
     schedule = Schedule(action=action, spec=spec, policy=SchedulePolicy(overlap=OVERLAP_POLICIES[overlap]),
                         state=ScheduleState(paused=paused, note=note))
     try:
-        return await agent.client.create_schedule(schedule_id, schedule, memo={SPEC_MEMO: describe_spec(spec)})
+        return await agent.client.create_schedule(schedule_id, schedule,
+                                                  memo={SPEC_MEMO: describe_spec(spec), USER_MEMO: user_id})
     except ScheduleAlreadyRunningError:
         raise ScheduleError(f"schedule {schedule_id} exists already (dagent schedule delete {schedule_id})") from None
     except RPCError as exc:
@@ -161,7 +164,8 @@ async def view_schedule(agent: AgentClient, schedule_id: str) -> ScheduleView:
         raise ScheduleError(f"schedule {schedule_id}: {_one_line(exc.message)}") from None
     info, schedule = described.info, described.schedule
     spec = await described.memo_value(SPEC_MEMO, describe_spec(schedule.spec))  # as given (the server keeps calendars)
-    return ScheduleView(id=schedule_id, spec=str(spec), paused=schedule.state.paused,
+    user = await described.memo_value(USER_MEMO, None)
+    return ScheduleView(id=schedule_id, spec=str(spec), paused=schedule.state.paused, user_id=user,
                         next_runs=list(info.next_action_times[:3]), note=schedule.state.note or None,
                         recent_runs=[a.action.workflow_id for a in info.recent_actions
                                      if hasattr(a.action, "workflow_id")])

@@ -96,3 +96,28 @@ async def test_schedule_errors_are_one_line(dev_env: WorkflowEnvironment) -> Non
     done = await asyncio.to_thread(_dagent, "127.0.0.1:1", "schedule", "create", "x", "hi", "--cron", "0 9 * *")
     assert done.returncode == 2, done.stderr
     assert done.stderr == "error: cron expression must have 5 fields (minute hour day month weekday), not '0 9 * *'\n"
+
+
+async def test_http_api_schedules_run_as_their_creator(dev_env: WorkflowEnvironment) -> None:
+    from tests.support.api import api_stack
+
+    schedule_id = f"api-{uuid.uuid4().hex[:8]}"
+    async with api_stack(dev_env) as stack:
+        async with stack.http("alice") as http:
+            bad = await http.post("/schedules", json={"id": schedule_id, "input": "hi", "cron": "0 9 * *"})
+            assert bad.status_code == 422 and "cron expression must have 5 fields" in bad.json()["detail"]
+            created = await http.post("/schedules", json={"id": schedule_id, "input": "hello from cron",
+                                                          "every": "1h", "paused": True})
+            assert created.status_code == 201, created.text
+            assert created.json()["user_id"] == "alice" and created.json()["paused"] is True
+            assert (await http.post(f"/schedules/{schedule_id}/trigger")).status_code == 200
+        (run_id,) = await _runs(stack.agent, schedule_id, 1)
+        prompt = await asyncio.wait_for(stack.agent.prompt(run_id).result(), 30)
+        assert prompt.user_id == "alice" and prompt.output[-1].text == "You said: hello from cron"  # type: ignore[union-attr]
+        async with stack.http("mallory") as http:
+            assert (await http.post(f"/schedules/{schedule_id}/trigger")).status_code == 403
+            assert all(v["id"] != schedule_id for v in (await http.get("/schedules")).json())
+        async with stack.http("alice") as http:
+            assert any(v["id"] == schedule_id for v in (await http.get("/schedules")).json())
+            assert (await http.delete(f"/schedules/{schedule_id}")).status_code == 204
+            assert (await http.get(f"/schedules/{schedule_id}")).status_code == 404
