@@ -93,3 +93,35 @@ def test_bad_priorities_are_one_line_errors() -> None:
     done = subprocess.run([*DAGENT_CMD, "run", "hi", "--priority", "9", "--address", "127.0.0.1:1"], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and done.stderr == "error: priority must be 1 (first) to 5 (last), not 9\n"
+
+
+async def _first_task_started(handle: PromptHandle) -> float:
+    history = await handle.workflow.fetch_history()
+    event = next(e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED)
+    return event.event_time.ToDatetime().timestamp()
+
+
+async def test_a_backlog_is_served_in_priority_order(dev_env: WorkflowEnvironment) -> None:
+    """Prompts queued while no worker polls: when one worker (one task at a time) comes, every priority-1
+    prompt starts before any priority-5 one, though they were started after them (the session's dev server
+    has one task-queue partition, as `dagent server` does, so the order is exact)."""
+    import uuid
+
+    from durable_agent.client import AgentClient
+    from durable_agent.workers.worker import build_runtime, create_worker
+    from tests.support.workers import TEST_SETTINGS
+
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}"})
+    client = AgentClient(dev_env.client, settings)
+    model = ScriptedModel(lambda request: text("ok"))
+    low = [await client.start("later", user_id="batch", priority=prompt_priority("batch", priority_key=5))
+           for _ in range(3)]
+    high = [await client.start("first", user_id="vip", priority=prompt_priority("vip", priority_key=1))
+            for _ in range(3)]
+    runtime = build_runtime(settings, plugins=[], providers={"normal": model, "high": model})
+    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue, settings=settings,
+                             max_concurrent_workflow_tasks=1):
+        await asyncio.wait_for(asyncio.gather(*(h.result() for h in low + high)), 60)
+    high_started = [await _first_task_started(h) for h in high]
+    low_started = [await _first_task_started(h) for h in low]
+    assert max(high_started) <= min(low_started), (high_started, low_started)
