@@ -11,6 +11,7 @@ import asyncio
 import subprocess
 import time
 import uuid
+from zoneinfo import ZoneInfo
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -44,7 +45,8 @@ async def test_a_triggered_schedule_runs_an_ordinary_prompt(dev_env: WorkflowEnv
                                        time_zone="Europe/Paris", jitter="5m", overlap="buffer_one")
         view = await view_schedule(client, schedule_id)
         assert view.spec == "cron 0 9 * * 1-5 jitter 5m (Europe/Paris)" and not view.paused
-        assert view.next_runs and view.next_runs[0].astimezone().hour in range(0, 24)
+        paris = [run.astimezone(ZoneInfo("Europe/Paris")) for run in view.next_runs]
+        assert paris and all(t.hour == 9 and t.minute < 5 and t.weekday() < 5 for t in paris), paris
 
         await handle.trigger()
         (prompt_id,) = await _runs(client, schedule_id, 1)
