@@ -135,7 +135,7 @@ class MessageOutput(_Model):
     type: Literal["message"] = "message"
     role: Literal["user", "system"] = "user"
     text: str
-    source: Literal["steer", "output_validation", "trigger"] = "steer"
+    source: Literal["steer", "output_validation", "trigger", "budget"] = "steer"
 
 
 class DataOutput(_Model):
@@ -207,6 +207,7 @@ class Prompt(_Model):
     created_at: datetime | None = None
     finished_at: datetime | None = None
     force_completed: bool = False
+    budget_stop: str | None = Field(default=None, description="Set when the prompt's budget stopped it (why).")
     error: str | None = None
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     audit: list[AuditEntry] = Field(default_factory=list)

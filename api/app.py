@@ -29,6 +29,7 @@ from durable_agent.api.events import prompt_events, resume_offset
 from durable_agent.api.headers import SecurityHeadersMiddleware
 from durable_agent.api.limits import BodyLimitMiddleware
 from durable_agent.api.problems import PROBLEM_BASE, PROBLEM_TYPES, Problem, install_problem_handlers
+from durable_agent.api.schedules import router as schedule_routes
 from durable_agent.api.schemas import (
     CALL_PATH_PATTERN,
     ID_PATTERN,
@@ -48,6 +49,7 @@ from durable_agent.api.schemas import (
 )
 from durable_agent.api.service import AgentService, temporal_call
 from durable_agent.client import AgentClient
+from durable_agent.client.priority import prompt_priority
 from durable_agent.workers.settings import Settings
 from durable_agent.workflows.names import CONVERSATION_WORKFLOW
 
@@ -94,6 +96,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
     install_problem_handlers(app)
+    app.include_router(schedule_routes)  # recurring prompts (api/schedules.py)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.mount(DOCS_ASSETS, StaticFiles(directory=str(SWAGGER_ASSETS)), name="docs-assets")
 
@@ -150,7 +153,8 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
         if body.prompt_id is not None:
             raise Problem("invalid-request", "prompt_id: the API assigns prompt ids; leave it out")
         handle = await service.agent.start(body.input, user_id=caller.id, model=body.model,
-                                           instructions=body.instructions, max_rounds=body.max_rounds)
+                                           instructions=body.instructions, max_rounds=body.max_rounds,
+                                           priority=prompt_priority(caller.id, priority_key=body.priority))
         return PromptRef(id=handle.id, links=_links(service, handle.id))
 
     @app.get("/prompts", response_model=list[PromptListItem], tags=["prompts"])

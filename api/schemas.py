@@ -26,6 +26,8 @@ class StartPrompt(_Body):
     max_rounds: int | None = Field(default=None, ge=1, le=10_000)
     prompt_id: Identifier | None = Field(default=None, description=(
         "Refused (422): the API assigns prompt ids, so nobody can take another user's."))
+    priority: int | None = Field(default=None, ge=1, le=5, description=(
+        "Temporal task priority, 1 (first) to 5 (last); default 3. Fairness is per caller."))
 
 
 class StartConversation(_Body):

@@ -195,14 +195,15 @@ def worker(
 
         await check_store(settings.blob_objects())  # refuse to start without a usable store
         runtime = build_runtime(settings)
+        from durable_agent.workers.drain import StopSignals, drain
+        from durable_agent.workers.durations import format_duration
+
         client = await connect(settings, metrics=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = StopSignals(on_force=lambda: err_console.print("second signal: stopping now"))
         try:
             async with AsyncExitStack() as workers:
-                for one in create_workers(client, runtime, settings):
+                running = create_workers(client, runtime, settings)
+                for one in running:
                     await workers.enter_async_context(one)
                 queues = [settings.task_queue] if settings.worker_queues != "models" else []
                 queues += settings.model_queues if settings.worker_queues != "workflows" else []
@@ -214,6 +215,9 @@ def worker(
                 if settings.metrics_port is not None:
                     err_console.print(f"metrics on http://{settings.observability().metrics_bind}/metrics")
                 await stop.wait()
+                err_console.print(f"draining: running tools and model calls have up to "
+                                  f"{format_duration(settings.graceful_shutdown)} to finish (signal again to stop now)")
+                await drain(running, settings.graceful_shutdown)
         finally:
             await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
             flush_traces()
@@ -239,11 +243,26 @@ def run(
     max_rounds: Annotated[int | None, typer.Option(help="Force-complete after this many rounds")] = None,
     interactive: Annotated[bool | None, typer.Option("--interactive/--no-interactive",
                                                      help="Ask for approvals (default: when on a TTY)")] = None,
+    priority: Annotated[int | None, typer.Option(help="Task priority, 1 (first) to 5 (last); default 3")] = None,
+    fairness_key: Annotated[str | None, typer.Option(help="Fairness key (e.g. a tenant id); default: --user")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop after the round that reaches this many tokens")] = None,
+    max_cost: Annotated[float | None, typer.Option(help="Stop after the round that reaches this cost")] = None,
 ) -> None:
     """Start a prompt, stream its outputs, and ask for approvals on a TTY."""
+    from durable_agent.client.priority import prompt_priority
+
     settings = _settings(address, profile)
     if model not in ("normal", "high"):
         raise typer.BadParameter("model must be 'normal' or 'high'")
+    from durable_agent.workflows.budgets import PromptBudget
+
+    try:
+        task_priority = prompt_priority(user, priority_key=priority, fairness_key=fairness_key)
+        budget = (PromptBudget(max_tokens=max_tokens, max_cost=max_cost)
+                  if max_tokens is not None or max_cost is not None else None)
+    except ValueError as exc:
+        report("error", exc)
+        _exit(USER_ERROR)
     ask = sys.stdin.isatty() if interactive is None else interactive
     try:
         PromptRequest(input=text, max_rounds=max_rounds or DEFAULT_MAX_ROUNDS)  # refuse bad input before connecting
@@ -254,7 +273,8 @@ def run(
     async def main() -> int:
         client = await AgentClient.connect(settings)
         tier: ModelTier = "high" if model == "high" else "normal"
-        handle = await client.start(text, user_id=user, model=tier, max_rounds=max_rounds)
+        handle = await client.start(text, user_id=user, model=tier, max_rounds=max_rounds, priority=task_priority,
+                                    **({"budget": budget} if budget else {}))
         console.print(f"prompt {handle.id}")
         console.print(f"Temporal UI: {settings.workflow_url(handle.id)}")
         if not await hints.worker_polling(client.client, settings):
@@ -678,6 +698,39 @@ def store_sweep(
     _run_async(main)
 
 
+@store_app.command("refresh")
+def store_refresh(
+    address: AddressOption = None,
+    profile: ProfileOption = None,
+    older_than: Annotated[str, typer.Option(help="Re-write referenced objects older than this (e.g. 7d)")] = "7d",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would be re-written")] = False,
+) -> None:
+    """Keep every object an open workflow references younger than the store's age rule (run it daily; see
+    docs/operations.md, Retention)."""
+    from durable_agent.workers.durations import parse_duration
+    from durable_agent.workers.retention import refresh_live_blobs
+    from durable_agent.workers.worker import connect
+
+    settings = _settings(address, profile)
+    try:
+        age = parse_duration(older_than, what="--older-than")
+    except ValueError as exc:
+        report("error", exc)
+        _exit(USER_ERROR)
+
+    async def main() -> int:
+        stores = {o.location: o for o in (settings.blob_objects(), settings.file_store().objects)}
+        done = await refresh_live_blobs(await connect(settings), list(stores.values()), older_than=age,
+                                        dry_run=dry_run)
+        console.print(f"{'would re-write' if dry_run else 're-wrote'} {len(done.refreshed)} of {done.referenced} "
+                      f"objects referenced by {done.workflows} open workflow(s); {len(done.missing)} missing")
+        for key in done.missing:
+            console.print(f"missing {key}")
+        return 1 if done.missing else 0
+
+    _run_async(main, settings)
+
+
 @app.command()
 def api(
     address: AddressOption = None,
@@ -759,3 +812,12 @@ def demo(
 
 if __name__ == "__main__":
     main()
+
+
+from durable_agent.cli.deploy import deploy_app  # noqa: E402  (after the helpers it uses)
+
+app.add_typer(deploy_app, name="deploy")
+
+from durable_agent.cli.schedule import schedule_app  # noqa: E402
+
+app.add_typer(schedule_app, name="schedule")

@@ -17,11 +17,12 @@ from pydantic import JsonValue
 from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
+    ScheduleHandle,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.common import Priority, SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -29,6 +30,7 @@ from durable_agent.agent.errors import REFUSAL_KINDS, DecisionRefused, RefusalKi
 from durable_agent.agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
 from durable_agent.client._live import poller_for
 from durable_agent.client.pending import QUERY_SECONDS, PendingList, pending_list
+from durable_agent.client.priority import prompt_priority
 from durable_agent.client.stuck import TaskProblem, task_problem, workflows_with_task_problems
 from durable_agent.workers.plugin import connect
 from durable_agent.workers.settings import Settings
@@ -285,10 +287,13 @@ class AgentClient:
     async def start(self, input: str | None, *, user_id: str = "anonymous", model: ModelTier = "normal",
                     prompt_id: str | None = None, conversation_id: str | None = None,
                     instructions: str | None = None, max_rounds: int | None = None,
-                    history: list[Prompt] | None = None, **options: Any) -> PromptHandle:
+                    history: list[Prompt] | None = None, priority: Priority | None = None,
+                    **options: Any) -> PromptHandle:
         """Start a prompt. `options` are further `PromptRequest` fields (output_schema, output_retries,
-        context_max_messages, context_max_tokens, plugin_state, visible)."""
+        context_max_messages, context_max_tokens, plugin_state, visible). `priority`: Temporal task priority
+        (client/priority.py); default: fairness by `user_id`, the server's default priority."""
         prompt_id = prompt_id or new_prompt_id()
+        priority = priority or prompt_priority(user_id)
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
         options = self._run_options(model) | options
@@ -309,8 +314,10 @@ class AgentClient:
                     *([SearchAttributePair(CONVERSATION_ID, conversation_id)] if conversation_id else [])]),
                 result_type=Prompt,
                 # With a worker for the queue in this process (on this client), its first workflow task comes
-                # back in the start reply; otherwise the SDK leaves the request out.
-                request_eager_start=True,
+                # back in the start reply; otherwise the SDK leaves the request out. Not with worker versioning:
+                # an eager start skips the deployment's routing and pins the prompt to this process's build.
+                request_eager_start=not self.settings.deployment_name,
+                priority=priority,  # its model calls, tools and sub-agents inherit it
             )
         return PromptHandle(handle, self.client)
 
@@ -319,9 +326,11 @@ class AgentClient:
         return await handle.result()
 
     async def start_conversation(self, *, user_id: str = "anonymous", conversation_id: str | None = None,
-                                 model: ModelTier = "normal", **options: Any) -> ConversationHandle:
+                                 model: ModelTier = "normal", priority: Priority | None = None,
+                                 **options: Any) -> ConversationHandle:
         """Start (or attach to, if it runs already) a conversation. `options`: further
-        `ConversationRequest` fields (instructions, max_rounds, prompts_per_run, plugin_state)."""
+        `ConversationRequest` fields (instructions, max_rounds, prompts_per_run, plugin_state). `priority`:
+        as for `start`; the conversation's prompts inherit it."""
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
         options = self._run_options(model) | options
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
@@ -329,8 +338,16 @@ class AgentClient:
             CONVERSATION_WORKFLOW, request, id=conversation_id, task_queue=self.settings.task_queue,
             result_type=Conversation, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"conversation of {user_id}",
+            priority=priority or prompt_priority(user_id),
         )
         return ConversationHandle(handle, self.client)
+
+    async def schedule(self, schedule_id: str, input: str | None, **options: Any) -> ScheduleHandle:
+        """A recurring prompt on a Temporal Schedule: `cron=` or `every=`, `jitter=`, `time_zone=`, `overlap=`,
+        `user_id=`... (client/schedules.py `create_schedule`). Each run is an ordinary prompt."""
+        from durable_agent.client.schedules import create_schedule
+
+        return await create_schedule(self, schedule_id, input, **options)
 
     def conversation(self, conversation_id: str) -> ConversationHandle:
         return ConversationHandle(self.client.get_workflow_handle(conversation_id, result_type=Conversation),

@@ -19,6 +19,7 @@ from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_model_worker, create_worker
+from durable_agent.workflows.budgets import PromptBudget
 from durable_agent.workflows.protocol import ModelRouting, PendingApproval
 from tests import scenarios
 
@@ -296,6 +297,9 @@ async def main() -> None:
             await _save("prompt_v2_pending_memo_batch", memo_batch.workflow)
             await _record_delegated(agent, "hist-v2-pending-memo-sub-agent", "prompt_v2_pending_memo_sub_agent",
                                     by="carol")
+            # A token budget stops the loop after the round that reached it (workflows/budgets.py).
+            await _record(agent, "parallel", "prompt_v1_budget_stopped", prompt_id="hist-v1-budget",
+                          budget=PromptBudget(max_tokens=1))
     sys.stdout.flush()
     os._exit(0)
 

@@ -31,6 +31,7 @@ from durable_agent.workers.connection import connect_client
 from durable_agent.workers.observability import metrics_runtime, temporal_plugins
 from durable_agent.workers.settings import Settings, WorkflowSandbox
 from durable_agent.workflows import WORKFLOWS
+from durable_agent.workflows.deployment import versioned_workflows
 
 if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
     from temporalio.worker._command_aware_visitor import CommandInfo
@@ -156,7 +157,8 @@ class DurableAgentPlugin(SimplePlugin):
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """See base class. Also sets the sticky-queue timeout and the workflow cache size."""
+        """See base class. Also sets the sticky-queue timeout and the workflow cache size, and on a versioned
+        worker (a `deployment_config` with worker versioning) registers our workflows' versioned subclasses."""
         if carried_plugin(config["client"]) is None:  # type: ignore[typeddict-item]
             raise ValueError("build the worker on a client connected with plugins=[DurableAgentPlugin(...)]: "
                              "the worker needs that client's data converter")
@@ -165,6 +167,9 @@ class DurableAgentPlugin(SimplePlugin):
         config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["max_cached_workflows"] = self.settings.max_cached_workflows
+        deployment = config.get("deployment_config")
+        if deployment is not None and deployment.use_worker_versioning:  # workflows/deployment.py
+            config["workflows"] = versioned_workflows(config.get("workflows") or [])
         return config
 
 

@@ -5,22 +5,31 @@ payloads, `v0/ns/<ns>/files/wi/<id>/…` for files). A workflow's blobs are remo
 forgotten the workflow (its history is gone after the namespace's retention) or once it has been closed
 for longer than the namespace's retention. Running workflows, workflows within retention, and anything
 written within the last `grace` (a client stores a workflow's input before the workflow exists) are kept.
-On S3 and GCS a lifecycle rule on the `v0/ns/<ns>/` prefix does the same job (see docs/deploying.md).
+On S3 and GCS a lifecycle rule on the `v0/ns/<ns>/` prefix does the same job (see docs/deploying.md), and
+`refresh_live_blobs` (`dagent store refresh`) keeps that rule away from what open workflows still reference.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.workers.blobstore import encode_segment
+from durable_agent.workers.blobstore import DirectoryObjects, ObjectClient, S3Objects, encode_segment
 
 DEFAULT_GRACE = timedelta(hours=1)
 
@@ -95,4 +104,138 @@ async def sweep_directory(client: Client, roots: list[Path], *, now: datetime | 
             report.removed.append(label)
             if not dry_run:
                 shutil.rmtree(group.path, ignore_errors=True)
+    return report
+
+
+# --- keeping live workflows' blobs younger than the store's age rule ------------------------------------
+#
+# On S3/GCS an age-based lifecycle rule deletes objects N days after they were written. A workflow that is
+# still open can reference older objects: a conversation's history chain (every link since it began, under
+# `files/wi/<conversation id>/`), its own payloads, and payloads of its finished children that its history
+# refers to (a child prompt's result is stored under the child's prefix). `refresh_live_blobs` finds every
+# object an open workflow references (its two prefixes plus every external-storage claim in its history)
+# and re-writes the ones older than `older_than` in place, which restarts their age. Run it more often than
+# the rule's age minus `older_than` (e.g. daily with `--older-than 7d` under a 45-day rule).
+
+REFERENCE_MESSAGE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
+LEGACY_REFERENCE_ENCODING = b"json/external-storage-reference"
+DEFAULT_REFRESH_AGE = timedelta(days=7)
+
+
+@dataclass
+class RefreshReport:
+    workflows: int = 0  # open workflows looked at
+    referenced: int = 0  # objects they reference
+    refreshed: list[str] = field(default_factory=list)  # keys re-written (or that would be, with dry_run)
+    missing: list[str] = field(default_factory=list)  # referenced but gone already (expired or never written)
+
+
+def _payloads(message: Message) -> Iterator[Payload]:
+    """Every `Payload` inside a protobuf message (fields, repeated fields and maps, at any depth)."""
+    for descriptor, value in message.ListFields():
+        if descriptor.type != descriptor.TYPE_MESSAGE:
+            continue
+        if descriptor.message_type.GetOptions().map_entry:
+            items: Iterable[Any] = value.values()
+        elif descriptor.is_repeated:
+            items = value
+        else:
+            items = [value]
+        for item in items:
+            if isinstance(item, Payload):
+                yield item
+            elif isinstance(item, Message):
+                yield from _payloads(item)
+
+
+def claimed_key(payload: Payload) -> str | None:
+    """The object key an external-storage reference payload points at (None: an ordinary payload)."""
+    encoding = payload.metadata.get("encoding", b"")
+    if encoding == b"json/protobuf" and payload.metadata.get("messageType") == REFERENCE_MESSAGE_TYPE:
+        reference = json_format.Parse(payload.data, ExternalStorageReference(), ignore_unknown_fields=True)
+        return reference.claim_data.get("key") or None
+    if encoding == LEGACY_REFERENCE_ENCODING:
+        data = json.loads(payload.data)
+        return (data.get("driver_claim") or {}).get("claim_data", {}).get("key") or None
+    return None
+
+
+def _workflow_prefixes(namespace: str, workflow_type: str, workflow_id: str) -> list[str]:
+    ns, wid = encode_segment(namespace), encode_segment(workflow_id)
+    # Payloads stored before the type was known (e.g. a client storing a start's input) are under `wt/null`.
+    types = {encode_segment(workflow_type), encode_segment(None)}
+    return [*(f"v0/ns/{ns}/wt/{t}/wi/{wid}/" for t in sorted(types)), f"v0/ns/{ns}/files/wi/{wid}/"]
+
+
+async def _listed(objects: ObjectClient, prefix: str) -> list[str]:
+    if isinstance(objects, DirectoryObjects):
+        base = objects.root / prefix
+        return [str(p.relative_to(objects.root)) for p in base.rglob("*") if p.is_file()] if base.exists() else []
+    if isinstance(objects, S3Objects):
+        s3 = await objects.raw()
+        keys: list[str] = []
+        async for page in s3.get_paginator("list_objects_v2").paginate(Bucket=objects.bucket, Prefix=prefix):
+            keys += [item["Key"] for item in page.get("Contents", [])]
+        return keys
+    raise ValueError(f"{objects.location}: refreshing is implemented for directories and S3 only "
+                     "(on GCS, base the lifecycle rule on custom time or keep conversations shorter than it)")
+
+
+async def _written_at(objects: ObjectClient, key: str) -> datetime | None:
+    """When the object was last written (None: it does not exist)."""
+    if isinstance(objects, DirectoryObjects):
+        path = objects.root / key
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC) if path.is_file() else None
+    if isinstance(objects, S3Objects):
+        from botocore.exceptions import ClientError
+
+        try:
+            head = await (await objects.raw()).head_object(Bucket=objects.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+        return head["LastModified"]  # type: ignore[no-any-return]
+    raise ValueError(f"{objects.location}: refreshing is implemented for directories and S3 only")
+
+
+async def _rewrite(objects: ObjectClient, key: str) -> None:
+    """Write the object again in place: same key, same bytes, a new age."""
+    if isinstance(objects, DirectoryObjects):
+        os.utime(objects.root / key)
+    elif isinstance(objects, S3Objects):
+        await (await objects.raw()).copy_object(Bucket=objects.bucket, Key=key, MetadataDirective="REPLACE",
+                                                CopySource={"Bucket": objects.bucket, "Key": key})
+
+
+async def refresh_live_blobs(client: Client, stores: Sequence[ObjectClient], *, older_than: timedelta =
+                             DEFAULT_REFRESH_AGE, now: datetime | None = None, dry_run: bool = False) -> RefreshReport:
+    """Re-write every object an open workflow of `client.namespace` references that is older than `older_than`.
+    `stores`: where payloads and files live (one store for S3; the payload and file directories locally)."""
+    now = now or datetime.now(UTC)
+    report = RefreshReport()
+    referenced: set[str] = set()
+    async for execution in client.list_workflows("ExecutionStatus = 'Running'"):
+        report.workflows += 1
+        for objects in stores:
+            for prefix in _workflow_prefixes(client.namespace, execution.workflow_type, execution.id):
+                referenced.update(await _listed(objects, prefix))
+        history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+        for event in history.events:
+            referenced.update(key for payload in _payloads(event) if (key := claimed_key(payload)))
+    report.referenced = len(referenced)
+    for key in sorted(referenced):
+        found = False
+        for objects in stores:
+            written = await _written_at(objects, key)
+            if written is None:
+                continue
+            found = True
+            if written + older_than <= now:
+                if not dry_run:
+                    await _rewrite(objects, key)
+                report.refreshed.append(key)
+            break
+        if not found:
+            report.missing.append(key)
     return report

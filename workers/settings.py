@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -23,6 +24,7 @@ from durable_agent.agent.providers.specs import chain_specs, provider_of
 from durable_agent.workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
 from durable_agent.workers.codec import AESGCMCodec, codec_for
 from durable_agent.workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
+from durable_agent.workers.durations import parse_duration
 from durable_agent.workers.observability import ObservabilityConfig
 from durable_agent.workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
 from durable_agent.workflows.protocol import ModelRouting
@@ -224,6 +226,16 @@ class Settings(BaseModel):
     codec_cors_origins: tuple[str, ...] = Field(default=(), description=(
         "DAGENT_CODEC_CORS_ORIGINS: comma-separated UI origins the codec server answers (default: DAGENT_UI_URL)."))
 
+    # --- running it in production (docs/operations.md) ---
+    graceful_shutdown: timedelta = Field(default=timedelta(seconds=30), description=(
+        "DAGENT_GRACEFUL_SHUTDOWN (worker): on SIGTERM/SIGINT `dagent worker` stops polling and lets running tools "
+        "and model calls finish for up to this long (e.g. 30s, 2m; 0 = cancel them at once) before it exits."))
+    deployment_name: str | None = Field(default=None, description=(
+        "DAGENT_DEPLOYMENT_NAME (worker): join this Temporal Worker Deployment (with DAGENT_BUILD_ID); "
+        "unset = unversioned workers, as before."))
+    build_id: str | None = Field(default=None, description=(
+        "DAGENT_BUILD_ID (worker): this worker's build id within DAGENT_DEPLOYMENT_NAME (e.g. a git sha)."))
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, profile: str | None = None) -> Settings:
         """Settings from `env`; the Temporal connection from the envconfig profile (`profile` overrides
@@ -279,7 +291,11 @@ class Settings(BaseModel):
             decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
             decisions=_decision_mode(env.get("DAGENT_DECISIONS", "")),
             four_eyes=_tristate(env.get("DAGENT_FOUR_EYES")) is True,
-        ).check_provider_queues()
+            graceful_shutdown=parse_duration(env.get("DAGENT_GRACEFUL_SHUTDOWN", "30s"),
+                                             what="DAGENT_GRACEFUL_SHUTDOWN"),
+            deployment_name=env.get("DAGENT_DEPLOYMENT_NAME", "").strip() or None,
+            build_id=env.get("DAGENT_BUILD_ID", "").strip() or None,
+        ).check_provider_queues().check_deployment()
 
     def check_worker_decisions(self) -> Settings:
         """A worker's decision configuration, strictly: a public key that is not an Ed25519 public key in PEM, or
@@ -352,6 +368,14 @@ class Settings(BaseModel):
     @property
     def model_queues(self) -> list[str]:
         return list(self.model_queue_limits)
+
+    def check_deployment(self) -> Settings:
+        """A Worker Deployment needs both its name and this worker's build id (one line if only one is set)."""
+        if bool(self.deployment_name) != bool(self.build_id):
+            missing = "DAGENT_BUILD_ID" if self.deployment_name else "DAGENT_DEPLOYMENT_NAME"
+            raise ValueError(f"worker versioning needs DAGENT_DEPLOYMENT_NAME and DAGENT_BUILD_ID together: "
+                             f"{missing} is not set")
+        return self
 
     def check_provider_queues(self) -> Settings:
         """One-line errors for provider queues that would collide or rates without a queue."""

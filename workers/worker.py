@@ -20,6 +20,7 @@ from durable_agent.agent.providers.registry import resolve_chain
 from durable_agent.workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
 from durable_agent.workers.rate_limits import PacedCalls, queue_rate
 from durable_agent.workers.settings import Settings
+from durable_agent.workers.versioning import deployment_config
 
 __all__ = ["STICKY_TIMEOUT", "build_runtime", "connect", "create_model_worker", "create_worker", "create_workers",
            "workflow_runner"]
@@ -48,16 +49,29 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
     )
 
 
+def _with_plugin(client: Client, settings: Settings | None) -> Client:
+    if carried_plugin(client) is None:
+        client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
+    return client
+
+
+def _plugin_settings(client: Client) -> Settings:
+    plugin = carried_plugin(client)
+    assert plugin is not None
+    return plugin.settings
+
+
 def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
                   **options: Any) -> Worker:
     """A worker running every workflow and activity of Durable Agent on `task_queue`.
 
     The converter, workflows, runner and worker options come from the `DurableAgentPlugin` the client was
     connected with; a client without one is used through a view carrying one built from `settings`
-    (default: `Settings.from_env()`), sharing its connection.
+    (default: `Settings.from_env()`), sharing its connection. With DAGENT_DEPLOYMENT_NAME / DAGENT_BUILD_ID
+    set, the worker polls as that Worker Deployment version (workers/versioning.py).
     """
-    if carried_plugin(client) is None:
-        client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
+    client = _with_plugin(client, settings)
+    options.setdefault("deployment_config", deployment_config(settings or _plugin_settings(client)))
     return Worker(client, task_queue=task_queue, activities=AgentActivities(runtime).all(), **options)
 
 
@@ -73,8 +87,8 @@ def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: st
     workers/rate_limits.py). `worker_rate` (`max_activities_per_second`) and `max_concurrent` bound one worker.
     (The client's plugin registers the workflows on every worker; no workflow is ever started on a model queue.)
     """
-    if carried_plugin(client) is None:
-        client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
+    client = _with_plugin(client, settings)
+    options.setdefault("deployment_config", deployment_config(settings or _plugin_settings(client)))
     return Worker(client, task_queue=task_queue, activities=[AgentActivities(runtime).model_round],
                   max_concurrent_activities=max_concurrent, max_activities_per_second=worker_rate,
                   max_task_queue_activities_per_second=queue_rate(rate_limit) if rate_limit else None,
@@ -83,15 +97,20 @@ def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: st
 
 def create_workers(client: Client, runtime: AgentRuntime, settings: Settings) -> list[Worker]:
     """The workers a `dagent worker` process runs, after `settings.worker_queues`: `all` (the workflow queue
-    and every model queue), `workflows` (workflows and tools only) or `models` (model calls only)."""
+    and every model queue), `workflows` (workflows and tools only) or `models` (model calls only). Each drains
+    for `settings.graceful_shutdown` when shut down (workers/drain.py)."""
     if settings.worker_queues == "models" and not settings.model_queues:
         raise ValueError("DAGENT_WORKER_QUEUES=models needs DAGENT_MODEL_TASK_QUEUE or DAGENT_PROVIDER_QUEUES")
     workers: list[Worker] = []
+    # On shutdown (workers/drain.py) running tools and model calls finish for up to this long.
+    grace = settings.graceful_shutdown
     if settings.worker_queues in ("all", "workflows"):
-        workers.append(create_worker(client, runtime, task_queue=settings.task_queue, settings=settings))
+        workers.append(create_worker(client, runtime, task_queue=settings.task_queue, settings=settings,
+                                     graceful_shutdown_timeout=grace))
     if settings.worker_queues in ("all", "models"):
         workers += [create_model_worker(client, runtime, task_queue=queue, settings=settings,
                                         max_concurrent=settings.model_concurrency,
-                                        worker_rate=settings.model_worker_rate, rate_limit=limit)
+                                        worker_rate=settings.model_worker_rate, rate_limit=limit,
+                                        graceful_shutdown_timeout=grace)
                     for queue, limit in settings.model_queue_limits.items()]
     return workers

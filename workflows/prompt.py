@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.workflows import details, names, telemetry, versions
     from durable_agent.workflows.audit import record_ignored
+    from durable_agent.workflows.budgets import budget_reached
     from durable_agent.workflows.corrections import correction_refusal, merge_patch, schema_problem
     from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
@@ -310,6 +311,16 @@ class PromptWorkflow:
                 if await self._round(round_number):
                     self._finish("completed")
                     return
+            if (reason := budget_reached(self._prompt.usage, self._request.budget)) is not None:
+                self._stop_for_budget(reason)
+                return
+        self._prompt.force_completed = True
+        self._finish("completed")
+
+    def _stop_for_budget(self, reason: str) -> None:
+        """No further model call: complete with why (workflows/budgets.py)."""
+        self._append(MessageOutput(role="system", source="budget", text=f"Stopped: {reason}."))
+        self._prompt.budget_stop = reason
         self._prompt.force_completed = True
         self._finish("completed")
 

@@ -38,6 +38,7 @@ from durable_agent.agent.models import (
     WidgetOutput,
 )
 from durable_agent.agent.providers.specs import provider_of
+from durable_agent.workflows.budgets import PromptBudget
 
 DEFAULT_MAX_ROUNDS = 10
 MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start
@@ -137,6 +138,7 @@ class PromptRequest(_Lean):
     plugins: list[str] | None = Field(default=None, description="Only these plugins of the worker (sub-agents).")
     parent: ParentLink | None = Field(default=None, description="Set when a sub-agent call started this prompt.")
     workflow_version: WorkflowVersion = None
+    budget: PromptBudget | None = Field(default=None, description="Token/cost limits (workflows/budgets.py).")
 
 
 class ParentLink(_Model):

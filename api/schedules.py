@@ -1,0 +1,107 @@
+"""HTTP routes for recurring prompts on Temporal Schedules (client/schedules.py): each schedule's runs start
+as the principal who created it; only that principal or an admin may see, trigger, pause or delete it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from durable_agent.agent.models import ModelTier
+from durable_agent.api.auth import Principal, current_principal
+from durable_agent.api.problems import Problem
+from durable_agent.api.service import AgentService
+from durable_agent.client.schedules import (
+    Overlap,
+    ScheduleError,
+    ScheduleView,
+    create_schedule,
+    list_schedules,
+    schedule_handle,
+    view_schedule,
+)
+
+router = APIRouter(tags=["schedules"])
+Caller = Annotated[Principal, Depends(current_principal)]
+ScheduleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")]
+
+
+def _service(request: Request) -> AgentService:
+    service: AgentService = request.app.state.service
+    return service
+
+
+Service = Annotated[AgentService, Depends(_service)]
+
+
+class CreateSchedule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: ScheduleId
+    input: str | None = Field(default=None, min_length=1, max_length=100_000,
+                              description="Each run's prompt; omit for a system-initiated prompt.")
+    cron: str | None = Field(default=None, description="e.g. `0 9 * * 1-5`")
+    every: str | None = Field(default=None, description="e.g. `15m`, `1h`, `1d`")
+    offset: str | None = None
+    jitter: str | None = None
+    time_zone: str | None = Field(default=None, description="IANA name, e.g. `Europe/Paris` (default UTC).")
+    overlap: Overlap = "skip"
+    model: ModelTier = "normal"
+    paused: bool = False
+
+
+async def _own(service: AgentService, caller: Principal, schedule_id: str) -> ScheduleView:
+    try:
+        view = await view_schedule(service.agent, schedule_id)
+    except ScheduleError as exc:
+        raise Problem("not-found", str(exc)) from None
+    if view.user_id != caller.id and not caller.is_admin:
+        raise Problem("not-allowed", f"schedule {schedule_id} belongs to another user")
+    return view
+
+
+@router.post("/schedules", status_code=201, response_model=ScheduleView)
+async def create(body: CreateSchedule, caller: Caller, service: Service) -> ScheduleView:
+    """A schedule whose runs start prompts as the caller."""
+    try:
+        await create_schedule(service.agent, body.id, body.input, user_id=caller.id, cron=body.cron, every=body.every,
+                              offset=body.offset, jitter=body.jitter, time_zone=body.time_zone,
+                              overlap=body.overlap, model=body.model, paused=body.paused)
+    except ScheduleError as exc:
+        raise Problem("invalid-request", str(exc)) from None
+    return await view_schedule(service.agent, body.id)
+
+
+@router.get("/schedules", response_model=list[ScheduleView])
+async def list_all(caller: Caller, service: Service) -> list[ScheduleView]:
+    """The caller's schedules (an admin: everyone's)."""
+    return [v for v in await list_schedules(service.agent) if caller.is_admin or v.user_id == caller.id]
+
+
+@router.get("/schedules/{schedule_id}", response_model=ScheduleView)
+async def read(schedule_id: str, caller: Caller, service: Service) -> ScheduleView:
+    return await _own(service, caller, schedule_id)
+
+
+@router.post("/schedules/{schedule_id}/{action}", response_model=ScheduleView)
+async def act(schedule_id: str, action: Literal["trigger", "pause", "unpause"], caller: Caller,
+              service: Service) -> ScheduleView:
+    """Start one run now, or stop / resume starting runs."""
+    await _own(service, caller, schedule_id)
+    handle = await schedule_handle(service.agent, schedule_id)
+    if action == "trigger":
+        await handle.trigger()
+    elif action == "pause":
+        await handle.pause(note=f"paused by {caller.id}")
+    else:
+        await handle.unpause(note=f"unpaused by {caller.id}")
+    return await view_schedule(service.agent, schedule_id)
+
+
+@router.delete("/schedules/{schedule_id}", status_code=204)
+async def delete(schedule_id: str, caller: Caller, service: Service) -> Response:
+    """Delete the schedule; the prompts it started stay."""
+    await _own(service, caller, schedule_id)
+    await (await schedule_handle(service.agent, schedule_id)).delete()
+    return Response(status_code=204)

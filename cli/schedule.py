@@ -1,0 +1,147 @@
+"""`dagent schedule ...`: recurring prompts on Temporal Schedules (client/schedules.py, docs/operations.md).
+
+    dagent schedule create daily-report "Summarise yesterday's orders" --cron "0 9 * * 1-5" --tz Europe/Paris
+    dagent schedule create sweep "Check the queue" --every 15m --jitter 1m --overlap skip
+    dagent schedule ls | show ID | runs ID | pause ID | unpause ID | trigger ID | delete ID
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+schedule_app = typer.Typer(help="Recurring prompts on Temporal Schedules (cron or interval).", no_args_is_help=True)
+
+AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
+IdArgument = Annotated[str, typer.Argument(help="Schedule id")]
+
+
+def _run(address: str | None, work: object) -> None:
+    """Connect, run `work(agent)`, print what it returns; errors are one line (cli/app.py `_run_async`)."""
+    from durable_agent.cli.app import _run_async, _settings, console
+    from durable_agent.client import AgentClient
+
+    settings = _settings(address)
+
+    async def main() -> int:
+        agent = await AgentClient.connect(settings)
+        for line in await work(agent):  # type: ignore[operator]
+            console.print(line)
+        return 0
+
+    _run_async(main, settings)
+
+
+@schedule_app.command("create")
+def schedule_create(
+    schedule_id: IdArgument,
+    text: Annotated[str | None, typer.Argument(help="The prompt each run starts with (omit: system-initiated)")] = None,
+    cron: Annotated[str | None, typer.Option(help="Cron expression, e.g. '0 9 * * 1-5'")] = None,
+    every: Annotated[str | None, typer.Option(help="Interval, e.g. 15m, 1h, 1d")] = None,
+    offset: Annotated[str | None, typer.Option(help="Offset of an --every interval, e.g. 5m")] = None,
+    jitter: Annotated[str | None, typer.Option(help="Random delay up to this, e.g. 2m")] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="IANA time zone of the spec (default UTC)")] = None,
+    overlap: Annotated[str, typer.Option(help="If the previous run still runs: skip, buffer_one, buffer_all, "
+                                              "cancel_other, terminate_other, allow_all")] = "skip",
+    user: Annotated[str, typer.Option(help="User id the prompts run as")] = "scheduler",
+    model: Annotated[str, typer.Option(help="Model tier: normal or high")] = "normal",
+    priority: Annotated[int | None, typer.Option(help="Task priority 1 (first) to 5 (last)")] = None,
+    paused: Annotated[bool, typer.Option("--paused", help="Create it paused")] = False,
+    note: Annotated[str | None, typer.Option(help="A note shown with the schedule")] = None,
+    address: AddressOption = None,
+) -> None:
+    """Create a schedule that starts a prompt on a cron or interval spec."""
+    from durable_agent.cli.app import _exit
+    from durable_agent.cli.errors import USER_ERROR, report
+    from durable_agent.client.schedules import OVERLAP_POLICIES, ScheduleError, create_schedule, schedule_spec
+
+    if model not in ("normal", "high"):
+        raise typer.BadParameter("model must be 'normal' or 'high'")
+    try:  # a bad spec is one line, before connecting
+        schedule_spec(cron=cron, every=every, offset=offset, jitter=jitter, time_zone=tz)
+        if overlap not in OVERLAP_POLICIES:
+            raise ScheduleError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}")
+    except ScheduleError as exc:
+        report("error", exc)
+        _exit(USER_ERROR)
+
+    async def work(agent: object) -> list[str]:
+        await create_schedule(agent, schedule_id, text, user_id=user, cron=cron, every=every,  # type: ignore[arg-type]
+                              offset=offset, jitter=jitter, time_zone=tz, overlap=overlap,  # type: ignore[arg-type]
+                              model=model, paused=paused, note=note, priority_key=priority)  # type: ignore[arg-type]
+        return [f"schedule {schedule_id} created"]
+
+    _run(address, work)
+
+
+@schedule_app.command("ls")
+def schedule_ls(address: AddressOption = None,
+                as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines")] = False) -> None:
+    """Schedules that start prompts: spec, paused or not, next run."""
+    from durable_agent.client.schedules import list_schedules
+
+    async def work(agent: object) -> list[str]:
+        views = await list_schedules(agent)  # type: ignore[arg-type]
+        if as_json:
+            return [json.dumps(v.model_dump(mode="json")) for v in views]
+        return [f"{v.id:<24} {'paused ' if v.paused else ''}{v.spec}"
+                f"{f'  next {v.next_runs[0]:%Y-%m-%d %H:%M:%S %Z}' if v.next_runs and not v.paused else ''}"
+                for v in views]
+
+    _run(address, work)
+
+
+@schedule_app.command("runs")
+def schedule_runs(schedule_id: IdArgument, address: AddressOption = None) -> None:
+    """The prompts a schedule started (newest first): `dagent show <id>` for each record."""
+    from durable_agent.client.schedules import schedule_handle, scheduled_prompts
+
+    async def work(agent: object) -> list[str]:
+        await schedule_handle(agent, schedule_id)  # type: ignore[arg-type]
+        return await scheduled_prompts(agent, schedule_id)  # type: ignore[arg-type]
+
+    _run(address, work)
+
+
+def _simple(verb: str, schedule_id: str, address: str | None) -> None:
+    from durable_agent.client.schedules import schedule_handle
+
+    async def work(agent: object) -> list[str]:
+        handle = await schedule_handle(agent, schedule_id)  # type: ignore[arg-type]
+        if verb == "paused":
+            await handle.pause(note="paused by dagent")
+        elif verb == "unpaused":
+            await handle.unpause(note="unpaused by dagent")
+        elif verb == "triggered":
+            await handle.trigger()
+        else:
+            await handle.delete()
+        return [f"schedule {schedule_id} {verb}"]
+
+    _run(address, work)
+
+
+@schedule_app.command("pause")
+def schedule_pause(schedule_id: IdArgument, address: AddressOption = None) -> None:
+    """Stop starting runs until unpaused."""
+    _simple("paused", schedule_id, address)
+
+
+@schedule_app.command("unpause")
+def schedule_unpause(schedule_id: IdArgument, address: AddressOption = None) -> None:
+    """Start runs again on the spec."""
+    _simple("unpaused", schedule_id, address)
+
+
+@schedule_app.command("trigger")
+def schedule_trigger(schedule_id: IdArgument, address: AddressOption = None) -> None:
+    """Start one run now (subject to the overlap policy)."""
+    _simple("triggered", schedule_id, address)
+
+
+@schedule_app.command("delete")
+def schedule_delete(schedule_id: IdArgument, address: AddressOption = None) -> None:
+    """Delete the schedule (prompts it started are kept)."""
+    _simple("deleted", schedule_id, address)

@@ -1,0 +1,194 @@
+"""Recurring agents on Temporal Schedules: a schedule starts an ordinary prompt on a cron or interval spec.
+
+Each run is a `PromptWorkflow` with its own id (`<schedule id>-<time>`, set by Temporal) and its own record,
+listed like any prompt and searchable by schedule (Temporal sets `TemporalScheduledById` on every run:
+`scheduled_prompts`). The Temporal server owns the timing (time zone, jitter, overlap, catch-up after an
+outage); Durable Agent adds nothing to it. Runs start without a workflow version, so a schedule created long
+ago still runs each prompt with the code's current behaviour (by patch markers), not the creator's.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, Field
+from temporalio.client import (
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleHandle,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleState,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError
+
+from durable_agent.agent.models import ModelTier
+from durable_agent.client.priority import prompt_priority
+from durable_agent.workers.durations import parse_duration
+from durable_agent.workflows.details import prompt_static_details, prompt_summary
+from durable_agent.workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
+from durable_agent.workflows.protocol import PromptRequest
+
+if TYPE_CHECKING:
+    from durable_agent.client._client import AgentClient
+
+__all__ = ["OVERLAP_POLICIES", "ScheduleError", "ScheduleView", "create_schedule", "list_schedules",
+           "schedule_handle", "schedule_spec", "scheduled_prompts", "view_schedule"]
+
+Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other", "allow_all"]
+OVERLAP_POLICIES: dict[str, ScheduleOverlapPolicy] = {
+    "skip": ScheduleOverlapPolicy.SKIP, "buffer_one": ScheduleOverlapPolicy.BUFFER_ONE,
+    "buffer_all": ScheduleOverlapPolicy.BUFFER_ALL, "cancel_other": ScheduleOverlapPolicy.CANCEL_OTHER,
+    "terminate_other": ScheduleOverlapPolicy.TERMINATE_OTHER, "allow_all": ScheduleOverlapPolicy.ALLOW_ALL,
+}
+
+
+SPEC_MEMO = "dagent_spec"  # the spec as given, shown by `dagent schedule ls`
+USER_MEMO = "dagent_user"  # who the runs start as (the HTTP API lets only them or an admin change it)
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot be created or changed, in one line (a bad spec, an unknown id, a taken id)."""
+
+
+class ScheduleView(BaseModel):
+    id: str
+    spec: str  # e.g. "cron 0 9 * * 1-5 (Europe/Paris)" or "every 1h jitter 5m"
+    paused: bool
+    next_runs: list[datetime] = Field(default_factory=list)
+    recent_runs: list[str] = Field(default_factory=list)  # prompt (workflow) ids, newest last
+    note: str | None = None
+    user_id: str | None = None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def schedule_spec(*, cron: str | None = None, every: str | None = None, offset: str | None = None,
+                  jitter: str | None = None, time_zone: str | None = None) -> ScheduleSpec:
+    """A Temporal `ScheduleSpec` from one cron expression or one interval; `ScheduleError` (one line) if bad.
+    Cron has five fields (minute hour day-of-month month day-of-week) or a shorthand like `@daily`."""
+    if bool(cron) == bool(every):
+        raise ScheduleError("give exactly one of a cron expression (--cron '0 9 * * 1-5') or an interval (--every 1h)")
+    if time_zone:
+        try:
+            ZoneInfo(time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ScheduleError(f"unknown time zone {time_zone!r} (use an IANA name such as Europe/Paris)") from None
+    try:
+        jitter_value = parse_duration(jitter, what="jitter") if jitter else None
+        if every:
+            interval = parse_duration(every, what="interval")
+            if interval < timedelta(seconds=1):
+                raise ScheduleError(f"interval must be at least 1s, not {every!r}")
+            intervals = [ScheduleIntervalSpec(every=interval,
+                                              offset=parse_duration(offset, what="offset") if offset else None)]
+            return ScheduleSpec(intervals=intervals, jitter=jitter_value, time_zone_name=time_zone)
+    except ScheduleError:
+        raise
+    except ValueError as exc:
+        raise ScheduleError(str(exc)) from None
+    assert cron is not None
+    fields = cron.split()
+    if not (cron.strip().startswith("@") and len(fields) == 1) and len(fields) != 5:
+        raise ScheduleError(f"cron expression must have 5 fields (minute hour day month weekday), not {cron!r}")
+    if offset:
+        raise ScheduleError("--offset applies to an interval (--every), not to a cron expression")
+    return ScheduleSpec(cron_expressions=[cron], jitter=jitter_value, time_zone_name=time_zone)
+
+
+async def create_schedule(agent: AgentClient, schedule_id: str, input: str | None, *, user_id: str = "scheduler",
+                          cron: str | None = None, every: str | None = None, offset: str | None = None,
+                          jitter: str | None = None, time_zone: str | None = None, overlap: Overlap = "skip",
+                          model: ModelTier = "normal", instructions: str | None = None,
+                          max_rounds: int | None = None, paused: bool = False, note: str | None = None,
+                          priority_key: int | None = None) -> ScheduleHandle:
+    """A schedule that starts a prompt with `input` (None: a system-initiated prompt) as `user_id` on `spec`.
+    `overlap`: what a run due while the previous one still runs (e.g. waits for approval) does: `skip` it
+    (default), `buffer_one`, `buffer_all`, `cancel_other`, `terminate_other` or `allow_all`."""
+    spec = schedule_spec(cron=cron, every=every, offset=offset, jitter=jitter, time_zone=time_zone)
+    if overlap not in OVERLAP_POLICIES:
+        raise ScheduleError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}")
+    options = agent._run_options(model)
+    options.pop("workflow_version", None)  # runs follow the code's current behaviour (patch markers)
+    if max_rounds is not None:
+        options["max_rounds"] = max_rounds
+    request = PromptRequest(user_id=user_id, model=model, input=input, instructions=instructions, **options)
+    action = ScheduleActionStartWorkflow(
+        PROMPT_WORKFLOW, request, id=schedule_id, task_queue=agent.settings.task_queue,
+        static_summary=prompt_summary(user_id, input), static_details=prompt_static_details(user_id, input),
+        typed_search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "running"),
+                                                       SearchAttributePair(USER_ID, user_id)]),
+        priority=prompt_priority(user_id, priority_key=priority_key),
+    )
+    schedule = Schedule(action=action, spec=spec, policy=SchedulePolicy(overlap=OVERLAP_POLICIES[overlap]),
+                        state=ScheduleState(paused=paused, note=note))
+    try:
+        return await agent.client.create_schedule(schedule_id, schedule,
+                                                  memo={SPEC_MEMO: describe_spec(spec), USER_MEMO: user_id})
+    except ScheduleAlreadyRunningError:
+        raise ScheduleError(f"schedule {schedule_id} exists already (dagent schedule delete {schedule_id})") from None
+    except RPCError as exc:
+        raise ScheduleError(f"schedule {schedule_id}: {_one_line(exc.message)}") from None
+
+
+def describe_spec(spec: ScheduleSpec) -> str:
+    parts = [f"cron {c}" for c in spec.cron_expressions]
+    parts += [f"every {format_interval(i.every)}" for i in spec.intervals]
+    parts += ["calendar" for _ in spec.calendars] if not spec.cron_expressions else []
+    text = ", ".join(parts) or "(no spec)"
+    if spec.jitter:
+        text += f" jitter {format_interval(spec.jitter)}"
+    if spec.time_zone_name:
+        text += f" ({spec.time_zone_name})"
+    return text
+
+
+def format_interval(value: timedelta) -> str:
+    from durable_agent.workers.durations import format_duration
+
+    return format_duration(value)
+
+
+async def view_schedule(agent: AgentClient, schedule_id: str) -> ScheduleView:
+    try:
+        described = await agent.client.get_schedule_handle(schedule_id).describe()
+    except RPCError as exc:
+        raise ScheduleError(f"schedule {schedule_id}: {_one_line(exc.message)}") from None
+    info, schedule = described.info, described.schedule
+    spec = await described.memo_value(SPEC_MEMO, describe_spec(schedule.spec))  # as given (the server keeps calendars)
+    user = await described.memo_value(USER_MEMO, None)
+    return ScheduleView(id=schedule_id, spec=str(spec), paused=schedule.state.paused, user_id=user,
+                        next_runs=list(info.next_action_times[:3]), note=schedule.state.note or None,
+                        recent_runs=[a.action.workflow_id for a in info.recent_actions
+                                     if hasattr(a.action, "workflow_id")])
+
+
+async def list_schedules(agent: AgentClient) -> list[ScheduleView]:
+    """Every schedule of the namespace that starts prompts."""
+    views: list[ScheduleView] = []
+    async for entry in await agent.client.list_schedules():
+        action = entry.schedule.action if entry.schedule else None
+        if action is not None and getattr(action, "workflow", None) != PROMPT_WORKFLOW:
+            continue
+        views.append(await view_schedule(agent, entry.id))
+    return views
+
+
+async def scheduled_prompts(agent: AgentClient, schedule_id: str) -> list[str]:
+    """Ids of the prompts a schedule started (Temporal's `TemporalScheduledById`), newest first."""
+    query = f"WorkflowType = '{PROMPT_WORKFLOW}' AND TemporalScheduledById = '{schedule_id.replace(chr(39), '')}'"
+    return [execution.id async for execution in agent.client.list_workflows(query)]
+
+
+async def schedule_handle(agent: AgentClient, schedule_id: str) -> ScheduleHandle:
+    """The handle of an existing schedule (`ScheduleError` if there is none by that id)."""
+    await view_schedule(agent, schedule_id)
+    return agent.client.get_schedule_handle(schedule_id)
