@@ -14,12 +14,14 @@ pid of the worker that ran it.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -95,8 +97,9 @@ class WorkerProcess:
 class Rig:
     """One test's dev server (temp SQLite file, free port, headless), its workers and a client."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, plugin_module: str = "tests.support.ledger") -> None:
         self.tmp = tmp_path
+        self.plugin_module = plugin_module  # its `plugin` and `model` are the workers' plugin and scripted model
         self.ledger = tmp_path / "ledger.jsonl"
         self.queue = f"durability-{uuid.uuid4().hex[:8]}"
         self.server = DevServer(db_file=tmp_path / "temporal.db", ui_port=None)
@@ -113,8 +116,8 @@ class Rig:
         env.update({
             "TEMPORAL_ADDRESS": self.server.address,
             "DAGENT_TASK_QUEUE": self.queue,
-            "DAGENT_PLUGINS": "tests.support.ledger:plugin",
-            "DAGENT_MODEL_NORMAL": "scripted:tests.support.ledger:model",
+            "DAGENT_PLUGINS": f"{self.plugin_module}:plugin",
+            "DAGENT_MODEL_NORMAL": f"scripted:{self.plugin_module}:model",
             "DAGENT_TEST_LEDGER": str(self.ledger),
             "DAGENT_FILE_DIR": str(self.tmp / "files"),
             "DAGENT_LOG_LEVEL": "INFO",
@@ -202,14 +205,26 @@ class Rig:
             raise errors[0]
 
 
-@pytest_asyncio.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    setup = Rig(tmp_path)
+@asynccontextmanager
+async def started_rig(tmp_path: Path, plugin_module: str = "tests.support.ledger") -> AsyncIterator[Rig]:
+    """A started `Rig` whose workers load `plugin_module`'s plugin and scripted model; closed afterwards."""
+    setup = Rig(tmp_path, plugin_module)
     try:
         await setup.start()
         yield setup
     finally:
         await setup.close()
+
+
+def ledger_lines(ledger: Path) -> list[dict[str, int]]:
+    """The ledger file's JSON lines (none before its first write)."""
+    return [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
+
+
+@pytest_asyncio.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    async with started_rig(tmp_path) as setup:
+        yield setup
 
 
 def pending_call(prompt: Prompt) -> ToolOutput:

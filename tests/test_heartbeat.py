@@ -3,43 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
 
-from tests.test_durability import Rig
-
-
-class SlowRig(Rig):
-    def worker_env(self) -> dict[str, str]:
-        env = super().worker_env()
-        env.update({"DAGENT_PLUGINS": "tests.support.slow:plugin",
-                    "DAGENT_MODEL_NORMAL": "scripted:tests.support.slow:model"})
-        return env
+from tests.test_durability import Rig, ledger_lines, started_rig
 
 
 @pytest_asyncio.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[SlowRig]:
-    rig = SlowRig(tmp_path)
-    try:
-        await rig.start()
-        yield rig
-    finally:
-        await rig.close()
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    async with started_rig(tmp_path, "tests.support.slow") as setup:
+        yield setup
 
 
-def _attempts(ledger: Path) -> list[dict[str, int]]:
-    return [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
-
-
-async def test_worker_killed_mid_tool_is_detected_by_heartbeat_timeout(rig: SlowRig) -> None:
+async def test_worker_killed_mid_tool_is_detected_by_heartbeat_timeout(rig: Rig) -> None:
     first = await rig.start_worker()
     handle = await rig.client.start("do the slow job")
     deadline = time.monotonic() + 20
-    while not _attempts(rig.ledger):
+    while not ledger_lines(rig.ledger):
         assert time.monotonic() < deadline, rig.diagnostics()
         await asyncio.sleep(0.1)
     first.sigkill()
@@ -47,7 +30,7 @@ async def test_worker_killed_mid_tool_is_detected_by_heartbeat_timeout(rig: Slow
     second = await rig.start_worker()
     prompt = await rig.finish(handle, 40, "prompt after the worker died mid-tool")
     recovered_after = time.monotonic() - killed_at
-    attempts = _attempts(rig.ledger)
+    attempts = ledger_lines(rig.ledger)
     assert [a["attempt"] for a in attempts] == [1, 2]
     assert attempts[0]["pid"] == first.pid and attempts[1]["pid"] == second.pid
     assert prompt.output[-1].text == "report done on attempt 2"  # type: ignore[union-attr]

@@ -4,7 +4,6 @@ start-to-close timeout) lets another worker retry it promptly. Real dev server, 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,51 +11,35 @@ from pathlib import Path
 import pytest_asyncio
 
 from durable_agent.workflows.prompt import MODEL_HEARTBEAT_TIMEOUT
-from tests.test_durability import Rig
-
-
-class SlowModelRig(Rig):
-    def worker_env(self) -> dict[str, str]:
-        env = super().worker_env()
-        env.update({"DAGENT_PLUGINS": "tests.support.slow_model:plugin",
-                    "DAGENT_MODEL_NORMAL": "scripted:tests.support.slow_model:model"})
-        return env
+from tests.test_durability import Rig, ledger_lines, started_rig
 
 
 @pytest_asyncio.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[SlowModelRig]:
-    rig = SlowModelRig(tmp_path)
-    try:
-        await rig.start()
-        yield rig
-    finally:
-        await rig.close()
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    async with started_rig(tmp_path, "tests.support.slow_model") as setup:
+        yield setup
 
 
-def _attempts(ledger: Path) -> list[dict[str, int]]:
-    return [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
-
-
-async def test_model_call_stranded_on_a_killed_worker_is_retried_within_seconds(rig: SlowModelRig) -> None:
+async def test_model_call_stranded_on_a_killed_worker_is_retried_within_seconds(rig: Rig) -> None:
     assert MODEL_HEARTBEAT_TIMEOUT.total_seconds() <= 15
     first = await rig.start_worker()
     second = await rig.start_worker()  # already polling: the retry needs no worker start-up
     handle = await rig.client.start("answer slowly")
     deadline = time.monotonic() + 30
-    while not _attempts(rig.ledger):
+    while not ledger_lines(rig.ledger):
         assert time.monotonic() < deadline, rig.diagnostics()
         await asyncio.sleep(0.1)
-    victim = first if _attempts(rig.ledger)[0]["pid"] == first.pid else second
+    victim = first if ledger_lines(rig.ledger)[0]["pid"] == first.pid else second
     survivor = second if victim is first else first
     await asyncio.sleep(1.5)  # well inside the call: the provider is "generating"
     victim.sigkill()
     killed_at = time.monotonic()
-    while len(_attempts(rig.ledger)) < 2:
+    while len(ledger_lines(rig.ledger)) < 2:
         assert time.monotonic() - killed_at < 30, f"no retry 30 s after the kill\n{rig.diagnostics()}"
         await asyncio.sleep(0.1)
     retried_after = time.monotonic() - killed_at
     prompt = await rig.finish(handle, 30, "prompt after its model call's worker died")
-    attempts = _attempts(rig.ledger)
+    attempts = ledger_lines(rig.ledger)
     assert [(a["round"], a["attempt"]) for a in attempts] == [(1, 1), (1, 2)], attempts
     assert attempts[1]["pid"] == survivor.pid
     assert prompt.output[-1].text == "answered on attempt 2"  # type: ignore[union-attr]
