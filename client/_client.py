@@ -392,14 +392,14 @@ class AgentClient:
 
 
 def prompt_query(*, user_id: str | None = None, conversation_id: str | None = None, state: str | None = None,
-                 running: bool = False) -> str:
-    """The visibility query for prompts by user, conversation and state (values quoted), optionally only
-    those whose workflow still runs."""
+                 running: bool = False, task_queue: str | None = None) -> str:
+    """The visibility query for prompts by user, conversation, state and task queue (values quoted),
+    optionally only those whose workflow still runs."""
     query = f"WorkflowType = '{PROMPT_WORKFLOW}'"
-    for key, value in ((names.USER_ID, user_id), (names.CONVERSATION_ID, conversation_id),
-                       (names.PROMPT_STATE, state)):
+    for key, value in ((names.USER_ID.name, user_id), (names.CONVERSATION_ID.name, conversation_id),
+                       (names.PROMPT_STATE.name, state), ("TaskQueue", task_queue)):
         if value is not None:
-            query += f" AND {key.name} = '{_quote(value)}'"
+            query += f" AND {key} = '{_quote(value)}'"
     return query + (" AND ExecutionStatus = 'Running'" if running else "")
 
 

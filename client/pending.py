@@ -237,7 +237,9 @@ async def pending_list(client: AgentClient, user_id: str | None, *, timeout: flo
     whose worker does not answer within `timeout` seconds is left out and named in `unanswered`."""
     from durable_agent.client._client import prompt_query  # _client imports this module
 
-    query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True)
+    # This deployment's prompts only: a namespace may hold other deployments' (other task queues, other workers).
+    query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True,
+                         task_queue=client.settings.task_queue)
     waiting = await list_prompts_with_memo(client.client, query)
     known = await list_ancestors(client.client, waiting)
     tops = [top_of(entry.prompt_id, known) for entry in waiting]

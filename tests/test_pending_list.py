@@ -13,17 +13,21 @@ from tests.support.workers import agent_worker
 
 
 async def test_a_waiting_prompt_without_a_worker_is_named_not_waited_for(dev_env: WorkflowEnvironment) -> None:
+    """A prompt without a memo (started before it) whose worker is gone is asked for at most `timeout` and named
+    in `unanswered`; the list covers its own deployment's task queue only."""
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as gone:
         orphan = await gone.start("pay bob 250", user_id="alice", workflow_version=1)
         await orphan.wait_until("waiting_for_approval")
+    found = await gone.pending(user_id="alice", timeout=1.0)  # its queue has no worker now
+    assert orphan.id in found.unanswered and orphan.id not in {row.prompt_id for row in found.rows}
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as agent:
         live = await agent.start("pay carol 300", user_id="alice")
         await live.wait_until("waiting_for_approval")
         found = await agent.pending(user_id="alice", timeout=1.0)
         rows = found.rows
         listed = {row.prompt_id for row in rows}
-        assert live.id in listed and orphan.id not in listed
-        assert orphan.id in found.unanswered and live.id not in found.unanswered
+        assert live.id in listed and orphan.id not in listed  # another deployment's queue
+        assert found.unanswered == []
         assert [row.call.tool for row in rows if row.prompt_id == live.id] == ["payment.send"]
         await live.approve(next(row.call.tool_call_id for row in rows if row.prompt_id == live.id), by="alice")
 
