@@ -295,7 +295,6 @@ PlannedCall = Annotated[
     | Annotated[ReadyCall, Tag("ready")],
     Discriminator(_call_kind),
 ]
-RunnableCall = CallNeedingApproval | ReadyCall
 
 
 class HistoryRef(_Model):
