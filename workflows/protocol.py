@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     JsonValue,
@@ -38,14 +37,11 @@ from durable_agent.agent.models import (
     WidgetOutput,
 )
 from durable_agent.agent.providers.specs import provider_of
+from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 from durable_agent.workflows.budgets import PromptBudget
 
 DEFAULT_MAX_ROUNDS = 10
 MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def _without_defaults(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
