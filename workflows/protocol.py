@@ -29,7 +29,6 @@ from durable_agent.agent.models import (
     ModelTier,
     Prompt,
     PromptOutput,
-    PromptRef,
     ReasoningOutput,
     ToolError,
     ToolSuccess,
@@ -393,21 +392,12 @@ class RunTools:
 NextStep = FinalAnswer | RetryForSchema | RunTools
 
 
-class LegacyToolInvocation(PromptRef):
-    """The tool activity's input as workflows without the `lean-tool-input` patch send it: the prompt's ids,
-    the whole planned call (policy fields included) and the arguments a second time."""
-
-    workflow_id: str
-    call: PlannedCall
-    input: JsonValue
-    plugin_state: JsonValue = None
-
-
 class ToolInvocation(_Lean):
     """The tool activity's input: only what the activity cannot derive, each id once. Fields at their
     defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
     come from the activity's info; the call's other policy fields (timeout, failure mode, local, sequential)
-    are the workflow's business. A `LegacyToolInvocation` (recorded or in flight) is read as well."""
+    are the workflow's business. A `LegacyToolInvocation` (workflows/legacy.py), recorded or in flight, is read
+    as well."""
 
     id: str = Field(description="The call's id in the prompt.")
     tool: str
