@@ -60,6 +60,8 @@ INLINE: dict[str, list[str]] = {
     "secure-decisions": [
         "prompt.py PromptWorkflow: `self._secure` False (unsigned decisions, workflow-scoped idempotency keys, "
         "reports from any child); it is read across the approval code.",
+        "activities/agent_activities.py _idempotency_key: the `<workflow id>/<call id>` key when "
+        "`ToolInvocation.run_scoped` is False (the activity side of the same switch).",
     ],
     "finished-call-outputs": [
         "prompt.py PromptWorkflow._process_calls: `on_finish` False, side outputs recorded once the group ends.",
