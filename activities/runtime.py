@@ -82,9 +82,6 @@ class AgentRuntime:
             return False
         return self.stream_text if self.stream_text is not None else provider.name != "scripted"
 
-    def provider_for(self, tier: str) -> ModelProvider:
-        return self.chain_for(tier)[0]
-
     def chain_for(self, tier: str) -> list[ModelProvider]:
         """The tier's models in fallback order (one model is a chain of one)."""
         configured = self.providers.get(tier) or self.providers.get("normal")

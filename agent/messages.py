@@ -6,14 +6,11 @@ import json
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import Field, JsonValue
 
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import ReasoningOutput, Usage
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 
 
 class _Message(_Model):

@@ -9,17 +9,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import Field, JsonValue
 
 from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 
 PromptState = Literal["running", "waiting_for_approval", "completed", "failed", "cancelled"]
 ModelTier = Literal["normal", "high"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Usage(_Model):

@@ -16,15 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.errors import ToolInputError
+from durable_agent.agent.strict import StrictModel
 
 InputT = TypeVar("InputT", bound=BaseModel)
 FailureMode = Literal["continue", "fail"]
 
 
-class Approval(BaseModel):
+class Approval(StrictModel):
     """Whether a call needs a human decision before it runs, and why."""
-
-    model_config = ConfigDict(extra="forbid")
 
     required: bool = True
     reason: str = "This call requires approval."

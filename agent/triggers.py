@@ -10,14 +10,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import Field, JsonValue
+
+from durable_agent.agent.strict import StrictModel
 
 TRIGGERS_PLUGIN = "triggers"
 
 
-class Trigger(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Trigger(StrictModel):
     id: str
     message: str
     delay_seconds: float | None = Field(default=None, ge=0)

@@ -31,8 +31,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from durable_agent.agent.strict import StrictModel
 from durable_agent.workers.settings import _pem
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
@@ -42,8 +43,8 @@ class ApiConfigError(ValueError):
     """The API configuration is unusable or unsafe; one line, never a key."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # errors never echo keys
+class _Model(StrictModel):
+    model_config = ConfigDict(hide_input_in_errors=True)  # errors never echo keys
 
 
 class ApiKey(_Model):

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from durable_agent.agent.models import ModelTier
+from durable_agent.agent.strict import StrictModel
 from durable_agent.api.auth import Principal, current_principal
 from durable_agent.api.problems import Problem
 from durable_agent.api.service import AgentService
@@ -35,9 +36,7 @@ def _service(request: Request) -> AgentService:
 Service = Annotated[AgentService, Depends(_service)]
 
 
-class CreateSchedule(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CreateSchedule(StrictModel):
     id: ScheduleId
     input: str | None = Field(default=None, min_length=1, max_length=100_000,
                               description="Each run's prompt; omit for a system-initiated prompt.")

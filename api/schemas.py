@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, Field, JsonValue
 
 from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptState
+from durable_agent.agent.strict import StrictModel
 from durable_agent.workflows.protocol import MAX_INPUT_CHARS
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
@@ -15,8 +16,8 @@ CALL_PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}(/[A-Za-z0-9][A-Za-z0-9
 Identifier = Annotated[str, Field(pattern=ID_PATTERN)]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Body(StrictModel):
+    pass
 
 
 class StartPrompt(_Body):

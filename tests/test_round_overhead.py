@@ -23,7 +23,8 @@ from durable_agent.agent.tools import Approval, tool
 from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.worker import build_runtime, create_worker
-from durable_agent.workflows.protocol import LegacyToolInvocation, ReadyCall, ToolInvocation
+from durable_agent.workflows.legacy import LegacyToolInvocation
+from durable_agent.workflows.protocol import ReadyCall, ToolInvocation
 from tests.support.workers import TEST_SETTINGS, agent_worker
 
 

@@ -24,9 +24,10 @@ from typing import Literal
 
 import jwt
 from jwt.api_jws import PyJWS
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import Field, JsonValue, ValidationError
 
 from durable_agent.agent.identity import Identity, grant
+from durable_agent.agent.strict import StrictModel
 from durable_agent.workflows.transcript import json_digest
 
 DecisionKind = Literal["approve", "reject"]
@@ -34,10 +35,8 @@ TOKEN_ALGORITHM = "EdDSA"
 TOKEN_ISSUER = "durable-agent-api"
 
 
-class DecisionClaims(BaseModel):
+class DecisionClaims(StrictModel):
     """What a decision token asserts. `by` on the signal must equal `sub`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     iss: Literal["durable-agent-api"] = TOKEN_ISSUER
     sub: str = Field(min_length=1, description="The authenticated principal who decides.")

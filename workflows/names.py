@@ -43,7 +43,6 @@ STORE_HISTORY_ACTIVITY: Final = "dagent.store_history"  # a conversation's local
 # --- workflow stream topics (temporalio.contrib.workflow_streams) -------------------------------------
 EVENTS_TOPIC: Final = "events"  # a prompt's live events, published by the workflow
 DELTAS_TOPIC: Final = "deltas"  # model text as it streams (older workers published it here; now heartbeat details)
-REASONING_TOPIC: Final = "reasoning"  # reasoning summaries of older workers (now heartbeat details, TextDelta.kind)
 PROGRESS_TOPIC: Final = "progress"  # tool progress: not a stream topic, read from the tool's heartbeat details
 
 # --- search attributes (registered by workers/devserver.py and deploy/temporal-setup.sh) ---------------

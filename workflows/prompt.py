@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from durable_agent.workflows.history_store import store_history
     from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
+    from durable_agent.workflows.legacy import LegacyToolInvocation, upsert_every_search_attribute
     from durable_agent.workflows.names import (
         CHECK_CORRECTION_ACTIVITY,
         EMIT_EVENT_ACTIVITY,
@@ -66,7 +67,6 @@ with workflow.unsafe.imports_passed_through():
         FinalAnswer,
         HistoryRef,
         InvalidCall,
-        LegacyToolInvocation,
         OutputChange,
         ParentLink,
         PendingApproval,
@@ -84,7 +84,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptPage,
         TranscriptPageRequest,
     )
-    from durable_agent.workflows.search_attributes import changed_search_attributes, prompt_search_attributes
+    from durable_agent.workflows.search_attributes import changed_search_attributes
     from durable_agent.workflows.stream_guard import guard_stream_poll, guard_stream_publish
     from durable_agent.workflows.transcript import build_page, change_for
 
@@ -1346,7 +1346,7 @@ class PromptWorkflow:
             if changed:
                 workflow.upsert_search_attributes(changed)
         else:
-            workflow.upsert_search_attributes(prompt_search_attributes(self._prompt))
+            upsert_every_search_attribute(self._prompt)
         self._events.publish(StreamEvent(kind=EventKind.STATE_CHANGED, state=state))
 
     def _publish_pending(self) -> None:

@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     JsonValue,
@@ -30,7 +29,6 @@ from durable_agent.agent.models import (
     ModelTier,
     Prompt,
     PromptOutput,
-    PromptRef,
     ReasoningOutput,
     ToolError,
     ToolSuccess,
@@ -38,14 +36,11 @@ from durable_agent.agent.models import (
     WidgetOutput,
 )
 from durable_agent.agent.providers.specs import provider_of
+from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 from durable_agent.workflows.budgets import PromptBudget
 
 DEFAULT_MAX_ROUNDS = 10
 MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def _without_defaults(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
@@ -295,7 +290,6 @@ PlannedCall = Annotated[
     | Annotated[ReadyCall, Tag("ready")],
     Discriminator(_call_kind),
 ]
-RunnableCall = CallNeedingApproval | ReadyCall
 
 
 class HistoryRef(_Model):
@@ -398,21 +392,12 @@ class RunTools:
 NextStep = FinalAnswer | RetryForSchema | RunTools
 
 
-class LegacyToolInvocation(PromptRef):
-    """The tool activity's input as workflows without the `lean-tool-input` patch send it: the prompt's ids,
-    the whole planned call (policy fields included) and the arguments a second time."""
-
-    workflow_id: str
-    call: PlannedCall
-    input: JsonValue
-    plugin_state: JsonValue = None
-
-
 class ToolInvocation(_Lean):
     """The tool activity's input: only what the activity cannot derive, each id once. Fields at their
     defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
     come from the activity's info; the call's other policy fields (timeout, failure mode, local, sequential)
-    are the workflow's business. A `LegacyToolInvocation` (recorded or in flight) is read as well."""
+    are the workflow's business. A `LegacyToolInvocation` (workflows/legacy.py), recorded or in flight, is read
+    as well."""
 
     id: str = Field(description="The call's id in the prompt.")
     tool: str

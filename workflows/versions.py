@@ -6,6 +6,19 @@ marker event and a `TemporalChangeVersion` search-attribute upsert (a visibility
 prompt started by `AgentClient` (or by a parent workflow) names `CURRENT_VERSION` in its input instead:
 the input is in history, so the choice replays with no marker at all. Inputs without a version (runs
 started before versions existed, or by a client that builds the request itself) keep the markers.
+
+When a patch's old side may be deleted (its "drain"): only when both hold.
+1. No run without the patch can still be replayed: none is open (a PromptWorkflow or ConversationWorkflow started
+   with a version below the patch's, or without one before the patch shipped; a prompt may wait for approval for
+   days, a conversation continues as new with its version) and none closed within the namespace's retention (a
+   query on a closed run, `PromptHandle.get`, replays it). Check open ones with a visibility query on the
+   workflow type and start time, then wait out the retention after the last one closed.
+2. Its recorded histories are retired: the files in tests/histories/ that exercise the old side (v1 and
+   unversioned runs for a version-1 patch) are deleted in the same change, with their names in tests/test_replay.py.
+Then delete the old side (workflows/legacy.py lists every item by patch, moved or inline) and the `has(...)`
+test, so the new side runs unconditionally. While unversioned runs that recorded the patch's marker may still be
+open, call `workflow.deprecate_patch(id)` in its place (Temporal's deprecation step); drop that and the
+PATCH_VERSIONS entry once those runs have drained by the same rule. Never reuse a patch id.
 """
 
 from __future__ import annotations
