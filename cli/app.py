@@ -24,7 +24,7 @@ from durable_agent.agent.logging import configure_logging
 from durable_agent.agent.models import TERMINAL_STATES, ModelTier, ToolOutput
 from durable_agent.cli import decisions, hints
 from durable_agent.cli.errors import REFUSED, USER_ERROR, report
-from durable_agent.cli.follow import STATE_STYLES, follow, read_line
+from durable_agent.cli.follow import STATE_STYLES, discard_at_exit, follow, read_line
 from durable_agent.cli.ls import STATES, age, recent_prompts
 from durable_agent.cli.render import describe_output, describe_prompt
 from durable_agent.cli.ui_links import UI_URL_ENV, with_ui_url
@@ -45,6 +45,7 @@ def _exit(code: int = 0) -> NoReturn:
     """Leave without running interpreter teardown: the Temporal SDK can crash there (sdk-python#300)."""
     sys.stdout.flush()
     sys.stderr.flush()
+    discard_at_exit()
     os._exit(code)
 
 

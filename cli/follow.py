@@ -32,7 +32,8 @@ from durable_agent.workflows.protocol import PendingApproval, StreamEvent, TextD
 STATE_STYLES = {"waiting_for_approval": "bold yellow", "failed": "bold red", "cancelled": "yellow",
                 "completed": "bold green", "running": "cyan"}
 
-__all__ = ["STATE_STYLES", "LiveView", "decision_words", "discard_typed_ahead", "follow", "read_line"]
+__all__ = ["STATE_STYLES", "LiveView", "decision_words", "discard_at_exit", "discard_typed_ahead", "follow",
+           "read_line"]
 
 
 class _Stdin:
@@ -42,6 +43,7 @@ class _Stdin:
     def __init__(self) -> None:
         self.buffer = bytearray()
         self.eof = False
+        self.discard_at_exit = False  # set once questions were asked: keys typed while `dagent` ends are theirs
 
     async def line(self) -> str | None:
         while b"\n" not in self.buffer and not self.eof:
@@ -96,6 +98,13 @@ async def read_line() -> str | None:
 
 def discard_typed_ahead() -> None:
     _STDIN.discard()
+
+
+def discard_at_exit() -> None:
+    """The last thing `dagent` does after it asked questions on a terminal: keys typed while it printed the end
+    (meant for a question that is gone) are dropped rather than run by the shell."""
+    if _STDIN.discard_at_exit:
+        _STDIN.discard()
 
 
 class LiveView:
@@ -352,6 +361,7 @@ async def follow(handle: PromptHandle, console: Console, *, interactive: bool | 
         view.stop_spinner()
         if interactive:
             discard_typed_ahead()
+            _STDIN.discard_at_exit = True
 
 
 async def print_decision_commands(view: LiveView, handle: PromptHandle) -> None:

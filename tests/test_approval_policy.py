@@ -5,6 +5,7 @@ four-eyes rule, per policy and deployment-wide."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from typing import Any
 
@@ -121,8 +122,9 @@ async def test_four_eyes_per_policy_and_deployment_wide(dev_env: WorkflowEnviron
 
 async def _dagent(stack: Any, *args: str) -> tuple[int, str]:
     target = stack.agent.client.service_client.config.target_host
+    env = {**os.environ, "DAGENT_TASK_QUEUE": stack.agent.settings.task_queue}  # the deployment's CLI
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "durable_agent.cli", *args, "--address", target,
+        sys.executable, "-m", "durable_agent.cli", *args, "--address", target, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), 120)
     return proc.returncode or 0, out.decode()
