@@ -16,7 +16,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # a Temporal cluster. .dockerignore keeps the context to the packages and metadata; the source tree is removed.
 WORKDIR /src
 COPY . .
-RUN pip install ".[api,mcp,otel,s3,gcs,bedrock]" \
+RUN pip install --constraint scripts/constraints.txt ".[api,mcp,otel,s3,gcs,bedrock]" \
     && cd / && rm -rf /src
 
 # Unprivileged runtime user; /data holds the local blob directories when no shared store (DAGENT_STORE) is set.

@@ -191,7 +191,8 @@ def test_dockerfile_and_dockerignore() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
     # the extras the image's services use (worker, api, codec server), never the embedded dev server
-    assert 'pip install ".[api,mcp,otel,s3,gcs,bedrock]"' in dockerfile
+    assert 'pip install --constraint scripts/constraints.txt ".[api,mcp,otel,s3,gcs,bedrock]"' in dockerfile
+    assert "!scripts/constraints.txt" in (ROOT / ".dockerignore").read_text().splitlines()  # in the build context
     assert 'ENTRYPOINT ["dagent"]' in dockerfile and 'CMD ["worker"]' in dockerfile
     # every source folder pyproject maps into the durable_agent namespace is in the (allow-list) build context
     package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
