@@ -164,6 +164,10 @@ class Refusal:
         return ApplicationError(self.message, self.kind, type=names.DECISION_REFUSED_ERROR, non_retryable=True)
 
 
+def _decision_refused(tool_call_id: str, reason: str) -> Refusal:
+    return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {reason}")
+
+
 def _not_allowed(by: str | None, tool_call_id: str, approvers: list[str] | None) -> Refusal:
     return Refusal("not-allowed", f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; "
                                   f"approvers: {', '.join(approvers or [])}")
@@ -1003,16 +1007,21 @@ class PromptWorkflow:
                     now=workflow.now(), run_id=workflow.info().run_id, arguments=arguments,
                     used_nonces=self._used_nonces, strict=self._secure)
             if not isinstance(verified, DecisionClaims):
-                return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {verified}")
+                return _decision_refused(tool_call_id, verified)
             roles, nonce = verified.roles, verified.nonce
         who = Identity.of(identity.person_id(by) if self._secure else by, roles)
         if not self._secure:
             return _Decider(who, nonce=nonce)
-        problem = identity.may_decide(Identity.of(by, roles), requirement.approvers, owner=self._prompt.user_id,
-                                      four_eyes=requirement.four_eyes, approving=kind == "approve")
+        problem = self._approver_problem(kind, by, roles, requirement.approvers, requirement.four_eyes)
         if problem is not None:
-            return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {problem}")
+            return _decision_refused(tool_call_id, problem)
         return _Decider(who, identity.grant(who, requirement.approvers), nonce)
+
+    def _approver_problem(self, kind: DecisionKind, by: str | None, roles: Sequence[str], approvers: list[str] | None,
+                          four_eyes: bool) -> str | None:
+        """Why `by` (holding `roles`) may not take this decision on a call naming `approvers` (agent/identity.py)."""
+        return identity.may_decide(Identity.of(by, roles), approvers, owner=self._prompt.user_id,
+                                   four_eyes=four_eyes, approving=kind == "approve")
 
     def _forward_problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
                          pending: PendingApproval) -> Refusal | None:
@@ -1025,12 +1034,11 @@ class PromptWorkflow:
             return None
         if pending.signed_decisions:
             if not request.token:
-                return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: a signed decision token is "
-                                              "required for this call (decide through the API)")
+                return _decision_refused(tool_call_id, "a signed decision token is required for this call "
+                                                       "(decide through the API)")
             return None
-        problem = identity.may_decide(Identity.of(by, request.roles), pending.approvers, owner=self._prompt.user_id,
-                                      four_eyes=pending.four_eyes, approving=kind == "approve")
-        return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {problem}") if problem else None
+        problem = self._approver_problem(kind, by, request.roles, pending.approvers, pending.four_eyes)
+        return _decision_refused(tool_call_id, problem) if problem else None
 
     def _correction_problem(self, request: ApproveRequest) -> Refusal | None:
         """Why the approver's corrected fields, merged into the input, do not fit the tool, or None."""
