@@ -24,21 +24,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from durable_agent.agent.messages import (
     Message,
     ToolCallMessage,
     ToolResultMessage,
 )
+from durable_agent.agent.strict import StrictModel
 
 CHARS_PER_TOKEN = 4
 
 
-class ContextLimit(BaseModel):
+class ContextLimit(StrictModel):
     """How much history a model request may carry. `None` means no limit on that axis."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     max_messages: int | None = Field(default=None, ge=1, description="At most this many messages.")
     max_tokens: int | None = Field(default=None, ge=1,

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import ConfigDict, Field, JsonValue, model_validator
+
+from durable_agent.agent.strict import StrictModel
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 ReasoningSummary = Literal["auto", "concise", "detailed"]
 ToolChoiceMode = Literal["auto", "required", "none"]
 
 
-class ModelSettings(BaseModel):
+class ModelSettings(StrictModel):
     """Every field is optional: `None` means "the provider's default" (or the tier's, for a prompt)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)

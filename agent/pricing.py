@@ -21,20 +21,21 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
+from pydantic import ConfigDict, Field, RootModel, ValidationError
 
 from durable_agent.agent.models import Usage
+from durable_agent.agent.strict import StrictModel
 
 PRICES_ENV = "DAGENT_PRICES"
 PER_TOKENS = 1_000_000
 _SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
-class Price(BaseModel):
+class Price(StrictModel):
     """US dollars per million tokens. `cached_input` and `cache_write` default to the `input` price when not
     given (Anthropic charges 1.25x input for 5-minute cache writes: set `cache_write` to price them)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)

@@ -8,15 +8,16 @@ A prompt without a budget behaves exactly as before (histories of such prompts r
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from durable_agent.agent.models import Usage
+from durable_agent.agent.strict import StrictModel
 
 
-class PromptBudget(BaseModel):
+class PromptBudget(StrictModel):
     """Limits for one prompt, over all its model calls (sub-agents' usage included)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True)
 
     max_tokens: int | None = Field(default=None, gt=0, description="Input plus output tokens.")
     max_cost: float | None = Field(default=None, gt=0, description=(
