@@ -69,6 +69,10 @@ INLINE: dict[str, list[str]] = {
     "pending-memo": [
         "record.py Recorder.publish_pending: the early return, no memo of waiting calls.",
     ],
+    "decisions-on-arrival": [
+        "approvals.py ApprovalDesk._arrived: the early return (no settle on arrival), so _decision_for settles "
+        "the call when its wait resumes.",
+    ],
 }
 
 # Kept for old runs but tied to no patch (no workflow command depends on them); each goes when no run that used

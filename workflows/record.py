@@ -37,7 +37,7 @@ class Recorder:
     def __init__(self, prompt: Prompt, host: Host, has: Callable[[str], bool], changed: set[int]) -> None:
         self.prompt = prompt
         self.host = host
-        self._has = has
+        self.has = has  # whether this run has a patch's behaviour (workflows/versions.py)
         self.changed = changed
         self.span: telemetry.Span | None = None  # the prompt's span, once it runs
         self._positions: dict[str, int] = {}  # tool call id -> index in the record
@@ -122,7 +122,7 @@ class Recorder:
 
     def set_state(self, state: PromptState) -> None:
         self.prompt.state = state
-        self.host.upsert_state(self.prompt, lean=self._has(LEAN_ROUNDS_PATCH))
+        self.host.upsert_state(self.prompt, lean=self.has(LEAN_ROUNDS_PATCH))
         self.host.publish(StreamEvent(kind=EventKind.STATE_CHANGED, state=state))
 
     def publish_pending(self, waiting: bool, listed: Callable[[], list[PendingApproval]]) -> None:
@@ -130,7 +130,7 @@ class Recorder:
         `AgentClient.pending` lists from visibility without asking the workflow. `waiting`: any call waits."""
         if not self._pending_memo and not waiting:
             return  # nothing was said and nothing waits: no marker, no event
-        if not self._has(PENDING_MEMO_PATCH):
+        if not self.has(PENDING_MEMO_PATCH):
             return
         memo: dict[str, Any] = pending_memo(listed())
         if memo != self._pending_memo:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-CURRENT_VERSION = 2
+CURRENT_VERSION = 3
 
 # The version from which each patch's behaviour is on without a marker. A new patch gets the next
 # version: add it here and bump CURRENT_VERSION.
@@ -41,6 +41,7 @@ PATCH_VERSIONS: dict[str, int] = {
     "secure-decisions": 2,
     "finished-call-outputs": 2,  # a finished call's files, widgets and state enter the record when it finishes
     "pending-memo": 2,  # waiting calls kept in the prompt's memo (workflows/pending_memo.py)
+    "decisions-on-arrival": 3,  # a decision is on its call's entry when it arrives, not when its wait resumes
 }
 
 
