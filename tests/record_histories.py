@@ -310,6 +310,10 @@ async def main() -> None:
                 await arrived.reject(pending[0].tool_call_id, by="bob", reason="too much", wait=True)
                 await arrived.result()
                 await _save(name, arrived.workflow)
+            # Version 3 (failure-carries-record): a failed prompt's workflow failure carries its record.
+            await _record(agent, "fail", "prompt_v3_failed_with_record", prompt_id="hist-v3-failed")
+            await _record(agent, "fail", "prompt_failed_with_record_marker", prompt_id="hist-failed-record-marker",
+                          workflow_version=None)
             # A token budget stops the loop after the round that reached it (workflows/budgets.py).
             await _record(agent, "parallel", "prompt_v1_budget_stopped", prompt_id="hist-v1-budget",
                           budget=PromptBudget(max_tokens=1))

@@ -73,6 +73,10 @@ INLINE: dict[str, list[str]] = {
         "approvals.py ApprovalDesk._arrived: the early return (no settle on arrival), so _decision_for settles "
         "the call when its wait resumes.",
     ],
+    "failure-carries-record": [
+        "record.py Recorder.failure_details: the early return, a failure without the record.",
+        "client/_client.py PromptHandle.result: the query of the closed workflow when its failure has no record.",
+    ],
 }
 
 # Kept for old runs but tied to no patch (no workflow command depends on them); each goes when no run that used

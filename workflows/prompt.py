@@ -139,7 +139,8 @@ class PromptWorkflow:
         ends with the final state first."""
         if self._input_error:
             self._finish("failed", error=self._input_error)
-            return ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
+            return ApplicationError(self._input_error, *self._record.failure_details(), type=names.INVALID_INPUT_ERROR,
+                                    non_retryable=True)
         self._record.set_state("running")
         if self._request.workflow_version is None:
             self._desk.secure = workflow.patched(SECURE_DECISIONS_PATCH)
@@ -161,8 +162,8 @@ class PromptWorkflow:
         self._stream.detach_pollers()  # a poll waiting for an offset never reached must not hold the end
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
-            return ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
-                                    non_retryable=True)
+            return ApplicationError(self._prompt.error or "prompt failed", *self._record.failure_details(),
+                                    type=names.PROMPT_FAILED_ERROR, non_retryable=True)
         return None
 
     async def _run_rounds(self) -> None:

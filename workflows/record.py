@@ -29,6 +29,10 @@ from durable_agent.workflows.protocol import PendingApproval, PlannedCall, Strea
 LEAN_ROUNDS_PATCH = "lean-rounds"
 # The waiting calls kept in the memo, for one visibility query to list them (workflows/pending_memo.py).
 PENDING_MEMO_PATCH = "pending-memo"
+# A failed prompt's workflow failure carries its record: a client reads it there, without a query (which needs a
+# worker to replay the closed workflow).
+FAILURE_RECORD_PATCH = "failure-carries-record"
+MAX_FAILURE_RECORD_CHARS = 256 * 1024  # a failure's details are not stored by reference: a larger record stays out
 
 
 class Recorder:
@@ -136,6 +140,13 @@ class Recorder:
         if memo != self._pending_memo:
             self._pending_memo = memo
             self.host.upsert_memo(memo)
+
+    def failure_details(self) -> tuple[Prompt, ...]:
+        """The details of the failure that ends a failed prompt's workflow: its record, unless it is too large
+        (then a client queries it) or the run predates FAILURE_RECORD_PATCH."""
+        if not self.has(FAILURE_RECORD_PATCH) or len(self.prompt.model_dump_json()) > MAX_FAILURE_RECORD_CHARS:
+            return ()
+        return (self.prompt,)
 
     def finished(self, state: PromptState) -> None:
         """The end, as the Temporal UI, the metrics and the prompt's span tell it."""

@@ -42,6 +42,7 @@ PATCH_VERSIONS: dict[str, int] = {
     "finished-call-outputs": 2,  # a finished call's files, widgets and state enter the record when it finishes
     "pending-memo": 2,  # waiting calls kept in the prompt's memo (workflows/pending_memo.py)
     "decisions-on-arrival": 3,  # a decision is on its call's entry when it arrives, not when its wait resumes
+    "failure-carries-record": 3,  # a failed prompt's workflow failure carries its record (PromptHandle.result)
 }
 
 
