@@ -314,6 +314,8 @@ async def main() -> None:
             await _record(agent, "fail", "prompt_v3_failed_with_record", prompt_id="hist-v3-failed")
             await _record(agent, "fail", "prompt_failed_with_record_marker", prompt_id="hist-failed-record-marker",
                           workflow_version=None)
+            # Round results carry their typed next step (`next`: run_tools / retry_for_schema / final).
+            await _record(agent, "parallel", "prompt_round_result_typed_next", prompt_id="hist-typed-next")
             # A token budget stops the loop after the round that reached it (workflows/budgets.py).
             await _record(agent, "parallel", "prompt_v1_budget_stopped", prompt_id="hist-v1-budget",
                           budget=PromptBudget(max_tokens=1))

@@ -196,9 +196,9 @@ class PromptWorkflow:
         if result.text:
             self._record.append(TextOutput(text=result.text))
         if self._steers:  # a message from the user outdates this round's calls and answer
-            self._skip(result.calls)
+            self._skip(result.next.calls if isinstance(result.next, RunTools) else [])
             return False
-        match result.next_step():
+        match result.next:
             case FinalAnswer(data=data):
                 if self._request.output_schema is not None:
                     self._record.append(DataOutput(data=data))
