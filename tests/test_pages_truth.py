@@ -304,12 +304,16 @@ async def test_chat_after_a_reload_shows_the_truth_mid_approval_and_after(dev_en
                 waiting = wait_for_text(chat, '.tool[data-status="waiting for approval"]', "Approve",
                                         "the call waiting with buttons")
                 assert "Sending $480 requires approval." in waiting
+                fresh = wait_for_text(chat, ".tool", "Amount in US dollars", "the schema's description (fresh)")
                 chat.refresh()
                 waiting = wait_for_text(chat, '.tool[data-status="waiting for approval"]', r"· \d+ s",
                                         "still waiting after a reload, with its age")
                 assert chat.find_elements(By.CSS_SELECTOR, ".tool button.approve")
                 assert texts(chat, ".prompt-head .state") == ["waiting for approval"]
-                wait_for_text(chat, ".tool", "Amount in US dollars", "the schema's description on the form")
+                reloaded = wait_for_text(chat, ".tool", "Amount in US dollars", "the schema's description (reload)")
+                labels = ["To", "Who receives the money", "Amount", "Amount in US dollars"]
+                for said in (fresh, reloaded):  # the same labels and descriptions on both paths
+                    assert all(label in said for label in labels), said
                 [prompt_id] = attributes(chat, "section.prompt", "data-prompt")
                 [call_id] = attributes(chat, ".tool", "data-call")
 
@@ -421,6 +425,30 @@ async def test_api_docs_render_offline_from_local_files(dev_env: WorkflowEnviron
                 screenshot(page, "redoc")
 
         await asyncio.to_thread(scenario)
+
+
+async def test_one_prompts_waiting_calls_come_from_the_prompt_itself(dev_env: WorkflowEnvironment) -> None:
+    """GET /prompts/{id}/approvals (what the chat labels its forms from, fresh or reloaded): read from the
+    prompt, so the call is listed with its schema as soon as the prompt waits; only those who may see it."""
+    async with truth_stack(dev_env) as stack:
+        prompt_id = await _start(stack, "alice", "batch: pay and email")
+        await _wait_pending(stack, prompt_id, 3)
+        async with stack.http("alice") as http:
+            items = (await http.get(f"/prompts/{prompt_id}/approvals")).json()
+        async with stack.http("mallory") as http:
+            refused = await http.get(f"/prompts/{prompt_id}/approvals")
+        async with stack.http("ann") as http:
+            by_ann = (await http.get(f"/prompts/{prompt_id}/approvals")).json()
+            missing = await http.get("/prompts/prompt-nope/approvals")
+
+    assert [item["tool"] for item in items] == ["payment.send", "payment.send", "email.send"]
+    schema = items[0]["input_schema"]
+    assert schema["properties"]["amount"]["description"] == "Amount in US dollars"
+    assert items[2]["input_schema"]["properties"]["to"]["description"] == "The recipient's name"
+    assert all(item["prompt_id"] == prompt_id and item["user_id"] == "alice" for item in items)
+    assert all(item["can_decide"] for item in items) and all(item["can_decide"] for item in by_ann)
+    assert refused.status_code == 403 and "another user" in refused.json()["detail"]
+    assert missing.status_code == 404
 
 
 def test_an_approval_context_names_its_own_response_only() -> None:

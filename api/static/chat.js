@@ -116,20 +116,27 @@
       el("div", { class: "card msg user input" }), outputs, live);
     list.append(block);
 
-    // Labels and descriptions for an approval form, from the approvals list (which lags a moment behind the
-    // stream: asked again a few times). Kept apart from `outputs`, so it can never undo a later event.
-    let asks = 0;
+    // Labels and descriptions for an approval form: the tool's schema, from GET /prompts/{id}/approvals (the
+    // prompt's own list, read from the prompt itself: a call its stream shows waiting is in it), the same
+    // request on a fresh load and after a reload. Kept apart from `outputs`, so it can never undo a later event.
+    let failures = 0;
     function askSchemas() {
       const missing = prompt.outputs.some((e) => e && e.type === "tool" && e.result && e.result.type === "pending"
         && !(e.id in prompt.schemas));
-      if (!missing || prompt.asking || asks >= 10) return;
+      if (!missing || prompt.asking || failures >= 10) return;
       prompt.asking = true;
-      asks += 1;
-      api("GET", "/approvals").then((items) => {
-        for (const item of items) {
-          if (item.prompt_id === promptId && item.input_schema) prompt.schemas[item.tool_call_id] = item.input_schema;
+      api("GET", `/prompts/${encodeURIComponent(promptId)}/approvals`).then((items) => {
+        for (const item of items) prompt.schemas[item.tool_call_id] = item.input_schema || null;
+        // A call already decided is no longer listed: nothing to label, so it is not asked about again.
+        for (const e of prompt.outputs) {
+          if (e && e.type === "tool" && e.result && e.result.type === "pending" && !(e.id in prompt.schemas)) {
+            prompt.schemas[e.id] = null;
+          }
         }
-      }).catch(() => {}).finally(() => {
+        prompt.asking = false;
+        render();
+      }).catch(() => {
+        failures += 1;
         setTimeout(() => { prompt.asking = false; render(); }, 1000);
       });
     }
