@@ -22,7 +22,7 @@ from durable_agent.agent.extras import MissingExtra, explain_missing, require
 from durable_agent.agent.identity import Identity, person_id, person_problem
 from durable_agent.agent.logging import configure_logging
 from durable_agent.agent.models import TERMINAL_STATES, ModelTier, ToolOutput
-from durable_agent.cli import decisions, hints
+from durable_agent.cli import api_decisions, decisions, hints
 from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 from durable_agent.cli.follow import STATE_STYLES, discard_at_exit, follow, read_line
 from durable_agent.cli.ls import STATES, age, recent_prompts
@@ -468,7 +468,7 @@ def approve(
         raise typer.BadParameter("--input corrects one call; it cannot be used with --all")
 
     async def approve_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
-        return await handle.approve(call_id, by=by, input=corrected, wait=True, roles=role or ())
+        return await api_decisions.approve(handle, call_id, by=by, input=corrected, roles=role or ())
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -495,7 +495,7 @@ def reject(
     by = _decider(by)
 
     async def reject_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
-        return await handle.reject(call_id, by=by, reason=reason, wait=True, roles=role or ())
+        return await api_decisions.reject(handle, call_id, by=by, reason=reason, roles=role or ())
 
     async def main() -> int:
         await _decide(await AgentClient.connect(settings), prompt_id, tool_call_id, reject_one, "rejected")

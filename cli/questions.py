@@ -17,6 +17,7 @@ import contextlib
 from rich.text import Text
 
 from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.cli import api_decisions
 from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_line
 from durable_agent.cli.render import decision_words, short
 from durable_agent.client import DecisionRefused, PromptHandle
@@ -96,11 +97,11 @@ class Asker:
         self.view.start_spinner()
         self.answering.add(entry.id)
         try:
-            if approved:
-                decided = await self.handle.approve(entry.id, by=self.approver, wait=True)
+            if approved:  # through the HTTP API when DAGENT_API_URL/DAGENT_API_KEY say so (signed decisions)
+                decided = await api_decisions.approve(self.handle, entry.id, by=self.approver)
             else:
-                decided = await self.handle.reject(entry.id, by=self.approver, reason=REJECTED_AT_THE_TERMINAL,
-                                                   wait=True)
+                decided = await api_decisions.reject(self.handle, entry.id, by=self.approver,
+                                                     reason=REJECTED_AT_THE_TERMINAL)
         except DecisionRefused as exc:
             self.view.line(f"your answer was not applied: {exc}", style="yellow")
             self.view.refresh()  # the spinner says the call still waits (and for whom)
