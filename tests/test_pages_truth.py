@@ -13,7 +13,9 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 from pydantic import BaseModel, Field
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -418,7 +420,10 @@ async def test_api_docs_render_offline_from_local_files(dev_env: WorkflowEnviron
                 assert "<script>" not in html and "cdn" not in html, f"{path} needs no inline script or CDN"
 
         def scenario() -> None:
-            with browser() as page:
+            with browser(offline=True) as page:
+                with pytest.raises(WebDriverException, match="ERR_NAME_NOT_RESOLVED"):
+                    page.get("https://cdn.jsdelivr.net/")  # the network really is off for this browser
+                console_errors(page)  # (that failed load's own console line)
                 page.get(f"{stack.url}/docs")
                 wait_for(page, lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock"), "the operations")
                 body = page.find_element(By.TAG_NAME, "body").text
