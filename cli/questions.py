@@ -102,7 +102,7 @@ class Asker:
             else:
                 decided = await api_decisions.reject(self.handle, entry.id, by=self.approver,
                                                      reason=REJECTED_AT_THE_TERMINAL)
-        except DecisionRefused as exc:
+        except (DecisionRefused, ValueError) as exc:  # ValueError: DAGENT_API_URL without DAGENT_API_KEY, or so
             self.view.line(f"your answer was not applied: {exc}", style="yellow")
             self.view.refresh()  # the spinner says the call still waits (and for whom)
             return
