@@ -120,6 +120,10 @@ class PromptHandle(_Handle[Prompt]):
     def workflow(self) -> WorkflowHandle[Any, Prompt]:
         return self._handle
 
+    def other(self, prompt_id: str) -> PromptHandle:
+        """Another prompt through the same client (a sub-agent's, named by `PendingApproval.path`)."""
+        return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
+
     async def get(self) -> Prompt:
         """The full record as it is now (a query: writes nothing to history)."""
         return await self._handle.query(names.GET_PROMPT_QUERY, result_type=Prompt)
