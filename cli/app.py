@@ -189,9 +189,9 @@ def worker(
     async def main() -> int:
         from contextlib import AsyncExitStack
 
-        from durable_agent.workers.blobstore import check_store
         from durable_agent.workers.connection import describe_security
         from durable_agent.workers.observability import flush_traces
+        from durable_agent.workers.storage.stores import check_store
         from durable_agent.workers.worker import build_runtime, connect, create_workers
 
         await check_store(settings.blob_objects())  # refuse to start without a usable store
@@ -622,7 +622,7 @@ def codec_server(
 
     Keys from DAGENT_CODEC_KEYS; every request must carry `Authorization: Bearer $DAGENT_CODEC_AUTH_TOKEN`
     when that variable is set."""
-    from durable_agent.workers.codec_server import serve
+    from durable_agent.workers.storage.codec_server import serve
 
     settings = _settings(None)
     origins = list(cors_origin or settings.codec_cors_origins or [settings.ui_url])
@@ -653,7 +653,7 @@ app.add_typer(store_app, name="store")
 @store_app.command("check")
 def store_check() -> None:
     """Write and read back a probe object: exit 0 when the configured store is usable."""
-    from durable_agent.workers.blobstore import check_store
+    from durable_agent.workers.storage.stores import check_store
 
     settings = _settings(None)
 
@@ -676,8 +676,8 @@ def store_sweep(
     rule, see docs/deploying.md)."""
     from datetime import timedelta
 
-    from durable_agent.workers.blobstore import DirectoryObjects
     from durable_agent.workers.retention import sweep_directory
+    from durable_agent.workers.storage.local import DirectoryObjects
     from durable_agent.workers.worker import connect
 
     settings = _settings(address, profile)

@@ -21,12 +21,15 @@ from temporalio.envconfig import ClientConfigProfile
 
 from durable_agent.agent.model_settings import ModelSettings, check_settings_json
 from durable_agent.agent.providers.specs import chain_specs, provider_of
-from durable_agent.workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
-from durable_agent.workers.codec import AESGCMCodec, codec_for
 from durable_agent.workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 from durable_agent.workers.durations import parse_duration
 from durable_agent.workers.observability import ObservabilityConfig
-from durable_agent.workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from durable_agent.workers.storage.codec import AESGCMCodec, codec_for
+from durable_agent.workers.storage.converter import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from durable_agent.workers.storage.files import BlobFileStore
+from durable_agent.workers.storage.local import DirectoryObjects
+from durable_agent.workers.storage.objects import ObjectClient
+from durable_agent.workers.storage.stores import objects_for
 from durable_agent.workflows.protocol import ModelRouting
 
 DEFAULT_TASK_QUEUE = "durable-agent"

@@ -1,5 +1,5 @@
 """The data converter every client and worker uses: pydantic JSON, optionally encrypted, with large payloads
-kept out of history in the blob store (workers/blobstore.py).
+kept out of history in the blob store (workers/storage/).
 
 Payloads above a threshold (a whole prompt record, a conversation's history, a big tool output) are stored
 by Temporal's external storage, and history holds only a small reference. Every client and worker must
@@ -8,10 +8,8 @@ use the same store (the same directory, or the same S3/GCS bucket) and the same 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
 from temporalio.converter import (
     CompositePayloadConverter,
@@ -20,28 +18,13 @@ from temporalio.converter import (
     ExternalStorage,
     JSONPlainPayloadConverter,
     PayloadCodec,
-    StorageDriverClaim,
-    StorageDriverStoreContext,
 )
 
-from durable_agent.workers.blobstore import ObjectClient, WrappingDriver, objects_for, payload_driver
-from durable_agent.workers.observability import process_meter
+from durable_agent.workers.storage.drivers import MeteredStorageDriver, payload_driver
+from durable_agent.workers.storage.objects import ObjectClient
+from durable_agent.workers.storage.stores import objects_for
 
 DEFAULT_PAYLOAD_THRESHOLD = 256 * 1024
-
-
-class MeteredStorageDriver(WrappingDriver):
-    """Counts what another driver stores: `dagent_payload_stored_bytes` and `dagent_payloads_stored` by driver
-    (on the process's metrics runtime; nothing is recorded without one)."""
-
-    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        claims = await super().store(context, payloads)
-        meter = process_meter()
-        labels = {"driver": self.inner.type()}
-        meter.create_counter("dagent_payload_stored_bytes", "Payload bytes sent to external storage", "By").add(
-            sum(p.ByteSize() for p in payloads), labels)
-        meter.create_counter("dagent_payloads_stored", "Payloads sent to external storage").add(len(payloads), labels)
-        return claims
 
 
 _JSON = PydanticJSONPlainPayloadConverter()
