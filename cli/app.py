@@ -145,8 +145,8 @@ def server(
     db_file: Annotated[Path, typer.Option(help="SQLite file: state survives restarts")] = Path(".dagent/temporal.db"),
 ) -> None:
     """Run the embedded Temporal dev server (with UI and persistent storage) until Ctrl-C (`server` extra)."""
-    from durable_agent.workers.binaries import temporal_cli_path
-    from durable_agent.workers.devserver import DevServer
+    from durable_agent.cli.devserver import DevServer
+    from durable_agent.cli.devserver.binaries import temporal_cli_path
 
     temporal_cli_path()  # MissingExtra: one line naming the `server` extra
     _port_free("127.0.0.1", port, "--port")
@@ -799,7 +799,7 @@ def demo(
 ) -> None:
     """The quick start: embedded dev server + worker + a prompt that needs an approval (`server` extra)."""
     from durable_agent.cli.demo import run_demo
-    from durable_agent.workers.binaries import temporal_cli_path
+    from durable_agent.cli.devserver.binaries import temporal_cli_path
 
     temporal_cli_path()  # MissingExtra: one line naming the `server` extra
     if trace:

@@ -8,8 +8,8 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.workers.binaries import temporal_cli_path, test_server_path
-from durable_agent.workers.devserver import extra_args_for_start_local, register_search_attributes
+from durable_agent.cli.devserver import extra_args_for_start_local, register_search_attributes
+from durable_agent.cli.devserver.binaries import temporal_cli_path, test_server_path
 from durable_agent.workers.plugin import DurableAgentPlugin
 from tests.fakes.llm_server import PROTOCOLS, FakeLLMServer, WireProtocol
 from tests.support.workers import TEST_SETTINGS

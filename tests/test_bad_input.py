@@ -19,8 +19,8 @@ from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.base import RetryableModelError
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
+from durable_agent.cli.devserver.binaries import temporal_cli_path
 from durable_agent.client import AgentClient
-from durable_agent.workers.binaries import temporal_cli_path
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.workers import agent_worker

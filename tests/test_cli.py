@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.workers.binaries import temporal_cli_path
+from durable_agent.cli.devserver.binaries import temporal_cli_path
 
 DAGENT = [sys.executable, "-m", "durable_agent.cli"]
 

@@ -18,9 +18,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Conversation, Decision, ToolOutput, ToolPending
+from durable_agent.cli.devserver import DevServer, free_port
 from durable_agent.cli.follow import LiveView
 from durable_agent.cli.ui_links import local_dev_server_ui
-from durable_agent.workers.devserver import DevServer, free_port
 from durable_agent.workflows import names
 from durable_agent.workflows.protocol import StreamEvent
 from tests.support import batch_desk

@@ -21,9 +21,9 @@ from temporalio.api.common.v1 import Payload
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.providers.scripted import ScriptedModel, text
+from durable_agent.cli.devserver import DevServer
+from durable_agent.cli.devserver.binaries import temporal_cli_path
 from durable_agent.client import AgentClient
-from durable_agent.workers.binaries import temporal_cli_path
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.storage.codec import AESGCMCodec, CodecKeyError, codec_from_env, parse_keys
 from durable_agent.workers.storage.codec_server import serve

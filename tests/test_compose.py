@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from durable_agent.workers.binaries import temporal_cli_path
-from durable_agent.workers.devserver import DYNAMIC_CONFIG, SEARCH_ATTRIBUTES, DevServer
+from durable_agent.cli.devserver import DYNAMIC_CONFIG, SEARCH_ATTRIBUTES, DevServer
+from durable_agent.cli.devserver.binaries import temporal_cli_path
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"

@@ -17,8 +17,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from durable_agent.workers.binaries import find_binary, temporal_cli_path, test_server_path
-from durable_agent.workers.devserver import (
+from durable_agent.cli.devserver import (
     SEARCH_ATTRIBUTES,
     DevServer,
     DevServerError,
@@ -27,6 +26,7 @@ from durable_agent.workers.devserver import (
     free_port,
     register_search_attributes,
 )
+from durable_agent.cli.devserver.binaries import find_binary, temporal_cli_path, test_server_path
 
 PROMPT_STATE = SearchAttributeKey.for_keyword("PromptState")
 USER_ID = SearchAttributeKey.for_keyword("UserId")

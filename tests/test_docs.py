@@ -26,7 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.models import ToolOutput, ToolSuccess
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
-from durable_agent.workers.devserver import free_port
+from durable_agent.cli.devserver import free_port
 from durable_agent.workers.settings import Settings
 from tests.support.workers import agent_worker
 

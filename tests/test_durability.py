@@ -31,8 +31,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent.models import Prompt, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, PromptHandle
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from tests.support.ledger import CHARGE_AMOUNT, read_ledger
 from tests.support.records import shape

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.workers.devserver import free_port
+from durable_agent.cli.devserver import free_port
 from tests.support.processes import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]

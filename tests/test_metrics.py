@@ -15,8 +15,8 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.cli.devserver import free_port
 from durable_agent.client import AgentClient
-from durable_agent.workers.devserver import free_port
 from tests.support.processes import WorkerProcess
 from tests.support.workers import TEST_SETTINGS
 

@@ -27,8 +27,8 @@ import pytest
 import pytest_asyncio
 
 from durable_agent.agent.models import Prompt, ToolOutput, ToolPending
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, PromptHandle
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from tests.crash.constants import REPO_ROOT
 from tests.crash.workers import WorkerProc

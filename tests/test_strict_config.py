@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.workers.devserver import free_port
+from durable_agent.cli.devserver import free_port
 from tests.support.api import key_pair
 from tests.support.processes import DAGENT_CMD, REPO_ROOT, WorkerProcess
 

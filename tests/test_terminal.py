@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_agent.workers.devserver import free_port
+from durable_agent.cli.devserver import free_port
 from tests.support.processes import DAGENT_CMD
 from tests.test_cli import cli_env, dagent, worker_process  # noqa: F401 - fixtures
 

@@ -16,8 +16,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from durable_agent.agent.models import ToolOutput
+from durable_agent.cli.devserver import DevServer, free_port
 from durable_agent.client import AgentClient
-from durable_agent.workers.devserver import DevServer, free_port
 from durable_agent.workers.worker import build_runtime, connect, create_worker
 from tests import scenarios
 from tests.support.browser import Browser, browser_available

