@@ -8,7 +8,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.activities.agent_activities import read_history_link
+from durable_agent.activities.history import read_history_link
 from durable_agent.activities.transcripts import HistoryChain
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import AssistantMessage, ModelRequest, ModelResponse, UserMessage

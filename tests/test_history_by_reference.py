@@ -22,7 +22,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from durable_agent.activities.agent_activities import read_history_link
+from durable_agent.activities.history import read_history_link
 from durable_agent.activities.transcripts import HistoryChain
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage

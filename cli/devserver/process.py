@@ -30,8 +30,6 @@ _live_servers: weakref.WeakSet[DevServer] = weakref.WeakSet()
 
 
 @atexit.register
-
-
 def _kill_leftover_servers() -> None:  # pragma: no cover - interpreter shutdown
     for server in list(_live_servers):
         with contextlib.suppress(Exception):

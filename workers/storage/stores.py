@@ -30,8 +30,6 @@ def objects_for(store_url: str, directory: str | Path, *, s3_endpoint_url: str |
 
 
 @functools.lru_cache(maxsize=64)
-
-
 def _cached_objects(kind: str, name: str, endpoint: str | None) -> ObjectClient:
     if kind == "dir":
         return DirectoryObjects(name)
