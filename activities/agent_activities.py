@@ -13,17 +13,17 @@ from temporalio import activity
 from durable_agent.activities.heartbeats import bound_log
 from durable_agent.activities.history import HistoryActivity
 from durable_agent.activities.model_round import ModelRoundActivity
-from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.activities.runtime import AgentRuntime, RuntimeActivities
 from durable_agent.activities.tool_calls import ToolActivities
 from durable_agent.workflows.names import EMIT_EVENT_ACTIVITY
 from durable_agent.workflows.protocol import EventDelivery
 
 
-class AgentActivities:
+class AgentActivities(RuntimeActivities):
     """Register with `Worker(activities=AgentActivities(runtime).all())`."""
 
     def __init__(self, runtime: AgentRuntime) -> None:
-        self.runtime = runtime
+        super().__init__(runtime)
         tools = ToolActivities(runtime)
         self.model_round = ModelRoundActivity(runtime).model_round
         self.invoke_tool = tools.invoke_tool

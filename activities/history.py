@@ -9,18 +9,14 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
 from durable_agent.activities.heartbeats import payload_codec
-from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.activities.runtime import RuntimeActivities
 from durable_agent.agent.context import FileStore
 from durable_agent.workflows.names import STORE_HISTORY_ACTIVITY
 from durable_agent.workflows.protocol import HistoryLink, HistoryRef, StoreHistoryRequest
 
 
-class HistoryActivity:
+class HistoryActivity(RuntimeActivities):
     """`dagent.store_history`."""
-
-    def __init__(self, runtime: AgentRuntime) -> None:
-        self.runtime = runtime
-        self.transcripts = runtime.transcripts
 
     @activity.defn(name=STORE_HISTORY_ACTIVITY)
     async def store_history(self, request: StoreHistoryRequest) -> HistoryRef:

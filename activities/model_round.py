@@ -14,7 +14,7 @@ from durable_agent.activities import telemetry
 from durable_agent.activities.heartbeats import LiveDetails, bound_log, heartbeating, payload_codec
 from durable_agent.activities.history import read_history_link
 from durable_agent.activities.planning import plan_call
-from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.activities.runtime import RuntimeActivities
 from durable_agent.activities.transcripts import HistoryBroken, Transcript, TranscriptMissing
 from durable_agent.agent.context_window import ContextLimit, trim_messages
 from durable_agent.agent.errors import PluginPrepareError
@@ -32,12 +32,8 @@ LIVE_TEXT_EVERY_SECONDS = 0.2  # how often the streamed text so far is handed to
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
 
 
-class ModelRoundActivity:
+class ModelRoundActivity(RuntimeActivities):
     """`dagent.model_round`: one round's model call."""
-
-    def __init__(self, runtime: AgentRuntime) -> None:
-        self.runtime = runtime
-        self.transcripts = runtime.transcripts  # shared by every worker of this process (workflow and model queues)
 
     async def _load_link(self, ref: str) -> HistoryLink:
         return await read_history_link(self.runtime.file_store, ref, payload_codec())

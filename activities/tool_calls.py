@@ -16,7 +16,7 @@ from durable_agent.activities import telemetry
 from durable_agent.activities.heartbeats import LiveDetails, beat_interval, bound_log, heartbeating
 from durable_agent.activities.mcp_tools import MCPUnavailable
 from durable_agent.activities.planning import requirement
-from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.activities.runtime import RuntimeActivities
 from durable_agent.agent.context import ToolContext, copy_state
 from durable_agent.agent.errors import ToolInputError
 from durable_agent.agent.models import ToolError, ToolSuccess
@@ -33,12 +33,8 @@ from durable_agent.workflows.protocol import (
 )
 
 
-class ToolActivities:
+class ToolActivities(RuntimeActivities):
     """`dagent.invoke_tool` and `dagent.check_correction`."""
-
-    def __init__(self, runtime: AgentRuntime) -> None:
-        self.runtime = runtime
-        self.transcripts = runtime.transcripts
 
     @activity.defn(name=INVOKE_TOOL_ACTIVITY)
     async def invoke_tool(self, call: ToolInvocation) -> ToolInvocationResult:

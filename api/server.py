@@ -7,11 +7,11 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 
 @contextlib.asynccontextmanager
-async def serve_in_background(app: FastAPI, *, host: str = "127.0.0.1", port: int | None = None
+async def serve_in_background(app: ASGIApp, *, host: str = "127.0.0.1", port: int | None = None
                               ) -> AsyncIterator[str]:
     """Serve `app` on a real socket in this event loop; yields its base URL and stops it afterwards. Without a
     `port` the system picks a free one when the socket is bound (no window in which another process takes it)."""

@@ -16,7 +16,6 @@ import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
-import uvicorn
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,6 +29,7 @@ from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers import OpenAIChatProvider
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
+from durable_agent.api.server import serve_in_background
 from durable_agent.workflows.prompt import CANCELLED_WHILE_RUNNING, CANCELLED_WHILE_WAITING
 from tests.support.workers import agent_worker
 
@@ -156,20 +156,9 @@ async def _endless_completion(request: Request) -> StreamingResponse:
 @contextlib.asynccontextmanager
 async def endless_llm() -> AsyncIterator[str]:
     """A real HTTP server (uvicorn) speaking OpenAI chat completions; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/v1/chat/completions", _endless_completion,
-                                                                   methods=["POST"])]),
-                                           host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    for _ in range(1000):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        await task
+    app = Starlette(routes=[Route("/v1/chat/completions", _endless_completion, methods=["POST"])])
+    async with serve_in_background(app) as url:
+        yield f"{url}/v1"
 
 
 async def test_cancel_stops_a_streaming_model_call(dev_env: WorkflowEnvironment) -> None:
