@@ -9,6 +9,7 @@ module of that name). `bench/` and `scripts/` use the product as an application 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,15 @@ def test_nothing_outside_the_tests_imports_from_them(folder: str) -> None:
     wrong = {str(path.relative_to(ROOT)): sorted(m for m in _imported_modules(path) if m.split(".")[0] == "tests")
              for path in _python_files(folder)}
     assert {path: found for path, found in wrong.items() if found} == {}
+
+
+def test_every_product_folder_is_an_installed_package() -> None:
+    """A sub-package (`cli/devserver/`, `workers/storage/`) is checked by the layer rules above (they walk every
+    folder) and is in the wheel only when pyproject.toml lists it: one missing there imports from a checkout but
+    not once installed."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {init.parent for package in PACKAGES for init in (ROOT / package).rglob("__init__.py")}
+    installed = {"durable_agent." + ".".join(folder.relative_to(ROOT).parts) for folder in folders}
+    assert installed - listed == set()
+    checked = {str(path.relative_to(ROOT)) for package in PACKAGES for path in _python_files(package)}
+    assert {"cli/devserver/process.py", "workers/storage/s3.py", "activities/model_round.py"} <= checked
