@@ -7,6 +7,7 @@ command modules). A new entry needs a reason in review, not just a bigger number
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,3 +30,12 @@ def test_no_product_module_is_over_the_limit() -> None:
     assert sizes, "the scan found the product"
     over = {path: n for path, n in sizes.items() if n > STILL_LARGER.get(path, LIMIT)}
     assert over == {}, f"over {LIMIT} lines (split by job; see docs/code-map.md): {over}"
+
+
+def test_the_code_map_names_modules_that_exist() -> None:
+    """docs/code-map.md names real modules and folders: a move that forgets the map fails here."""
+    text = (ROOT / "docs" / "code-map.md").read_text(encoding="utf-8")
+    folders = "|".join(PRODUCT)
+    named = set(re.findall(rf"`((?:{folders})/[\w/]*(?:\.py)?)`", text))
+    assert len(named) > 30, "the scan found the map's paths"
+    assert sorted(path for path in named if not (ROOT / path).exists()) == []
