@@ -14,12 +14,13 @@ from durable_agent.activities import telemetry
 from durable_agent.activities.heartbeats import LiveDetails, bound_log, heartbeating, payload_codec
 from durable_agent.activities.history import read_history_link
 from durable_agent.activities.planning import plan_call
-from durable_agent.activities.runtime import RuntimeActivities
+from durable_agent.activities.runtime import PreparedRound, RuntimeActivities
 from durable_agent.activities.transcripts import HistoryBroken, Transcript, TranscriptMissing
 from durable_agent.agent.context_window import ContextLimit, trim_messages
 from durable_agent.agent.errors import PluginPrepareError
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolSpec
 from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import Prompt
 from durable_agent.agent.output_schema import OutputSchema
 from durable_agent.agent.projection import project_prompt
 from durable_agent.agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
@@ -63,12 +64,23 @@ class ModelRoundActivity(RuntimeActivities):
         logger = bound_log(prompt_id=inp.prompt.id, round=inp.round, tier=inp.prompt.model)
         transcript = await self._transcript(inp, logger)
         prompt = inp.prompt.model_copy(update={"output": transcript.outputs})
+        prepared = await self._prepare(inp, prompt, logger)
+        schema = _output_schema(inp)
+        request = await self._request(inp, prompt, transcript, prepared, schema)
+        response, provider, position = await self._answer(inp, prompt, request, live, logger)
+        return self._plan(response, provider, position, request, prepared, schema)
+
+    async def _prepare(self, inp: RoundInput, prompt: Prompt, logger: Any) -> PreparedRound:
+        """The plugins' `prepare`: tools, context and state for this round."""
         try:
-            prepared = await self.runtime.prepare(prompt, inp.round, only=inp.plugins)
+            return await self.runtime.prepare(prompt, inp.round, only=inp.plugins)
         except PluginPrepareError as exc:
             logger.error("plugin prepare failed", error=str(exc))
             raise ApplicationError(str(exc), type=names.PLUGIN_PREPARE_ERROR, non_retryable=True) from exc
-        schema = _output_schema(inp)
+
+    async def _request(self, inp: RoundInput, prompt: Prompt, transcript: Transcript, prepared: PreparedRound,
+                       schema: OutputSchema | None) -> ModelRequest:
+        """The model request: instructions, the projected (and trimmed) messages, tools; plugins' `before_model`."""
         instructions = "\n\n".join(part for part in [inp.instructions or "", *prepared.context,
                                                        schema.instruction() if schema else ""] if part)
         # A system-initiated prompt has no user message; a neutral one keeps every provider's turn order valid.
@@ -77,17 +89,21 @@ class ModelRoundActivity(RuntimeActivities):
         if inp.context_max_messages or inp.context_max_tokens:
             limit = ContextLimit(max_messages=inp.context_max_messages, max_tokens=inp.context_max_tokens)
             messages = trim_messages(messages, limit)
-        settings = self.runtime.settings_for(prompt)
         # Built without validation: every part already is the model it must be (the messages come from the
-        # projection, most of them from the transcript cache), and validating them again cost ~1 ms per round
-        # at turn 500 of a conversation (2,000 messages).
+        # projection, most of them from the transcript cache), and validating them again is measurable at
+        # turn 500 of a conversation (2,000 messages).
         request = ModelRequest.model_construct(
             instructions=instructions, messages=messages, round=inp.round, prompt_id=prompt.id,
-            settings=settings, cache_key=prompt.conversation_id or prompt.id,
+            settings=self.runtime.settings_for(prompt), cache_key=prompt.conversation_id or prompt.id,
             tools=[ToolSpec(id=t.id, description=t.description, parameters=t.parameters_schema())
                    for t, _ in prepared.tools.values()],
         )
-        request = await self._before_model(request)
+        return await self._before_model(request)
+
+    async def _answer(self, inp: RoundInput, prompt: Prompt, request: ModelRequest, live: LiveDetails,
+                      logger: Any) -> tuple[ModelResponse, ModelProvider, int]:
+        """The model's answer (streamed or not, priced, after plugins' `after_model`), from the chain's model at
+        the round's fallback position; a failure retries, falls back to the next model, or ends the prompt."""
         chain = self.runtime.chain_for(prompt.model)
         position = min(inp.fallback, len(chain) - 1)
         provider = chain[position]
@@ -121,16 +137,20 @@ class ModelRoundActivity(RuntimeActivities):
             logger.error("model call failed", error=str(exc), status=exc.status)
             raise ApplicationError(str(exc), type=names.FATAL_MODEL_ERROR, non_retryable=True) from exc
         logger.debug("model responded", tool_calls=len(response.tool_calls), model=response.model)
+        return response, provider, position
+
+    def _plan(self, response: ModelResponse, provider: ModelProvider, position: int, request: ModelRequest,
+              prepared: PreparedRound, schema: OutputSchema | None) -> RoundResult:
+        """What the workflow does next: the tool calls planned, or the final answer checked against the schema."""
         calls = [plan_call(call, prepared.tools, self.runtime.decision_key, self.runtime.fast_tools.runs_local,
-                            four_eyes=self.runtime.four_eyes)
+                           four_eyes=self.runtime.four_eyes)
                  for call in response.tool_calls]
         data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
-        model_name = response.model or provider.name
         return RoundResult(
             reasoning=response.reasoning, text=response.text, calls=calls, usage=response.usage,
             plugin_state=prepared.plugin_state,
-            model=model_name, event_hooks=self.runtime.handles_events, data=data, output_error=output_error,
-            spec=_spec(provider), fallback=position,
+            model=response.model or provider.name, event_hooks=self.runtime.handles_events, data=data,
+            output_error=output_error, spec=_spec(provider), fallback=position,
             settings=request.settings if request.settings != ModelSettings() else None,
         )
 
