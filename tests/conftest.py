@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Temporal dev server per test session, a worker per test on a fresh queue."""
+"""Shared fixtures for both tiers: one real Temporal dev server per test session and a worker per test on a fresh
+queue (tests/temporal/), the fake LLM server of the provider tests (tests/unit/ too); and the `slow` marker."""
 
 from __future__ import annotations
 
@@ -13,6 +14,21 @@ from durable_agent.cli.devserver.binaries import temporal_cli_path, test_server_
 from durable_agent.workers.plugin import DurableAgentPlugin
 from tests.fakes.llm_server import PROTOCOLS, FakeLLMServer, WireProtocol
 from tests.support.workers import TEST_SETTINGS
+
+# The longest runs (crash and kill loops, Chromium, docker compose configs, wheel installs), all in tests/temporal/:
+# `pytest -m "not slow"` leaves them out, scripts/test runs everything (tests/unit/test_tiers.py checks the names).
+SLOW_MODULES = frozenset({
+    "test_crash_harness", "test_tracing_crash", "test_durability", "test_junk_payloads",  # crash and soak
+    "test_ui_screenshot", "test_web_pages", "test_pages_truth",  # Chromium
+    "test_compose", "test_compose_observability",  # docker compose configurations
+    "test_install",  # wheels and fresh venvs
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest_asyncio.fixture(scope="session")

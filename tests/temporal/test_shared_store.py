@@ -36,7 +36,7 @@ from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support import bigblobs
 from tests.support.processes import DAGENT_CMD
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 THRESHOLD = 20_000  # payloads from 20 KB on go to the store, so every round's big data does
 BIG_INPUT = "Please write the tides report. " + bigblobs.big_text("input", 90_000)
@@ -225,7 +225,7 @@ async def test_gcs_store_round_trip(dev_env: WorkflowEnvironment, tmp_path: Path
     a prompt whose big input and tool output go through the bucket, and a file read back by the client."""
     from gcp_storage_emulator.server import create_server
 
-    from tests.test_prompt_workflow import show_media
+    from tests.temporal.test_prompt_workflow import show_media
 
     server = create_server("127.0.0.1", 0, in_memory=True, default_bucket="dagent-gcs")
     server.start()

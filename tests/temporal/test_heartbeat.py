@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from tests.test_durability import Rig, ledger_lines, started_rig
+from tests.temporal.test_durability import Rig, ledger_lines, started_rig
 
 
 @pytest_asyncio.fixture

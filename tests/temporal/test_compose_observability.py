@@ -1,5 +1,5 @@
 """docker-compose.yml's optional observability profiles (Jaeger, Prometheus) and their configuration,
-checked offline like tests/test_compose.py (compose v1 lint and `config`, no Docker engine)."""
+checked offline like tests/temporal/test_compose.py (compose v1 lint and `config`, no Docker engine)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import subprocess
 from typing import Any
 
-from tests.test_compose import COMPOSE_PYTHON, ROOT, _resolved_config
+from tests.temporal.test_compose import COMPOSE_PYTHON, ROOT, _resolved_config
 
 
 def _yaml(path: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Graceful drain (issue 27): SIGTERM lets a running tool finish on its worker instead of running it twice.
 
-Real dev server, workers as `dagent worker` subprocesses (tests/test_durability.py's rig). Worker A runs a
+Real dev server, workers as `dagent worker` subprocesses (tests/temporal/test_durability.py's rig). Worker A runs a
 3-second tool (tests/support/drain_tools.py); A gets SIGTERM as soon as the tool starts, and worker B is
 started. With the drain period longer than the tool, the tool finishes once, on A, A exits 0 after it, and
 the prompt's next model round runs on B. With a period shorter than the tool, the tool is cancelled when the
@@ -24,7 +24,7 @@ from temporalio.api.enums.v1 import EventType
 from durable_agent.client import PromptHandle
 from durable_agent.workflows.names import MODEL_ROUND_ACTIVITY
 from tests.support.jsonl import read_lines
-from tests.test_durability import Rig, WorkerProcess
+from tests.temporal.test_durability import Rig, WorkerProcess
 
 
 class DrainRig(Rig):
@@ -142,7 +142,7 @@ def test_compose_gives_the_worker_longer_than_its_drain_period() -> None:
     """docker-compose.yml: the engine's SIGKILL comes after the worker's own drain period has run out."""
     from durable_agent.workers.durations import parse_duration
     from durable_agent.workers.settings import Settings
-    from tests.test_compose import _resolved_config
+    from tests.temporal.test_compose import _resolved_config
 
     worker = _resolved_config()["services"]["worker"]
     grace = Settings.from_env({"DAGENT_GRACEFUL_SHUTDOWN": worker["environment"]["DAGENT_GRACEFUL_SHUTDOWN"]})

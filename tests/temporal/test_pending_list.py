@@ -2,7 +2,7 @@
 started before prompts kept their waiting calls in their memo: workflow version 1) has no worker: the others
 are listed, that one is named as not answering, and nothing waits for it (real dev server, in-process
 workers on their own task queues). Prompts with the memo are listed without any worker:
-tests/test_pending_visibility.py."""
+tests/temporal/test_pending_visibility.py."""
 
 from __future__ import annotations
 

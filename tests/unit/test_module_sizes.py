@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("agent", "workflows", "activities", "workers", "client", "api", "cli", "plugins", "durable_agent")
 LIMIT = 400
 STILL_LARGER = {  # path: the most lines it may have until it is split

@@ -30,7 +30,7 @@ from durable_agent.cli.devserver import free_port
 from durable_agent.workers.settings import Settings
 from tests.support.workers import agent_worker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 LAYERS = ("agent", "workflows", "activities", "workers", "plugins", "client", "cli", "api")

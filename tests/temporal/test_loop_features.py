@@ -154,7 +154,7 @@ async def test_structured_output_retries_then_records_data(dev_env: WorkflowEnvi
                     '{"city": "Paris", "temperature": 18}'])
     model = ScriptedModel(lambda request: text(next(answers)))
     async with agent_worker(dev_env, plugins=[tools_plugin], model=model) as client:
-        handle = await client.start("weather as JSON", output_schema="tests.test_loop_features:Answer")
+        handle = await client.start("weather as JSON", output_schema="tests.temporal.test_loop_features:Answer")
         prompt = await handle.result()
     assert prompt.state == "completed"
     assert prompt.output[-1] == DataOutput(data={"city": "Paris", "temperature": 18})

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest_asyncio
 
 from durable_agent.workflows.prompt import MODEL_HEARTBEAT_TIMEOUT
-from tests.test_durability import Rig, ledger_lines, started_rig
+from tests.temporal.test_durability import Rig, ledger_lines, started_rig
 
 
 @pytest_asyncio.fixture

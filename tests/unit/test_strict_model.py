@@ -41,7 +41,7 @@ def test_the_api_config_still_hides_keys_in_its_errors() -> None:
 
 def test_no_model_spells_out_its_own_strictness() -> None:
     """Strictness comes from the one base: a model that writes `extra="forbid"` itself is a second copy."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     copies = [str(path.relative_to(root)) for folder in ("agent", "workflows", "activities", "workers", "client",
                                                          "cli", "api", "plugins")
               for path in sorted((root / folder).rglob("*.py"))

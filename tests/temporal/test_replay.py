@@ -16,7 +16,7 @@ from temporalio.worker import Replayer
 from durable_agent.workers.plugin import DurableAgentPlugin
 from tests.support.workers import TEST_SETTINGS
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_with_correction",
             "prompt_rejected", "prompt_deferred_batch", "prompt_invalid_calls", "prompt_failed",
             "prompt_steered_while_waiting", "prompt_cancelled_while_waiting", "prompt_parallel_calls",

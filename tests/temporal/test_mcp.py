@@ -31,7 +31,7 @@ from durable_agent.client import AgentClient
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.workers import TEST_SETTINGS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def stdio_server(name: str = "fake", **options: object) -> MCPServer:

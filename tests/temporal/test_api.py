@@ -92,7 +92,7 @@ async def test_approve_with_corrected_arguments_records_the_principal(dev_env: W
 async def test_approvals_list_shows_a_prompt_whose_worker_is_down(dev_env: WorkflowEnvironment) -> None:
     """A waiting prompt whose worker is gone cannot answer a query, but the list needs none: its waiting calls
     are in its memo, listed from visibility (a prompt without a memo is asked for at most
-    `pending_query_seconds`: tests/test_pending_list.py)."""
+    `pending_query_seconds`: tests/temporal/test_pending_list.py)."""
     async with api_stack(dev_env) as orphaned_stack:
         orphan = await _start(orphaned_stack, "alice", "pay bob 250")
         await _wait_state(orphaned_stack, orphan, "waiting_for_approval")

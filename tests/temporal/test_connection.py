@@ -28,7 +28,7 @@ from tests.support.processes import DAGENT_CMD
 from tests.support.tls_proxy import TLSProxy, server_context
 from tests.support.workers import TEST_SETTINGS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -82,7 +82,7 @@ def _settings(env: dict[str, str], **update: object) -> Settings:
 
 async def _complete_prompt(settings: Settings) -> None:
     """A worker and a client, both connected with `settings`, complete a prompt with a tool round."""
-    from tests.test_prompt_workflow import math_plugin
+    from tests.temporal.test_prompt_workflow import math_plugin
 
     model = ScriptedModel([tool_calls(("math.add", {"a": 2, "b": 3})), text("five")])
     settings = settings.model_copy(update={"task_queue": f"tls-{uuid.uuid4().hex[:8]}"})

@@ -21,7 +21,7 @@ from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support import bigblobs
 from tests.support.processes import DAGENT_CMD
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ghost(root: Path, workflow_id: str, age: timedelta) -> Path:

@@ -1,7 +1,7 @@
 """The legacy fence (workflows/legacy.py) lists the old side of every patch, and only real patches.
 
 A new patch without its entry fails here, so the next drain (the rule in workflows/versions.py) finds every
-branch it deletes in one place. That the old shapes still replay is tests/test_replay.py's job.
+branch it deletes in one place. That the old shapes still replay is tests/temporal/test_replay.py's job.
 """
 
 from __future__ import annotations

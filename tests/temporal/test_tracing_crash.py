@@ -26,7 +26,7 @@ from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support import traced
 from tests.support.processes import WorkerProcess
 from tests.support.workers import TEST_SETTINGS
-from tests.test_tracing import traced_client
+from tests.temporal.test_tracing import traced_client
 
 TEST_PAYLOAD_DIR = str(Path(TEST_SETTINGS.payload_dir).absolute())
 

@@ -11,7 +11,7 @@ state, and the valid actions still work: the waiting call is approved, the runni
 conversation answers and closes.
 
 Example count: `DAGENT_JUNK_EXAMPLES` (default 40, derandomized so CI is reproducible); a big run, e.g.
-`DAGENT_JUNK_EXAMPLES=2000 pytest tests/test_junk_payloads.py`, draws fresh random examples each time.
+`DAGENT_JUNK_EXAMPLES=2000 pytest tests/temporal/test_junk_payloads.py`, draws fresh random examples each time.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The version guard around the one private SDK class the project subclasses (workers/plugin.py `_ContextsByCall`,
 over the sandbox runner's `_Instance`): it accepts the installed temporalio, refuses a changed shape, and with
-the guard off the runner falls back to Temporal's own sandboxed instances. (tests/test_sandbox_runner.py checks
+the guard off the runner falls back to Temporal's own sandboxed instances. (tests/temporal/test_sandbox_runner.py checks
 that, with the guard on, every answer equals the SDK's own.) Runs in the fast set of scripts/test-matrix, so the
 lowest and the newest temporalio both go through it."""
 

@@ -36,7 +36,7 @@ def _history() -> list[Prompt]:
 
 class _Store:
     """An in-memory content-addressed store standing in for the file store (the real one is exercised by
-    tests/test_history_by_reference.py against a real worker)."""
+    tests/temporal/test_history_by_reference.py against a real worker)."""
 
     def __init__(self) -> None:
         self.blobs: dict[str, bytes] = {}
@@ -92,7 +92,7 @@ def test_only_large_tool_outputs_travel_by_reference() -> None:
 
 def test_no_activity_reads_a_workflow() -> None:
     """The worker's side takes the round's input and a link loader: no workflow handle, query or history read
-    anywhere in the activities (tests/test_history_by_reference.py checks the same on a running worker)."""
+    anywhere in the activities (tests/temporal/test_history_by_reference.py checks the same on a running worker)."""
     source = inspect.getsource(activities.transcripts)
     assert "client" not in source
     for module in Path(activities.__file__).parent.glob("*.py"):

@@ -28,9 +28,9 @@ from durable_agent.workers.settings import Settings
 from durable_agent.workers.storage.codec import AESGCMCodec, CodecKeyError, codec_from_env, parse_keys
 from durable_agent.workers.storage.codec_server import serve
 from durable_agent.workers.worker import build_runtime, create_worker
-from tests.test_prompt_workflow import math_plugin
+from tests.temporal.test_prompt_workflow import math_plugin
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MARKER = "walrus-ember-93kq"
 KEY_1 = base64.b64encode(b"1" * 32).decode()
 KEY_2 = base64.b64encode(b"2" * 32).decode()

@@ -41,7 +41,7 @@ from durable_agent.workflows.protocol import PendingApproval
 from tests.support.api import api_config, auth, key_pair
 from tests.support.ledger import CHARGE_AMOUNT
 from tests.support.workers import TEST_SETTINGS, agent_worker
-from tests.test_durability import Rig
+from tests.temporal.test_durability import Rig
 
 T = TypeVar("T")
 RUNS: Counter[str] = Counter()

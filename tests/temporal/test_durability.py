@@ -39,7 +39,7 @@ from tests.support.records import shape
 
 T = TypeVar("T")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PROMPT_INPUT = "Note it, then charge the customer."
 READY_MARKER = "worker on "
 STICKY_GUARD_S = 7.0  # the SDK's default sticky timeout (10 s) would exceed this; ours (2 s) stays well under

@@ -21,7 +21,7 @@ import pytest
 
 from durable_agent.cli.devserver import free_port
 from tests.support.processes import DAGENT_CMD
-from tests.test_cli import cli_env, dagent, worker_process  # noqa: F401 - fixtures
+from tests.temporal.test_cli import cli_env, dagent, worker_process  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux missing: scripts/system-deps installs it")
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from tests.test_cli import cli_env, dagent, worker_process  # noqa: F401 - fixtures
+from tests.temporal.test_cli import cli_env, dagent, worker_process  # noqa: F401 - fixtures
 
 
 def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:

@@ -20,7 +20,7 @@ import pytest
 from durable_agent.cli.devserver import DYNAMIC_CONFIG, SEARCH_ATTRIBUTES, DevServer
 from durable_agent.cli.devserver.binaries import temporal_cli_path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 LINT_SCRIPT = ROOT / "scripts" / "compose-lint"
 COMPOSE_BIN = ROOT / ".venv-compose" / "bin" / "docker-compose"

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from tests.support.processes import DAGENT_CMD, REPO_ROOT
-from tests.test_cli import cli_env, dagent  # noqa: F401 - fixtures
-from tests.test_terminal import Terminal, terminal_factory  # noqa: F401 - fixtures
+from tests.temporal.test_cli import cli_env, dagent  # noqa: F401 - fixtures
+from tests.temporal.test_terminal import Terminal, terminal_factory  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.skipif(subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
                                 reason="tmux missing: scripts/system-deps installs it")

@@ -23,8 +23,8 @@ from durable_agent.agent.tools import Approval, tool
 from tests.support.ledger import BATCH_AMOUNTS, BATCH_INPUT
 from tests.support.processes import DAGENT_CMD
 from tests.support.workers import agent_worker
-from tests.test_durability import Rig
-from tests.test_parallel_calls import tool_activity_timeline
+from tests.temporal.test_durability import Rig
+from tests.temporal.test_parallel_calls import tool_activity_timeline
 
 RUNS: Counter[str] = Counter()
 
