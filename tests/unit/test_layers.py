@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "workflows": {"agent"},
     "activities": {"agent", "workflows"},
     "workers": {"agent", "workflows", "activities"},
-    "client": {"agent", "workflows", "activities", "workers"},
+    "client": {"agent", "workflows", "workers"},  # a client runs no activity code
     "api": {"agent", "workflows", "activities", "workers", "client"},
     "cli": {"agent", "workflows", "activities", "workers", "client", "api"},
 }
