@@ -9,6 +9,7 @@ module of that name). `bench/` and `scripts/` use the product as an application 
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from pathlib import Path
 
@@ -30,17 +31,18 @@ ALLOWED: dict[str, set[str]] = {
 FOLDERS_OF_OURS = (*PACKAGES, "durable_agent", "tests", "bench", "scripts")
 
 
-def _imported_modules(path: Path) -> set[str]:
+@functools.cache  # every file is parsed once, whatever number of rules read it
+def _imported_modules(path: Path) -> frozenset[str]:
     modules: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             modules.add(node.module)
-    return modules
+    return frozenset(modules)
 
 
-def _layers(modules: set[str]) -> set[str]:
+def _layers(modules: frozenset[str]) -> set[str]:
     """The product layers among `modules` (`durable_agent.workers.x` -> `workers`), and `temporalio`."""
     layers = set()
     for module in modules:
