@@ -92,3 +92,22 @@ def test_every_product_folder_is_an_installed_package() -> None:
     assert installed - listed == set()
     checked = {str(path.relative_to(ROOT)) for package in PACKAGES for path in _python_files(package)}
     assert {"cli/devserver/process.py", "workers/storage/s3.py", "activities/model_round.py"} <= checked
+
+
+def _module_exists(name: str) -> bool:
+    parts = name.split(".")
+    if parts[0] != "durable_agent" or len(parts) == 1:
+        return True
+    if len(parts) == 2 and parts[1] not in PACKAGES:  # a module of the front door package itself
+        return (ROOT / "durable_agent" / f"{parts[1]}.py").exists()
+    path = ROOT.joinpath(*parts[1:])
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("folder", FOLDERS_OF_OURS)
+def test_every_import_of_ours_names_a_module_that_exists(folder: str) -> None:
+    """Also the imports inside functions (the CLI's lazy ones), which nothing else checks before a command runs:
+    after a module moves (`workers/devserver.py` -> `cli/devserver/`), an old path fails here."""
+    missing = {str(path.relative_to(ROOT)): sorted(m for m in _imported_modules(path) if not _module_exists(m))
+               for path in _python_files(folder)}
+    assert {path: found for path, found in missing.items() if found} == {}
