@@ -151,3 +151,12 @@ class AgentRuntime:
                 if tool_id.startswith(f"{server.name}."):
                     return await self.mcp.find(server, tool_id)
         return None
+
+
+class RuntimeActivities:
+    """Base of each activity family (model round, tool calls, history): the worker's runtime, and its transcript
+    cache, shared by every worker of this process (workflow and model queues)."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
+        self.transcripts = runtime.transcripts

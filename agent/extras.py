@@ -28,7 +28,7 @@ EXTRAS: dict[Extra, tuple[str, ...]] = {
     "api": ("fastapi", "uvicorn", "sse_starlette", "ag_ui"),
     "mcp": ("mcp",),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
-    "server": (),  # a binary, not a module: workers/binaries.py looks for the `temporal` executable
+    "server": (),  # a binary, not a module: cli/devserver/binaries.py looks for the `temporal` executable
     "s3": ("aioboto3",),
     "gcs": ("gcloud.aio.storage",),
     "bedrock": ("boto3",),

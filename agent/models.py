@@ -52,6 +52,8 @@ class ToolSuccess(_Model):
 
 
 class ToolError(_Model):
+    """A call that failed; `error` is what the model is told."""
+
     type: Literal["error"] = "error"
     error: str
 
@@ -86,12 +88,16 @@ class Decision(_Model):
 
 
 class TextOutput(_Model):
+    """What the model said in one round: its final answer, or what it said along with the tool calls it asked
+    for. Later rounds send it back to the model as the assistant's text."""
+
     type: Literal["text"] = "text"
     text: str
 
 
 class ToolOutput(_Model):
-    """One tool call. `result` is None only while the call is being invoked."""
+    """One tool call: the model's arguments (`input`; the corrected ones when `decision` holds an approver's
+    correction) and its result, which is None only while the call is being invoked."""
 
     type: Literal["tool"] = "tool"
     id: str

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from durable_agent.agent.strict import StrictModel
-from durable_agent.workers.settings import _pem
+from durable_agent.workers.env_values import pem
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 
@@ -116,7 +116,7 @@ class ApiConfig(_Model):
         env = os.environ if env is None else env
         path = path or (Path(env["DAGENT_API_CONFIG"]) if env.get("DAGENT_API_CONFIG") else None)
         data = tomllib.loads(path.read_text()) if path else {}
-        if key := _pem(env, "DAGENT_DECISION_PRIVATE_KEY"):
+        if key := pem(env, "DAGENT_DECISION_PRIVATE_KEY"):
             data["decision_private_key"] = key
         if jwks := env.get("DAGENT_OIDC_JWKS_URL"):
             data["oidc"] = {"jwks_url": jwks, "issuer": env.get("DAGENT_OIDC_ISSUER") or None,

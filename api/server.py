@@ -7,17 +7,15 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import uvicorn
-from fastapi import FastAPI
-
-from durable_agent.workers.devserver import free_port
+from starlette.types import ASGIApp
 
 
 @contextlib.asynccontextmanager
-async def serve_in_background(app: FastAPI, *, host: str = "127.0.0.1", port: int | None = None
+async def serve_in_background(app: ASGIApp, *, host: str = "127.0.0.1", port: int | None = None
                               ) -> AsyncIterator[str]:
-    """Serve `app` on a real socket in this event loop; yields its base URL and stops it afterwards."""
-    port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+    """Serve `app` on a real socket in this event loop; yields its base URL and stops it afterwards. Without a
+    `port` the system picks a free one when the socket is bound (no window in which another process takes it)."""
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port or 0, log_level="warning", lifespan="on",
                                            timeout_graceful_shutdown=1))
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -25,6 +23,7 @@ async def serve_in_background(app: FastAPI, *, host: str = "127.0.0.1", port: in
             task.result()
             raise RuntimeError("the API server stopped while starting")
         await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield f"http://{host}:{port}"
     finally:

@@ -35,8 +35,8 @@ from durable_agent.agent.tools import tool
 from durable_agent.api import create_app
 from durable_agent.api.config import ApiConfig, ApiKey
 from durable_agent.api.server import serve_in_background
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, PromptHandle
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_worker
 

@@ -25,8 +25,8 @@ from durable_agent.agent.models import ToolOutput
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_worker
 

@@ -40,8 +40,8 @@ from bench.sides import product_settings
 from durable_agent.api import create_app
 from durable_agent.api.config import ApiConfig, ApiKey
 from durable_agent.api.server import serve_in_background
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.worker import connect
 from durable_agent.workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
 from durable_agent.workflows.pending_memo import PENDING_MEMO_KEY, pending_memo

@@ -32,8 +32,8 @@ from bench.config import REPO
 from bench.otlp_receiver import OtlpReceiver
 from bench.scenario import Scenario
 from bench.sides import WorkerProcess
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 
 SHORT, LONG = 2, 20

@@ -30,8 +30,8 @@ from temporalio.worker import Worker
 from bench import plugin as bench_plugin
 from bench.baseline import WORKFLOW_NAME, BaselineInput, BaselineWorkflow, model_activity, tool_activity
 from bench.scenario import Scenario
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_worker
 

@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.profile_worker --no-profile --bursts 3  # CPU per prompt only (no profiler overhead)
     .venv/bin/python -m bench.profile_worker --sides durable-agent-sandbox-off --top 40 --keep bench/results/prof
 
-Starts its own dev server (`workers.devserver.DevServer`), then for each side a worker subprocess built the
+Starts its own dev server (`cli.devserver.DevServer`), then for each side a worker subprocess built the
 way `dagent worker` builds it (`Settings.from_env`, `build_runtime`, `connect`, `create_worker`, with the
 bench plugin and scripted model; `durable-agent-sandbox-off`: `DAGENT_WORKFLOW_SANDBOX=off`) or the way
 `bench.baseline` does. The only difference: the worker gets a thread pool for workflow activations that
@@ -332,7 +332,7 @@ class SideWorker:
 async def drive(args: argparse.Namespace, workdir: Path, db_dir: Path) -> dict[str, dict[str, Any]]:
     """Every side's worker runs throughout; bursts go to the sides in turn (rotated each round), so a change
     in the machine's load falls on all sides alike."""
-    from durable_agent.workers.devserver import DevServer
+    from durable_agent.cli.devserver import DevServer
 
     server = DevServer(db_file=db_dir / f"dagent-prof-{uuid.uuid4().hex[:8]}.db", log_file=workdir / "temporal.log")
     await server.start_async()

@@ -37,7 +37,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from bench.measure import start_workers
 from bench.scenario import Scenario
 from bench.sides import BaselineSide, ProductSide, Side, product_settings
-from durable_agent.workers.devserver import DevServer
+from durable_agent.cli.devserver import DevServer
 from durable_agent.workers.worker import connect
 
 E = EventType

@@ -73,7 +73,7 @@ from bench.config import BASELINE, PRODUCT, RESULTS, SECTIONS, Config, log
 from bench.report import build_rows, code_version, render
 from bench.sections import Bench
 from bench.sides import BaselineSide, ProductSide, product_settings
-from durable_agent.workers.devserver import DevServer
+from durable_agent.cli.devserver import DevServer
 from durable_agent.workers.worker import connect
 
 

@@ -216,7 +216,7 @@ async def compare(client: Client, settings: Settings, watchers: int, *, gates: b
 
 
 async def main_async(watchers: int) -> None:
-    from durable_agent.workers.devserver import DevServer
+    from durable_agent.cli.devserver import DevServer
     from durable_agent.workers.worker import connect
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -145,8 +145,8 @@ def server(
     db_file: Annotated[Path, typer.Option(help="SQLite file: state survives restarts")] = Path(".dagent/temporal.db"),
 ) -> None:
     """Run the embedded Temporal dev server (with UI and persistent storage) until Ctrl-C (`server` extra)."""
-    from durable_agent.workers.binaries import temporal_cli_path
-    from durable_agent.workers.devserver import DevServer
+    from durable_agent.cli.devserver import DevServer
+    from durable_agent.cli.devserver.binaries import temporal_cli_path
 
     temporal_cli_path()  # MissingExtra: one line naming the `server` extra
     _port_free("127.0.0.1", port, "--port")
@@ -191,9 +191,9 @@ def worker(
     async def main() -> int:
         from contextlib import AsyncExitStack
 
-        from durable_agent.workers.blobstore import check_store
         from durable_agent.workers.connection import describe_security
         from durable_agent.workers.observability import flush_traces
+        from durable_agent.workers.storage.stores import check_store
         from durable_agent.workers.worker import build_runtime, connect, create_workers
 
         await check_store(settings.blob_objects())  # refuse to start without a usable store
@@ -624,7 +624,7 @@ def codec_server(
 
     Keys from DAGENT_CODEC_KEYS; every request must carry `Authorization: Bearer $DAGENT_CODEC_AUTH_TOKEN`
     when that variable is set."""
-    from durable_agent.workers.codec_server import serve
+    from durable_agent.workers.storage.codec_server import serve
 
     settings = _settings(None)
     origins = list(cors_origin or settings.codec_cors_origins or [settings.ui_url])
@@ -655,7 +655,7 @@ app.add_typer(store_app, name="store")
 @store_app.command("check")
 def store_check() -> None:
     """Write and read back a probe object: exit 0 when the configured store is usable."""
-    from durable_agent.workers.blobstore import check_store
+    from durable_agent.workers.storage.stores import check_store
 
     settings = _settings(None)
 
@@ -678,8 +678,8 @@ def store_sweep(
     rule, see docs/deploying.md)."""
     from datetime import timedelta
 
-    from durable_agent.workers.blobstore import DirectoryObjects
     from durable_agent.workers.retention import sweep_directory
+    from durable_agent.workers.storage.local import DirectoryObjects
     from durable_agent.workers.worker import connect
 
     settings = _settings(address, profile)
@@ -801,7 +801,7 @@ def demo(
 ) -> None:
     """The quick start: embedded dev server + worker + a prompt that needs an approval (`server` extra)."""
     from durable_agent.cli.demo import run_demo
-    from durable_agent.workers.binaries import temporal_cli_path
+    from durable_agent.cli.devserver.binaries import temporal_cli_path
 
     temporal_cli_path()  # MissingExtra: one line naming the `server` extra
     if trace:

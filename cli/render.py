@@ -7,18 +7,8 @@ from typing import assert_never
 
 from pydantic import JsonValue
 
-from durable_agent.agent.models import (
-    DataOutput,
-    Decision,
-    FileOutput,
-    MessageOutput,
-    Prompt,
-    PromptOutput,
-    ReasoningOutput,
-    TextOutput,
-    ToolOutput,
-    WidgetOutput,
-)
+from durable_agent.agent import models as m
+from durable_agent.agent.models import Decision, Prompt, PromptOutput
 
 MAX_VALUE_CHARS = 160
 
@@ -82,9 +72,9 @@ def describe_output(entry: PromptOutput, undecided: int | None = None) -> str:
     """One entry as a line. `undecided`: the prompt waits for that many decisions, so a call that has its
     decision but no result yet waits for them (it is said so), rather than running or waiting itself."""
     match entry:
-        case TextOutput():
+        case m.TextOutput():
             return f"text    {entry.text}"
-        case ToolOutput():
+        case m.ToolOutput():
             head = f"tool    {entry.tool} {short(entry.input)} [{entry.id}]"
             result = entry.result
             if undecided is not None and entry.decision is not None and (result is None or result.type == "pending"):
@@ -106,15 +96,15 @@ def describe_output(entry: PromptOutput, undecided: int | None = None) -> str:
                     return f"{head} → error: {result.error}{decided}"
                 case "pending":
                     return f"{head} → waiting for approval: {result.reason}"
-        case FileOutput():
+        case m.FileOutput():
             return f"file    {entry.name} ({entry.media_type}, {entry.size} bytes) {entry.content_ref}"
-        case WidgetOutput():
+        case m.WidgetOutput():
             return f"widget  {entry.widget}: {entry.fallback_text or short(entry.data)}"
-        case DataOutput():
+        case m.DataOutput():
             return f"data    {short(entry.data)}"
-        case MessageOutput():
+        case m.MessageOutput():
             return f"{entry.role:<7} {entry.text}"
-        case ReasoningOutput():
+        case m.ReasoningOutput():
             return f"reason  {entry.summary or '(reasoning not shown)'}"
         case _:
             assert_never(entry)

@@ -123,25 +123,20 @@ def _simple(verb: str, schedule_id: str, address: str | None) -> None:
     _run(address, work)
 
 
-@schedule_app.command("pause")
-def schedule_pause(schedule_id: IdArgument, address: AddressOption = None) -> None:
-    """Stop starting runs until unpaused."""
-    _simple("paused", schedule_id, address)
+def _simple_command(name: str, verb: str, help_text: str) -> None:
+    """Register `dagent schedule <name> ID`: one call on the schedule's handle, then `schedule ID <verb>`."""
+
+    def command(schedule_id: IdArgument, address: AddressOption = None) -> None:
+        _simple(verb, schedule_id, address)
+
+    command.__doc__ = help_text
+    schedule_app.command(name)(command)
 
 
-@schedule_app.command("unpause")
-def schedule_unpause(schedule_id: IdArgument, address: AddressOption = None) -> None:
-    """Start runs again on the spec."""
-    _simple("unpaused", schedule_id, address)
-
-
-@schedule_app.command("trigger")
-def schedule_trigger(schedule_id: IdArgument, address: AddressOption = None) -> None:
-    """Start one run now (subject to the overlap policy)."""
-    _simple("triggered", schedule_id, address)
-
-
-@schedule_app.command("delete")
-def schedule_delete(schedule_id: IdArgument, address: AddressOption = None) -> None:
-    """Delete the schedule (prompts it started are kept)."""
-    _simple("deleted", schedule_id, address)
+for _name, _verb, _help in [
+    ("pause", "paused", "Stop starting runs until unpaused."),
+    ("unpause", "unpaused", "Start runs again on the spec."),
+    ("trigger", "triggered", "Start one run now (subject to the overlap policy)."),
+    ("delete", "deleted", "Delete the schedule (prompts it started are kept)."),
+]:
+    _simple_command(_name, _verb, _help)

@@ -143,12 +143,9 @@ def describe_spec(spec: ScheduleSpec) -> str:
     parts = [f"cron {c}" for c in spec.cron_expressions]
     parts += [f"every {format_interval(i.every)}" for i in spec.intervals]
     parts += ["calendar" for _ in spec.calendars] if not spec.cron_expressions else []
-    text = ", ".join(parts) or "(no spec)"
-    if spec.jitter:
-        text += f" jitter {format_interval(spec.jitter)}"
-    if spec.time_zone_name:
-        text += f" ({spec.time_zone_name})"
-    return text
+    jitter = f" jitter {format_interval(spec.jitter)}" if spec.jitter else ""
+    zone = f" ({spec.time_zone_name})" if spec.time_zone_name else ""
+    return (", ".join(parts) or "(no spec)") + jitter + zone
 
 
 def format_interval(value: timedelta) -> str:

@@ -7,7 +7,7 @@ The settings table comes from the `Settings` pydantic model (workers/settings.py
 variable(s) and the text from the field's description (`"DAGENT_X: what it does"`), the default from the
 field, grouped by the `# --- ... ---` comments of the class body. The CLI reference is typer's own Markdown
 (`typer.cli.get_docs_for_click`, what `typer ... utils docs` prints) for the `dagent` app (cli/app.py).
-tests/test_docs.py fails when a committed page differs from what this script writes.
+tests/temporal/test_docs.py fails when a committed page differs from what this script writes.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from temporalio.client import WorkflowHandle
 
 from durable_agent.agent.messages import ModelRequest, ModelResponse, UserMessage
 from durable_agent.agent.providers.scripted import ScriptedModel
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, PromptHandle
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_model_worker, create_worker
 from durable_agent.workflows.budgets import PromptBudget

@@ -84,7 +84,7 @@ class _ContextsByCall(SandboxedInstance):  # type: ignore[misc,valid-type]
     3-round prompt, ~20 ms of worker CPU). The answer is a lookup in the instance's pending commands that
     imports nothing and runs no workflow code, so calling the in-sandbox instance directly gives the same
     context without the hook. Relies on the sandbox runner's private `_Instance`, behind the version guard
-    `sandbox_instance_fits` (tests/test_sandbox_runner.py compares every answer with the SDK's own)."""
+    `sandbox_instance_fits` (tests/temporal/test_sandbox_runner.py compares every answer with the SDK's own)."""
 
     def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
         return self.globals_and_locals["__temporal_in_sandbox"].get_serialization_context(command_info)  # type: ignore[no-any-return,attr-defined]

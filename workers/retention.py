@@ -29,7 +29,10 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.workers.blobstore import DirectoryObjects, ObjectClient, S3Objects, encode_segment
+from durable_agent.workers.storage.files import encode_segment
+from durable_agent.workers.storage.local import DirectoryObjects
+from durable_agent.workers.storage.objects import ObjectClient
+from durable_agent.workers.storage.s3 import S3Objects
 
 DEFAULT_GRACE = timedelta(hours=1)
 

@@ -1,17 +1,16 @@
 """Configuration: one `Settings`, read once from the environment (`Settings.from_env()`).
 
-This is the only module that reads environment variables. Everything else receives a `Settings` (or the
-values it needs from one). Defaults run offline out of the box: a local dev server, the scripted demo
-model and the demo plugin.
+This is the only module that reads environment variables (parsed by workers/env_values.py). Everything else
+receives a `Settings` (or the values it needs from one). Defaults run offline out of the box: a local dev
+server, the scripted demo model and the demo plugin.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
@@ -19,14 +18,18 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
 
-from durable_agent.agent.model_settings import ModelSettings, check_settings_json
+from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.providers.specs import chain_specs, provider_of
-from durable_agent.workers.blobstore import BlobFileStore, DirectoryObjects, ObjectClient, objects_for
-from durable_agent.workers.codec import AESGCMCodec, codec_for
 from durable_agent.workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 from durable_agent.workers.durations import parse_duration
+from durable_agent.workers.env_values import model_settings, pem, positive_number, provider_map, tristate
 from durable_agent.workers.observability import ObservabilityConfig
-from durable_agent.workers.storage import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from durable_agent.workers.storage.codec import AESGCMCodec, codec_for
+from durable_agent.workers.storage.converter import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from durable_agent.workers.storage.files import BlobFileStore
+from durable_agent.workers.storage.local import DirectoryObjects
+from durable_agent.workers.storage.objects import ObjectClient
+from durable_agent.workers.storage.stores import objects_for
 from durable_agent.workflows.protocol import ModelRouting
 
 DEFAULT_TASK_QUEUE = "durable-agent"
@@ -36,47 +39,6 @@ WorkflowSandbox = Literal["off", "on", "strict"]
 WorkerQueues = Literal["all", "workflows", "models"]
 GrpcCompressionMode = Literal["auto", "gzip", "none"]
 DecisionMode = Literal["open", "signed"]
-_PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")  # the `provider` of a `provider:model` spec
-
-
-def _tristate(value: str | None) -> bool | None:
-    if value is None or value.strip().lower() in ("", "auto"):
-        return None
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
-def _model_settings(env: Mapping[str, str], var: str) -> ModelSettings | None:
-    value = env.get(var, "").strip()
-    return check_settings_json(value, source=var) if value else None
-
-
-def _optional_number(env: Mapping[str, str], var: str, kind: type[int] | type[float]) -> Any:
-    value = env.get(var, "").strip()
-    if not value:
-        return None
-    try:
-        number = kind(value)
-    except ValueError:
-        raise ValueError(f"{var} must be a number, not {value!r}") from None
-    if number <= 0:
-        raise ValueError(f"{var} must be greater than 0, not {value!r}")
-    return number
-
-
-def _provider_map(env: Mapping[str, str], var: str, kind: type[str] | type[float]) -> dict[str, Any]:
-    """`provider=value,...` (e.g. DAGENT_PROVIDER_QUEUES=anthropic=models-anthropic,openai=models-openai)."""
-    entries: dict[str, Any] = {}
-    for item in (part.strip() for part in env.get(var, "").split(",")):
-        if not item:
-            continue
-        provider, sep, value = (piece.strip() for piece in item.partition("="))
-        if not sep or not _PROVIDER_NAME.fullmatch(provider) or not value:
-            raise ValueError(f"{var} must be provider=value pairs separated by commas "
-                             f"(e.g. anthropic=..., openai=...), not {item!r}")
-        if provider in entries:
-            raise ValueError(f"{var} names {provider} twice")
-        entries[provider] = _optional_number({var: value}, var, float) if kind is float else value
-    return entries
 
 
 def _sandbox(value: str) -> WorkflowSandbox:
@@ -97,16 +59,6 @@ def _decision_mode(value: str) -> DecisionMode:
     if mode not in ("open", "signed"):
         raise ValueError(f"DAGENT_DECISIONS must be open or signed, not {value!r}")
     return mode  # type: ignore[return-value]
-
-
-def _pem(env: Mapping[str, str], name: str) -> str | None:
-    """A PEM key given inline (`NAME`) or as a file path (`NAME_FILE`)."""
-    if value := env.get(name):
-        return value
-    if path := env.get(f"{name}_FILE"):
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    return None
 
 
 class Settings(BaseModel):
@@ -255,29 +207,29 @@ class Settings(BaseModel):
             ui_url=env.get("DAGENT_UI_URL", defaults.ui_url),
             model_normal=env.get("DAGENT_MODEL_NORMAL", defaults.model_normal),
             model_high=env.get("DAGENT_MODEL_HIGH", defaults.model_high),
-            model_settings_normal=_model_settings(env, "DAGENT_MODEL_SETTINGS_NORMAL"),
-            model_settings_high=_model_settings(env, "DAGENT_MODEL_SETTINGS_HIGH"),
+            model_settings_normal=model_settings(env, "DAGENT_MODEL_SETTINGS_NORMAL"),
+            model_settings_high=model_settings(env, "DAGENT_MODEL_SETTINGS_HIGH"),
             model_fallback_attempts=int(env.get("DAGENT_MODEL_FALLBACK_ATTEMPTS", defaults.model_fallback_attempts)),
             model_task_queue=env.get("DAGENT_MODEL_TASK_QUEUE", defaults.model_task_queue),
             model_task_queue_high=env.get("DAGENT_MODEL_TASK_QUEUE_HIGH", defaults.model_task_queue_high),
             worker_queues=env.get("DAGENT_WORKER_QUEUES", defaults.worker_queues),  # type: ignore[arg-type]
-            model_concurrency=_optional_number(env, "DAGENT_MODEL_CONCURRENCY", int),
-            model_rate=_optional_number(env, "DAGENT_MODEL_RATE", float),
-            model_worker_rate=_optional_number(env, "DAGENT_MODEL_WORKER_RATE", float),
-            provider_queues=_provider_map(env, "DAGENT_PROVIDER_QUEUES", str),
-            provider_rates=_provider_map(env, "DAGENT_PROVIDER_RATES", float),
+            model_concurrency=positive_number(env, "DAGENT_MODEL_CONCURRENCY", int),
+            model_rate=positive_number(env, "DAGENT_MODEL_RATE", float),
+            model_worker_rate=positive_number(env, "DAGENT_MODEL_WORKER_RATE", float),
+            provider_queues=provider_map(env, "DAGENT_PROVIDER_QUEUES", str),
+            provider_rates=provider_map(env, "DAGENT_PROVIDER_RATES", float),
             plugins=tuple(p.strip() for p in plugins.split(",") if p.strip()) if plugins is not None
             else defaults.plugins,
             file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
-            stream_text=_tristate(env.get("DAGENT_STREAM_TEXT")),
+            stream_text=tristate(env.get("DAGENT_STREAM_TEXT")),
             prices=env.get("DAGENT_PRICES", defaults.prices),
             workflow_sandbox=_sandbox(env.get("DAGENT_WORKFLOW_SANDBOX", defaults.workflow_sandbox)),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
             grpc_compression=_compression(env.get("DAGENT_GRPC_COMPRESSION", defaults.grpc_compression)),
             metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
             metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
-            trace_content=_tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
-            fast_tools=_tristate(env.get("DAGENT_FAST_TOOLS")) is not False,
+            trace_content=tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
+            fast_tools=tristate(env.get("DAGENT_FAST_TOOLS")) is not False,
             otel_env={name: value for name, value in env.items() if name.startswith("OTEL_")},
             provider_env=env,
             store=env.get("DAGENT_STORE", defaults.store).strip(),
@@ -288,9 +240,9 @@ class Settings(BaseModel):
             codec_auth_token=SecretStr(env["DAGENT_CODEC_AUTH_TOKEN"]) if env.get("DAGENT_CODEC_AUTH_TOKEN") else None,
             codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
                                      if o.strip()),
-            decision_public_key=_pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
+            decision_public_key=pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
             decisions=_decision_mode(env.get("DAGENT_DECISIONS", "")),
-            four_eyes=_tristate(env.get("DAGENT_FOUR_EYES")) is True,
+            four_eyes=tristate(env.get("DAGENT_FOUR_EYES")) is True,
             graceful_shutdown=parse_duration(env.get("DAGENT_GRACEFUL_SHUTDOWN", "30s"),
                                              what="DAGENT_GRACEFUL_SHUTDOWN"),
             deployment_name=env.get("DAGENT_DEPLOYMENT_NAME", "").strip() or None,

@@ -60,7 +60,7 @@ INLINE: dict[str, list[str]] = {
     "secure-decisions": [
         "approvals.py ApprovalDesk.secure False (unsigned decisions, workflow-scoped idempotency keys, reports from "
         "any child): read across ApprovalDesk, SubAgents and ToolRunner.",
-        "activities/agent_activities.py _idempotency_key: the `<workflow id>/<call id>` key when "
+        "activities/tool_calls.py _idempotency_key: the `<workflow id>/<call id>` key when "
         "`ToolInvocation.run_scoped` is False (the activity side of the same switch).",
     ],
     "finished-call-outputs": [
@@ -84,5 +84,5 @@ INLINE: dict[str, list[str]] = {
 UNVERSIONED: list[str] = [
     "names.py DELTAS_TOPIC and its branches in client/_client.py (PromptHandle.live) and client/_live.py: model "
     "text that older workers published to the stream; wire names stay in names.py.",
-    "workers/blobstore.py _LegacyDirectoryDriver: payloads stored by older workers in the old directory layout.",
+    "workers/storage/local.py _LegacyDirectoryDriver: payloads stored by older workers in the old directory layout.",
 ]

@@ -45,7 +45,7 @@ EVENTS_TOPIC: Final = "events"  # a prompt's live events, published by the workf
 DELTAS_TOPIC: Final = "deltas"  # model text as it streams (older workers published it here; now heartbeat details)
 PROGRESS_TOPIC: Final = "progress"  # tool progress: not a stream topic, read from the tool's heartbeat details
 
-# --- search attributes (registered by workers/devserver.py and deploy/temporal-setup.sh) ---------------
+# --- search attributes (registered by cli/devserver/search_attributes.py and deploy/temporal-setup.sh) ---------------
 PROMPT_STATE: Final = SearchAttributeKey.for_keyword("PromptState")
 USER_ID: Final = SearchAttributeKey.for_keyword("UserId")
 CONVERSATION_ID: Final = SearchAttributeKey.for_keyword("ConversationId")

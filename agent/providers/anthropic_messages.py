@@ -23,16 +23,8 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
-from durable_agent.agent.messages import (
-    AssistantMessage,
-    ModelRequest,
-    ModelResponse,
-    ModelToolCall,
-    ReasoningMessage,
-    ToolCallMessage,
-    ToolResultMessage,
-    UserMessage,
-)
+from durable_agent.agent import messages as m
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall
 from durable_agent.agent.models import ReasoningOutput, Usage
 from durable_agent.agent.providers.base import TextSink
 from durable_agent.agent.providers.naming import ToolNameMap
@@ -64,21 +56,21 @@ def build_messages(request: ModelRequest, *, names: ToolNameMap) -> list[dict[st
 
     for message in request.messages:
         match message:
-            case UserMessage():
+            case m.UserMessage():
                 add("user", {"type": "text", "text": message.text})
-            case AssistantMessage():
+            case m.AssistantMessage():
                 add("assistant", {"type": "text", "text": message.text})
-            case ToolCallMessage():
+            case m.ToolCallMessage():
                 add("assistant", {"type": "tool_use", "id": message.call_id,
                                   "name": names.to_provider(message.tool),
                                   "input": _tool_input(message.arguments)})
-            case ToolResultMessage():
+            case m.ToolResultMessage():
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id,
                                          "content": message.content}
                 if message.is_error:
                     block["is_error"] = True
                 add("user", block)
-            case ReasoningMessage():
+            case m.ReasoningMessage():
                 # thinking / redacted_thinking blocks go back unchanged (the signature covers them), first in
                 # their assistant message; other providers' reasoning is never sent.
                 if message.provider == PROVIDER:

@@ -21,16 +21,8 @@ from typing import Any
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from durable_agent.agent.messages import (
-    AssistantMessage,
-    ModelRequest,
-    ModelResponse,
-    ModelToolCall,
-    ReasoningMessage,
-    ToolCallMessage,
-    ToolResultMessage,
-    UserMessage,
-)
+from durable_agent.agent import messages as m
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall
 from durable_agent.agent.models import ReasoningOutput, Usage
 from durable_agent.agent.providers.base import TextSink
 from durable_agent.agent.providers.naming import ToolNameMap
@@ -46,15 +38,15 @@ def build_messages(request: ModelRequest, *, names: ToolNameMap) -> list[dict[st
     for message in request.messages:
         last = out[-1] if out else None
         match message:
-            case UserMessage():
+            case m.UserMessage():
                 out.append({"role": "user", "content": message.text})
-            case AssistantMessage():
+            case m.AssistantMessage():
                 if last is not None and last["role"] == "assistant" and not last.get("tool_calls"):
                     previous = last["content"]
                     last["content"] = f"{previous}\n\n{message.text}" if previous else message.text
                 else:
                     out.append({"role": "assistant", "content": message.text})
-            case ToolCallMessage():
+            case m.ToolCallMessage():
                 call = {
                     "id": message.call_id,
                     "type": "function",
@@ -65,9 +57,9 @@ def build_messages(request: ModelRequest, *, names: ToolNameMap) -> list[dict[st
                     last.setdefault("tool_calls", []).append(call)
                 else:
                     out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-            case ToolResultMessage():
+            case m.ToolResultMessage():
                 out.append({"role": "tool", "tool_call_id": message.call_id, "content": message.content})
-            case ReasoningMessage():
+            case m.ReasoningMessage():
                 pass  # Chat Completions takes no reasoning items back: reasoning is skipped here
     return out
 

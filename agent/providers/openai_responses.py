@@ -22,16 +22,8 @@ from typing import Any
 import openai
 from openai.types.responses import Response
 
-from durable_agent.agent.messages import (
-    AssistantMessage,
-    ModelRequest,
-    ModelResponse,
-    ModelToolCall,
-    ReasoningMessage,
-    ToolCallMessage,
-    ToolResultMessage,
-    UserMessage,
-)
+from durable_agent.agent import messages as m
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall
 from durable_agent.agent.models import ReasoningOutput, Usage
 from durable_agent.agent.providers.base import ModelError, TextSink
 from durable_agent.agent.providers.errors import stream_error
@@ -70,21 +62,21 @@ def build_request(request: ModelRequest, *, model: str, names: ToolNameMap) -> d
     items: list[dict[str, Any]] = []
     for message in request.messages:
         match message:
-            case UserMessage():
+            case m.UserMessage():
                 items.append({"role": "user", "content": message.text})
-            case AssistantMessage():
+            case m.AssistantMessage():
                 items.append({"role": "assistant", "content": message.text})
-            case ToolCallMessage():
+            case m.ToolCallMessage():
                 items.append({
                     "type": "function_call",
                     "call_id": message.call_id,
                     "name": names.to_provider(message.tool),
                     "arguments": encode_arguments(message.arguments),
                 })
-            case ToolResultMessage():
+            case m.ToolResultMessage():
                 items.append({"type": "function_call_output", "call_id": message.call_id,
                               "output": message.content})
-            case ReasoningMessage():
+            case m.ReasoningMessage():
                 # Without server-side storage (store=False) only an item carrying its encrypted content can be
                 # sent back; other providers' reasoning is never sent.
                 if message.provider == PROVIDER and message.item.get("encrypted_content"):

@@ -75,8 +75,8 @@ from temporalio.api.workflowservice.v1 import SignalWorkflowExecutionRequest, Up
 from temporalio.service import RPCError
 
 from durable_agent.agent.models import MessageOutput, ToolOutput, ToolPending
+from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, DecisionRefused
-from durable_agent.workers.devserver import DevServer
 from durable_agent.workers.settings import Settings
 from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, STEER_SIGNAL
 from durable_agent.workflows.protocol import SteerRequest

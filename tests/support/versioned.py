@@ -1,4 +1,4 @@
-"""A second build of the prompt workflow for the worker-versioning test (tests/test_versioning.py).
+"""A second build of the prompt workflow for the worker-versioning test (tests/temporal/test_versioning.py).
 
 `PromptWorkflowV2` is the same (pinned) `PromptWorkflow` with an incompatible change: it starts with a 1 ms timer,
 a command v1 histories do not have, so a v1 prompt replayed on it fails with a nondeterminism error. Only

@@ -1,0 +1,71 @@
+"""A model's tool call planned against the tools its round offered: unknown, invalid, needing approval (the
+tool's policy, run here because the workflow holds no tool code) or ready to run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from durable_agent.agent.errors import ToolInputError
+from durable_agent.agent.messages import ModelToolCall
+from durable_agent.agent.subagents import sub_agent_of
+from durable_agent.agent.tools import Approval, Tool
+from durable_agent.workflows.protocol import (
+    ApprovalRequirement,
+    CallNeedingApproval,
+    InvalidCall,
+    PlannedCall,
+    ReadyCall,
+    SubAgentCall,
+)
+
+
+def sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
+    agent = sub_agent_of(tool)
+    if agent is None:
+        return None
+    return SubAgentCall(instructions=agent.instructions, model=agent.model,
+                        plugins=list(agent.plugins) if agent.plugins is not None else None,
+                        max_rounds=agent.max_rounds, output_schema=agent.output_schema)
+
+
+def requirement(tool: Tool[Any], approval: Approval, decision_key: str | None,
+                 four_eyes: bool) -> ApprovalRequirement:
+    expires = approval.expires_after.total_seconds() if approval.expires_after else None
+    return ApprovalRequirement(
+        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,
+        input_schema=tool.parameters_schema(), decision_key=decision_key,
+        four_eyes=approval.four_eyes if approval.four_eyes is not None else four_eyes)
+
+
+def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], decision_key: str | None,
+               runs_local: Callable[[Tool[Any]], bool], *, four_eyes: bool = False) -> PlannedCall:
+    found = tools.get(call.tool)
+    if found is None:
+        available = ", ".join(sorted(tools)) or "none"
+        return InvalidCall(id=call.id, tool=call.tool, input=call.arguments,
+                           error=f"Unknown tool '{call.tool}'. Available tools: {available}.")
+    tool, plugin = found
+    fields: dict[str, Any] = dict(
+        id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
+        timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
+        failure_mode=tool.failure_mode, local=bool(tool.local),
+        heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds(),
+        sequential=tool.sequential, agent=sub_agent_call(tool))
+    if call.arguments_error:
+        return InvalidCall(**fields, error=f"Invalid arguments for tool '{call.tool}': {call.arguments_error}")
+    try:
+        args = tool.validate_input(call.arguments)
+    except ToolInputError as exc:
+        return InvalidCall(**fields, error=str(exc))
+    try:
+        approval = tool.approval_for(args)
+    except Exception as exc:
+        # Fail closed: a policy that cannot decide leaves the decision to a human.
+        return CallNeedingApproval(**fields, approval=ApprovalRequirement(
+            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
+            input_schema=tool.parameters_schema(), decision_key=decision_key, four_eyes=four_eyes))
+    if approval is None:
+        local = runs_local(tool) and fields["agent"] is None
+        return ReadyCall(**{**fields, "local": local})
+    return CallNeedingApproval(**fields, approval=requirement(tool, approval, decision_key, four_eyes))

@@ -1,0 +1,101 @@
+"""The dev server's command line: our search attributes and dynamic config as `temporal server start-dev`
+arguments, for `DevServer` and for the SDK's own launcher (`WorkflowEnvironment.start_local`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from temporalio.common import SearchAttributeIndexedValueType
+
+from durable_agent.workflows.names import SEARCH_ATTRIBUTE_KEYS
+
+_CLI_TYPE_NAMES = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.TEXT: "Text",
+                   SearchAttributeIndexedValueType.INT: "Int", SearchAttributeIndexedValueType.BOOL: "Bool",
+                   SearchAttributeIndexedValueType.DOUBLE: "Double",
+                   SearchAttributeIndexedValueType.DATETIME: "Datetime",
+                   SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList"}
+
+#: Custom search attributes every prompt workflow may set (name -> Temporal type), from workflows/names.py.
+SEARCH_ATTRIBUTES: dict[str, str] = {key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in SEARCH_ATTRIBUTE_KEYS}
+
+#: Dynamic config passed to the dev server (values are JSON, as the CLI requires).
+#: Updates are needed for approve/steer; the transfer-processor poll rate keeps many concurrent
+#: prompts (benchmarks) from queueing behind the default rate limit.
+DYNAMIC_CONFIG: dict[str, str] = {
+    "frontend.enableUpdateWorkflowExecution": "true",
+    "history.transferProcessorMaxPollRPS": "10000",
+    # Flag a workflow whose task failed twice in a row (`dagent stuck` lists them by this attribute).
+    "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
+    # Eager execution (issue 17): an activity scheduled on the workflow's own task queue is handed to the
+    # worker in the reply to its workflow task (no poll round trip), and a prompt started by a client whose
+    # process runs a worker on the queue gets its first workflow task in the start reply. Server 1.32's dev
+    # server has both on already (its `activity_eager_execution` / `workflow_eager_execution` metrics count
+    # them); set here so they stay on whatever the binary's defaults become.
+    "system.enableActivityEagerExecution": "true",
+    "system.enableEagerWorkflowStart": "true",
+    # One partition per task queue: a model queue's rate limit is a token bucket per partition, each with a
+    # burst of its own, and `DAGENT_MODEL_RATE` / `DAGENT_PROVIDER_RATES` hold only on one (workers/rate_limits.py).
+    # A single server gains nothing from more partitions.
+    "matching.numTaskqueueReadPartitions": "1",
+    "matching.numTaskqueueWritePartitions": "1",
+    # The dev server re-reads the search-attribute registry from its database on every visibility write and
+    # every request that carries search attributes (so one created at run time is usable at once). Ours are
+    # all registered by `--search-attribute` at start; cached, they cost each prompt ~3-5 % less server CPU.
+    "system.forceSearchAttributesCacheRefreshOnRead": "false",
+}
+
+
+# arguments
+
+
+def search_attribute_args(attributes: Mapping[str, str] = SEARCH_ATTRIBUTES) -> list[str]:
+    """``--search-attribute NAME=Type`` for each attribute."""
+    args: list[str] = []
+    for name, kind in attributes.items():
+        args += ["--search-attribute", f"{name}={kind}"]
+    return args
+
+
+def _dynamic_config_args(config: Mapping[str, str] = DYNAMIC_CONFIG) -> list[str]:
+    args: list[str] = []
+    for key, value in config.items():
+        args += ["--dynamic-config-value", f"{key}={value}"]
+    return args
+
+
+def dev_server_args(
+    *,
+    port: int,
+    ui_port: int | None,
+    db_file: str | None,
+    namespace: str = "default",
+    ip: str = "127.0.0.1",
+    log_level: str = "warn",
+) -> list[str]:
+    """Arguments after the ``temporal`` executable: ``["server", "start-dev", ...]``.
+
+    ``ui_port=None`` runs headless; ``db_file=None`` keeps all state in memory (lost on exit).
+    """
+    args = ["server", "start-dev", "--ip", ip, "--port", str(port), "--log-level", log_level]
+    if namespace != "default":  # "default" is always created
+        args += ["--namespace", namespace]
+    if db_file is not None:
+        args += ["--db-filename", str(Path(db_file).absolute())]
+    if ui_port is None:
+        args.append("--headless")
+    else:
+        args += ["--ui-port", str(ui_port)]
+    args += search_attribute_args()
+    args += _dynamic_config_args()
+    return args
+
+
+def extra_args_for_start_local() -> list[str]:
+    """Extra CLI args for ``WorkflowEnvironment.start_local(dev_server_extra_args=...)``.
+
+    The SDK already passes ``--ip``, ``--port``, ``--namespace``, ``--db-filename``, ``--ui-port`` /
+    ``--headless`` and log options itself; this adds our search attributes and dynamic config.
+    """
+    return search_attribute_args() + _dynamic_config_args()
+

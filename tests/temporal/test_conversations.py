@@ -1,0 +1,173 @@
+"""ConversationWorkflow: history, follow-up queue, plugin state, continue-as-new, triggers."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from pydantic import BaseModel
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.activities.history import read_history_link
+from durable_agent.activities.transcripts import HistoryChain
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import AssistantMessage, ModelRequest, ModelResponse, UserMessage
+from durable_agent.agent.models import ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
+from durable_agent.agent.tools import Approval, tool
+from durable_agent.plugins.triggers import plugin as triggers_plugin
+from durable_agent.workflows.protocol import PromptRequest
+from tests.support.workers import TEST_SETTINGS, agent_worker
+
+
+class Note(BaseModel):
+    note: str
+
+
+GATE = asyncio.Event()  # memo.add waits on it, so a test can hold a prompt running while inputs queue up
+GATE.set()
+
+
+@tool("memo.add")
+async def add_memo(args: Note, ctx: ToolContext) -> int:
+    """Remember a note for later prompts."""
+    memos = ctx.state.setdefault("memos", [])
+    assert isinstance(memos, list)
+    memos.append(args.note)
+    await asyncio.wait_for(GATE.wait(), 60)
+    return len(memos)
+
+
+memo_plugin = Plugin("memo", tools=[add_memo])
+
+
+def user_texts(request: ModelRequest) -> list[str]:
+    return [m.text for m in request.messages if isinstance(m, UserMessage)]
+
+
+def memo_script(request: ModelRequest) -> ModelResponse:
+    """Each prompt: round 1 stores its input as a memo, round 2 answers with the memo count."""
+    last_user = user_texts(request)[-1]
+    results = results_since_last_user(request)
+    if not results:
+        return tool_calls(("memo.add", {"note": last_user}))
+    return text(f"noted #{results[-1].content}: {last_user}")
+
+
+async def test_history_queue_and_state_carry_across_prompts(dev_env: WorkflowEnvironment) -> None:
+    model = ScriptedModel(memo_script)
+    GATE.clear()
+    async with agent_worker(dev_env, plugins=[memo_plugin], model=model) as client:
+        conversation = await client.start_conversation(user_id="ann")
+        first = await conversation.send("buy milk")
+        second = await conversation.send("call mum")  # arrives while the first runs: queued
+        third = await conversation.send("water plants")
+        assert [p.id.rsplit("-", 2)[1] for p in (first, second, third)] == ["0001", "0002", "0003"]
+        await conversation.prompt_started(first.id)
+        snapshot = await conversation.get()
+        GATE.set()
+        assert snapshot.running_prompt_id == first.id and snapshot.queued == ["call mum", "water plants"]
+        results = [await (await conversation.prompt_started(p.id)).result() for p in (first, second, third)]
+        final = await conversation.close()
+    assert [r.output[-1].text for r in results] == [  # type: ignore[union-attr]
+        "noted #1: buy milk", "noted #2: call mum", "noted #3: water plants"]
+    assert final.prompt_ids == [first.id, second.id, third.id]
+    assert final.plugin_state["memo"] == {"memos": ["buy milk", "call mum", "water plants"]}
+    assert all(r.conversation_id == final.id for r in results)
+    # The third prompt's model saw both earlier prompts as history, in order.
+    last_request = next(r for r in reversed(model.requests) if user_texts(r)[-1] == "water plants")
+    assert user_texts(last_request) == ["buy milk", "call mum", "water plants"]
+    assert any(isinstance(m, AssistantMessage) and m.text == "noted #1: buy milk" for m in last_request.messages)
+    assert final.usage.model_calls == 6
+
+
+async def test_continue_as_new_keeps_everything(dev_env: WorkflowEnvironment) -> None:
+    model = ScriptedModel(memo_script)
+    async with agent_worker(dev_env, plugins=[memo_plugin], model=model) as client:
+        conversation = await client.start_conversation(user_id="bo", prompts_per_run=2)
+        handles = [await conversation.send(f"item {i}") for i in range(7)]  # queued across several runs
+        final = await conversation.close()
+        runs = [e async for e in dev_env.client.list_workflows(f"WorkflowId = '{conversation.id}'")]
+    assert final.runs >= 4 and len(runs) == final.runs
+    assert final.prompt_ids == [h.id for h in handles]
+    assert final.plugin_state["memo"] == {"memos": [f"item {i}" for i in range(7)]}
+    last = await handles[-1].result()
+    assert last.output[-1].text == "noted #7: item 6"  # type: ignore[union-attr]
+
+
+def trigger_script(request: ModelRequest) -> ModelResponse:
+    users = user_texts(request)
+    if users[-1].startswith("(This prompt was started by the system"):
+        return text("Reminder: " + request.instructions.split("Its message: ")[-1].split("\n")[0])
+    if request.round == 1:
+        return tool_calls(("trigger.create", {"message": "stretch your legs", "delay_seconds": 86400}))
+    return text("I'll remind you tomorrow.")
+
+
+async def test_trigger_fires_a_system_prompt_after_a_skipped_day(skip_env: WorkflowEnvironment) -> None:
+    model = ScriptedModel(trigger_script)
+    async with agent_worker(skip_env, plugins=[triggers_plugin], model=model) as client:
+        conversation = await client.start_conversation(user_id="cy")
+        prompt = await conversation.send("remind me tomorrow to stretch")
+        await conversation.prompt_started(prompt.id)  # its child workflow exists only once started
+        waiting = await prompt.wait_until("waiting_for_approval")
+        call = waiting.output[0]
+        assert isinstance(call, ToolOutput) and call.tool == "trigger.create"
+        await prompt.approve(call.id, by="cy")
+        done = await prompt.result()
+        assert isinstance(done.output[0], ToolOutput) and isinstance(done.output[0].result, ToolSuccess)
+        before = await conversation.get()
+        assert len(before.prompt_ids) == 1
+        assert before.plugin_state["triggers"]["triggers"][0]["status"] == "scheduled"  # type: ignore[index]
+        await skip_env.sleep(timedelta(days=1, minutes=1))
+        for _ in range(100):
+            after = await conversation.get()
+            if len(after.prompt_ids) == 2:
+                break
+            await asyncio.sleep(0.05)
+        system = await client.prompt(after.prompt_ids[1]).result()
+        await conversation.close()
+    assert system.input is None and system.state == "completed"
+    assert system.output[-1].text == "Reminder: stretch your legs"  # type: ignore[union-attr]
+    assert after.plugin_state["triggers"]["triggers"][0]["status"] == "fired"  # type: ignore[index]
+
+
+@tool("vault.open", approval=Approval(reason="Opening the vault needs a person."))
+async def open_vault(args: Note, ctx: ToolContext) -> str:
+    """Open the vault."""
+    return "opened"
+
+
+def vault_script(request: ModelRequest) -> ModelResponse:
+    if user_texts(request)[-1] == "open the vault" and request.round == 1:
+        return tool_calls(("vault.open", {"note": "now"}))
+    return text("ok")
+
+
+async def test_a_cancelled_prompt_is_recorded_as_cancelled_in_the_conversation(dev_env: WorkflowEnvironment) -> None:
+    """Recognised from the child's failure type (a CancelledError), not from words in its message."""
+    seen: list[ModelRequest] = []
+
+    def script(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return vault_script(request)
+
+    async with agent_worker(dev_env, plugins=[Plugin("vault", tools=[open_vault])], model=ScriptedModel(script)) \
+            as client:
+        conversation = await client.start_conversation(user_id="cy")
+        first = await conversation.send("open the vault")
+        await conversation.prompt_started(first.id)
+        await first.wait_until("waiting_for_approval")
+        await first.cancel()
+        second = await conversation.send("never mind")
+        await conversation.prompt_started(second.id)
+        await second.result()
+        history = (await second.workflow.fetch_history()).events[0]
+    start_input = history.workflow_execution_started_event_attributes.input.payloads[0]
+    request = PromptRequest.model_validate_json(start_input.data)
+    assert request.history_ref is not None  # the earlier prompt by reference: its stored record says cancelled
+    store = TEST_SETTINGS.file_store()
+    records = (await HistoryChain().resolve(request.history_ref,
+                                            lambda ref: read_history_link(store, ref, None))).records
+    assert [(p.id, p.state) for p in records] == [(first.id, "cancelled")]

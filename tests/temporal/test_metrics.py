@@ -1,0 +1,128 @@
+"""Metrics end to end: `dagent worker --metrics-port` as a subprocess on a real dev server, its Prometheus
+endpoint scraped over HTTP and parsed with prometheus_client's text parser, before and after a prompt with a
+tool call, an approval and a payload large enough for external storage."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.cli.devserver import free_port
+from durable_agent.client import AgentClient
+from tests.support.processes import WorkerProcess
+from tests.support.workers import TEST_SETTINGS
+
+PAYLOAD_THRESHOLD = 2048  # the prompt's record with its history passes this: it goes to external storage
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(port: int) -> Samples:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """The sum of `name` over every series whose labels include `labels`."""
+    wanted = set(labels.items())
+    return sum(value for (sample, series), value in samples.items() if sample == name and wanted <= series)
+
+
+async def wait_for(check: Callable[[], bool], what: str, wait_s: float, diagnostics: Callable[[], str]) -> None:
+    deadline = time.monotonic() + wait_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not seen within {wait_s:.0f} s\n{diagnostics()}")
+        await asyncio.sleep(0.1)
+
+
+def deltas(before: Samples, after: Samples, expected: Mapping[tuple[str, frozenset[tuple[str, str]]], float],
+           ) -> dict[str, tuple[float, float]]:
+    """Expected vs actual change of each (name, labels) pair, for the ones that differ."""
+    wrong = {}
+    for (name, labels), change in expected.items():
+        actual = total(after, name, **dict(labels)) - total(before, name, **dict(labels))
+        if actual != change:
+            wrong[f"{name}{dict(labels)}"] = (change, actual)
+    return wrong
+
+
+def key(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
+    return name, frozenset(labels.items())
+
+
+async def test_prometheus_endpoint_counts_rounds_tools_approvals_tokens_and_payloads(
+        dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    port = free_port()
+    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    payload_dir = tmp_path / "payloads"
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    env.update({
+        "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+        "DAGENT_TASK_QUEUE": queue, "DAGENT_PLUGINS": "tests.scenarios:plugin",
+        "DAGENT_MODEL_NORMAL": "scripted:tests.scenarios:model",
+        "DAGENT_PAYLOAD_DIR": str(payload_dir), "DAGENT_PAYLOAD_THRESHOLD": str(PAYLOAD_THRESHOLD),
+        "DAGENT_FILE_DIR": str(tmp_path / "files"), "DAGENT_METRICS_HOST": "127.0.0.1",
+    })
+    worker = WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port))
+
+    def diagnostics() -> str:
+        return f"worker log:\n{worker.log()}"
+
+    try:
+        await wait_for(worker.ready, "worker ready", 60, diagnostics)
+        before = scrape(port)
+        settings = TEST_SETTINGS.model_copy(update={
+            "task_queue": queue, "payload_dir": str(payload_dir), "payload_threshold": PAYLOAD_THRESHOLD})
+        client = await AgentClient.connect(settings.model_copy(
+            update={"temporal_address": env["TEMPORAL_ADDRESS"]}))
+        handle = await client.start("approval " + "x" * PAYLOAD_THRESHOLD, user_id="metrics")
+        await handle.wait_until("waiting_for_approval")
+        [pending] = await handle.pending_approvals()
+        await handle.approve(pending.tool_call_id, by="alice")
+        prompt = await handle.result()
+        assert prompt.state == "completed", prompt.error
+        usage = prompt.usage
+        expected = {
+            key("dagent_model_rounds_total", model="scripted"): 2,
+            key("dagent_model_tokens_total", model="scripted", direction="input"): usage.input_tokens,
+            key("dagent_model_tokens_total", model="scripted", direction="output"): usage.output_tokens,
+            key("dagent_tool_calls_total", tool="demo.pay", outcome="success"): 1,
+            key("dagent_approvals_requested_total", tool="demo.pay"): 1,
+            key("dagent_approvals_decided_total", tool="demo.pay", decision="approved"): 1,
+            key("dagent_approval_wait_seconds_count", decision="approved"): 1,
+            key("dagent_prompts_finished_total", state="completed"): 1,
+            key("dagent_model_call_seconds_count", model="scripted", outcome="success"): 2,
+        }
+        after: Samples = {}
+
+        def settled() -> bool:
+            nonlocal after
+            after = scrape(port)
+            return not deltas(before, after, expected)
+
+        await wait_for(settled, "the expected counter changes", 30,
+                       lambda: f"{deltas(before, after, expected)}\n{diagnostics()}")
+    finally:
+        worker.kill()
+
+    assert total(after, "dagent_approval_wait_seconds_sum") - total(before, "dagent_approval_wait_seconds_sum") > 0
+    stored = total(after, "dagent_payload_stored_bytes_total") - total(before, "dagent_payload_stored_bytes_total")
+    assert stored >= PAYLOAD_THRESHOLD, "the worker stored its large payloads externally and counted the bytes"
+    assert total(after, "temporal_workflow_completed_total") > total(before, "temporal_workflow_completed_total"), \
+        "the Temporal runtime's own metrics are on the same endpoint"
+    assert total(after, "temporal_activity_execution_latency_count") - total(
+        before, "temporal_activity_execution_latency_count") == 3, "two model rounds and one tool call"

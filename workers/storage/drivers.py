@@ -1,0 +1,98 @@
+"""Payload drivers around a backend's own: errors that name the store and the key, and the metrics of what is
+stored.
+
+A blob that does not exist fails the workflow for good with `PayloadBlobMissing` (nothing can bring it back);
+a store that cannot be reached makes the task retry (the prompt waits) with the reason in the workflow task
+failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import (
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+from temporalio.exceptions import ApplicationError
+
+from durable_agent.workers.observability import process_meter
+from durable_agent.workers.storage.objects import BlobMissing, ObjectClient, StoreUnavailable, describe, root_cause
+
+MISSING_BLOB_ERROR = "PayloadBlobMissing"
+
+
+class WrappingDriver(StorageDriver):
+    """A driver around another one: the same name and type; subclasses add to what it stores and retrieves."""
+
+    def __init__(self, inner: StorageDriver) -> None:
+        self.inner = inner
+
+    def name(self) -> str:
+        return self.inner.name()
+
+    def type(self) -> str:
+        return self.inner.type()
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        return list(await self.inner.store(context, payloads))
+
+    async def retrieve(self, context: StorageDriverRetrieveContext,
+                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        return list(await self.inner.retrieve(context, claims))
+
+
+class ExplainingDriver(WrappingDriver):
+    """Wraps a payload driver so every failure is one line with the store's location and the object key.
+
+    A missing object fails the workflow (non-retryable `PayloadBlobMissing`, also the activity's type); any
+    other failure (unreachable store, wrong store) is retryable, so the prompt waits and the reason is in
+    the workflow task failure until the configuration or the store is fixed.
+    """
+
+    def __init__(self, inner: StorageDriver, location: str) -> None:
+        super().__init__(inner)
+        self.location = location
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        try:
+            return await super().store(context, payloads)
+        except Exception as exc:
+            raise StoreUnavailable(f"payload store {self.location}: cannot write a payload: "
+                                   f"{describe(exc)}") from exc
+
+    async def retrieve(self, context: StorageDriverRetrieveContext,
+                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        try:
+            return await super().retrieve(context, claims)
+        except Exception as exc:
+            keys = ", ".join(str(c.claim_data.get("key") or c.claim_data.get("sha256")) for c in claims)
+            cause = root_cause(exc)
+            if isinstance(cause, BlobMissing):
+                raise ApplicationError(
+                    f"payload blob missing: store {self.location}, key {keys}: {cause} (deleted by retention, "
+                    "or written by a client or worker that uses another store)",
+                    type=MISSING_BLOB_ERROR, non_retryable=True) from exc
+            raise StoreUnavailable(f"payload store {self.location}: cannot read key {keys}: "
+                                   f"{describe(exc)}") from exc
+
+
+class MeteredStorageDriver(WrappingDriver):
+    """Counts what another driver stores: `dagent_payload_stored_bytes` and `dagent_payloads_stored` by driver
+    (on the process's metrics runtime; nothing is recorded without one)."""
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        claims = await super().store(context, payloads)
+        meter = process_meter()
+        labels = {"driver": self.inner.type()}
+        meter.create_counter("dagent_payload_stored_bytes", "Payload bytes sent to external storage", "By").add(
+            sum(p.ByteSize() for p in payloads), labels)
+        meter.create_counter("dagent_payloads_stored", "Payloads sent to external storage").add(len(payloads), labels)
+        return claims
+
+
+def payload_driver(objects: ObjectClient) -> StorageDriver:
+    return ExplainingDriver(objects.payload_driver(), objects.location)

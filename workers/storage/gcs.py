@@ -1,0 +1,99 @@
+"""The GCS blob store (`DAGENT_STORE=gs://bucket`): the SDK's GCS driver over gcloud-aio-storage, which reads
+`STORAGE_EMULATOR_HOST` itself (for an emulator)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import (
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+
+from durable_agent.agent.extras import require
+from durable_agent.workers.storage.objects import BlobMissing, ObjectClient, PerLoop
+
+
+class GCSObjects(ObjectClient):
+    """Google Cloud Storage through gcloud-aio-storage (the SDK's GCS driver adapter)."""
+
+    def __init__(self, bucket: str) -> None:
+        require("gcs", f"the blob store gs://{bucket}")
+        self.bucket = bucket
+        self.location = f"gs://{bucket}"
+        self._clients = PerLoop(self._open)
+
+    async def _open(self) -> tuple[Any, Callable[[], Awaitable[None]]]:
+        from gcloud.aio.storage import Storage
+
+        storage = Storage()
+        return storage, storage.close
+
+    async def raw(self) -> Any:
+        return await self._clients.get()
+
+    async def put(self, key: str, data: bytes) -> None:
+        await (await self.raw()).upload(self.bucket, key, data, content_type="application/octet-stream",
+                                        force_resumable_upload=False)
+
+    async def get(self, key: str) -> bytes:
+        from aiohttp import ClientResponseError
+
+        try:
+            return bytes(await (await self.raw()).download(self.bucket, key))
+        except ClientResponseError as exc:
+            if exc.status == 404:
+                raise BlobMissing("404 Not Found") from None
+            raise
+
+    async def exists(self, key: str) -> bool:
+        from aiohttp import ClientResponseError
+
+        try:
+            await (await self.raw()).download_metadata(self.bucket, key)
+            return True
+        except ClientResponseError as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def payload_driver(self) -> StorageDriver:
+        from temporalio.contrib.gcp.gcsdriver import GCSStorageDriver
+        from temporalio.contrib.gcp.gcsdriver.gcloud_aio import new_gcloud_aio_client
+
+        return _LazyGCSDriver(self, GCSStorageDriver, new_gcloud_aio_client)
+
+    async def aclose(self) -> None:
+        await self._clients.aclose()
+
+
+class _LazyGCSDriver(StorageDriver):
+    """The SDK's GCS driver over a per-event-loop gcloud-aio client."""
+
+    def __init__(self, objects: GCSObjects, driver_cls: Any, adapter: Callable[[Any], Any]) -> None:
+        self.objects = objects
+        self._driver_cls = driver_cls
+        self._adapter = adapter
+
+    def name(self) -> str:
+        return "gcp.gcsdriver"
+
+    def type(self) -> str:
+        return "gcp.gcsdriver"
+
+    async def _driver(self) -> StorageDriver:
+        driver: StorageDriver = self._driver_cls(client=self._adapter(await self.objects.raw()),
+                                                 bucket=self.objects.bucket)
+        return driver
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        return list(await (await self._driver()).store(context, payloads))
+
+    async def retrieve(self, context: StorageDriverRetrieveContext,
+                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        return list(await (await self._driver()).retrieve(context, claims))
+
