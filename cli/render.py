@@ -48,7 +48,7 @@ def decision_words(decision: Decision, corrected_input: JsonValue = None) -> str
     return words
 
 
-def taken_words(entry: ToolOutput, others_waiting: int) -> str:
+def taken_words(entry: m.ToolOutput, others_waiting: int) -> str:
     """A decision taken on a call that has not run yet because other calls of its batch still wait for theirs:
     `approved by alice at 11:05:11; runs when the other 2 decisions are in`."""
     assert entry.decision is not None
@@ -64,7 +64,7 @@ def undecided_calls(prompt: Prompt) -> int | None:
     """How many calls of a waiting prompt still wait for a decision (None: the prompt is not waiting)."""
     if prompt.state != "waiting_for_approval":
         return None
-    return sum(1 for o in prompt.output if isinstance(o, ToolOutput) and o.result is not None
+    return sum(1 for o in prompt.output if isinstance(o, m.ToolOutput) and o.result is not None
                and o.result.type == "pending" and o.decision is None)
 
 

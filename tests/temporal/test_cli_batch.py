@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Conversation, Decision, ToolOutput, ToolPending
-from durable_agent.cli.devserver import DevServer, free_port
+from durable_agent.cli.devserver import free_port
 from durable_agent.cli.follow import LiveView
 from durable_agent.cli.ui_links import SERVERS_DIR_ENV, forget_server, recorded_ui, remember_server, with_ui_url
 from durable_agent.workers.settings import Settings
