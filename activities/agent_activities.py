@@ -18,6 +18,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from durable_agent.activities import telemetry
+from durable_agent.activities.budget_activities import BudgetActivities
 from durable_agent.activities.mcp_tools import MCPUnavailable
 from durable_agent.activities.runtime import AgentRuntime
 from durable_agent.activities.transcripts import HistoryBroken, Transcript, TranscriptMissing
@@ -86,7 +87,8 @@ class AgentActivities:
         self.transcripts = runtime.transcripts  # shared by every worker of this process (workflow and model queues)
 
     def all(self) -> list[Any]:
-        return [self.model_round, self.invoke_tool, self.emit_event, self.store_history, self.check_correction]
+        return [self.model_round, self.invoke_tool, self.emit_event, self.store_history, self.check_correction,
+                *BudgetActivities().all()]
 
     async def _load_link(self, ref: str) -> HistoryLink:
         return await read_history_link(self.runtime.file_store, ref, _payload_codec())

@@ -1,0 +1,87 @@
+"""The prompt's way to its principals' budget ledgers: reserve before a model round, settle after it.
+
+Both reach each ledger with update-with-start (USE_EXISTING), so a ledger exists on first use; both are
+idempotent by reservation id, so an activity retry neither reserves nor counts twice. Only prompts whose
+request names budget principals schedule them (workflows/period_budgets.py).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
+from durable_agent.agent.logging import get_logger
+from durable_agent.workflows.names import (
+    BUDGET_LEDGER_WORKFLOW,
+    BUDGET_RESERVE_ACTIVITY,
+    BUDGET_SETTLE_ACTIVITY,
+    RESERVE_BUDGET_UPDATE,
+    SETTLE_BUDGET_UPDATE,
+)
+from durable_agent.workflows.period_budgets import (
+    BudgetRound,
+    BudgetRoundResult,
+    BudgetSettlement,
+    BudgetStanding,
+    LedgerState,
+    ReserveRequest,
+    ReserveResult,
+    SettleRequest,
+    ledger_id,
+    standing_refusal,
+)
+
+log = get_logger("dagent.budgets")
+ResultT = TypeVar("ResultT", bound=BaseModel)
+
+
+async def ledger_update(client: Client, task_queue: str, principal: str, update: str, request: BaseModel,
+                        result_type: type[ResultT]) -> ResultT:
+    """Run `update` on the principal's ledger, starting the ledger first if it does not run yet."""
+    start = WithStartWorkflowOperation(
+        BUDGET_LEDGER_WORKFLOW, LedgerState(principal=principal), id=ledger_id(principal), task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, static_summary=f"budget of {principal}")
+    result: ResultT = await client.execute_update_with_start_workflow(
+        update, request, start_workflow_operation=start, result_type=result_type)
+    return result
+
+
+class BudgetActivities:
+    """`dagent.budget_reserve` and `dagent.budget_settle` (registered with the agent's other activities)."""
+
+    def all(self) -> list[object]:
+        return [self.reserve, self.settle]
+
+    @activity.defn(name=BUDGET_RESERVE_ACTIVITY)
+    async def reserve(self, request: BudgetRound) -> BudgetRoundResult:
+        """Reserve the round with every principal; the first refusal stops it (the others' reservations are
+        settled at zero, so nothing stays open)."""
+        client, queue = activity.client(), activity.info().task_queue
+        standings: list[BudgetStanding] = []
+        for principal in request.principals:
+            grant = request.grant if request.grant_principal == principal else None
+            answer = await ledger_update(client, queue, principal, RESERVE_BUDGET_UPDATE, ReserveRequest(
+                reservation_id=request.reservation_id, prompt_id=request.prompt_id, grant=grant), ReserveResult)
+            standings.append(answer.standing)
+            if answer.refused is not None:
+                for reserved in standings[:-1]:
+                    await ledger_update(client, queue, reserved.principal, SETTLE_BUDGET_UPDATE,
+                                        SettleRequest(reservation_id=request.reservation_id), BudgetStanding)
+                refusal = standing_refusal(answer.standing)
+                log.info("budget refused a round", principal=principal, reason=answer.refused)
+                return BudgetRoundResult(refusal=refusal, standings=standings)
+        return BudgetRoundResult(standings=standings)
+
+    @activity.defn(name=BUDGET_SETTLE_ACTIVITY)
+    async def settle(self, request: BudgetSettlement) -> list[BudgetStanding]:
+        client, queue = activity.client(), activity.info().task_queue
+        return [await ledger_update(client, queue, principal, SETTLE_BUDGET_UPDATE, SettleRequest(
+            reservation_id=request.reservation_id, tokens=request.tokens, cost=request.cost), BudgetStanding)
+            for principal in request.principals]
+
+
+__all__ = ["BudgetActivities", "ledger_update"]
