@@ -88,7 +88,7 @@ class AgentActivities:
 
     def all(self) -> list[Any]:
         return [self.model_round, self.invoke_tool, self.emit_event, self.store_history, self.check_correction,
-                *BudgetActivities().all()]
+                *BudgetActivities(self.runtime.decision_key).all()]
 
     async def _load_link(self, ref: str) -> HistoryLink:
         return await read_history_link(self.runtime.file_store, ref, _payload_codec())

@@ -15,14 +15,7 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
 from durable_agent.agent.logging import get_logger
-from durable_agent.workflows.names import (
-    BUDGET_LEDGER_WORKFLOW,
-    BUDGET_RESERVE_ACTIVITY,
-    BUDGET_SETTLE_ACTIVITY,
-    RESERVE_BUDGET_UPDATE,
-    SETTLE_BUDGET_UPDATE,
-)
-from durable_agent.workflows.period_budgets import (
+from durable_agent.agent.period_budgets import (
     BudgetRound,
     BudgetRoundResult,
     BudgetSettlement,
@@ -33,6 +26,13 @@ from durable_agent.workflows.period_budgets import (
     SettleRequest,
     ledger_id,
     standing_refusal,
+)
+from durable_agent.workflows.names import (
+    BUDGET_LEDGER_WORKFLOW,
+    BUDGET_RESERVE_ACTIVITY,
+    BUDGET_SETTLE_ACTIVITY,
+    RESERVE_BUDGET_UPDATE,
+    SETTLE_BUDGET_UPDATE,
 )
 
 log = get_logger("dagent.budgets")
@@ -51,7 +51,11 @@ async def ledger_update(client: Client, task_queue: str, principal: str, update:
 
 
 class BudgetActivities:
-    """`dagent.budget_reserve` and `dagent.budget_settle` (registered with the agent's other activities)."""
+    """`dagent.budget_reserve` and `dagent.budget_settle` (registered with the agent's other activities).
+    `decision_key`: the worker's decision public key, which a request for more budget must be signed with too."""
+
+    def __init__(self, decision_key: str | None = None) -> None:
+        self.decision_key = decision_key
 
     def all(self) -> list[object]:
         return [self.reserve, self.settle]
@@ -73,7 +77,7 @@ class BudgetActivities:
                                         SettleRequest(reservation_id=request.reservation_id), BudgetStanding)
                 refusal = standing_refusal(answer.standing)
                 log.info("budget refused a round", principal=principal, reason=answer.refused)
-                return BudgetRoundResult(refusal=refusal, standings=standings)
+                return BudgetRoundResult(refusal=refusal, standings=standings, decision_key=self.decision_key)
         return BudgetRoundResult(standings=standings)
 
     @activity.defn(name=BUDGET_SETTLE_ACTIVITY)

@@ -10,19 +10,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
-from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.activities.budget_activities import ledger_update
-from durable_agent.workflows.budget_ledger import BUDGET_MEMO
-from durable_agent.workflows.names import BUDGET_LEDGER_WORKFLOW, BUDGET_STATE_QUERY, CONFIGURE_BUDGET_UPDATE
-from durable_agent.workflows.period_budgets import (
+from durable_agent.agent.period_budgets import (
     BudgetLimit,
     ConfigureRequest,
     LedgerView,
     ledger_id,
     principal_problem,
     principals_for,
+)
+from durable_agent.workflows.budget_ledger import BUDGET_MEMO
+from durable_agent.workflows.names import (
+    BUDGET_LEDGER_WORKFLOW,
+    BUDGET_STATE_QUERY,
+    CONFIGURE_BUDGET_UPDATE,
+    USER_ID,
 )
 
 if TYPE_CHECKING:
@@ -95,12 +100,20 @@ async def list_budgets(agent: AgentClient) -> list[BudgetRow]:
     return sorted(rows, key=lambda row: row.principal)
 
 
-async def applying_budgets(agent: AgentClient, user_id: str, conversation_id: str | None) -> list[str]:
-    """The principals (the user's, the conversation's) whose ledger runs with a budget right now."""
+async def applying_budgets(client: Client, user_id: str | None, conversation_id: str | None) -> list[str]:
+    """The principals (the user's, the conversation's) whose ledger runs with a budget right now: one describe
+    each (a conversation's user, when not given, from its `UserId` search attribute)."""
+    if user_id is None and conversation_id:
+        try:
+            conversation = await client.get_workflow_handle(conversation_id).describe()
+            user_id = conversation.typed_search_attributes.get(USER_ID)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
     found = []
     for principal in principals_for(user_id, conversation_id):
         try:
-            description = await agent.client.get_workflow_handle(ledger_id(principal)).describe()
+            description = await client.get_workflow_handle(ledger_id(principal)).describe()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 continue

@@ -16,12 +16,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.activities.budget_activities import ledger_update
-from durable_agent.agent.plugins import Plugin
-from durable_agent.agent.providers.scripted import ScriptedModel
-from durable_agent.client import AgentClient
-from durable_agent.client.budgets import BudgetError, budget_limit, list_budgets, set_budget, show_budget
-from durable_agent.workflows.names import BUDGET_LEDGER_WORKFLOW, RESERVE_BUDGET_UPDATE, SETTLE_BUDGET_UPDATE
-from durable_agent.workflows.period_budgets import (
+from durable_agent.agent.period_budgets import (
     BudgetLimit,
     BudgetStanding,
     Grant,
@@ -33,6 +28,11 @@ from durable_agent.workflows.period_budgets import (
     period_end,
     period_start,
 )
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel
+from durable_agent.client import AgentClient
+from durable_agent.client.budgets import BudgetError, budget_limit, list_budgets, set_budget, show_budget
+from durable_agent.workflows.names import BUDGET_LEDGER_WORKFLOW, RESERVE_BUDGET_UPDATE, SETTLE_BUDGET_UPDATE
 from tests.support.workers import agent_worker
 
 

@@ -19,9 +19,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from durable_agent.workflows import names
-    from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
-    from durable_agent.workflows.period_budgets import (
+    from durable_agent.agent.period_budgets import (
         BudgetStanding,
         ConfigureRequest,
         LedgerState,
@@ -34,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
         period_start,
         principal_problem,
     )
+    from durable_agent.workflows import names
+    from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
 
 PAST_PERIODS_KEPT = 12
 SETTLED_IDS_KEPT = 200  # a retried settle of one of these is not counted twice

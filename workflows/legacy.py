@@ -69,6 +69,10 @@ INLINE: dict[str, list[str]] = {
     "pending-memo": [
         "prompt.py PromptWorkflow._publish_pending: the early return, no memo of waiting calls.",
     ],
+    "period-budgets": [
+        "prompt.py PromptWorkflow._ledgered: False for runs without the patch (their `budgets` are ignored).",
+        "conversation.py ConversationWorkflow._start_child: no `budgets` on the child's request.",
+    ],
 }
 
 # Kept for old runs but tied to no patch (no workflow command depends on them); each goes when no run that used

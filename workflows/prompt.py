@@ -39,6 +39,15 @@ with workflow.unsafe.imports_passed_through():
         ToolPending,
         ToolSuccess,
     )
+    from durable_agent.agent.period_budgets import (
+        MORE_BUDGET_TOOL,
+        BudgetRefusal,
+        BudgetRound,
+        BudgetRoundResult,
+        BudgetSettlement,
+        BudgetStanding,
+        Grant,
+    )
     from durable_agent.workflows import details, names, telemetry, versions
     from durable_agent.workflows.audit import record_ignored
     from durable_agent.workflows.budgets import budget_reached
@@ -49,6 +58,8 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
     from durable_agent.workflows.legacy import LegacyToolInvocation, upsert_every_search_attribute
     from durable_agent.workflows.names import (
+        BUDGET_RESERVE_ACTIVITY,
+        BUDGET_SETTLE_ACTIVITY,
         CHECK_CORRECTION_ACTIVITY,
         EMIT_EVENT_ACTIVITY,
         EVENTS_TOPIC,
@@ -120,6 +131,11 @@ CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maxi
 FINISHED_CALL_OUTPUTS_PATCH = "finished-call-outputs"
 # The waiting calls kept in the memo, for one visibility query to list them (workflows/pending_memo.py).
 PENDING_MEMO_PATCH = "pending-memo"
+# Period budgets: each round reserved from and settled with the principals' ledgers (agent/period_budgets.py).
+PERIOD_BUDGETS_PATCH = "period-budgets"
+BUDGET_TIMEOUT = timedelta(seconds=30)
+BUDGET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                           maximum_attempts=10)
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
@@ -261,6 +277,8 @@ class PromptWorkflow:
         self._span: telemetry.Span | None = None
         self._call_spans: dict[str, telemetry.Span] = {}  # open dagent.tool_call spans by call id
         self._pending_memo: dict[str, object] = {}  # the waiting calls as the memo last said (nothing yet)
+        self._reservation: str | None = None  # this round's reservation with the budget ledgers, until settled
+        self._grant: tuple[str, Grant] | None = None  # (principal, extra allowance) approved, for the next reserve
 
     # --- run --------------------------------------------------------------------------------------
 
@@ -309,6 +327,8 @@ class PromptWorkflow:
 
     async def _run_rounds(self) -> None:
         for round_number in range(1, self._request.max_rounds + 1):
+            if self._ledgered() and not await self._reserve_round(round_number):
+                return
             self._prompt.rounds = round_number
             with telemetry.span(telemetry.ROUND_SPAN, **{"dagent.prompt.id": self._prompt.id,
                                                          "dagent.round": round_number}):
@@ -328,10 +348,106 @@ class PromptWorkflow:
         self._prompt.force_completed = True
         self._finish("completed")
 
+    # --- period budgets (agent/period_budgets.py) ---------------------------------------------------
+
+    def _ledgered(self) -> bool:
+        """Whether this prompt's rounds go through its principals' budget ledgers (none named: no activity)."""
+        return bool(self._request.budgets) and self._has(PERIOD_BUDGETS_PATCH)
+
+    async def _reserve_round(self, round_number: int) -> bool:
+        """Reserve the round with every ledger; False once a spent budget stopped the prompt. Under an `ask`
+        budget the prompt first waits for an approver to grant more (a `dagent.more_budget` call)."""
+        info = workflow.info()
+        reservation = f"{info.workflow_id}/{info.run_id}/{round_number}"
+        while True:
+            principal, grant = self._grant or (None, None)
+            try:
+                verdict = await workflow.execute_activity(
+                    BUDGET_RESERVE_ACTIVITY, BudgetRound(
+                        principals=self._request.budgets, reservation_id=reservation, prompt_id=self._prompt.id,
+                        grant=grant, grant_principal=principal),
+                    result_type=BudgetRoundResult, start_to_close_timeout=BUDGET_TIMEOUT, retry_policy=BUDGET_RETRY,
+                    summary=f"budget reserve round {round_number}")
+            except ActivityError as exc:
+                if _is_cancellation(exc):
+                    raise
+                self._stop_for_budget(f"the budget ledger could not be reached: {_failure_reason(exc)}")
+                return False
+            self._grant = None
+            self._record_standings(verdict.standings)
+            refusal = verdict.refusal
+            if refusal is None:
+                self._reservation = reservation
+                return True
+            if refusal.limit.on_exhausted != "ask" or not await self._ask_for_more(refusal, verdict.decision_key):
+                self._stop_for_budget(refusal.reason)
+                return False
+
+    async def _settle_round(self, result: RoundResult) -> None:
+        """The round's actual tokens and cost, to every ledger (its reservation is closed)."""
+        reservation, self._reservation = self._reservation, None
+        assert reservation is not None
+        usage = result.usage
+        try:
+            standings = await workflow.execute_activity(
+                BUDGET_SETTLE_ACTIVITY, BudgetSettlement(
+                    principals=self._request.budgets, reservation_id=reservation,
+                    tokens=usage.input_tokens + usage.output_tokens, cost=usage.cost or 0.0),
+                result_type=list[BudgetStanding], start_to_close_timeout=BUDGET_TIMEOUT, retry_policy=BUDGET_RETRY,
+                summary=f"budget settle round {self._prompt.rounds}")
+        except ActivityError as exc:
+            if _is_cancellation(exc):
+                raise
+            self._ignore("budget_settle", f"round {self._prompt.rounds} spend not recorded by the budget ledgers: "
+                                          f"{_failure_reason(exc)}")
+            return
+        self._record_standings(standings)
+
+    def _record_standings(self, standings: list[BudgetStanding]) -> None:
+        """Spend against budget in the record, one entry per principal, as the ledgers last answered."""
+        known = {standing.principal: standing for standing in self._prompt.budgets}
+        known.update({standing.principal: standing for standing in standings})
+        self._prompt.budgets = [known[p] for p in self._request.budgets if p in known]
+
+    async def _ask_for_more(self, refusal: BudgetRefusal, decision_key: str | None) -> bool:
+        """A pending `dagent.more_budget` call, decided like any call (inbox, `dagent approve`, HTTP) by the
+        budget's approvers (four-eyes: never the prompt's own user); a correction of `asking` changes the
+        amount. True once more was granted (for this period, by the ledger at the next reserve)."""
+        limit, unit = refusal.limit, refusal.unit
+        asking = limit.max_tokens if unit == "tokens" else limit.max_cost
+        fixed = {"budget": refusal.principal, "period": limit.period, "unit": unit, "allowance": refusal.allowance,
+                 "spent": refusal.spent}
+        entry = ToolOutput(id=self._unique_call_id("more-budget"), tool=MORE_BUDGET_TOOL,
+                           input={**fixed, "asking": asking}, started_at=workflow.now())
+        self._append(entry)
+        schema: dict[str, object] = {
+            "type": "object", "required": ["asking"],
+            "properties": {**{key: {"const": value} for key, value in fixed.items()},
+                           "asking": {"type": "integer" if unit == "tokens" else "number", "exclusiveMinimum": 0}}}
+        approval = ApprovalRequirement(
+            reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
+            approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]
+            four_eyes=True)
+        decision = await self._await_decision(entry, approval)
+        entry.decision = decision
+        if decision.decision != "approved":
+            self._resolve(entry, ToolError(error=self._refusal_text(decision)))
+            return False
+        amount = entry.input["asking"] if isinstance(entry.input, dict) else asking
+        assert isinstance(amount, int | float)
+        self._resolve(entry, ToolSuccess(output=f"granted {amount:g} more {unit} to {refusal.principal} "
+                                                f"this {limit.period}"))
+        info = workflow.info()
+        self._grant = (refusal.principal, Grant(id=f"{info.workflow_id}/{info.run_id}/{entry.id}", unit=unit,
+                                                amount=float(amount)))
+        return True
+
     async def _round(self, round_number: int) -> bool:
         """One model call and the tool calls it asks for; True when the answer is final."""
         self._deliver_steers()
         result = await self._call_model(round_number)
+        if self._reservation is not None:
+            await self._settle_round(result)
         for reasoning in result.reasoning:
             self._append(reasoning)
         if result.text:
@@ -688,6 +804,7 @@ class PromptWorkflow:
                 instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
                 plugins=agent.plugins, fail_workflow_on_error=False,
                 max_parallel_tools=self._request.max_parallel_tools, workflow_version=versions.CURRENT_VERSION,
+                budgets=self._request.budgets if self._ledgered() else [],  # its rounds spend the same budgets
                 **self._model_queues_for(agent.model),
                 parent=ParentLink(workflow_id=info.workflow_id, prompt_id=self._prompt.id, tool_call_id=entry.id,
                                   path=parent_path, report_nonce=nonce))
@@ -1088,7 +1205,9 @@ class PromptWorkflow:
     def _policy_checks(self, request: ApproveRequest) -> bool:
         """Whether an approval's correction goes to the tool's policy before it is taken (this prompt's own
         call; a sub-agent's prompt checks its own)."""
-        return self._secure and request.input is not None and request.tool_call_id in self._waiting
+        waiting = self._waiting.get(request.tool_call_id)
+        return (self._secure and request.input is not None and waiting is not None
+                and waiting.entry.tool != MORE_BUDGET_TOOL)  # a budget request has no policy: its schema decides
 
     async def _checked_correction(self, request: ApproveRequest) -> _Decider | Refusal:
         """Run the tool's approval policy on the corrected arguments (an activity: the policy is worker code)

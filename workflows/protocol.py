@@ -134,6 +134,9 @@ class PromptRequest(_Lean):
     parent: ParentLink | None = Field(default=None, description="Set when a sub-agent call started this prompt.")
     workflow_version: WorkflowVersion = None
     budget: PromptBudget | None = Field(default=None, description="Token/cost limits (workflows/budgets.py).")
+    budgets: list[str] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "Principals (`user:<id>`, `conversation:<id>`) whose period budget each model round reserves from "
+        "(agent/period_budgets.py); empty: no ledger is asked."))
 
 
 class ParentLink(_Model):
@@ -544,6 +547,8 @@ class ConversationRequest(_Model):
     runs: int = 1
     closing: bool = False
     workflow_version: WorkflowVersion = None
+    budgets: list[str] = Field(default_factory=list, exclude_if=lambda v: not v,
+                               description="Budget principals of its prompts (a send may name its own).")
 
 
 class QueuedInput(_Model):
@@ -551,11 +556,15 @@ class QueuedInput(_Model):
     input: str | None = None
     instructions: str | None = None
     user_id: str | None = None
+    budgets: list[str] | None = Field(default=None, exclude_if=lambda v: v is None,
+                                      description="Its prompt's budget principals (None: the conversation's).")
 
 
 class SendRequest(_Model):
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
     user_id: str | None = None
+    budgets: list[str] | None = Field(default=None, exclude_if=lambda v: v is None, description=(
+        "Budget principals the prompt reserves from (AgentClient looks them up); None: the conversation's."))
 
 
 ConversationRequest.model_rebuild()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-CURRENT_VERSION = 2
+CURRENT_VERSION = 3
 
 # The version from which each patch's behaviour is on without a marker. A new patch gets the next
 # version: add it here and bump CURRENT_VERSION.
@@ -41,6 +41,9 @@ PATCH_VERSIONS: dict[str, int] = {
     "secure-decisions": 2,
     "finished-call-outputs": 2,  # a finished call's files, widgets and state enter the record when it finishes
     "pending-memo": 2,  # waiting calls kept in the prompt's memo (workflows/pending_memo.py)
+    # Period budgets (agent/period_budgets.py): rounds reserved from and settled with the principals' ledgers, a
+    # spent budget stops the prompt or asks for more; a conversation's prompts get its budgets.
+    "period-budgets": 3,
 }
 
 

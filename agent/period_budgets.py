@@ -39,9 +39,9 @@ def ledger_id(principal: str) -> str:
     return LEDGER_ID_PREFIX + principal
 
 
-def principals_for(user_id: str, conversation_id: str | None) -> list[str]:
+def principals_for(user_id: str | None, conversation_id: str | None) -> list[str]:
     """The principals whose budgets may apply to a prompt of `user_id` (in `conversation_id`)."""
-    found = [f"user:{user_id}"]
+    found = [f"user:{user_id}"] if user_id else []
     if conversation_id:
         found.append(f"conversation:{conversation_id}")
     return [p for p in found if principal_problem(p) is None]
@@ -235,6 +235,7 @@ class BudgetRound(StrictModel):
 class BudgetRoundResult(StrictModel):
     refusal: BudgetRefusal | None = None
     standings: list[BudgetStanding] = Field(default_factory=list)
+    decision_key: str | None = Field(default=None, description="The worker's decision key (a refusal only).")
 
 
 class BudgetSettlement(StrictModel):

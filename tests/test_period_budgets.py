@@ -1,0 +1,153 @@
+"""Period budgets enforced in prompts (issue 27): each round reserves from the user's and the conversation's
+ledgers and settles its spend; a spent budget stops the prompt, or (on_exhausted=ask) waits for an approver to
+grant more through the approval machinery.
+
+Real dev server and worker. The scripted model reports 400 input + 100 output tokens per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from pydantic import BaseModel
+from temporalio.client import WorkflowHistoryEventFilterType
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.errors import DecisionRefused
+from durable_agent.agent.messages import ModelRequest, ModelResponse
+from durable_agent.agent.models import MessageOutput, ToolOutput, ToolSuccess, Usage
+from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL, BudgetLimit
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.client import AgentClient
+from tests.support.workers import agent_worker
+
+
+class Step(BaseModel):
+    n: int
+
+
+@tool("loop.step")
+async def step(args: Step, ctx: ToolContext) -> str:
+    """One more step."""
+    return f"step {args.n}"
+
+
+PLUGIN = Plugin("loop", tools=[step])
+
+
+def _endless(request: ModelRequest) -> ModelResponse:
+    response = tool_calls(("loop.step", {"n": request.round}))
+    response.usage = Usage(input_tokens=400, output_tokens=100, model_calls=1)
+    return response
+
+
+def _one_round(request: ModelRequest) -> ModelResponse:
+    response = text("done")
+    response.usage = Usage(input_tokens=400, output_tokens=100, model_calls=1)
+    return response
+
+
+async def _activity_types(client: AgentClient, prompt_id: str) -> list[str]:
+    history = await client.client.get_workflow_handle(prompt_id).fetch_history(
+        event_filter_type=WorkflowHistoryEventFilterType.ALL_EVENT)
+    return [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")]
+
+
+async def test_user_budget_stops_prompts_and_spares_others(dev_env: WorkflowEnvironment) -> None:
+    user, other = f"u-{uuid.uuid4().hex[:8]}", f"o-{uuid.uuid4().hex[:8]}"
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=ScriptedModel(_endless)) as client:
+        await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=1200), by="admin")
+        first = await asyncio.wait_for(client.run("go", user_id=user, max_rounds=20), 60)
+        # 500 tokens a round: 1000 after round 2 is under 1200, so round 3 runs; round 4 is refused.
+        assert first.state == "completed" and first.force_completed and first.rounds == 3
+        assert first.budget_stop == f"user:{user} daily budget reached: 1500 tokens used of 1200"
+        last = first.output[-1]
+        assert isinstance(last, MessageOutput) and last.source == "budget"
+        assert [(b.principal, b.spent_tokens, b.limit.max_tokens if b.limit else None) for b in first.budgets] == [
+            (f"user:{user}", 1500, 1200)]
+        types = await _activity_types(client, first.id)
+        assert types.count("dagent.budget_reserve") == 4 and types.count("dagent.budget_settle") == 3
+
+        # The period's budget is spent: the user's next prompt makes no model call at all.
+        second = await asyncio.wait_for(client.run("again", user_id=user, max_rounds=20), 60)
+        assert second.rounds == 0 and second.usage.model_calls == 0 and second.budget_stop == first.budget_stop
+
+        # Another user has no budget: no ledger is asked, not even once.
+        free = await asyncio.wait_for(client.run("go", user_id=other, max_rounds=2), 60)
+        assert free.rounds == 2 and free.budget_stop is None and free.budgets == []
+        assert not any(t.startswith("dagent.budget") for t in await _activity_types(client, free.id))
+
+        view = await client.budget(f"user:{user}")
+        assert view.standing.spent_tokens == 1500 and view.standing.reservations == 0
+
+
+async def test_conversation_budget_stops_its_prompts(dev_env: WorkflowEnvironment) -> None:
+    user = f"c-{uuid.uuid4().hex[:8]}"
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=ScriptedModel(_one_round)) as client:
+        conversation = await client.start_conversation(user_id=user)
+        # Set after the conversation started: each send looks the budgets up again.
+        await client.set_budget(f"conversation:{conversation.id}", BudgetLimit(period="week", max_tokens=1000))
+        results = []
+        for n in range(3):
+            handle = await conversation.send(f"message {n}")
+            results.append(await asyncio.wait_for(handle.result(), 60))
+        assert [p.budget_stop for p in results[:2]] == [None, None]
+        stop = f"conversation:{conversation.id} weekly budget reached: 1000 tokens used of 1000"
+        assert results[2].budget_stop == stop
+        assert results[2].usage.model_calls == 0
+        assert results[1].budgets[0].principal == f"conversation:{conversation.id}"
+        await conversation.close()
+
+
+async def test_ask_for_more_budget_through_the_approval_machinery(dev_env: WorkflowEnvironment) -> None:
+    user = f"a-{uuid.uuid4().hex[:8]}"
+    principal = f"user:{user}"
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=ScriptedModel(_endless)) as client:
+        await client.set_budget(principal, BudgetLimit(period="day", max_tokens=1000, on_exhausted="ask",
+                                                       approvers=["role:finance"]))
+        handle = await client.start("go", user_id=user, max_rounds=20)
+        waiting = await asyncio.wait_for(handle.wait_until("waiting_for_approval"), 60)
+        assert waiting.rounds == 2
+        [pending] = await handle.pending_approvals()
+        assert pending.tool == MORE_BUDGET_TOOL
+        assert pending.input == {"budget": principal, "period": "day", "unit": "tokens", "allowance": 1000.0,
+                                 "spent": 1000.0, "asking": 1000}
+        assert pending.reason.startswith(f"{principal} daily budget reached: 1000 tokens used of 1000")
+        assert pending.approvers == ["role:finance"] and pending.four_eyes
+
+        # Checked by identity: the prompt's own user may not grant it, nor someone without the role.
+        with pytest.raises(DecisionRefused):
+            await handle.approve(pending.tool_call_id, by=user, roles=["finance"], wait=True)
+        with pytest.raises(DecisionRefused):
+            await handle.approve(pending.tool_call_id, by="mallory", wait=True)
+        with pytest.raises(DecisionRefused, match="asking"):  # a correction must fit the request's schema
+            await handle.approve(pending.tool_call_id, by="bob", roles=["finance"], input={"asking": -5}, wait=True)
+        # Approved with a correction: 500 more tokens this period (one more round), then it asks again.
+        granted = await handle.approve(pending.tool_call_id, by="bob", roles=["finance"], input={"asking": 500},
+                                       wait=True)
+        assert isinstance(granted, ToolOutput) and isinstance(granted.result, ToolSuccess)
+        assert granted.decision is not None and granted.decision.by == "bob"
+
+        async def second_request() -> str:
+            while True:
+                asks = [p for p in await handle.pending_approvals() if p.tool_call_id != pending.tool_call_id]
+                if asks:
+                    return asks[0].tool_call_id
+                await asyncio.sleep(0.1)
+
+        again = await asyncio.wait_for(second_request(), 60)
+        await handle.reject(again, by="bob", roles=["finance"], reason="enough for today", wait=True)
+        done = await asyncio.wait_for(handle.result(), 60)
+
+    assert done.state == "completed" and done.rounds == 3 and done.usage.model_calls == 3
+    assert done.budget_stop == f"{principal} daily budget reached: 1500 tokens used of 1500"
+    asks = [e for e in done.output if isinstance(e, ToolOutput) and e.tool == MORE_BUDGET_TOOL]
+    assert [a.decision.decision if a.decision else None for a in asks] == ["approved", "rejected"]
+    assert asks[0].input["asking"] == 500 and asks[0].decision and asks[0].decision.original_input  # type: ignore[index]
+    assert done.budgets[0].extra_tokens == 500 and done.budgets[0].spent_tokens == 1500
