@@ -36,7 +36,9 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_finished_call_outputs_marker",
 
             "prompt_v2_pending_memo_approved", "prompt_v2_pending_memo_batch",
-            "prompt_v2_pending_memo_sub_agent", "prompt_v2_pending_memo_sub_agent_child"}
+            "prompt_v2_pending_memo_sub_agent", "prompt_v2_pending_memo_sub_agent_child",
+            "prompt_v3_budget_stopped", "prompt_v3_more_budget_approved", "budget_ledger_v3",
+            "conversation_v3_budgets", "prompt_v3_in_conversation_budget_stopped"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:
