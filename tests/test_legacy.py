@@ -7,10 +7,11 @@ branch it deletes in one place. That the old shapes still replay is tests/test_r
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
-from durable_agent.workflows import legacy, prompt, versions
+from durable_agent.workflows import legacy, versions
 
 WORKFLOWS = Path(versions.__file__).parent
 
@@ -33,9 +34,14 @@ def test_every_patch_id_the_workflows_test_is_a_versioned_patch() -> None:
 
 
 def test_inline_entries_name_methods_that_exist() -> None:
-    """An entry that points at `prompt.py PromptWorkflow.<method>` names a method the class still has."""
+    """An entry that points at `<module>.py <Class>.<method>` in workflows/ names a method the class still has."""
+    checked = 0
     for places in legacy.INLINE.values():
         for place in places:
-            if place.startswith("prompt.py PromptWorkflow."):
-                method = re.match(r"prompt\.py PromptWorkflow\.(\w+)", place)
-                assert method is not None and hasattr(prompt.PromptWorkflow, method.group(1)), place
+            found = re.match(r"(\w+)\.py (\w+)\.(\w+)", place)
+            if found is None:
+                continue
+            module = importlib.import_module(f"durable_agent.workflows.{found.group(1)}")
+            assert hasattr(getattr(module, found.group(2)), found.group(3)), place
+            checked += 1
+    assert checked >= 8, "the entries name their places as `<module>.py <Class>.<method>`"

@@ -11,7 +11,12 @@ a bad deploy the task keeps retrying, so rolling the code back lets the prompt c
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError
+
+from durable_agent.workflows import names
 
 WORKFLOW_FAILURE_TYPES: list[type[BaseException]] = [
     ArithmeticError, AssertionError, AttributeError, LookupError, NameError, RuntimeError, TypeError, ValueError,
@@ -26,3 +31,31 @@ def is_workflow_bug(exc: BaseException) -> bool:
 
 def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:MAX_DESCRIPTION_CHARS]
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    return isinstance(exc, asyncio.CancelledError | CancelledError) or (
+        isinstance(exc, ActivityError | ChildWorkflowError) and isinstance(exc.cause, CancelledError))
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What went wrong, in words: an activity's or a child's own failure rather than its wrapper."""
+    cause = exc.cause if isinstance(exc, ActivityError | ChildWorkflowError) and exc.cause is not None else exc
+    return getattr(cause, "message", None) or str(cause) or type(cause).__name__
+
+
+def fallback_target(exc: ActivityError) -> tuple[int, str] | None:
+    """(position, spec) of the next model when the round failed over to a fallback, else None."""
+    cause = exc.cause
+    if not isinstance(cause, ApplicationError) or cause.type != names.MODEL_FALLBACK_ERROR:
+        return None
+    details = list(cause.details)
+    if len(details) < 2 or not isinstance(details[0], int):
+        return None
+    return details[0], str(details[1])
+
+
+def transcript_missing(exc: ActivityError) -> bool:
+    """The worker that ran the round lacked part of its input (no query fills the gap: the workflow resends)."""
+    cause = exc.cause
+    return isinstance(cause, ApplicationError) and cause.type == names.TRANSCRIPT_MISSING_ERROR

@@ -35,19 +35,19 @@ def upsert_every_search_attribute(prompt: Prompt) -> None:
 # Old sides that stay inline, by patch: where, and why they did not move. Delete each with its patch.
 INLINE: dict[str, list[str]] = {
     "parallel-tool-calls": [
-        "prompt.py PromptWorkflow._run_calls (the one-call-at-a-time loop), _process_call, _await_decision: "
-        "they drive the workflow's own recording and approval methods; moving them would export those.",
+        "prompt.py PromptWorkflow._run_calls (the one-call-at-a-time loop) and _process_call: the round loop's "
+        "other branch.",
+        "approvals.py ApprovalDesk.request_and_wait: one call asks and waits alone.",
     ],
     "round-input-by-reference": [
-        "prompt.py PromptWorkflow._round_input / _whole_round_input / _header(lean=False): the by-value branch "
-        "of one expression each.",
+        "round_input.py RoundInputs.next / whole / _header(lean=False): the by-value branch of one expression each.",
     ],
     "given-history-stored": [
-        "prompt.py PromptWorkflow._store_given_history: the early return for runs without the patch.",
+        "round_input.py RoundInputs.store_given_history: the early return for runs without the patch.",
     ],
     "lean-rounds": [
-        "prompt.py PromptWorkflow._tool_invocation and _set_state: the choice between this module's items and "
-        "the current ones.",
+        "tool_runner.py ToolRunner._tool_invocation: the choice between LegacyToolInvocation and the current input.",
+        "host.py WorkflowHost.upsert_state: the choice between upsert_every_search_attribute and changed ones.",
         "protocol.py ToolInvocation._from_legacy: a validator of the current model, so it lives on the class.",
     ],
     "conversation-history-by-reference": [
@@ -58,8 +58,8 @@ INLINE: dict[str, list[str]] = {
         "fails the conversation.",
     ],
     "secure-decisions": [
-        "prompt.py PromptWorkflow: `self._secure` False (unsigned decisions, workflow-scoped idempotency keys, "
-        "reports from any child); it is read across the approval code.",
+        "approvals.py ApprovalDesk.secure False (unsigned decisions, workflow-scoped idempotency keys, reports from "
+        "any child): read across ApprovalDesk, SubAgents and ToolRunner.",
         "activities/agent_activities.py _idempotency_key: the `<workflow id>/<call id>` key when "
         "`ToolInvocation.run_scoped` is False (the activity side of the same switch).",
     ],
@@ -67,11 +67,11 @@ INLINE: dict[str, list[str]] = {
         "prompt.py PromptWorkflow._process_calls: `on_finish` False, side outputs recorded once the group ends.",
     ],
     "pending-memo": [
-        "prompt.py PromptWorkflow._publish_pending: the early return, no memo of waiting calls.",
+        "record.py Recorder.publish_pending: the early return, no memo of waiting calls.",
     ],
     "period-budgets": [
-        "prompt.py PromptWorkflow._ledgered: False for runs without the patch (their `budgets` are ignored).",
-        "conversation.py ConversationWorkflow._start_child: no `budgets` on the child's request.",
+        "budget_gate.py BudgetGate.active: False for runs without the patch (their `budgets` are ignored).",
+        "conversation.py ConversationWorkflow._budgets_for: no `budgets` on the child's request.",
     ],
 }
 

@@ -1,0 +1,118 @@
+"""The approvals desk (workflows/approvals.py): waiting calls, checks before a decision, decisions taken."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+
+import pytest
+
+from durable_agent.agent.events import EventKind
+from durable_agent.agent.models import Decision, Prompt, ToolPending
+from durable_agent.workflows.approvals import ApprovalDesk, refusal_text
+from durable_agent.workflows.protocol import (
+    ApprovalRequirement,
+    ApproveRequest,
+    PromptRequest,
+    ReadyCall,
+    RejectRequest,
+)
+from durable_agent.workflows.record import Recorder
+from durable_agent.workflows.sub_agents import SubAgents
+from tests.unit.conftest import PlainHost, current
+
+SCHEMA = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}
+
+
+def _closed(work: Awaitable[None]) -> None:
+    work.close()  # type: ignore[attr-defined]  # background work needs a workflow: not run here
+
+
+def _desk(host: PlainHost, *, secure: bool = False) -> ApprovalDesk:
+    record = Recorder(Prompt(id="p1", user_id="owner"), host, current, set())
+    desk: ApprovalDesk
+    children = SubAgents(PromptRequest(), record, spawn=_closed, listed=lambda: desk.listed(),
+                         publish_pending=lambda: desk.publish_pending())
+    desk = ApprovalDesk(record, children, steered=lambda: False, spawn=_closed)
+    desk.secure = secure
+    return desk
+
+
+def _ask(desk: ApprovalDesk, call_id: str, **requirement: object) -> None:
+    entry = desk._record.open_call(ReadyCall(id=call_id, tool="pay", input={"amount": 5}))
+    desk.request(entry, ApprovalRequirement(reason="money", **requirement))  # type: ignore[arg-type]
+
+
+def test_a_request_makes_the_call_pending_in_place_and_says_so(host: PlainHost) -> None:
+    desk = _desk(host)
+    _ask(desk, "c1", expires_after_seconds=3600, approvers=["bob"])
+    entry = desk._record.tool_call("c1")
+    assert entry is not None and isinstance(entry.result, ToolPending)
+    assert entry.result.expires_at is not None and (entry.result.expires_at - host.clock).total_seconds() == 3600
+    assert desk._record.prompt.state == "waiting_for_approval"
+    assert host.events[-1].kind == EventKind.APPROVAL_REQUESTED and host.events[-1].index == 0
+    [row] = desk.listed()
+    assert (row.tool_call_id, row.approvers, row.run_id) == ("c1", ["bob"], "run-1")
+    assert host.memos and host.details and ("approval_requested", ("pay",)) in host.metrics.calls
+
+
+def test_an_approval_is_checked_then_taken_with_its_correction(host: PlainHost) -> None:
+    desk = _desk(host)
+    _ask(desk, "c1", approvers=["bob"], input_schema=SCHEMA)
+    unknown = desk.problem("approve", ApproveRequest(tool_call_id="zz", by="bob"))
+    assert unknown is not None and unknown.kind == "unknown-tool-call" and "'c1'" in unknown.message
+    stranger = desk.approve_signal(ApproveRequest(tool_call_id="c1", by="eve"))
+    assert stranger is not None and stranger.kind == "not-allowed"
+    bad = desk.approve_signal(ApproveRequest(tool_call_id="c1", by="bob", input={"amount": "lots"}))
+    assert bad is not None and bad.kind == "invalid-arguments"
+    assert "c1" not in desk.decisions  # refused decisions change nothing
+    assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="bob", input={"amount": 3})) is None
+    decision = desk.decisions["c1"]
+    assert (decision.decision, decision.by, decision.original_input) == ("approved", "bob", {"amount": 5})
+    assert desk.waiting["c1"].entry.input == {"amount": 3}
+    again = desk.problem("reject", RejectRequest(tool_call_id="c1", by="bob"))
+    assert again is not None and again.kind == "already-decided"
+
+
+def test_a_batch_stays_waiting_until_its_last_call_is_settled(host: PlainHost) -> None:
+    desk = _desk(host)
+    _ask(desk, "c1")
+    _ask(desk, "c2")
+    assert desk.reject_signal(RejectRequest(tool_call_id="c1", by="ann", reason="no")) is None
+    first = desk.waiting["c1"].entry
+    desk.settle(first, desk.decisions["c1"])
+    assert first.decision is not None and first.decision.by == "ann"
+    assert list(desk.waiting) == ["c2"] and desk._record.prompt.state == "waiting_for_approval"
+    assert host.events[-1].kind == EventKind.OUTPUT_UPDATED and host.events[-1].index == 0
+    assert [row.tool_call_id for row in desk.listed()] == ["c2"]
+    second = desk.waiting["c2"].entry
+    desk.settle(second, Decision(decision="expired", at=host.clock, reason="approval expired"))
+    assert not desk.waiting and desk._record.prompt.state == "running" and desk.listed() == []
+
+
+def test_under_the_policy_the_prompts_own_user_may_not_approve_a_four_eyes_call(host: PlainHost) -> None:
+    desk = _desk(host, secure=True)
+    _ask(desk, "c1", approvers=["user:owner", "role:finance"], four_eyes=True)
+    own = desk.problem("approve", ApproveRequest(tool_call_id="c1", by="owner"))
+    assert own is not None and own.kind == "not-allowed" and "four-eyes" in own.message
+    assert desk.problem("reject", RejectRequest(tool_call_id="c1", by="owner")) is None
+    assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="user:fay", roles=["finance"])) is None
+    assert (desk.decisions["c1"].by, desk.decisions["c1"].via) == ("fay", "role:finance")
+
+
+def test_a_prompt_that_is_not_waiting_refuses_every_decision(host: PlainHost) -> None:
+    desk = _desk(host)
+    desk._record.open_call(ReadyCall(id="c1", tool="pay"))
+    refusal = desk.problem("approve", ApproveRequest(tool_call_id="c1"))
+    assert refusal is not None and refusal.kind == "not-pending"
+    with pytest.raises(Exception, match="has no tool call 'zz'"):
+        desk.checked_request(({"tool_call_id": "zz"},), ApproveRequest)
+
+
+@pytest.mark.parametrize(("kind", "by", "reason", "text"), [
+    ("expired", None, None, "approval expired"),
+    ("superseded", None, None, "the user sent a new message"),
+    ("rejected", "bob", "too much", "The call was rejected by bob: too much"),
+])
+def test_the_model_reads_why_a_call_did_not_run(host: PlainHost, kind: str, by: str | None, reason: str | None,
+                                                text: str) -> None:
+    assert text in refusal_text(Decision(decision=kind, by=by, reason=reason, at=host.clock))  # type: ignore[arg-type]

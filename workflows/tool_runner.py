@@ -1,0 +1,172 @@
+"""Tool execution: a response's calls run as activities (a sub-agent's as a child prompt), side by side within
+the limits the calls set, each entry resolved in place as it finishes; side outputs and state changes enter the
+record in the model's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from durable_agent.agent.errors import PromptFailedError
+from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess
+from durable_agent.workflows import details, telemetry
+from durable_agent.workflows.failures import failure_reason, is_cancellation
+from durable_agent.workflows.legacy import LegacyToolInvocation
+from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY
+from durable_agent.workflows.protocol import PlannedCall, PromptRequest, ToolInvocation, ToolInvocationResult
+from durable_agent.workflows.record import LEAN_ROUNDS_PATCH, Recorder
+from durable_agent.workflows.sub_agents import SubAgents
+
+INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
+SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
+
+
+def fail_if_fatal(call: PlannedCall, outcome: ToolInvocationResult) -> None:
+    if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
+        raise PromptFailedError(f"tool '{call.tool}' failed: {outcome.result.error}")
+
+
+class ToolRunner:
+    """`steered`: a user message arrived (calls not started yet are skipped); `secure`: idempotency keys name
+    the run. `failed_tools`: tools whose calls ended in an error since the last model round."""
+
+    def __init__(self, request: PromptRequest, record: Recorder, children: SubAgents, *,
+                 steered: Callable[[], bool], secure: Callable[[], bool], has: Callable[[str], bool]) -> None:
+        self._request = request
+        self._record = record
+        self._prompt = record.prompt
+        self._children = children
+        self._steered = steered
+        self._secure = secure
+        self._has = has
+        self.failed_tools: list[str] = []
+
+    async def run(self, calls: list[tuple[ToolOutput, PlannedCall]], *, on_finish: bool = False) -> None:
+        """Run calls side by side, then apply their outcomes in the model's order."""
+        self.apply_in_order(calls, await self.run_side_by_side(calls, on_finish=on_finish), recorded=on_finish)
+
+    async def run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]], *,
+                                on_finish: bool = False) -> dict[str, ToolInvocationResult]:
+        """Run calls concurrently (at most `max_parallel_tools` at once; a `sequential` call runs alone).
+        Each entry gets its result in place as it finishes; a steer skips the calls not started yet.
+        `on_finish`: side outputs and state changes enter the record as calls finish, in the model's order
+        (a call's outputs wait for those of the calls before it that still run, never for anything else)."""
+        limit = asyncio.Semaphore(self._request.max_parallel_tools or max(len(calls), 1))
+        outcomes: dict[str, ToolInvocationResult] = {}
+        ended: set[str] = set()
+        recorded = 0  # calls[:recorded] have their side outputs in the record
+
+        def record_finished() -> None:
+            nonlocal recorded
+            while recorded < len(calls) and calls[recorded][0].id in ended:
+                entry, call = calls[recorded]
+                if entry.id in outcomes:
+                    self.record_outcome(call, outcomes[entry.id])
+                recorded += 1
+
+        async def run(entry: ToolOutput, call: PlannedCall) -> None:
+            async with limit:
+                if self._steered():
+                    self._record.end_call(entry, SKIPPED_BY_STEER, "skipped")
+                else:
+                    outcomes[entry.id] = await self.execute(entry, call, entry.input)
+            if on_finish:
+                ended.add(entry.id)
+                record_finished()
+
+        index = 0
+        while index < len(calls):
+            end = index + 1
+            if not calls[index][1].sequential:
+                while end < len(calls) and not calls[end][1].sequential:
+                    end += 1
+            group = calls[index:end]
+            await asyncio.gather(*(run(entry, call) for entry, call in group))
+            if any(call.failure_mode == "fail" and isinstance(outcomes[entry.id].result, ToolError)
+                   for entry, call in group if entry.id in outcomes):
+                break  # the prompt fails: later calls are not started
+            index = end
+        return outcomes
+
+    def apply_in_order(self, calls: list[tuple[ToolOutput, PlannedCall]],
+                        outcomes: dict[str, ToolInvocationResult], *, recorded: bool = False) -> None:
+        """Side outputs, state changes and failures in the model's order, whatever order the calls finished in
+        (`recorded`: side outputs and state changes are in already, as each call finished)."""
+        for entry, call in calls:
+            if entry.id in outcomes:
+                if not recorded:
+                    self.record_outcome(call, outcomes[entry.id])
+                fail_if_fatal(call, outcomes[entry.id])
+
+    async def invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
+        outcome = await self.execute(entry, call, arguments)
+        self.record_outcome(call, outcome)
+        fail_if_fatal(call, outcome)
+
+    async def execute(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
+        """Run one call's activity; the entry gets its result in place as soon as it finishes."""
+        with telemetry.within(self._record.call_span(entry.id)):
+            outcome = await self._execute_call(entry, call, arguments)
+        self._record.close_call(entry, "success" if isinstance(outcome.result, ToolSuccess) else "error")
+        return outcome
+
+    async def _execute_call(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
+        entry.started_at = self._record.host.now()
+        if call.agent is not None:
+            outcome = await self._children.run(entry, call, arguments)
+            self._record.resolve(entry, outcome.result)
+            return outcome
+        invocation = self._tool_invocation(entry, call, arguments)
+        retry = RetryPolicy(initial_interval=timedelta(seconds=1),
+                            maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
+        timeout = call.timeout
+        self._record.host.set_details(details.running_tool(self._prompt.rounds, entry))
+        summary = details.cut_at_word(f"tool {call.tool} {details.compact_args(arguments)}", 100)
+        if entry.decision is not None:
+            summary += f" · {details.decided(entry.decision)}"
+        try:
+            if call.local:
+                outcome = await workflow.execute_local_activity(
+                    INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
+                    start_to_close_timeout=timeout, retry_policy=retry, summary=summary)
+            else:
+                outcome = await workflow.execute_activity(
+                    INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
+                    start_to_close_timeout=timeout, heartbeat_timeout=call.heartbeat_timeout,
+                    retry_policy=retry,
+                    summary=summary)
+        except ActivityError as exc:
+            if is_cancellation(exc):
+                raise
+            outcome = ToolInvocationResult(result=ToolError(error=f"Tool call failed: {failure_reason(exc)}"))
+        self._record.resolve(entry, outcome.result)
+        return outcome
+
+    def _tool_invocation(self, entry: ToolOutput, call: PlannedCall,
+                         arguments: object) -> ToolInvocation | LegacyToolInvocation:
+        plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
+        prompt = self._prompt
+        if not self._has(LEAN_ROUNDS_PATCH):
+            return LegacyToolInvocation(
+                prompt_id=prompt.id, user_id=prompt.user_id, conversation_id=prompt.conversation_id,
+                workflow_id=self._record.host.workflow_id, call=call.model_copy(update={"id": entry.id}),
+                input=arguments, plugin_state=plugin_state)
+        return ToolInvocation(
+            id=entry.id, tool=call.tool, plugin=call.plugin, input=arguments, user_id=prompt.user_id,  # type: ignore[arg-type]
+            conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.max_attempts,
+            prompt_id=None if prompt.id == self._record.host.workflow_id else prompt.id, run_scoped=self._secure())
+
+    def record_outcome(self, call: PlannedCall, outcome: ToolInvocationResult) -> None:
+        """A finished call's side outputs (right after what is recorded so far) and its plugin's new state."""
+        if isinstance(outcome.result, ToolError):
+            self.failed_tools.append(call.tool)
+        for side_output in outcome.side_outputs:
+            self._record.append(side_output)
+        if outcome.state_changed and call.plugin:
+            self._prompt.plugin_state[call.plugin] = outcome.plugin_state

@@ -1,0 +1,162 @@
+"""Tool calls as the worker planned them, and the tool activity's input and result.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    model_validator,
+)
+
+from durable_agent.agent.models import (
+    FileOutput,
+    ToolError,
+    ToolSuccess,
+    WidgetOutput,
+)
+from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
+from durable_agent.workflows.wire_inputs import SubAgentCall
+from durable_agent.workflows.wire_lean import Lean as _Lean
+
+
+class ApprovalRequirement(_Model):
+    """What the workflow needs to ask for a decision: an approval policy's answer, in wire units."""
+
+    reason: str
+    approvers: list[str] | None = None
+    expires_after_seconds: float | None = None
+    input_schema: dict[str, JsonValue] | None = Field(
+        default=None, description="The tool's input JSON schema: an approver's correction is checked against it.")
+    decision_key: str | None = Field(default=None, description="Ed25519 public key (PEM) that must have signed "
+                                                               "the decision; from the worker's configuration.")
+    four_eyes: bool = Field(default=False, exclude_if=lambda v: not v,
+                            description="The prompt's own user may not approve the call.")
+
+    @property
+    def expires_after(self) -> timedelta | None:
+        return timedelta(seconds=self.expires_after_seconds) if self.expires_after_seconds else None
+
+
+class _CallBase(_Lean):
+    """A tool call from the model as the worker checked it. Fields at their defaults stay off the wire;
+    round results recorded with every field (`error` and `approval` null where they do not apply) decode
+    the same."""
+
+    id: str
+    tool: str
+    input: JsonValue = None
+    plugin: str | None = None
+    timeout_seconds: float = 60.0
+    max_attempts: int = 1
+    failure_mode: Literal["continue", "fail"] = "continue"
+    local: bool = False
+    heartbeat_timeout_seconds: float = 20.0
+    sequential: bool = Field(default=False, description="Runs alone, never side by side with other calls.")
+    agent: SubAgentCall | None = Field(default=None, description="A sub-agent: runs as a child prompt.")
+
+    @property
+    def timeout(self) -> timedelta:
+        return timedelta(seconds=self.timeout_seconds)
+
+    @property
+    def heartbeat_timeout(self) -> timedelta:
+        return timedelta(seconds=self.heartbeat_timeout_seconds)
+
+
+class InvalidCall(_CallBase):
+    """Not run: unknown tool, or arguments that do not fit; `error` goes back to the model."""
+
+    error: str
+    approval: None = None
+
+
+class CallNeedingApproval(_CallBase):
+    """Runs only after a person approves it."""
+
+    error: None = None
+    approval: ApprovalRequirement
+
+
+class ReadyCall(_CallBase):
+    """Runs now."""
+
+    error: None = None
+    approval: None = None
+
+
+def _call_kind(value: Any) -> str:
+    get = value.get if isinstance(value, dict) else lambda name: getattr(value, name, None)
+    if get("error") is not None:
+        return "invalid"
+    return "approval" if get("approval") is not None else "ready"
+
+
+PlannedCall = Annotated[
+    Annotated[InvalidCall, Tag("invalid")] | Annotated[CallNeedingApproval, Tag("approval")]
+    | Annotated[ReadyCall, Tag("ready")],
+    Discriminator(_call_kind),
+]
+
+
+class ToolInvocation(_Lean):
+    """The tool activity's input: only what the activity cannot derive, each id once. Fields at their
+    defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
+    come from the activity's info; the call's other policy fields (timeout, failure mode, local, sequential)
+    are the workflow's business. A `LegacyToolInvocation` (workflows/legacy.py), recorded or in flight, is read
+    as well."""
+
+    id: str = Field(description="The call's id in the prompt.")
+    tool: str
+    plugin: str | None = None
+    input: JsonValue = Field(default=None, description="The arguments (as corrected by an approver).")
+    user_id: str = "anonymous"
+    conversation_id: str | None = None
+    prompt_id: str | None = Field(default=None, description="None: the workflow id (a prompt's default id).")
+    plugin_state: JsonValue = None
+    max_attempts: int = Field(default=1, description="The tool's own attempts (an MCP server that is down).")
+    run_scoped: bool = Field(default=False, description=(
+        "The idempotency key names the workflow's run too (`<workflow id>/<run id>/<call id>`): a later run that "
+        "reuses the workflow id gets other keys. False: `<workflow id>/<call id>` (runs started before)."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_legacy(cls, value: Any) -> Any:
+        if not (isinstance(value, dict) and isinstance(value.get("call"), dict)):
+            return value
+        call = value["call"]
+        return {"id": call["id"], "tool": call["tool"], "plugin": call.get("plugin"), "input": value.get("input"),
+                "user_id": value.get("user_id", "anonymous"), "conversation_id": value.get("conversation_id"),
+                "prompt_id": value.get("prompt_id"), "plugin_state": value.get("plugin_state"),
+                "max_attempts": call.get("max_attempts", 1)}
+
+
+SideOutput = Annotated[FileOutput | WidgetOutput, Field(discriminator="type")]
+
+
+class CorrectionCheck(_Model):
+    """Input of the correction-check activity: the tool's approval policy, run again on corrected arguments."""
+
+    tool: str
+    plugin: str | None = None
+    input: JsonValue = Field(description="The arguments as the approver corrected them (merged).")
+
+
+class CorrectionVerdict(_Model):
+    """What the policy says of corrected arguments: the approval they need (None: none), or why they cannot
+    be approved at all (`problem`: invalid arguments, a policy that raised, a tool this worker lacks)."""
+
+    requirement: ApprovalRequirement | None = None
+    problem: str | None = None
+
+
+class ToolInvocationResult(_Lean):
+    result: Annotated[ToolSuccess | ToolError, Field(discriminator="type")]
+    side_outputs: list[SideOutput] = Field(default_factory=list)
+    plugin_state: JsonValue = None
+    state_changed: bool = False

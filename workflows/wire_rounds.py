@@ -1,0 +1,100 @@
+"""One model round: what the model activity is sent and what it answers, with the step it decides next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import (
+    Field,
+    JsonValue,
+)
+
+from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.models import (
+    Prompt,
+    ReasoningOutput,
+    Usage,
+)
+from durable_agent.workflows.wire_calls import PlannedCall
+from durable_agent.workflows.wire_inputs import HistoryRef
+from durable_agent.workflows.wire_lean import Lean as _Lean
+from durable_agent.workflows.wire_lean import LeanHeader, LeanOutput, LeanUsage
+
+
+class OutputChange(_Lean):
+    index: int
+    output: LeanOutput
+    result_ref: str | None = Field(
+        default=None, description="A tool's output by reference (its content digest): `output` is the entry with "
+                                  "the result's output left out; the worker that ran the tool has it cached.")
+
+
+class RoundInput(_Lean):
+    """One model round. The workflow sends only the output entries added or changed since its previous round
+    (`changes`; a large tool output by reference), and the earlier prompts of a conversation by reference
+    (`history_ref`); the worker keeps the rest in a cache. A worker that misses anything fails the round with
+    `TranscriptMissing` and the workflow sends it again whole (`changes=None`): no activity queries its
+    workflow. With `changes=None`, `prompt.output` and `history` are complete."""
+
+    prompt: LeanHeader
+    history: list[Prompt] = Field(default_factory=list)
+    history_ref: HistoryRef | None = Field(default=None, description="Earlier prompts by reference, then `history`.")
+    instructions: str | None = None
+    round: int
+    changes: list[OutputChange] | None = None
+    output_count: int = 0
+    history_count: int = 0
+    run_id: str = ""
+    output_schema: dict[str, JsonValue] | str | None = None
+    context_max_messages: int | None = None
+    context_max_tokens: int | None = None
+    plugins: list[str] | None = Field(default=None, description="Only these plugins (a sub-agent's prompt).")
+    fallback: int = Field(default=0, description="Which model of the tier's fallback chain to call.")
+
+
+class RoundResult(_Lean):
+    reasoning: list[ReasoningOutput] = Field(default_factory=list)
+    text: str | None = None
+    calls: list[PlannedCall] = Field(default_factory=list)
+    usage: LeanUsage = Field(default_factory=Usage)
+    plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
+    model: str = ""
+    spec: str = Field(default="", description="The provider:model that answered.")
+    fallback: int = 0
+    settings: ModelSettings | None = None
+    event_hooks: bool = False
+    data: JsonValue = None
+    output_error: str | None = Field(default=None, description="Why the final answer failed the output schema.")
+
+    def next_step(self) -> NextStep:
+        """What the prompt does next, decided by the worker: run tools, accept the answer, or ask again."""
+        if self.calls:
+            return RunTools(calls=self.calls)
+        if self.output_error is not None:
+            return RetryForSchema(reason=self.output_error)
+        return FinalAnswer(data=self.data)
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """No tool calls: the text (and, with an output schema, `data`) is the answer."""
+
+    data: JsonValue
+
+
+@dataclass(frozen=True)
+class RetryForSchema:
+    """The answer did not match the output schema: tell the model why and let it answer again."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """Run these calls in order (each one invalid, needing approval, or ready)."""
+
+    calls: list[PlannedCall]
+
+
+NextStep = FinalAnswer | RetryForSchema | RunTools
