@@ -22,6 +22,7 @@ from durable_agent.agent.models import MessageOutput, ToolOutput, ToolSuccess, U
 from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL, BudgetLimit
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.subagents import SubAgent
 from durable_agent.agent.tools import tool
 from durable_agent.client import AgentClient
 from tests.support.workers import agent_worker
@@ -151,3 +152,35 @@ async def test_ask_for_more_budget_through_the_approval_machinery(dev_env: Workf
     assert [a.decision.decision if a.decision else None for a in asks] == ["approved", "rejected"]
     assert asks[0].input["asking"] == 500 and asks[0].decision and asks[0].decision.original_input  # type: ignore[index]
     assert done.budgets[0].extra_tokens == 500 and done.budgets[0].spent_tokens == 1500
+
+
+HELPER_INSTRUCTIONS = "You help with one task."
+helper = SubAgent("helper.ask", description="Hand a task to the helper.", instructions=HELPER_INSTRUCTIONS,
+                  plugins=("loop",), max_rounds=2)
+
+
+def _delegating(request: ModelRequest) -> ModelResponse:
+    if HELPER_INSTRUCTIONS in (request.instructions or ""):
+        response = text("helped")
+    elif request.round == 1:
+        response = tool_calls(("helper.ask", {"task": "one thing"}))
+    else:
+        response = text("done")
+    response.usage = Usage(input_tokens=400, output_tokens=100, model_calls=1)
+    return response
+
+
+async def test_a_sub_agent_spends_its_parents_period_budget(dev_env: WorkflowEnvironment) -> None:
+    user = f"s-{uuid.uuid4().hex[:8]}"
+    plugins = [PLUGIN, Plugin("helpers", tools=[helper.tool()])]
+    async with agent_worker(dev_env, plugins=plugins, model=ScriptedModel(_delegating)) as client:
+        await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=100_000))
+        parent = await asyncio.wait_for(client.run("go", user_id=user), 60)
+        assert parent.state == "completed" and parent.usage.model_calls == 3  # two rounds here, one in the helper
+        [call] = [e for e in parent.output if isinstance(e, ToolOutput) and e.tool == "helper.ask"]
+        assert call.child_prompt_id is not None
+        child = await client.prompt(call.child_prompt_id).get()
+        assert [b.principal for b in child.budgets] == [f"user:{user}"]
+        assert "dagent.budget_reserve" in await _activity_types(client, child.id)
+        view = await client.budget(f"user:{user}")
+        assert view.standing.spent_tokens == 1500 and view.standing.reservations == 0
