@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import pytest
 from pydantic import BaseModel
@@ -184,3 +185,22 @@ async def test_a_sub_agent_spends_its_parents_period_budget(dev_env: WorkflowEnv
         assert "dagent.budget_reserve" in await _activity_types(client, child.id)
         view = await client.budget(f"user:{user}")
         assert view.standing.spent_tokens == 1500 and view.standing.reservations == 0
+
+
+async def test_a_spent_daily_budget_is_back_the_next_day(skip_env: WorkflowEnvironment) -> None:
+    """Time-skipping server: the user's prompts stop once the day's budget is spent; a day later they run."""
+    user = f"d-{uuid.uuid4().hex[:8]}"
+    async with agent_worker(skip_env, plugins=[PLUGIN], model=ScriptedModel(_one_round)) as client:
+        await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=500))
+        with skip_env.auto_time_skipping_disabled():  # else waiting on a result skips to the ledger's day end
+            first = await asyncio.wait_for(client.run("hello", user_id=user), 60)
+            second = await asyncio.wait_for(client.run("again", user_id=user), 60)
+        assert first.budget_stop is None and first.usage.model_calls == 1
+        assert second.budget_stop == f"user:{user} daily budget reached: 500 tokens used of 500"
+        await skip_env.sleep(timedelta(days=1))
+        with skip_env.auto_time_skipping_disabled():
+            third = await asyncio.wait_for(client.run("next day", user_id=user), 60)
+            view = await client.budget(f"user:{user}")
+        assert third.budget_stop is None and third.usage.model_calls == 1
+        assert view.standing.spent_tokens == 500 and [p.spent_tokens for p in view.past] == [500]
+        assert third.budgets[0].period_start == first.budgets[0].period_start + timedelta(days=1)  # type: ignore[operator]
