@@ -107,18 +107,25 @@ async def test_ledger_continues_as_new_with_its_state(dev_env: WorkflowEnvironme
 async def test_period_rolls_over_at_the_utc_day(skip_env: WorkflowEnvironment) -> None:
     principal = _principal()
     async with agent_worker(skip_env, plugins=[Plugin("none")], model=ScriptedModel([])) as client:
-        await set_budget(client, principal, BudgetLimit(period="day", max_tokens=100))
-        await _reserve(client, principal, "a")
-        await _settle(client, principal, "a", 150)
-        assert (await _reserve(client, principal, "b")).refused is not None
-        first = (await show_budget(client, principal)).standing.period_start
-        await skip_env.sleep(timedelta(days=1, minutes=1))
-        view = await show_budget(client, principal)
-        assert view.standing.period_start == first + timedelta(days=1)
-        assert view.standing.spent_tokens == 0
-        assert [p.spent_tokens for p in view.past] == [150]
-        assert (await _reserve(client, principal, "c")).refused is None
+        try:
+            await _roll_over(skip_env, client, principal)
+        finally:  # a ledger left with no worker holds the shared time-skipping server's clock at its day end
+            await client.client.get_workflow_handle(ledger_id(principal)).terminate("test over")
 
+
+async def _roll_over(skip_env: WorkflowEnvironment, client: AgentClient, principal: str) -> None:
+    """Spend past the day's budget, skip a day: a new period with nothing spent, the last one kept."""
+    await set_budget(client, principal, BudgetLimit(period="day", max_tokens=100))
+    await _reserve(client, principal, "a")
+    await _settle(client, principal, "a", 150)
+    assert (await _reserve(client, principal, "b")).refused is not None
+    first = (await show_budget(client, principal)).standing.period_start
+    await skip_env.sleep(timedelta(days=1, minutes=1))
+    view = await show_budget(client, principal)
+    assert view.standing.period_start == first + timedelta(days=1)
+    assert view.standing.spent_tokens == 0
+    assert [p.spent_tokens for p in view.past] == [150]
+    assert (await _reserve(client, principal, "c")).refused is None
 
 def test_periods_and_specs() -> None:
     now = datetime(2026, 11, 26, 15, 30, tzinfo=UTC)  # a Thursday

@@ -20,7 +20,7 @@ from durable_agent.agent.context import ToolContext
 from durable_agent.agent.errors import DecisionRefused
 from durable_agent.agent.messages import ModelRequest, ModelResponse
 from durable_agent.agent.models import MessageOutput, ToolOutput, ToolSuccess, Usage
-from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL, BudgetLimit
+from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL, BudgetLimit, ledger_id
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.subagents import SubAgent
@@ -97,7 +97,8 @@ async def test_conversation_budget_stops_its_prompts(dev_env: WorkflowEnvironmen
         await client.set_budget(f"conversation:{conversation.id}", BudgetLimit(period="week", max_tokens=1000))
         results = []
         for n in range(3):
-            handle = await conversation.send(f"message {n}")
+            queued = await conversation.send(f"message {n}")
+            handle = await conversation.prompt_started(queued.id)  # it starts once the one before has ended
             results.append(await asyncio.wait_for(handle.result(), 60))
         assert [p.budget_stop for p in results[:2]] == [None, None]
         stop = f"conversation:{conversation.id} weekly budget reached: 1000 tokens used of 1000"
@@ -192,15 +193,23 @@ async def test_a_spent_daily_budget_is_back_the_next_day(skip_env: WorkflowEnvir
     user = f"d-{uuid.uuid4().hex[:8]}"
     async with agent_worker(skip_env, plugins=[PLUGIN], model=ScriptedModel(_one_round)) as client:
         await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=500))
-        with skip_env.auto_time_skipping_disabled():  # else waiting on a result skips to the ledger's day end
-            first = await asyncio.wait_for(client.run("hello", user_id=user), 60)
-            second = await asyncio.wait_for(client.run("again", user_id=user), 60)
-        assert first.budget_stop is None and first.usage.model_calls == 1
-        assert second.budget_stop == f"user:{user} daily budget reached: 500 tokens used of 500"
-        await skip_env.sleep(timedelta(days=1))
-        with skip_env.auto_time_skipping_disabled():
-            third = await asyncio.wait_for(client.run("next day", user_id=user), 60)
-            view = await client.budget(f"user:{user}")
-        assert third.budget_stop is None and third.usage.model_calls == 1
-        assert view.standing.spent_tokens == 500 and [p.spent_tokens for p in view.past] == [500]
-        assert third.budgets[0].period_start == first.budgets[0].period_start + timedelta(days=1)  # type: ignore[operator]
+        try:
+            await _spend_a_day(skip_env, client, user)
+        finally:  # a ledger left with no worker holds the shared time-skipping server's clock at its day end
+            await client.client.get_workflow_handle(ledger_id(f"user:{user}")).terminate("test over")
+
+
+async def _spend_a_day(skip_env: WorkflowEnvironment, client: AgentClient, user: str) -> None:
+    """Spend the day's budget (the next prompt stops), skip a day, and run again."""
+    with skip_env.auto_time_skipping_disabled():  # else waiting on a result skips to the ledger's day end
+        first = await asyncio.wait_for(client.run("hello", user_id=user), 60)
+        second = await asyncio.wait_for(client.run("again", user_id=user), 60)
+    assert first.budget_stop is None and first.usage.model_calls == 1
+    assert second.budget_stop == f"user:{user} daily budget reached: 500 tokens used of 500"
+    await skip_env.sleep(timedelta(days=1))
+    with skip_env.auto_time_skipping_disabled():
+        third = await asyncio.wait_for(client.run("next day", user_id=user), 60)
+        view = await client.budget(f"user:{user}")
+    assert third.budget_stop is None and third.usage.model_calls == 1
+    assert view.standing.spent_tokens == 500 and [p.spent_tokens for p in view.past] == [500]
+    assert third.budgets[0].period_start == first.budgets[0].period_start + timedelta(days=1)  # type: ignore[operator]
