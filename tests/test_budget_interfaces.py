@@ -73,28 +73,38 @@ async def test_dagent_budget_set_show_ls(dev_env: WorkflowEnvironment) -> None:
 
 
 async def test_http_budgets_admin_sets_users_read_and_approvers_grant_more(dev_env: WorkflowEnvironment) -> None:
+    from durable_agent.api.config import ApiKey
     from tests.support.api import api_stack
 
-    async with api_stack(dev_env) as stack:
-        async with stack.http("alice") as alice, stack.http("root") as root, stack.http("fiona") as fiona:
+    # A user of this test's own: no other test's prompts fall under the budget set here (one session server).
+    name, key = f"budget-{uuid.uuid4().hex[:8]}", f"budget-key-{uuid.uuid4().hex}"
+    async with api_stack(dev_env, extra_api_keys=[ApiKey(principal=name, key=key)]) as stack:
+        async with stack.http(headers={"Authorization": f"Bearer {key}"}) as owner, stack.http("root") as root, \
+                stack.http("fiona") as fiona:
             limit = {"period": "day", "max_tokens": 1, "on_exhausted": "ask", "approvers": ["role:finance"]}
-            refused = await alice.put("/budgets/user:alice", json=limit)
+            refused = await owner.put(f"/budgets/user:{name}", json=limit)
             assert refused.status_code == 403 and refused.json()["detail"] == "only an admin may set budgets"
-            bad = await root.put("/budgets/user:alice", json={"period": "year", "max_tokens": 1})
+            bad = await root.put(f"/budgets/user:{name}", json={"period": "year", "max_tokens": 1})
             assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
             assert bad.json()["detail"] == "body.period: Input should be 'day', 'week' or 'month'"
             junk = await root.put("/budgets/alice", json=limit)
             assert junk.status_code == 422 and junk.json()["detail"].startswith("budget principal 'alice' must be")
-            empty = await root.put("/budgets/user:alice", json={"period": "day"})
+            empty = await root.put(f"/budgets/user:{name}", json={"period": "day"})
             assert empty.status_code == 422 and "give max_tokens and/or max_cost" in empty.json()["detail"]
-            assert (await root.put("/budgets/user:alice", json=limit)).status_code == 200
+            assert (await root.put(f"/budgets/user:{name}", json=limit)).status_code == 200
 
-            mine = await alice.get("/budgets/user:alice")
+            mine = await owner.get(f"/budgets/user:{name}")
             assert mine.status_code == 200 and mine.json()["standing"]["limit"]["max_tokens"] == 1
-            assert (await alice.get("/budgets/user:mallory")).status_code == 403
+            assert (await owner.get("/budgets/user:mallory")).status_code == 403
+            for _ in range(50):  # the list reads visibility, which follows the ledger's memo shortly after
+                listed = [row["principal"] for row in (await owner.get("/budgets")).json()]
+                if listed:
+                    break
+                await asyncio.sleep(0.2)
+            assert listed == [f"user:{name}"]  # only the caller's own
 
             # Alice's prompt spends the budget in round 1 and asks for more before round 2.
-            started = await alice.post("/prompts", json={"input": "pay bob 250"})
+            started = await owner.post("/prompts", json={"input": "pay bob 250"})
             assert started.status_code == 201, started.text
             prompt = stack.agent.prompt(started.json()["id"])
 
@@ -111,12 +121,15 @@ async def test_http_budgets_admin_sets_users_read_and_approvers_grant_more(dev_e
             assert (await fiona.post(f"/prompts/{prompt.id}/approvals/{pay.tool_call_id}/approve")).status_code == 200
             item = await asyncio.wait_for(budget_request(), 60)
             call = item["tool_call_id"]
-            own = await alice.post(f"/prompts/{prompt.id}/approvals/{call}/approve")
-            assert own.status_code == 403, own.text  # not an approver of her own budget
+            own = await owner.post(f"/prompts/{prompt.id}/approvals/{call}/approve")
+            assert own.status_code == 403, own.text  # not an approver of their own budget
             granted = await fiona.post(f"/prompts/{prompt.id}/approvals/{call}/approve",
                                        json={"input": {"asking": 9999}})
             assert granted.status_code == 200, granted.text
             done = await asyncio.wait_for(prompt.result(), 60)
+            assert (await owner.delete(f"/budgets/user:{name}")).status_code == 403
+            assert (await root.delete(f"/budgets/user:{name}")).status_code == 204
+            assert (await owner.get(f"/budgets/user:{name}")).json()["standing"]["limit"] is None
         assert done.state == "completed" and done.budget_stop is None
         [ask] = [e for e in done.output if isinstance(e, ToolOutput) and e.tool == MORE_BUDGET_TOOL]
         assert ask.decision is not None and ask.decision.by == "fiona" and ask.input["asking"] == 9999  # type: ignore[index]
