@@ -15,7 +15,10 @@ types, which `workflows/names.py` keeps stable), never the text of a message.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:
+    from durable_agent.agent.models import Prompt
 
 
 class DurableAgentError(Exception):
@@ -23,7 +26,12 @@ class DurableAgentError(Exception):
 
 
 class PromptFailedError(DurableAgentError):
-    """The prompt cannot finish: a tool that must not fail failed, or the final answer kept missing its schema."""
+    """The prompt cannot finish: a tool that must not fail failed, or the final answer kept missing its schema.
+    Raised by `PromptHandle.result(raise_on_failure=True)`, it carries the failed prompt's record (`prompt`)."""
+
+    def __init__(self, message: str, *, prompt: Prompt | None = None) -> None:
+        super().__init__(message)
+        self.prompt = prompt
 
 
 class PluginPrepareError(DurableAgentError):

@@ -29,6 +29,7 @@ from durable_agent.api.events import prompt_events, resume_offset
 from durable_agent.api.headers import SecurityHeadersMiddleware
 from durable_agent.api.limits import BodyLimitMiddleware
 from durable_agent.api.problems import PROBLEM_BASE, PROBLEM_TYPES, Problem, install_problem_handlers
+from durable_agent.api.prompt_approvals import router as prompt_approval_routes
 from durable_agent.api.schedules import router as schedule_routes
 from durable_agent.api.schemas import (
     CALL_PATH_PATTERN,
@@ -97,6 +98,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     app.add_middleware(SecurityHeadersMiddleware)
     install_problem_handlers(app)
     app.include_router(schedule_routes)  # recurring prompts (api/schedules.py)
+    app.include_router(prompt_approval_routes)  # one prompt's waiting calls (api/prompt_approvals.py)
     app.include_router(__import__("durable_agent.api.budgets", fromlist=["router"]).router)  # api/budgets.py
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.mount(DOCS_ASSETS, StaticFiles(directory=str(SWAGGER_ASSETS)), name="docs-assets")

@@ -22,12 +22,12 @@ from durable_agent.agent.extras import MissingExtra, explain_missing, require
 from durable_agent.agent.identity import Identity, person_id, person_problem
 from durable_agent.agent.logging import configure_logging
 from durable_agent.agent.models import TERMINAL_STATES, ModelTier, ToolOutput
-from durable_agent.cli import decisions, hints
+from durable_agent.cli import api_decisions, decisions, hints
 from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 from durable_agent.cli.follow import STATE_STYLES, discard_at_exit, follow, read_line
 from durable_agent.cli.ls import STATES, age, recent_prompts
 from durable_agent.cli.render import describe_output, describe_prompt
-from durable_agent.cli.ui_links import UI_URL_ENV, with_ui_url
+from durable_agent.cli.ui_links import UI_URL_ENV, forget_server, remember_server, with_ui_url
 from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
 from durable_agent.client.pending import may_see
 from durable_agent.workers.settings import Settings
@@ -154,11 +154,13 @@ def server(
     dev = DevServer(port=port, ui_port=ui_port, db_file=db_file)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # so sigwait receives them
     dev.start()
+    remember_server(dev.address, dev.ui_url, dev.pid)  # `dagent` on this machine links to this UI
     console.print(f"Temporal dev server on {dev.address}  UI: {dev.ui_url}  db: {dev.db_file}")
     console.print(f"Log: {dev.log_file}. Ctrl-C stops it.")
     if ui_port != 8233:
         console.print(f"`dagent` on this machine links to this UI by itself; elsewhere set {UI_URL_ENV}={dev.ui_url}")
     signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    forget_server(dev.address, dev.pid)
     dev.stop()
     _exit(0)
 
@@ -466,7 +468,7 @@ def approve(
         raise typer.BadParameter("--input corrects one call; it cannot be used with --all")
 
     async def approve_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
-        return await handle.approve(call_id, by=by, input=corrected, wait=True, roles=role or ())
+        return await api_decisions.approve(handle, call_id, by=by, input=corrected, roles=role or ())
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -493,7 +495,7 @@ def reject(
     by = _decider(by)
 
     async def reject_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
-        return await handle.reject(call_id, by=by, reason=reason, wait=True, roles=role or ())
+        return await api_decisions.reject(handle, call_id, by=by, reason=reason, roles=role or ())
 
     async def main() -> int:
         await _decide(await AgentClient.connect(settings), prompt_id, tool_call_id, reject_one, "rejected")

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from durable_agent.agent.models import TERMINAL_STATES, ToolOutput, ToolPending
-from durable_agent.cli.render import decision_words, short
+from durable_agent.cli.render import short, taken_words
 from durable_agent.client import AgentClient, PromptHandle
 
 POLL_SECONDS = 0.2
@@ -63,13 +63,7 @@ async def waiting_count(handle: PromptHandle, decided_id: str) -> int:
 def taken_line(entry: ToolOutput, others_waiting: int) -> str:
     """A decision as taken, for a call that has not run (or ended) yet because its batch still waits:
     `… → approved by alice at 11:05:11; runs when the other 2 decisions are in`."""
-    assert entry.decision is not None
-    head = f"tool    {entry.tool} {short(entry.input)} [{entry.id}] → {decision_words(entry.decision, entry.input)}"
-    if entry.decision.decision != "approved":
-        return head + ("; the model hears of it once the rest of its batch is decided" if others_waiting else "")
-    if not others_waiting:
-        return head + "; runs now"
-    return head + f"; runs when the other {others_waiting} decision{'s are' if others_waiting > 1 else ' is'} in"
+    return f"tool    {entry.tool} {short(entry.input)} [{entry.id}] → {taken_words(entry, others_waiting)}"
 
 
 def is_waiting_for_batch(entry: ToolOutput | None) -> bool:

@@ -16,6 +16,7 @@ from rich.console import Console
 from durable_agent.agent.extras import install_hint, missing_modules
 from durable_agent.cli.follow import follow
 from durable_agent.cli.render import describe_prompt
+from durable_agent.cli.ui_links import forget_server, remember_server
 from durable_agent.client import AgentClient, DecisionRefused
 from durable_agent.workers.devserver import DevServer, free_port
 from durable_agent.workers.observability import flush_traces
@@ -46,6 +47,7 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
     server = DevServer(port=_port_or_free(port), ui_port=_port_or_free(ui_port), db_file=db_file)
     console.print(f"Starting the Temporal dev server on {server.address} (UI {server.ui_url}, db {db_file}) …")
     await server.start_async()
+    remember_server(server.address, server.ui_url, server.pid)  # `dagent run`/`show` meanwhile link to its UI
     state = "failed"
     try:
         settings = Settings(temporal_address=server.address, ui_url=server.ui_url or "",
@@ -82,6 +84,7 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
                 console.print(f"(The server stops now; `dagent server --db-file {db_file}` brings it back "
                               "with this history.)")
     finally:
+        forget_server(server.address, server.pid)
         await server.stop_async()
     return 0 if state == "completed" else 1
 

@@ -4,7 +4,9 @@ The calls waiting for a decision (`LiveView.waiting`, fed by the prompt's events
 order, one question on screen at a time, each naming the call's index, tool, arguments and reason and how
 many more wait. The answer is sent for exactly the call asked (an update, so a refusal is said at once).
 When someone else decides the call on screen, the question goes away saying who decided and how; what was
-typed for it is discarded, so it never answers the next question nor reaches the shell.
+typed for it is discarded, so it never answers the next question nor reaches the shell. A sub-agent's call
+(`<call>/<its call>`) is decided in the sub-agent's prompt, so its question reads that prompt while it is
+on screen and goes away the same way as soon as the decision is there.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 from rich.text import Text
 
 from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.cli import api_decisions
 from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_line
 from durable_agent.cli.render import decision_words, short
 from durable_agent.client import DecisionRefused, PromptHandle
@@ -22,6 +25,7 @@ from durable_agent.workflows.protocol import StreamEvent
 
 REJECTED_AT_THE_TERMINAL = "rejected at the terminal"
 OTHERS_ARGS_CHARS = 60
+SUB_AGENT_POLL_SECONDS = 0.5  # how often a question about a sub-agent's call reads the sub-agent's record
 
 
 class Asker:
@@ -71,11 +75,16 @@ class Asker:
         view.console.print(Text(view.question, style="bold"), end="")
         self.current = entry.id
         self.reading = asyncio.create_task(read_line())
+        # A sub-agent's call is decided in the sub-agent's prompt: its decision is not an event of this one
+        # (this prompt hears only when the call ends), so the question watches that prompt while it is asked.
+        watching = asyncio.create_task(self._watch_sub_agent(entry.id)) if "/" in entry.id else None
         try:
             await asyncio.wait({self.reading})
         finally:
             view.question = None
             self.current = None
+            if watching is not None:
+                watching.cancel()
         if self.reading.cancelled():
             discard_typed_ahead()  # a half-typed answer to the withdrawn question
             view.start_spinner()
@@ -88,12 +97,12 @@ class Asker:
         self.view.start_spinner()
         self.answering.add(entry.id)
         try:
-            if approved:
-                decided = await self.handle.approve(entry.id, by=self.approver, wait=True)
+            if approved:  # through the HTTP API when DAGENT_API_URL/DAGENT_API_KEY say so (signed decisions)
+                decided = await api_decisions.approve(self.handle, entry.id, by=self.approver)
             else:
-                decided = await self.handle.reject(entry.id, by=self.approver, reason=REJECTED_AT_THE_TERMINAL,
-                                                   wait=True)
-        except DecisionRefused as exc:
+                decided = await api_decisions.reject(self.handle, entry.id, by=self.approver,
+                                                     reason=REJECTED_AT_THE_TERMINAL)
+        except (DecisionRefused, ValueError) as exc:  # ValueError: DAGENT_API_URL without DAGENT_API_KEY, or so
             self.view.line(f"your answer was not applied: {exc}", style="yellow")
             self.view.refresh()  # the spinner says the call still waits (and for whom)
             return
@@ -113,7 +122,11 @@ class Asker:
                 return True  # the decision taken here: said already
             self.said.add(entry.id)
             return False
-        if entry.id != self.current or self.reading is None or self.reading.done():
+        return self._withdraw(entry)
+
+    def _withdraw(self, entry: ToolOutput) -> bool:
+        """`entry` (decided) is the call on screen: take the question away, saying who decided and how."""
+        if entry.decision is None or entry.id != self.current or self.reading is None or self.reading.done():
             return False
         self.current = None  # withdrawn now: later events of the same batch are not about the question
         self.view.done_waiting(entry.id)
@@ -123,6 +136,28 @@ class Asker:
                                      f"{entry.tool} {decision_words(entry.decision, entry.input)} — no answer needed"))
         self.reading.cancel()
         return True
+
+    async def _watch_sub_agent(self, call_id: str) -> None:
+        """While the question about a sub-agent's call (`<call>/<its call>`) is on screen, read the prompt that
+        waits for it (queries: nothing is written) until someone decides it there or through this prompt."""
+        try:
+            path = next((p.path for p in await self.handle.pending_approvals() if p.tool_call_id == call_id), [])
+        except Exception:  # no worker answers: the question stays until the call ends (its event)
+            return
+        if not path:
+            return
+        waiting = self.handle.other(path[-1])
+        own_id = call_id.rsplit("/", 1)[-1]
+        while self.current == call_id:
+            try:
+                found = (await waiting.get()).tool_call(own_id)
+            except Exception:  # a moment without a worker: ask again
+                found = None
+            if found is not None and found.decision is not None:
+                if call_id not in self.answering:
+                    self._withdraw(found.model_copy(update={"id": call_id}))
+                return
+            await asyncio.sleep(SUB_AGENT_POLL_SECONDS)
 
     async def close(self) -> None:
         for task in (self.reading, self.task):

@@ -58,13 +58,37 @@ def decision_words(decision: Decision, corrected_input: JsonValue = None) -> str
     return words
 
 
-def describe_output(entry: PromptOutput) -> str:
+def taken_words(entry: ToolOutput, others_waiting: int) -> str:
+    """A decision taken on a call that has not run yet because other calls of its batch still wait for theirs:
+    `approved by alice at 11:05:11; runs when the other 2 decisions are in`."""
+    assert entry.decision is not None
+    words = decision_words(entry.decision, entry.input)
+    if entry.decision.decision != "approved":
+        return words + ("; the model hears of it once the rest of its batch is decided" if others_waiting else "")
+    if not others_waiting:
+        return words + "; runs now"
+    return words + f"; runs when the other {others_waiting} decision{'s are' if others_waiting > 1 else ' is'} in"
+
+
+def undecided_calls(prompt: Prompt) -> int | None:
+    """How many calls of a waiting prompt still wait for a decision (None: the prompt is not waiting)."""
+    if prompt.state != "waiting_for_approval":
+        return None
+    return sum(1 for o in prompt.output if isinstance(o, ToolOutput) and o.result is not None
+               and o.result.type == "pending" and o.decision is None)
+
+
+def describe_output(entry: PromptOutput, undecided: int | None = None) -> str:
+    """One entry as a line. `undecided`: the prompt waits for that many decisions, so a call that has its
+    decision but no result yet waits for them (it is said so), rather than running or waiting itself."""
     match entry:
         case TextOutput():
             return f"text    {entry.text}"
         case ToolOutput():
             head = f"tool    {entry.tool} {short(entry.input)} [{entry.id}]"
             result = entry.result
+            if undecided is not None and entry.decision is not None and (result is None or result.type == "pending"):
+                return f"{head} → {taken_words(entry, undecided)}"
             decided = ""
             if entry.decision is not None and (result is None or result.type != "pending"):
                 decision = entry.decision
@@ -102,7 +126,8 @@ def describe_prompt(prompt: Prompt) -> list[str]:
         f"prompt  {prompt.id}  state={prompt.state}  user={prompt.user_id}  rounds={prompt.rounds}",
         f"input   {prompt.input if prompt.input is not None else '(none: system-initiated)'}",
     ]
-    lines += [describe_output(o) for o in prompt.output]
+    undecided = undecided_calls(prompt)
+    lines += [describe_output(o, undecided) for o in prompt.output]
     usage = prompt.usage
     lines.append(f"usage   {usage.model_calls} model calls, {usage.input_tokens} in / {usage.output_tokens} out "
                  f"tokens" + (f", ${usage.cost:.4f}" if usage.cost is not None else ""))

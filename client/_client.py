@@ -26,7 +26,7 @@ from temporalio.common import Priority, SearchAttributePair, TypedSearchAttribut
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.agent.errors import REFUSAL_KINDS, DecisionRefused, RefusalKind
+from durable_agent.agent.errors import REFUSAL_KINDS, DecisionRefused, PromptFailedError, RefusalKind
 from durable_agent.agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
 from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
 from durable_agent.client._live import poller_for
@@ -104,6 +104,17 @@ class _Handle(Generic[ResultT]):
         return self._handle.id
 
 
+def _record_of(failure: WorkflowFailureError) -> Prompt | None:
+    """The record a failed prompt's workflow failure carries (patch failure-carries-record), else None."""
+    cause = failure.cause
+    if not isinstance(cause, ApplicationError) or not cause.details:
+        return None
+    try:
+        return Prompt.model_validate(cause.details[0])
+    except ValueError:
+        return None
+
+
 class PromptHandle(_Handle[Prompt]):
     """One prompt (= one `PromptWorkflow` execution, workflow id = prompt id)."""
 
@@ -111,16 +122,26 @@ class PromptHandle(_Handle[Prompt]):
     def workflow(self) -> WorkflowHandle[Any, Prompt]:
         return self._handle
 
+    def other(self, prompt_id: str) -> PromptHandle:
+        """Another prompt through the same client (a sub-agent's, named by `PendingApproval.path`)."""
+        return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
+
     async def get(self) -> Prompt:
         """The full record as it is now (a query: writes nothing to history)."""
         return await self._handle.query(names.GET_PROMPT_QUERY, result_type=Prompt)
 
-    async def result(self) -> Prompt:
-        """Wait until the prompt finishes; a failed or cancelled prompt returns its record too."""
+    async def result(self, *, raise_on_failure: bool = False) -> Prompt:
+        """Wait until the prompt finishes; a failed or cancelled prompt returns its record too. A failed prompt's
+        record comes with its workflow's failure, so no worker has to replay the closed workflow (a cancelled
+        one, or one that failed before version 3, is queried). `raise_on_failure`: a failed prompt raises
+        `PromptFailedError` carrying the record (`.prompt`) instead."""
         try:
             return await self._handle.result()
-        except WorkflowFailureError:
-            return await self.get()
+        except WorkflowFailureError as exc:
+            prompt = _record_of(exc) or await self.get()
+        if raise_on_failure and prompt.state == "failed":
+            raise PromptFailedError(prompt.error or "prompt failed", prompt=prompt)
+        return prompt
 
     async def wait_until(self, *states: str, poll_interval: float = 0.05) -> Prompt:
         """Poll until the prompt reaches one of `states` (or finishes)."""

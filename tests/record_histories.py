@@ -298,6 +298,25 @@ async def main() -> None:
             await _save("prompt_v2_pending_memo_batch", memo_batch.workflow)
             await _record_delegated(agent, "hist-v2-pending-memo-sub-agent", "prompt_v2_pending_memo_sub_agent",
                                     by="carol")
+            # Version 3 (decisions-on-arrival): each decision of a batch is on its call's entry when it arrives
+            # (by the version, and by a marker without one).
+            for name, version in (("prompt_v3_decisions_on_arrival", {}),
+                                  ("prompt_decisions_on_arrival_marker", {"workflow_version": None})):
+                arrived = await agent.start("approvals", prompt_id=f"hist-{name.replace('_', '-')}", **version)
+                await _first_pending(arrived)
+                pending = await arrived.pending_approvals()
+                while len(pending) < 2:
+                    pending = await arrived.pending_approvals()
+                await arrived.approve(pending[1].tool_call_id, by="alice", input={"amount": 250}, wait=True)
+                await arrived.reject(pending[0].tool_call_id, by="bob", reason="too much", wait=True)
+                await arrived.result()
+                await _save(name, arrived.workflow)
+            # Version 3 (failure-carries-record): a failed prompt's workflow failure carries its record.
+            await _record(agent, "fail", "prompt_v3_failed_with_record", prompt_id="hist-v3-failed")
+            await _record(agent, "fail", "prompt_failed_with_record_marker", prompt_id="hist-failed-record-marker",
+                          workflow_version=None)
+            # Round results carry their typed next step (`next`: run_tools / retry_for_schema / final).
+            await _record(agent, "parallel", "prompt_round_result_typed_next", prompt_id="hist-typed-next")
             # A token budget stops the loop after the round that reached it (workflows/budgets.py).
             await _record(agent, "parallel", "prompt_v1_budget_stopped", prompt_id="hist-v1-budget",
                           budget=PromptBudget(max_tokens=1))

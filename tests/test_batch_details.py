@@ -64,5 +64,6 @@ async def test_signed_deployments_are_not_told_to_send_an_unsigned_payload(dev_e
         await handle.cancel()
 
     assert details.startswith("**Waiting for approval**: payment.send {to: ACME Corp, amount: 480}")
-    assert "Decisions here must be signed: decide in the inbox" in details
+    assert f"Decisions here must be signed: decide with `dagent approve {handle.id} call_r1_0`" in details
+    assert "`DAGENT_API_URL` and your `DAGENT_API_KEY`" in details and "page `/inbox`" in details
     assert "YOUR-NAME" not in details and '"by"' not in details  # no payload that is always refused

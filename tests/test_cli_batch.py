@@ -9,18 +9,22 @@ import asyncio
 import io
 import os
 import re
+import signal
 import socket
 import subprocess
 from datetime import UTC, datetime
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Conversation, Decision, ToolOutput, ToolPending
 from durable_agent.cli.follow import LiveView
-from durable_agent.cli.ui_links import local_dev_server_ui
-from durable_agent.workers.devserver import DevServer, free_port
+from durable_agent.cli.ui_links import SERVERS_DIR_ENV, forget_server, recorded_ui, remember_server, with_ui_url
+from durable_agent.workers.devserver import free_port
+from durable_agent.workers.settings import Settings
 from durable_agent.workflows import names
 from durable_agent.workflows.protocol import StreamEvent
 from tests.support import batch_desk
@@ -119,29 +123,50 @@ def test_dagent_api_and_server_fail_in_one_line() -> None:
         assert failed.stderr.rstrip().endswith("choose another --port")
 
 
-def test_ui_address_is_read_from_the_dev_server_command_line() -> None:
-    lines = [["temporal", "server", "start-dev", "--ip", "127.0.0.1", "--port", "7300", "--ui-port", "7301"],
-             ["temporal", "server", "start-dev", "-p", "7400"],
-             ["temporal", "server", "start-dev", "--port=7500", "--headless"],
-             ["python", "something", "--port", "7600", "--ui-port", "1"]]
-    assert local_dev_server_ui("127.0.0.1:7300", lines) == "http://localhost:7301"
-    assert local_dev_server_ui("localhost:7400", lines) == "http://localhost:8400"  # the CLI's default: +1000
-    assert local_dev_server_ui("127.0.0.1:7500", lines) is None  # headless
-    assert local_dev_server_ui("127.0.0.1:7600", lines) is None  # not a dev server
-    assert local_dev_server_ui("temporal.example.com:7300", lines) is None  # not on this machine
+def test_ui_address_comes_from_the_record_of_a_live_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a dev server `dagent` started and that still runs gives its UI address; nothing else is guessed."""
+    monkeypatch.setenv(SERVERS_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv("DAGENT_UI_URL", raising=False)
+    settings = Settings(temporal_address="127.0.0.1:7300")
+    assert with_ui_url(settings).ui_url == "http://127.0.0.1:8233"  # no record: the default
+    remember_server("127.0.0.1:7300", "http://localhost:7301", os.getpid())
+    assert recorded_ui("localhost:7300") == "http://localhost:7301"
+    assert with_ui_url(settings).ui_url == "http://localhost:7301"
+    assert recorded_ui("temporal.example.com:7300") is None  # a record is about this machine only
+    monkeypatch.setenv("DAGENT_UI_URL", "https://temporal.example.com")
+    assert with_ui_url(settings) is settings  # the setting wins
+    monkeypatch.delenv("DAGENT_UI_URL")
+    forget_server("127.0.0.1:7300", os.getpid() + 1)  # another server's stop leaves this record alone
+    assert recorded_ui("127.0.0.1:7300") == "http://localhost:7301"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    remember_server("127.0.0.1:7300", "http://localhost:7301", dead.pid)  # a server that was killed
+    assert recorded_ui("127.0.0.1:7300") is None and not list(tmp_path.iterdir())  # ignored and removed
 
 
-def test_cli_links_use_the_ui_port_the_server_really_has(tmp_path: object) -> None:
-    ui_port = free_port()
-    with DevServer(ui_port=ui_port) as server:
-        env = {**os.environ, "TEMPORAL_ADDRESS": server.address, "DAGENT_LOG_LEVEL": "WARNING",
-               "DAGENT_TASK_QUEUE": "no-worker-here"}
-        env.pop("DAGENT_UI_URL", None)
+def test_cli_links_use_the_ui_port_the_server_really_has(tmp_path: Path) -> None:
+    """`dagent server` on unusual ports records its UI; `dagent run` elsewhere links to it; once the server
+    stops, the record is gone."""
+    port, ui_port = free_port(), free_port()
+    env = {**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}", "DAGENT_LOG_LEVEL": "WARNING",
+           "DAGENT_TASK_QUEUE": "no-worker-here", SERVERS_DIR_ENV: str(tmp_path / "servers")}
+    env.pop("DAGENT_UI_URL", None)
+    server = subprocess.Popen([*DAGENT_CMD, "server", "--port", str(port), "--ui-port", str(ui_port),
+                               "--db-file", str(tmp_path / "ui.db")], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline()
+        assert f"UI: http://localhost:{ui_port}" in banner, banner
         linked = _first_lines_of_run(env)
         chosen = _first_lines_of_run({**env, "DAGENT_UI_URL": "https://temporal.example.com"})
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
     prompt_id = linked[0].removeprefix("prompt ")
     assert linked[1] == f"Temporal UI: http://localhost:{ui_port}/namespaces/default/workflows/{prompt_id}"
     assert chosen[1].startswith("Temporal UI: https://temporal.example.com/namespaces/default/workflows/")
+    assert not list((tmp_path / "servers").iterdir())  # stopped: no record left behind
 
 
 def _first_lines_of_run(env: dict[str, str]) -> list[str]:

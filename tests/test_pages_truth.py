@@ -13,7 +13,9 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 from pydantic import BaseModel, Field
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -21,7 +23,15 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from durable_agent.agent.models import Prompt, TextOutput, ToolOutput, ToolPending, ToolSuccess, WidgetOutput
+from durable_agent.agent.models import (
+    Decision,
+    Prompt,
+    TextOutput,
+    ToolOutput,
+    ToolPending,
+    ToolSuccess,
+    WidgetOutput,
+)
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
@@ -29,6 +39,7 @@ from durable_agent.api import create_app
 from durable_agent.api.schemas import ApprovalContext
 from durable_agent.api.server import serve_in_background
 from durable_agent.api.service import approval_context
+from durable_agent.cli.render import describe_prompt
 from tests.support.api import USERS, ApiStack, api_config, auth, key_pair
 from tests.support.pages import (
     attributes,
@@ -304,12 +315,16 @@ async def test_chat_after_a_reload_shows_the_truth_mid_approval_and_after(dev_en
                 waiting = wait_for_text(chat, '.tool[data-status="waiting for approval"]', "Approve",
                                         "the call waiting with buttons")
                 assert "Sending $480 requires approval." in waiting
+                fresh = wait_for_text(chat, ".tool", "Amount in US dollars", "the schema's description (fresh)")
                 chat.refresh()
                 waiting = wait_for_text(chat, '.tool[data-status="waiting for approval"]', r"· \d+ s",
                                         "still waiting after a reload, with its age")
                 assert chat.find_elements(By.CSS_SELECTOR, ".tool button.approve")
                 assert texts(chat, ".prompt-head .state") == ["waiting for approval"]
-                wait_for_text(chat, ".tool", "Amount in US dollars", "the schema's description on the form")
+                reloaded = wait_for_text(chat, ".tool", "Amount in US dollars", "the schema's description (reload)")
+                labels = ["To", "Who receives the money", "Amount", "Amount in US dollars"]
+                for said in (fresh, reloaded):  # the same labels and descriptions on both paths
+                    assert all(label in said for label in labels), said
                 [prompt_id] = attributes(chat, "section.prompt", "data-prompt")
                 [call_id] = attributes(chat, ".tool", "data-call")
 
@@ -405,7 +420,10 @@ async def test_api_docs_render_offline_from_local_files(dev_env: WorkflowEnviron
                 assert "<script>" not in html and "cdn" not in html, f"{path} needs no inline script or CDN"
 
         def scenario() -> None:
-            with browser() as page:
+            with browser(offline=True) as page:
+                with pytest.raises(WebDriverException, match="ERR_NAME_NOT_RESOLVED"):
+                    page.get("https://cdn.jsdelivr.net/")  # the network really is off for this browser
+                console_errors(page)  # (that failed load's own console line)
                 page.get(f"{stack.url}/docs")
                 wait_for(page, lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock"), "the operations")
                 body = page.find_element(By.TAG_NAME, "body").text
@@ -421,6 +439,30 @@ async def test_api_docs_render_offline_from_local_files(dev_env: WorkflowEnviron
                 screenshot(page, "redoc")
 
         await asyncio.to_thread(scenario)
+
+
+async def test_one_prompts_waiting_calls_come_from_the_prompt_itself(dev_env: WorkflowEnvironment) -> None:
+    """GET /prompts/{id}/approvals (what the chat labels its forms from, fresh or reloaded): read from the
+    prompt, so the call is listed with its schema as soon as the prompt waits; only those who may see it."""
+    async with truth_stack(dev_env) as stack:
+        prompt_id = await _start(stack, "alice", "batch: pay and email")
+        await _wait_pending(stack, prompt_id, 3)
+        async with stack.http("alice") as http:
+            items = (await http.get(f"/prompts/{prompt_id}/approvals")).json()
+        async with stack.http("mallory") as http:
+            refused = await http.get(f"/prompts/{prompt_id}/approvals")
+        async with stack.http("ann") as http:
+            by_ann = (await http.get(f"/prompts/{prompt_id}/approvals")).json()
+            missing = await http.get("/prompts/prompt-nope/approvals")
+
+    assert [item["tool"] for item in items] == ["payment.send", "payment.send", "email.send"]
+    schema = items[0]["input_schema"]
+    assert schema["properties"]["amount"]["description"] == "Amount in US dollars"
+    assert items[2]["input_schema"]["properties"]["to"]["description"] == "The recipient's name"
+    assert all(item["prompt_id"] == prompt_id and item["user_id"] == "alice" for item in items)
+    assert all(item["can_decide"] for item in items) and all(item["can_decide"] for item in by_ann)
+    assert refused.status_code == 403 and "another user" in refused.json()["detail"]
+    assert missing.status_code == 404
 
 
 def test_an_approval_context_names_its_own_response_only() -> None:
@@ -443,3 +485,61 @@ def test_an_approval_context_names_its_own_response_only() -> None:
     assert said == ApprovalContext(prompt_input="pay and email", model_message="Paying and emailing.",
                                    batch=["sub/b", "sub/d"], position=4)
     assert approval_context(prompt, prompt, "nope", "") is None
+
+
+async def test_a_decided_call_of_a_waiting_batch_says_what_it_waits_for(dev_env: WorkflowEnvironment) -> None:
+    """ann approves the first call of three: the requester's chat shows it decided (no buttons), and that it runs
+    once the other 2 decisions are in, and so does `dagent show` (describe_prompt)."""
+    async with truth_stack(dev_env) as stack:
+        def scenario() -> None:
+            with browser() as chat:
+                _open_chat(chat, stack.url, "alice")
+                _send(chat, "batch: pay both invoices and email ACME")
+                wait_for(chat, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".tool button.approve")) == 3,
+                         "three calls waiting with buttons")
+                [prompt_id] = attributes(chat, "section.prompt", "data-prompt")
+                first = attributes(chat, ".tool", "data-call")[0]
+
+                async def ann_approves() -> Prompt:
+                    async with httpx.AsyncClient(base_url=stack.url, headers=auth("ann"), timeout=60) as http:
+                        url = f"/prompts/{prompt_id}/approvals/{first}/approve"
+                        (await http.post(url)).raise_for_status()
+                    return await stack.agent.prompt(str(prompt_id)).get()
+
+                record = asyncio.run(ann_approves())
+                entry = record.tool_call(str(first))
+                assert entry is not None and entry.decision is not None, "the decision is on its call's entry"
+                said = wait_for_text(chat, f'.tool[data-call="{first}"]', "runs when the other 2 decisions are in",
+                                     "the decided call waiting for the others")
+                assert "approved by ann" in said
+                assert attributes(chat, f'.tool[data-call="{first}"]', "data-status") == ["approved"]
+                assert len(chat.find_elements(By.CSS_SELECTOR, ".tool button.approve")) == 2
+                lines = describe_prompt(record)
+                assert any(f"[{first}] → approved by ann at" in line and "runs when the other 2 decisions are in"
+                           in line for line in lines), lines
+                screenshot(chat, "chat-decided-in-batch")
+
+        await asyncio.to_thread(scenario)
+
+
+def test_show_says_a_decided_call_waits_for_the_rest_of_its_batch() -> None:
+    """`dagent show` (describe_prompt, pure): a call with its decision but no result while the prompt waits is
+    shown as taken and waiting for the others, never as running or as waiting for a decision of its own."""
+    at = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    pending = ToolPending(reason="needs a person", requested_at=at)
+    approved = Decision(decision="approved", by="alice", at=at, original_input={"amount": 480})
+    prompt = Prompt(id="p", user_id="bob", input="pay", state="waiting_for_approval", output=[
+        ToolOutput(id="a", tool="payment.send", input={"amount": 450}, started_at=at, result=pending,
+                   decision=approved),
+        ToolOutput(id="b", tool="payment.send", input={"amount": 120}, started_at=at, result=None,
+                   decision=Decision(decision="rejected", by="carol", at=at, reason="no")),
+        ToolOutput(id="c", tool="email.send", input={}, started_at=at, result=pending),
+    ])
+    a, b, c = describe_prompt(prompt)[2:5]
+    assert a == ('tool    payment.send {"amount": 450} [a] → approved by alice at 10:00:00 (amount changed 480 → '
+                 "450 by alice); runs when the other 1 decision is in")
+    assert b == ('tool    payment.send {"amount": 120} [b] → rejected by carol at 10:00:00: no; the model hears of '
+                 "it once the rest of its batch is decided")
+    assert c == "tool    email.send {} [c] → waiting for approval: needs a person"
+    running = prompt.model_copy(update={"state": "running"})
+    assert describe_prompt(running)[3].endswith("→ running  (rejected by carol at 10:00:00)")

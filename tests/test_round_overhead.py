@@ -101,8 +101,10 @@ async def test_tool_input_carries_each_id_once_and_no_policy_fields(dev_env: Wor
     [tool_result] = _results(events, "dagent.invoke_tool")
     assert set(tool_result) == {"result"}
     first_round, last_round = _results(events, "dagent.model_round")
-    assert [set(call) for call in first_round["calls"]] == [{"id", "tool", "input", "plugin"}]  # type: ignore[union-attr]
-    assert not {"reasoning", "calls", "plugin_state", "fallback", "settings", "data", "output_error"} & set(last_round)
+    assert first_round["next"]["kind"] == "run_tools"  # type: ignore[index]
+    assert [set(call) for call in first_round["next"]["calls"]] == [{"id", "tool", "input", "plugin"}]  # type: ignore[index]
+    # A final answer without data is the default step: no `next` at all.
+    assert not {"reasoning", "next", "plugin_state", "fallback", "settings"} & set(last_round)
     # The client started it with PromptState=running and UserId=u1: the only upsert is the final state.
     assert _upserts(events) == [{"PromptState": "completed"}]
     # The workflow's input and each model round's input (its prompt header, usage and changed outputs) carry

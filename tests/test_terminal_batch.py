@@ -169,3 +169,47 @@ def test_a_question_decided_elsewhere_goes_away_saying_who_and_how(
 
     shown = dagent("show", prompt_id, env=desk_env)
     assert "(amount changed 480 → 450 by alice)" in shown.stdout
+
+
+@pytest.fixture
+def clerk_worker(desk_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**desk_env, "DAGENT_PLUGINS": "tests.support.batch_desk:plugin,tests.support.batch_desk:delegation"}
+    with open(tmp_path / "clerk-worker.log", "wb") as log:
+        proc = subprocess.Popen([*DAGENT_CMD, "worker"], env=env, cwd=REPO_ROOT, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        yield proc
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_a_sub_agents_question_goes_away_when_decided_elsewhere_while_its_call_runs_on(
+        desk_env: dict[str, str], clerk_worker: subprocess.Popen[bytes],
+        terminal_factory: list[Terminal]) -> None:  # noqa: F811
+    """The clerk (a sub-agent) waits for two payments. alice approves the first through the top prompt: the
+    question on screen goes away at once, saying who and how — while the sub-agent's call still runs (its
+    second payment waits), not only when that call ends — and the second is asked next."""
+    command = (f"cd {shlex.quote(str(REPO_ROOT))}; {shlex.quote(sys.executable)} -m durable_agent.cli run "
+               f"'delegate: pay the invoices' --user termuser; echo EXIT=$?")
+    terminal = Terminal(command, desk_env)
+    terminal_factory.append(terminal)
+    terminal.wait_for(r"approval needed: .*payment\.send \{\"to\": \"ACME Corp\", \"amount\": 480\}")
+    terminal.wait_for(QUESTION)
+    prompt_id = _prompt_id(terminal)
+    first = "call_r1_0/call_r1_0"
+    approved = dagent("approve", prompt_id, first, "--by", "alice", env=desk_env)
+    assert approved.returncode == 0, approved.stderr
+
+    terminal.wait_for(r"answered elsewhere: payment\.send approved by alice at \d\d:\d\d:\d\d — no answer needed")
+    terminal.wait_for(r"approval needed: .*payment\.send \{\"to\": \"Globex\", \"amount\": 120\}")
+    terminal.wait_for(QUESTION)
+    top = _record(prompt_id, desk_env)
+    delegate = _calls(top)["call_r1_0"]
+    assert delegate["finished_at"] is None, delegate  # withdrawn on the decision, while the sub-agent's call runs
+    terminal.keys("y", "Enter")
+    terminal.wait_for(r"^EXIT=\d+")
+    screen = terminal.screen()
+    assert "EXIT=0" in screen and screen.count("answered elsewhere") == 1, screen
+    assert screen.count("Approve payment.send? [y/N]") == 2, screen
+    child = _record(delegate["child_prompt_id"], desk_env)
+    decided = [(c["input"]["to"], c["decision"]["by"]) for c in _calls(child).values()]
+    assert decided == [("ACME Corp", "alice"), ("Globex", "termuser")], decided

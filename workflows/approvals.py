@@ -46,6 +46,9 @@ from durable_agent.workflows.sub_agents import SubAgents
 # typed approvers (`user:`/`role:`), four-eyes; decision tokens bound to the run, the exact arguments and a
 # one-use nonce; sub-agent reports only from the child this prompt started; run-scoped idempotency keys.
 SECURE_DECISIONS_PATCH = "secure-decisions"
+# A decision goes on its call's record entry (and the stream, the memo, the parent's report) when it arrives, not
+# when the wait for it resumes: mid-batch, and while an approval-requested hook still runs.
+DECISIONS_ON_ARRIVAL_PATCH = "decisions-on-arrival"
 CORRECTION_CHECK_TIMEOUT = timedelta(seconds=30)
 CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
@@ -179,6 +182,8 @@ class ApprovalDesk:
                 decision="superseded", at=self._host.now(), reason="the user sent a new message")
         except TimeoutError:
             decision = Decision(decision="expired", at=self._host.now(), reason="approval expired")
+        if entry.id not in self.waiting:  # settled when it arrived (DECISIONS_ON_ARRIVAL_PATCH)
+            return self.decisions[entry.id]
         self.settle(entry, decision)
         await self._children.report_to_parent()
         return decision
@@ -385,12 +390,20 @@ class ApprovalDesk:
         self.decisions[request.tool_call_id] = Decision(
             decision="approved", by=self._recorded_by(request, decider), via=decider.via, at=self._host.now(),
             original_input=original)
+        self._arrived(request.tool_call_id)
 
     def _accept_rejection(self, request: RejectRequest) -> None:
         decider = self._taken(self._checked_decider("reject", request, self.waiting[request.tool_call_id]))
         self.decisions[request.tool_call_id] = Decision(
             decision="rejected", by=self._recorded_by(request, decider), via=decider.via, at=self._host.now(),
             reason=request.reason)
+        self._arrived(request.tool_call_id)
+
+    def _arrived(self, tool_call_id: str) -> None:
+        """A decision was taken: on its entry now, and the parent told (else when the wait for it resumes)."""
+        if self._record.has(DECISIONS_ON_ARRIVAL_PATCH):
+            self.settle(self.waiting[tool_call_id].entry, self.decisions[tool_call_id])
+            self._spawn(self._children.report_to_parent())
 
     def _checked_decider(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
                          waiting: WaitingCall) -> Decider:

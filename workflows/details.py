@@ -94,8 +94,9 @@ def decided(decision: Decision) -> str:
 def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signed: bool = False) -> str:
     """The headline of a waiting prompt, naming every call that waits (a batch: all of them), with what a person
     needs to decide them from the UI (Markdown: payloads in code spans, so the UI shows them with straight
-    quotes, ready to copy). `signed`: this deployment takes only signed decisions (the inbox / HTTP API signs
-    them), so the update form is not offered: a payload typed here is always refused."""
+    quotes, ready to copy). `signed`: this deployment takes only signed decisions (the HTTP API signs them, for
+    the inbox and for `dagent approve` with an API key), so the update form is not offered: a payload typed
+    here is always refused."""
     calls = [entry for entry in waiting if isinstance(entry.result, ToolPending)]
     if not calls:
         return f"Waiting for approval ({prompt.id})"
@@ -112,9 +113,10 @@ def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signe
     every = f" — or every call at once: `dagent approve {prompt.id} --all`" if len(calls) > 1 else ""
     if signed:
         paragraphs.append(
-            "Decisions here must be signed: decide in the inbox (`dagent api`, page `/inbox`) or through the HTTP "
-            "API, which sign the decision for the person signed in. An update sent from this page (or `dagent "
-            "approve` without a signed token) is refused.")
+            f"Decisions here must be signed: decide with `dagent approve {prompt.id} {first.id}`{every} (with "
+            "`DAGENT_API_URL` and your `DAGENT_API_KEY` set, it decides through the HTTP API) or in the inbox "
+            "(`dagent api`, page `/inbox`): the API signs the decision for the person its key names. An update "
+            "sent from this page is refused.")
         return "\n\n".join(paragraphs)
     approve = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME"})
     reject = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME", "reason": "WHY"})

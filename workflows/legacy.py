@@ -69,6 +69,14 @@ INLINE: dict[str, list[str]] = {
     "pending-memo": [
         "record.py Recorder.publish_pending: the early return, no memo of waiting calls.",
     ],
+    "decisions-on-arrival": [
+        "approvals.py ApprovalDesk._arrived: the early return (no settle on arrival), so _decision_for settles "
+        "the call when its wait resumes.",
+    ],
+    "failure-carries-record": [
+        "record.py Recorder.failure_details: the early return, a failure without the record.",
+        "client/_client.py PromptHandle.result: the query of the closed workflow when its failure has no record.",
+    ],
     "period-budgets": [
         "budget_gate.py BudgetGate.active: False for runs without the patch (their `budgets` are ignored).",
         "conversation.py ConversationWorkflow._budgets_for: no `budgets` on the child's request.",

@@ -142,7 +142,8 @@ class PromptWorkflow:
         ends with the final state first."""
         if self._input_error:
             self._finish("failed", error=self._input_error)
-            return ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
+            return ApplicationError(self._input_error, *self._record.failure_details(), type=names.INVALID_INPUT_ERROR,
+                                    non_retryable=True)
         self._record.set_state("running")
         if self._request.workflow_version is None:
             self._desk.secure = workflow.patched(SECURE_DECISIONS_PATCH)
@@ -164,8 +165,8 @@ class PromptWorkflow:
         self._stream.detach_pollers()  # a poll waiting for an offset never reached must not hold the end
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:
-            return ApplicationError(self._prompt.error or "prompt failed", type=names.PROMPT_FAILED_ERROR,
-                                    non_retryable=True)
+            return ApplicationError(self._prompt.error or "prompt failed", *self._record.failure_details(),
+                                    type=names.PROMPT_FAILED_ERROR, non_retryable=True)
         return None
 
     async def _run_rounds(self) -> None:
@@ -203,9 +204,9 @@ class PromptWorkflow:
         if result.text:
             self._record.append(TextOutput(text=result.text))
         if self._steers:  # a message from the user outdates this round's calls and answer
-            self._skip(result.calls)
+            self._skip(result.next.calls if isinstance(result.next, RunTools) else [])
             return False
-        match result.next_step():
+        match result.next:
             case FinalAnswer(data=data):
                 if self._request.output_schema is not None:
                     self._record.append(DataOutput(data=data))
@@ -268,25 +269,26 @@ class PromptWorkflow:
         pending together (one batch, decided independently); calls before the first of them run side by side
         meanwhile; once the last decision is in, the approved ones run side by side, then the calls after."""
         entries = [self._record.open_call(call) for call in calls]
-        first_approval = next((i for i, c in enumerate(calls) if c.error is None and c.approval is not None),
-                              len(calls))
-        before, batch, after = [], [], []
+        first_approval = next((i for i, c in enumerate(calls) if isinstance(c, CallNeedingApproval)), len(calls))
+        before: list[Call] = []
+        batch: list[tuple[ToolOutput, CallNeedingApproval]] = []
+        after: list[Call] = []
         for index, (entry, call) in enumerate(zip(entries, calls, strict=True)):
-            if call.error is not None:
-                self._record.end_call(entry, call.error, "invalid")
-            elif call.approval is not None:
-                batch.append((entry, call))
-            else:
-                (before if index < first_approval else after).append((entry, call))
-        for entry, call in batch:
-            assert call.approval is not None
-            self._desk.request(entry, call.approval, call.plugin, publish=False)
+            match call:
+                case InvalidCall(error=error):
+                    self._record.end_call(entry, error, "invalid")
+                case CallNeedingApproval():
+                    batch.append((entry, call))
+                case _:
+                    (before if index < first_approval else after).append((entry, call))
+        for entry, waiting in batch:
+            self._desk.request(entry, waiting.approval, waiting.plugin, publish=False)
         self._desk.publish_pending()  # the batch's calls in one memo update
         on_finish = self._has(FINISHED_CALL_OUTPUTS_PATCH)  # else side outputs wait for the whole group
         outcomes, _ = await asyncio.gather(self._tools.run_side_by_side(before, on_finish=on_finish),
                                            self._decide_batch(batch))
         self._tools.apply_in_order(before, outcomes, recorded=on_finish)
-        approved = []
+        approved: list[Call] = []
         for entry, call in batch:
             decision = self._desk.decisions[entry.id]
             entry.decision = decision
@@ -297,14 +299,12 @@ class PromptWorkflow:
         await self._tools.run(approved, on_finish=on_finish)
         await self._tools.run(after, on_finish=on_finish)
 
-    async def _decide_batch(self, batch: list[tuple[ToolOutput, PlannedCall]]) -> None:
+    async def _decide_batch(self, batch: list[tuple[ToolOutput, CallNeedingApproval]]) -> None:
         if not batch:
             return
-        await asyncio.gather(*(self._desk.announce(entry, call.approval) for entry, call in batch
-                               if call.approval is not None))
+        await asyncio.gather(*(self._desk.announce(entry, call.approval) for entry, call in batch))
         await self._children.report_to_parent()
-        await asyncio.gather(*(self._desk.wait(entry, call.approval) for entry, call in batch
-                               if call.approval is not None))
+        await asyncio.gather(*(self._desk.wait(entry, call.approval) for entry, call in batch))
 
     # --- steering -----------------------------------------------------------------------------------
 

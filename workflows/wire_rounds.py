@@ -1,21 +1,14 @@
-"""One model round: what the model activity is sent and what it answers, with the step it decides next.
-"""
+"""One model round: what the model activity is sent and what it answers, with the step it decides next."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    Field,
-    JsonValue,
-)
+from pydantic import Field, JsonValue, model_validator
 
 from durable_agent.agent.model_settings import ModelSettings
-from durable_agent.agent.models import (
-    Prompt,
-    ReasoningOutput,
-    Usage,
-)
+from durable_agent.agent.models import Prompt, ReasoningOutput, Usage
+from durable_agent.agent.strict import StrictModel as _Model
 from durable_agent.workflows.wire_calls import PlannedCall
 from durable_agent.workflows.wire_inputs import HistoryRef
 from durable_agent.workflows.wire_lean import Lean as _Lean
@@ -53,10 +46,38 @@ class RoundInput(_Lean):
     fallback: int = Field(default=0, description="Which model of the tier's fallback chain to call.")
 
 
+class FinalAnswer(_Model):
+    """No tool calls: the text (and, with an output schema, `data`) is the answer."""
+
+    kind: Literal["final"] = "final"
+    data: JsonValue = None
+
+
+class RetryForSchema(_Model):
+    """The answer did not match the output schema: tell the model why and let it answer again."""
+
+    kind: Literal["retry_for_schema"] = "retry_for_schema"
+    reason: str
+
+
+class RunTools(_Model):
+    """Run these calls in order (each one invalid, needing approval, or ready)."""
+
+    kind: Literal["run_tools"] = "run_tools"
+    calls: list[PlannedCall]
+
+
+NextStep = Annotated[FinalAnswer | RetryForSchema | RunTools, Field(discriminator="kind")]
+
+
 class RoundResult(_Lean):
+    """A model round's answer and what the prompt does next (`next`, decided by the worker: run tools, accept the
+    answer, or ask again). Results recorded before `next` existed carry it as three bags (`calls`, `data`,
+    `output_error`); the validator reads them into `next`, and so does the activity's keyword construction."""
+
     reasoning: list[ReasoningOutput] = Field(default_factory=list)
     text: str | None = None
-    calls: list[PlannedCall] = Field(default_factory=list)
+    next: NextStep = Field(default_factory=FinalAnswer)
     usage: LeanUsage = Field(default_factory=Usage)
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     model: str = ""
@@ -64,37 +85,15 @@ class RoundResult(_Lean):
     fallback: int = 0
     settings: ModelSettings | None = None
     event_hooks: bool = False
-    data: JsonValue = None
-    output_error: str | None = Field(default=None, description="Why the final answer failed the output schema.")
 
-    def next_step(self) -> NextStep:
-        """What the prompt does next, decided by the worker: run tools, accept the answer, or ask again."""
-        if self.calls:
-            return RunTools(calls=self.calls)
-        if self.output_error is not None:
-            return RetryForSchema(reason=self.output_error)
-        return FinalAnswer(data=self.data)
-
-
-@dataclass(frozen=True)
-class FinalAnswer:
-    """No tool calls: the text (and, with an output schema, `data`) is the answer."""
-
-    data: JsonValue
-
-
-@dataclass(frozen=True)
-class RetryForSchema:
-    """The answer did not match the output schema: tell the model why and let it answer again."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class RunTools:
-    """Run these calls in order (each one invalid, needing approval, or ready)."""
-
-    calls: list[PlannedCall]
-
-
-NextStep = FinalAnswer | RetryForSchema | RunTools
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bags(cls, value: Any) -> Any:
+        if not isinstance(value, dict) or not {"calls", "data", "output_error"} & value.keys():
+            return value
+        value = dict(value)
+        calls, data, error = value.pop("calls", None), value.pop("data", None), value.pop("output_error", None)
+        if "next" not in value:
+            value["next"] = (RunTools(calls=calls) if calls else RetryForSchema(reason=error) if error is not None
+                             else FinalAnswer(data=data))
+        return value

@@ -17,8 +17,26 @@
   }
   document.getElementById("conversation").textContent = `conversation ${conversationId}`;
 
-  function toolStatus(entry) {
+  // A call decided while others of its batch still wait for their decisions has no result yet: it neither runs
+  // nor waits for a decision of its own. How many decisions it waits for (null: not such a call).
+  function waitsForOthers(prompt, entry) {
+    if (!entry.decision || (entry.result && entry.result.type !== "pending")) return null;
+    if (prompt.stateName !== "waiting_for_approval") return null;
+    return prompt.outputs.filter((e) => e && e.type === "tool" && e.id !== entry.id && e.result
+      && e.result.type === "pending" && !e.decision).length;
+  }
+
+  function afterOthersText(entry, others) {
+    if (entry.decision.decision !== "approved") {
+      return others ? "; the model hears of it once the rest of its batch is decided" : "";
+    }
+    if (!others) return "; runs now";
+    return `; runs when the other ${others} decision${others > 1 ? "s are" : " is"} in`;
+  }
+
+  function toolStatus(entry, others) {
     const r = entry.result;
+    if (others !== null) return entry.decision.decision;
     if (!r) return "running";
     if (r.type === "pending") return "waiting for approval";
     if (r.type === "success") return "done";
@@ -26,11 +44,11 @@
     return "failed";
   }
 
-  function decisionLines(entry, schema) {
+  function decisionLines(entry, schema, others) {
     const d = entry.decision;
     if (!d) return [];
     const lines = [el("p", { class: "decided muted" }, `${d.decision} by ${d.by || "—"} `, agoNode(d.at),
-      d.reason ? ` — “${d.reason}”` : "")];
+      d.reason ? ` — “${d.reason}”` : "", others !== null ? afterOthersText(entry, others) : "")];
     if (d.original_input !== null && d.original_input !== undefined) {
       const change = DA.diffText(d.original_input, entry.input, schema, "changed");
       if (change) lines.push(el("p", { class: "correction", text: `${change} by ${d.by || "the approver"}` }));
@@ -47,15 +65,16 @@
   }
 
   function toolCard(prompt, entry) {
-    const status = toolStatus(entry);
+    const others = waitsForOthers(prompt, entry);
+    const status = toolStatus(entry, others);
     const schema = prompt.schemas[entry.id] || null;
-    const pending = entry.result && entry.result.type === "pending" ? entry.result : null;
-    const since = pending ? pending.requested_at : !entry.result ? entry.started_at : null;
+    const pending = others === null && entry.result && entry.result.type === "pending" ? entry.result : null;
+    const since = pending ? pending.requested_at : !entry.result && others === null ? entry.started_at : null;
     const node = el("div", { class: "card tool", "data-call": entry.id, "data-status": status },
       el("div", { class: "row head" }, el("span", { class: "badge", text: "tool" }), el("strong", { text: entry.tool }),
         el("span", { class: "status", text: status }),
         since ? el("span", { class: "muted elapsed" }, "· ", forNode(since)) : null),
-      ...decisionLines(entry, schema),
+      ...decisionLines(entry, schema, others),
       entry.result ? null : progressLine(prompt.progress.get(entry.id)));
     if (pending) {
       node.append(el("p", { class: "reason", text: pending.reason }));
@@ -102,7 +121,7 @@
   function signature(prompt, entry) {
     if (!entry || entry.type !== "tool") return JSON.stringify(entry);
     return JSON.stringify([entry, prompt.progress.get(entry.id) || null, Boolean(prompt.schemas[entry.id]),
-      prompt.notes.has(entry.id)]);
+      prompt.notes.has(entry.id), waitsForOthers(prompt, entry)]);
   }
 
   function promptBlock(promptId) {
@@ -116,20 +135,27 @@
       el("div", { class: "card msg user input" }), outputs, live);
     list.append(block);
 
-    // Labels and descriptions for an approval form, from the approvals list (which lags a moment behind the
-    // stream: asked again a few times). Kept apart from `outputs`, so it can never undo a later event.
-    let asks = 0;
+    // Labels and descriptions for an approval form: the tool's schema, from GET /prompts/{id}/approvals (the
+    // prompt's own list, read from the prompt itself: a call its stream shows waiting is in it), the same
+    // request on a fresh load and after a reload. Kept apart from `outputs`, so it can never undo a later event.
+    let failures = 0;
     function askSchemas() {
       const missing = prompt.outputs.some((e) => e && e.type === "tool" && e.result && e.result.type === "pending"
         && !(e.id in prompt.schemas));
-      if (!missing || prompt.asking || asks >= 10) return;
+      if (!missing || prompt.asking || failures >= 10) return;
       prompt.asking = true;
-      asks += 1;
-      api("GET", "/approvals").then((items) => {
-        for (const item of items) {
-          if (item.prompt_id === promptId && item.input_schema) prompt.schemas[item.tool_call_id] = item.input_schema;
+      api("GET", `/prompts/${encodeURIComponent(promptId)}/approvals`).then((items) => {
+        for (const item of items) prompt.schemas[item.tool_call_id] = item.input_schema || null;
+        // A call already decided is no longer listed: nothing to label, so it is not asked about again.
+        for (const e of prompt.outputs) {
+          if (e && e.type === "tool" && e.result && e.result.type === "pending" && !(e.id in prompt.schemas)) {
+            prompt.schemas[e.id] = null;
+          }
         }
-      }).catch(() => {}).finally(() => {
+        prompt.asking = false;
+        render();
+      }).catch(() => {
+        failures += 1;
         setTimeout(() => { prompt.asking = false; render(); }, 1000);
       });
     }

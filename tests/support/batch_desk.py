@@ -7,6 +7,8 @@ The user's text selects the round-1 response:
 - `batch ...`: three calls that need approval in one response (`BATCH_CALLS`), in this order;
 - `held ...`: a forecast (widget), a report (file) and a $50 payment (no approval, changes the plugin's
   state), then two payments that need approval (`HELD_CALLS`);
+- `delegate ...` (with `delegation` loaded too: DAGENT_PLUGINS=...:plugin,tests.support.batch_desk:delegation):
+  a sub-agent, the clerk, whose own response is the two payments of a batch that need approval (`CLERK_CALLS`);
 - anything else: one $480 payment that needs approval.
 Round 2 says what each call returned.
 """
@@ -19,6 +21,7 @@ from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, UserMessage
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
+from durable_agent.agent.subagents import SubAgent
 from durable_agent.agent.tools import Approval, tool
 from durable_agent.plugins.demo import get_weather, send_payment, write_report
 
@@ -36,6 +39,10 @@ async def send_email(args: EmailInput, ctx: ToolContext) -> dict[str, object]:
 
 plugin = Plugin("desk", tools=[get_weather, write_report, send_payment, send_email],
                 instructions="A desk that pays invoices; payments over $100 and emails need approval.")
+CLERK_INSTRUCTIONS = "You are the clerk: pay the invoices you are handed."
+clerk = SubAgent("desk.delegate", description="Hand invoices to the clerk.", instructions=CLERK_INSTRUCTIONS,
+                 plugins=("desk",), max_rounds=3)
+delegation = Plugin("desk-delegation", tools=[clerk.tool()])
 
 BATCH_CALLS = (("payment.send", {"to": "ACME Corp", "amount": 480}),
                ("payment.send", {"to": "Globex", "amount": 120}),
@@ -45,6 +52,8 @@ HELD_CALLS = (("weather.get", {"city": "Paris"}),
               ("payment.send", {"to": "Cafe", "amount": 50}),
               ("payment.send", {"to": "ACME Corp", "amount": 480}),
               ("payment.send", {"to": "Globex", "amount": 120}))
+CLERK_CALLS = (("payment.send", {"to": "ACME Corp", "amount": 480}),
+               ("payment.send", {"to": "Globex", "amount": 120}))
 
 
 def _script(request: ModelRequest) -> ModelResponse:
@@ -52,6 +61,10 @@ def _script(request: ModelRequest) -> ModelResponse:
     done = results_since_last_user(request)
     if done:
         return text("Done: " + "; ".join(f"{r.tool}: {r.content[:70]}" for r in done))
+    if CLERK_INSTRUCTIONS in (request.instructions or ""):
+        return tool_calls(*CLERK_CALLS, text="Paying both.")
+    if said.startswith("delegate"):
+        return tool_calls(("desk.delegate", {"task": "pay the ACME and Globex invoices"}), text="Asking the clerk.")
     if said.startswith("batch"):
         return tool_calls(*BATCH_CALLS, text="Paying both invoices and telling ACME.")
     if said.startswith("held"):

@@ -31,10 +31,14 @@ T = TypeVar("T")
 
 
 @contextmanager
-def browser(width: int = 1300, height: int = 1000) -> Iterator[WebDriver]:
+def browser(width: int = 1300, height: int = 1000, *, offline: bool = False) -> Iterator[WebDriver]:
+    """`offline`: the network is off but for this machine: every host name but localhost and 127.0.0.1 fails
+    to resolve (a CDN, any other site)."""
     os.environ.setdefault("SE_OFFLINE", "true")
     options = Options()
     options.binary_location = CHROMIUM
+    if offline:
+        options.add_argument("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="dagent-chromium-") as profile:
         for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -8,6 +8,7 @@ import pytest
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Decision, Prompt, ToolPending
+from durable_agent.workflows import versions
 from durable_agent.workflows.approvals import ApprovalDesk, refusal_text
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
@@ -18,7 +19,7 @@ from durable_agent.workflows.protocol import (
 )
 from durable_agent.workflows.record import Recorder
 from durable_agent.workflows.sub_agents import SubAgents
-from tests.unit.conftest import PlainHost, current
+from tests.unit.conftest import PlainHost
 
 SCHEMA = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}
 
@@ -27,8 +28,8 @@ def _closed(work: Awaitable[None]) -> None:
     work.close()  # type: ignore[attr-defined]  # background work needs a workflow: not run here
 
 
-def _desk(host: PlainHost, *, secure: bool = False) -> ApprovalDesk:
-    record = Recorder(Prompt(id="p1", user_id="owner"), host, current, set())
+def _desk(host: PlainHost, *, secure: bool = False, version: int = versions.CURRENT_VERSION) -> ApprovalDesk:
+    record = Recorder(Prompt(id="p1", user_id="owner"), host, lambda patch: versions.has(patch, version), set())
     desk: ApprovalDesk
     children = SubAgents(PromptRequest(), record, spawn=_closed, listed=lambda: desk.listed(),
                          publish_pending=lambda: desk.publish_pending())
@@ -68,13 +69,29 @@ def test_an_approval_is_checked_then_taken_with_its_correction(host: PlainHost) 
     assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="bob", input={"amount": 3})) is None
     decision = desk.decisions["c1"]
     assert (decision.decision, decision.by, decision.original_input) == ("approved", "bob", {"amount": 5})
-    assert desk.waiting["c1"].entry.input == {"amount": 3}
+    assert desk._record.tool_call("c1").input == {"amount": 3}  # type: ignore[union-attr]
     again = desk.problem("reject", RejectRequest(tool_call_id="c1", by="bob"))
     assert again is not None and again.kind == "already-decided"
 
 
-def test_a_batch_stays_waiting_until_its_last_call_is_settled(host: PlainHost) -> None:
+def test_a_decision_is_on_its_entry_when_it_arrives(host: PlainHost) -> None:
     desk = _desk(host)
+    _ask(desk, "c1")
+    _ask(desk, "c2")
+    assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="alice", input={"amount": 4})) is None
+    entry = desk._record.tool_call("c1")
+    assert entry is not None and entry.decision is not None and entry.decision.by == "alice"
+    assert isinstance(entry.result, ToolPending) and entry.input == {"amount": 4}  # it runs after the batch
+    assert list(desk.waiting) == ["c2"] and [row.tool_call_id for row in desk.listed()] == ["c2"]
+    assert host.events[-1].kind == EventKind.OUTPUT_UPDATED and host.events[-1].output == entry
+    before = _desk(PlainHost(), version=2)  # runs before decisions-on-arrival: settled when the wait resumes
+    _ask(before, "c1")
+    before.approve_signal(ApproveRequest(tool_call_id="c1", by="alice"))
+    assert before.waiting["c1"].entry.decision is None and "c1" in before.decisions
+
+
+def test_a_batch_stays_waiting_until_its_last_call_is_settled(host: PlainHost) -> None:
+    desk = _desk(host, version=2)
     _ask(desk, "c1")
     _ask(desk, "c2")
     assert desk.reject_signal(RejectRequest(tool_call_id="c1", by="ann", reason="no")) is None
