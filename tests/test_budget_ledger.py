@@ -84,6 +84,12 @@ async def test_reserve_settle_refuse_and_grant(dev_env: WorkflowEnvironment) -> 
             await asyncio.sleep(0.1)
         assert rows[principal].max_tokens == 1000
 
+        # Another period: this one's spend is kept (it starts the month), not rolled away.
+        monthly = await set_budget(client, principal, BudgetLimit(period="month", max_tokens=1000))
+        start = monthly.standing.period_start
+        assert monthly.standing.spent_tokens == 1100 and start is not None and start.day == 1
+        assert monthly.standing.period_end == period_end(start, "month") and monthly.past == []
+
         await set_budget(client, principal, None)  # removed: rounds go ahead again
         assert (await _reserve(client, principal, "p1/5")).refused is None
 

@@ -69,12 +69,15 @@ class BudgetLedgerWorkflow:
         while True:
             end = self._period_end()
             wait = max(end - workflow.now(), timedelta(0)) if end else None
-            try:
-                await workflow.wait_condition(self._should_continue_as_new, timeout=wait,
-                                              timeout_summary="budget period end")
+            try:  # a new limit (another period) wakes it to wait for the new period end instead
+                await workflow.wait_condition(lambda end=end: self._should_continue_as_new()  # type: ignore[misc]
+                                              or self._period_end() != end,
+                                              timeout=wait, timeout_summary="budget period end")
             except TimeoutError:
                 self._roll()
                 self._publish()
+                continue
+            if not self._should_continue_as_new():
                 continue
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(self._state.model_copy(update={"runs": self._state.runs + 1}))
@@ -87,9 +90,12 @@ class BudgetLedgerWorkflow:
     @raw_payloads
     def configure_budget(self, *payloads: object) -> LedgerView:
         request = self._decoded(payloads, ConfigureRequest)
+        state = self._state
         self._roll()
-        self._state.limit = request.limit
-        self._state.configured_by = request.by
+        before = state.limit.period if state.limit else None
+        state.limit, state.configured_by = request.limit, request.by
+        if request.limit is not None and (state.period_start is None or before != request.limit.period):
+            state.period_start = period_start(workflow.now(), request.limit.period)  # this period keeps its spend
         return self._changed()
 
     @configure_budget.validator
