@@ -127,6 +127,16 @@ async def test_http_budgets_admin_sets_users_read_and_approvers_grant_more(dev_e
                                        json={"input": {"asking": 9999}})
             assert granted.status_code == 200, granted.text
             done = await asyncio.wait_for(prompt.result(), 60)
+            # A conversation's budget: its owner reads it, nobody else (but an admin).
+            started_conversation = await owner.post("/conversations", json={})
+            assert started_conversation.status_code == 201, started_conversation.text
+            conversation = f"conversation:{started_conversation.json()['conversation']['id']}"
+            assert (await root.put(f"/budgets/{conversation}", json={"max_cost": 3})).status_code == 200
+            assert (await owner.get(f"/budgets/{conversation}")).json()["standing"]["limit"]["max_cost"] == 3
+            async with stack.http("mallory") as mallory:
+                assert (await mallory.get(f"/budgets/{conversation}")).status_code == 403
+            await stack.agent.conversation(conversation.removeprefix("conversation:")).close()
+
             assert (await owner.delete(f"/budgets/user:{name}")).status_code == 403
             assert (await root.delete(f"/budgets/user:{name}")).status_code == 204
             assert (await owner.get(f"/budgets/user:{name}")).json()["standing"]["limit"] is None
