@@ -16,7 +16,7 @@ import uuid
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.models import ToolOutput
-from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
+from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL, BudgetLimit
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel
 from tests.support.processes import DAGENT_CMD, REPO_ROOT
@@ -144,3 +144,28 @@ async def test_http_budgets_admin_sets_users_read_and_approvers_grant_more(dev_e
         [ask] = [e for e in done.output if isinstance(e, ToolOutput) and e.tool == MORE_BUDGET_TOOL]
         assert ask.decision is not None and ask.decision.by == "fiona" and ask.input["asking"] == 9999  # type: ignore[index]
         assert done.budgets[0].extra_tokens == 9999
+
+
+async def test_dagent_approve_grants_more_budget(dev_env: WorkflowEnvironment) -> None:
+    """`dagent approve` decides a request for more budget like any pending call, with a corrected amount."""
+    from tests.test_period_budgets import PLUGIN, _endless
+
+    user = f"cli-ask-{uuid.uuid4().hex[:8]}"
+    address = dev_env.client.service_client.config.target_host
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=ScriptedModel(_endless)) as client:
+        await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=1, on_exhausted="ask",
+                                                            approvers=["role:finance"]))
+        handle = await client.start("go", user_id=user, max_rounds=2)
+        await asyncio.wait_for(handle.wait_until("waiting_for_approval"), 60)
+        [pending] = await handle.pending_approvals()
+        assert pending.tool == MORE_BUDGET_TOOL
+        env = {**os.environ, "DAGENT_TASK_QUEUE": client.settings.task_queue}
+        env.pop("DAGENT_API_URL", None)
+        done = await asyncio.to_thread(
+            subprocess.run, [*DAGENT_CMD, "approve", handle.id, pending.tool_call_id, "--by", "bob", "--role",
+                             "finance", "--input", '{"asking": 700}', "--address", address],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False, env=env)
+        assert done.returncode == 0, done.stderr
+        prompt = await asyncio.wait_for(handle.result(), 60)
+    assert prompt.rounds == 2 and prompt.budget_stop is None and prompt.force_completed  # the max_rounds guard
+    assert prompt.budgets[0].extra_tokens == 700
