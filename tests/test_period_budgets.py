@@ -213,3 +213,16 @@ async def _spend_a_day(skip_env: WorkflowEnvironment, client: AgentClient, user:
     assert third.budget_stop is None and third.usage.model_calls == 1
     assert view.standing.spent_tokens == 500 and [p.spent_tokens for p in view.past] == [500]
     assert third.budgets[0].period_start == first.budgets[0].period_start + timedelta(days=1)  # type: ignore[operator]
+
+
+async def test_a_raw_start_naming_a_bad_budget_fails_with_the_reason(dev_env: WorkflowEnvironment) -> None:
+    """A start from any Temporal client with a budget principal that is not `user:`/`conversation:` fails the
+    prompt at once with the reason (no ledger is started for it)."""
+    prompt_id = f"raw-budget-{uuid.uuid4().hex[:8]}"
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=ScriptedModel([text("x")])) as client:
+        await client.client.start_workflow("PromptWorkflow", {"input": "hi", "budgets": ["bob"]}, id=prompt_id,
+                                           task_queue=client.settings.task_queue)
+        prompt = await asyncio.wait_for(client.prompt(prompt_id).result(), 60)
+    assert prompt.state == "failed" and "invalid PromptRequest input" in (prompt.error or "")
+    reason = "budgets.0: Value error, budget principal 'bob' must be user:<id> or conversation:<id>"
+    assert reason in (prompt.error or "")
