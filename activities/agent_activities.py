@@ -10,6 +10,7 @@ from typing import Any
 
 from temporalio import activity
 
+from durable_agent.activities.budget_activities import BudgetActivities
 from durable_agent.activities.heartbeats import bound_log
 from durable_agent.activities.history import HistoryActivity
 from durable_agent.activities.model_round import ModelRoundActivity
@@ -31,7 +32,8 @@ class AgentActivities(RuntimeActivities):
         self.store_history = HistoryActivity(runtime).store_history
 
     def all(self) -> list[Any]:
-        return [self.model_round, self.invoke_tool, self.emit_event, self.store_history, self.check_correction]
+        return [self.model_round, self.invoke_tool, self.emit_event, self.store_history, self.check_correction,
+                *BudgetActivities(self.runtime.decision_key).all()]
 
     @activity.defn(name=EMIT_EVENT_ACTIVITY)
     async def emit_event(self, delivery: EventDelivery) -> None:

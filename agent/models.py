@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, JsonValue
 
 from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.period_budgets import BudgetStanding
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 
 PromptState = Literal["running", "waiting_for_approval", "completed", "failed", "cancelled"]
@@ -211,6 +212,9 @@ class Prompt(_Model):
     finished_at: datetime | None = None
     force_completed: bool = False
     budget_stop: str | None = Field(default=None, description="Set when the prompt's budget stopped it (why).")
+    budgets: list[BudgetStanding] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "The period budgets this prompt is under (agent/period_budgets.py): spend against budget, as of its last "
+        "round."))
     error: str | None = None
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     audit: list[AuditEntry] = Field(default_factory=list)

@@ -36,6 +36,7 @@ from durable_agent.agent.models import (
     ToolSuccess,
     WidgetOutput,
 )
+from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
 
 
 def render_tool_output(output: JsonValue) -> str:
@@ -67,8 +68,8 @@ def project_output(entry: PromptOutput) -> list[Message]:
 
 def _project_tool(entry: ToolOutput) -> list[Message]:
     result = entry.result
-    if result is None or isinstance(result, ToolPending):
-        return []
+    if result is None or isinstance(result, ToolPending) or entry.tool == MORE_BUDGET_TOOL:
+        return []  # a request for more budget is the framework's, not a call the model made
     call = ToolCallMessage(call_id=entry.id, tool=entry.tool, arguments=entry.input)
     match result:
         case ToolSuccess():

@@ -99,6 +99,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     install_problem_handlers(app)
     app.include_router(schedule_routes)  # recurring prompts (api/schedules.py)
     app.include_router(prompt_approval_routes)  # one prompt's waiting calls (api/prompt_approvals.py)
+    app.include_router(__import__("durable_agent.api.budgets", fromlist=["router"]).router)  # api/budgets.py
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.mount(DOCS_ASSETS, StaticFiles(directory=str(SWAGGER_ASSETS)), name="docs-assets")
 

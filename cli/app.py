@@ -824,3 +824,5 @@ app.add_typer(deploy_app, name="deploy")
 from durable_agent.cli.schedule import schedule_app  # noqa: E402
 
 app.add_typer(schedule_app, name="schedule")
+
+app.add_typer(__import__("durable_agent.cli.budget", fromlist=["budget_app"]).budget_app, name="budget")

@@ -121,7 +121,17 @@ def describe_prompt(prompt: Prompt) -> list[str]:
     usage = prompt.usage
     lines.append(f"usage   {usage.model_calls} model calls, {usage.input_tokens} in / {usage.output_tokens} out "
                  f"tokens" + (f", ${usage.cost:.4f}" if usage.cost is not None else ""))
-    if prompt.force_completed:
+    for standing in prompt.budgets:  # spend against each period budget, as of the prompt's last round
+        limit = standing.limit
+        spent = [f"{standing.spent_tokens} of {limit.max_tokens + standing.extra_tokens} tokens"
+                 if limit and limit.max_tokens else "",
+                 f"{standing.spent_cost:.4f} of {limit.max_cost + standing.extra_cost:g} cost"
+                 if limit and limit.max_cost else ""]
+        lines.append(f"budget  {standing.principal}: {', '.join(p for p in spent if p) or 'no budget'}"
+                     + (f" this {limit.period}" if limit else ""))
+    if prompt.budget_stop:
+        lines.append(f"note    stopped: {prompt.budget_stop}")
+    elif prompt.force_completed:
         lines.append("note    force-completed after max_rounds")
     if prompt.error:
         lines.append(f"error   {prompt.error}")

@@ -28,7 +28,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent.errors import REFUSAL_KINDS, DecisionRefused, PromptFailedError, RefusalKind
 from durable_agent.agent.models import TERMINAL_STATES, Conversation, ModelTier, Prompt, PromptOutput, ToolOutput
+from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
 from durable_agent.client._live import poller_for
+from durable_agent.client.budgets import BudgetRow, applying_budgets, list_budgets, set_budget, show_budget
 from durable_agent.client.pending import QUERY_SECONDS, PendingList, pending_list
 from durable_agent.client.priority import prompt_priority
 from durable_agent.client.stuck import TaskProblem, task_problem, workflows_with_task_problems
@@ -263,8 +265,9 @@ class ConversationHandle(_Handle[Conversation]):
 
     async def send(self, text: str, *, user_id: str | None = None) -> PromptHandle:
         """Queue a user input; returns the handle of the prompt it becomes (it may wait its turn)."""
-        prompt_id = await self._handle.execute_update(names.SEND_INPUT_UPDATE, SendRequest(input=text, user_id=user_id),
-                                                      result_type=str)
+        budgets = await applying_budgets(self._client, user_id, self.id)  # client/budgets.py
+        prompt_id = await self._handle.execute_update(
+            names.SEND_INPUT_UPDATE, SendRequest(input=text, user_id=user_id, budgets=budgets), result_type=str)
         return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
 
     async def get(self) -> Conversation:
@@ -318,6 +321,8 @@ class AgentClient:
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
         options = self._run_options(model) | options
+        if "budgets" not in options:  # the period budgets the prompt is under (client/budgets.py)
+            options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
                                 conversation_id=conversation_id, instructions=instructions,
                                 history=history or [], **options)
@@ -354,6 +359,8 @@ class AgentClient:
         as for `start`; the conversation's prompts inherit it."""
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
         options = self._run_options(model) | options
+        if "budgets" not in options:
+            options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
         handle = await self.client.start_workflow(
             CONVERSATION_WORKFLOW, request, id=conversation_id, task_queue=self.settings.task_queue,
@@ -376,6 +383,18 @@ class AgentClient:
 
     def prompt(self, prompt_id: str) -> PromptHandle:
         return PromptHandle(self.client.get_workflow_handle(prompt_id, result_type=Prompt), self.client)
+
+    async def set_budget(self, principal: str, limit: BudgetLimit | None, *, by: str | None = None) -> LedgerView:
+        """Set (None: remove) the period budget of `user:<id>` or `conversation:<id>` (client/budgets.py)."""
+        return await set_budget(self, principal, limit, by=by)
+
+    async def budget(self, principal: str) -> LedgerView:
+        """A principal's budget and this period's spend."""
+        return await show_budget(self, principal)
+
+    async def budgets(self) -> list[BudgetRow]:
+        """Every principal with a budget."""
+        return await list_budgets(self)
 
     async def stuck(self) -> list[TaskProblem]:
         """Running prompts and conversations whose workflow task keeps failing, with the reason."""

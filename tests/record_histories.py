@@ -14,6 +14,7 @@ from pathlib import Path
 from temporalio.client import WorkflowHandle
 
 from durable_agent.agent.messages import ModelRequest, ModelResponse, UserMessage
+from durable_agent.agent.period_budgets import BudgetLimit, ledger_id
 from durable_agent.agent.providers.scripted import ScriptedModel
 from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, PromptHandle
@@ -319,6 +320,25 @@ async def main() -> None:
             # A token budget stops the loop after the round that reached it (workflows/budgets.py).
             await _record(agent, "parallel", "prompt_v1_budget_stopped", prompt_id="hist-v1-budget",
                           budget=PromptBudget(max_tokens=1))
+            # Version 3: period budgets (agent/period_budgets.py): a spent user budget stops the prompt; an `ask`
+            # budget waits on a dagent.more_budget call, approved with a correction; a conversation's budget.
+            await agent.set_budget("user:hist-budget", BudgetLimit(period="month", max_tokens=1))
+            await _record(agent, "parallel", "prompt_v3_budget_stopped", prompt_id="hist-v3-budget",
+                          user_id="hist-budget")
+            await agent.set_budget("user:hist-ask", BudgetLimit(period="month", max_tokens=1, on_exhausted="ask",
+                                                                approvers=["role:finance"]))
+            asking = await agent.start("parallel", prompt_id="hist-v3-more-budget", user_id="hist-ask")
+            await asking.approve(await _first_pending(asking), by="bob", roles=["finance"], input={"asking": 100000},
+                                 wait=True)
+            await asking.result()
+            await _save("prompt_v3_more_budget_approved", asking.workflow)
+            await _save("budget_ledger_v3", agent.client.get_workflow_handle(ledger_id("user:hist-ask")))
+            await agent.set_budget("conversation:hist-v3-conv", BudgetLimit(period="week", max_tokens=1))
+            budget_conversation, _ = await _conversation(agent, "hist-v3-conv", ("completed", "completed"),
+                                                         prompts_per_run=10)
+            await _save("conversation_v3_budgets", budget_conversation)
+            turns = (await budget_conversation.result()).prompt_ids
+            await _save("prompt_v3_in_conversation_budget_stopped", agent.prompt(turns[1]).workflow)
     sys.stdout.flush()
     os._exit(0)
 

@@ -30,6 +30,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.workers.storage.files import encode_segment
+from durable_agent.workers.storage.gcs import GCSObjects
 from durable_agent.workers.storage.local import DirectoryObjects
 from durable_agent.workers.storage.objects import ObjectClient
 from durable_agent.workers.storage.s3 import S3Objects
@@ -174,14 +175,21 @@ async def _listed(objects: ObjectClient, prefix: str) -> list[str]:
     if isinstance(objects, DirectoryObjects):
         base = objects.root / prefix
         return [str(p.relative_to(objects.root)) for p in base.rglob("*") if p.is_file()] if base.exists() else []
+    keys: list[str] = []
     if isinstance(objects, S3Objects):
         s3 = await objects.raw()
-        keys: list[str] = []
         async for page in s3.get_paginator("list_objects_v2").paginate(Bucket=objects.bucket, Prefix=prefix):
             keys += [item["Key"] for item in page.get("Contents", [])]
         return keys
-    raise ValueError(f"{objects.location}: refreshing is implemented for directories and S3 only "
-                     "(on GCS, base the lifecycle rule on custom time or keep conversations shorter than it)")
+    if isinstance(objects, GCSObjects):
+        storage, token = await objects.raw(), None
+        while True:
+            page = await storage.list_objects(objects.bucket, params={"prefix": prefix,
+                                                                      **({"pageToken": token} if token else {})})
+            keys += [item["name"] for item in page.get("items", [])]
+            if not (token := page.get("nextPageToken")):
+                return keys
+    raise ValueError(f"{objects.location}: refreshing is implemented for directories, S3 and GCS only")
 
 
 async def _written_at(objects: ObjectClient, key: str) -> datetime | None:
@@ -199,7 +207,18 @@ async def _written_at(objects: ObjectClient, key: str) -> datetime | None:
                 return None
             raise
         return head["LastModified"]  # type: ignore[no-any-return]
-    raise ValueError(f"{objects.location}: refreshing is implemented for directories and S3 only")
+    if isinstance(objects, GCSObjects):
+        from aiohttp import ClientResponseError
+
+        try:
+            metadata = await (await objects.raw()).download_metadata(objects.bucket, key)
+        except ClientResponseError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        # A GCS lifecycle `age` counts from the object's creation: a rewrite creates it again.
+        return datetime.fromisoformat(metadata["timeCreated"].replace("Z", "+00:00"))
+    raise ValueError(f"{objects.location}: refreshing is implemented for directories, S3 and GCS only")
 
 
 async def _rewrite(objects: ObjectClient, key: str) -> None:
@@ -209,6 +228,9 @@ async def _rewrite(objects: ObjectClient, key: str) -> None:
     elif isinstance(objects, S3Objects):
         await (await objects.raw()).copy_object(Bucket=objects.bucket, Key=key, MetadataDirective="REPLACE",
                                                 CopySource={"Bucket": objects.bucket, "Key": key})
+    elif isinstance(objects, GCSObjects):  # rewriteTo onto itself: a new generation, so a new creation time
+        refreshed = {"metadata": {"dagent-refreshed-at": datetime.now(UTC).isoformat()}}
+        await (await objects.raw()).copy(objects.bucket, key, objects.bucket, new_name=key, metadata=refreshed)
 
 
 async def refresh_live_blobs(client: Client, stores: Sequence[ObjectClient], *, older_than: timedelta =

@@ -20,6 +20,7 @@ from durable_agent.agent import identity
 from durable_agent.agent.events import EventKind, PromptEvent
 from durable_agent.agent.identity import Identity
 from durable_agent.agent.models import Decision, ToolOutput, ToolPending
+from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
 from durable_agent.workflows import details, telemetry
 from durable_agent.workflows.audit import record_ignored
 from durable_agent.workflows.corrections import correction_refusal, merge_patch, schema_problem
@@ -426,7 +427,9 @@ class ApprovalDesk:
     def _policy_checks(self, request: ApproveRequest) -> bool:
         """Whether an approval's correction goes to the tool's policy before it is taken (this prompt's own
         call; a sub-agent's prompt checks its own)."""
-        return self._secure and request.input is not None and request.tool_call_id in self.waiting
+        waiting = self.waiting.get(request.tool_call_id)
+        return (self._secure and request.input is not None and waiting is not None
+                and waiting.entry.tool != MORE_BUDGET_TOOL)  # a budget request has no policy: its schema decides
 
     async def _checked_correction(self, request: ApproveRequest) -> Decider | Refusal:
         """Run the tool's approval policy on the corrected arguments (an activity: the policy is worker code)

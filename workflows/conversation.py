@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
 
 HISTORY_REFS_PATCH = "conversation-history-by-reference"
 UNGUESSABLE_IDS_PATCH = "conversation-unguessable-prompt-ids"
+PERIOD_BUDGETS_PATCH = "period-budgets"  # its prompts reserve from the user's and the conversation's budgets
 TAKEN_ID_ATTEMPTS = 3  # fresh random ids tried for one turn before it is recorded as failed
 
 
@@ -121,7 +122,7 @@ class ConversationWorkflow:
         if problem or request is None:
             self._ignore("send", problem or "no input")
             return
-        self._enqueue(request.input, user_id=request.user_id)
+        self._enqueue(request.input, user_id=request.user_id, budgets=request.budgets)
 
     @workflow.update(name=names.SEND_INPUT_UPDATE,
                      description="Queue a user message as the next prompt and return that prompt's id. "
@@ -130,7 +131,7 @@ class ConversationWorkflow:
     def send_input(self, *payloads: object) -> str:
         """Queue an input and return the id its prompt will have (it runs when earlier ones finish)."""
         request = _send_request(payloads)
-        return self._enqueue(request.input, user_id=request.user_id).prompt_id
+        return self._enqueue(request.input, user_id=request.user_id, budgets=request.budgets).prompt_id
 
     @send_input.validator
     @raw_payloads
@@ -162,8 +163,10 @@ class ConversationWorkflow:
 
     # --- running prompts ----------------------------------------------------------------------------
 
-    def _enqueue(self, text: str | None, *, user_id: str | None = None, instructions: str | None = None) -> QueuedInput:
-        item = QueuedInput(prompt_id=self._new_prompt_id(), input=text, user_id=user_id, instructions=instructions)
+    def _enqueue(self, text: str | None, *, user_id: str | None = None, instructions: str | None = None,
+                 budgets: list[str] | None = None) -> QueuedInput:
+        item = QueuedInput(prompt_id=self._new_prompt_id(), input=text, user_id=user_id, instructions=instructions,
+                           budgets=budgets)
         self._next_sequence += 1
         self._queue.append(item)
         return item
@@ -224,7 +227,7 @@ class ConversationWorkflow:
                                       instructions=instructions, history=self._history,
                                       history_ref=self._history_ref, plugin_state=self._plugin_state,
                                       max_rounds=request.max_rounds, fail_workflow_on_error=False,
-                                      workflow_version=versions.CURRENT_VERSION),
+                                      workflow_version=versions.CURRENT_VERSION, budgets=self._budgets_for(item)),
                         id=item.prompt_id, result_type=Prompt,
                         static_summary=prompt_summary(item.user_id or request.user_id, item.input),
                         static_details=prompt_static_details(item.user_id or request.user_id, item.input),
@@ -243,6 +246,13 @@ class ConversationWorkflow:
                 if len(self._audit) < MAX_AUDIT_ENTRIES:
                     self._audit.append(AuditEntry(at=workflow.now(), kind="prompt_id_taken", detail=detail))
         raise AssertionError("unreachable")
+
+    def _budgets_for(self, item: QueuedInput) -> list[str]:
+        """The turn's budget principals: the ones its send named, else the conversation's (PERIOD_BUDGETS_PATCH)."""
+        budgets = item.budgets if item.budgets is not None else self._request.budgets
+        if not budgets or not versions.has(PERIOD_BUDGETS_PATCH, self._request.workflow_version):
+            return []
+        return list(budgets)
 
     async def _store_history(self) -> None:
         """Move the records held by value into the stored chain."""

@@ -13,6 +13,7 @@ versioned worker registers the subclasses below in their place (same workflow na
   code is a small loop over child prompts. It moves to the current build at its next workflow task, so its
   changes still need `workflow.patched` (tests/test_replay.py keeps guarding them), and each prompt it starts
   is pinned to the build current at that moment.
+- Budget ledgers are AUTO_UPGRADE for the same reason: one per principal, for ever, continuing as new.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.models import Conversation, Prompt
+    from durable_agent.agent.period_budgets import LedgerView
     from durable_agent.workflows import names
+    from durable_agent.workflows.budget_ledger import BudgetLedgerWorkflow
     from durable_agent.workflows.conversation import ConversationWorkflow
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES
     from durable_agent.workflows.inputs import raw_payloads
@@ -56,8 +59,19 @@ class AutoUpgradeConversationWorkflow(ConversationWorkflow):
         return await super().run(*payloads)
 
 
+@workflow.defn(name=names.BUDGET_LEDGER_WORKFLOW, versioning_behavior=CONVERSATION_VERSIONING)
+class AutoUpgradeBudgetLedgerWorkflow(BudgetLedgerWorkflow):
+    """`BudgetLedgerWorkflow` on a versioned worker: moves to the current build at its next task."""
+
+    @workflow.run
+    @raw_payloads
+    async def run(self, *payloads: object) -> LedgerView:
+        return await super().run(*payloads)
+
+
 VERSIONED: dict[type, type] = {PromptWorkflow: PinnedPromptWorkflow,
-                               ConversationWorkflow: AutoUpgradeConversationWorkflow}
+                               ConversationWorkflow: AutoUpgradeConversationWorkflow,
+                               BudgetLedgerWorkflow: AutoUpgradeBudgetLedgerWorkflow}
 
 
 def versioned_workflows(workflows: Sequence[type]) -> list[type]:
@@ -71,5 +85,6 @@ def versioned_workflows(workflows: Sequence[type]) -> list[type]:
     return out
 
 
-__all__ = ["CONVERSATION_VERSIONING", "PROMPT_VERSIONING", "VERSIONED", "AutoUpgradeConversationWorkflow",
+__all__ = ["CONVERSATION_VERSIONING", "PROMPT_VERSIONING", "VERSIONED", "AutoUpgradeBudgetLedgerWorkflow",
+           "AutoUpgradeConversationWorkflow",
            "PinnedPromptWorkflow", "versioned_workflows"]

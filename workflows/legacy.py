@@ -77,6 +77,10 @@ INLINE: dict[str, list[str]] = {
         "record.py Recorder.failure_details: the early return, a failure without the record.",
         "client/_client.py PromptHandle.result: the query of the closed workflow when its failure has no record.",
     ],
+    "period-budgets": [
+        "budget_gate.py BudgetGate.active: False for runs without the patch (their `budgets` are ignored).",
+        "conversation.py ConversationWorkflow._budgets_for: no `budgets` on the child's request.",
+    ],
 }
 
 # Kept for old runs but tied to no patch (no workflow command depends on them); each goes when no run that used

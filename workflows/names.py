@@ -15,6 +15,7 @@ from temporalio.common import SearchAttributeKey
 # --- workflow types -----------------------------------------------------------------------------------
 PROMPT_WORKFLOW: Final = "PromptWorkflow"
 CONVERSATION_WORKFLOW: Final = "ConversationWorkflow"
+BUDGET_LEDGER_WORKFLOW: Final = "BudgetLedgerWorkflow"  # one per budget principal (workflows/budget_ledger.py)
 
 # --- PromptWorkflow handlers --------------------------------------------------------------------------
 STEER_SIGNAL: Final = "steer"
@@ -33,12 +34,20 @@ CLOSE_SIGNAL: Final = "close"
 SEND_INPUT_UPDATE: Final = "send_input"
 GET_CONVERSATION_QUERY: Final = "get_conversation"
 
+# --- BudgetLedgerWorkflow handlers -------------------------------------------------------------------
+CONFIGURE_BUDGET_UPDATE: Final = "configure_budget"
+RESERVE_BUDGET_UPDATE: Final = "reserve_budget"
+SETTLE_BUDGET_UPDATE: Final = "settle_budget"
+BUDGET_STATE_QUERY: Final = "budget_state"
+
 # --- activities ---------------------------------------------------------------------------------------
 MODEL_ROUND_ACTIVITY: Final = "dagent.model_round"
 INVOKE_TOOL_ACTIVITY: Final = "dagent.invoke_tool"
 EMIT_EVENT_ACTIVITY: Final = "dagent.emit_event"
 CHECK_CORRECTION_ACTIVITY: Final = "dagent.check_correction"  # an approval policy run again on corrected args
 STORE_HISTORY_ACTIVITY: Final = "dagent.store_history"  # a conversation's local activity: prompt records -> blobs
+BUDGET_RESERVE_ACTIVITY: Final = "dagent.budget_reserve"  # before a model round of a prompt under period budgets
+BUDGET_SETTLE_ACTIVITY: Final = "dagent.budget_settle"  # after it: the round's actual spend
 
 # --- workflow stream topics (temporalio.contrib.workflow_streams) -------------------------------------
 EVENTS_TOPIC: Final = "events"  # a prompt's live events, published by the workflow

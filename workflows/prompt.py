@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows import details, names, telemetry, versions
     from durable_agent.workflows.approvals import SECURE_DECISIONS_PATCH, ApprovalDesk, refusal_text
     from durable_agent.workflows.audit import record_ignored
+    from durable_agent.workflows.budget_gate import BudgetGate
     from durable_agent.workflows.budgets import budget_reached
     from durable_agent.workflows.failures import (
         WORKFLOW_FAILURE_TYPES,
@@ -115,6 +116,8 @@ class PromptWorkflow:
                                   spawn=self._in_background)
         self._tools = ToolRunner(request, self._record, self._children, steered=lambda: bool(self._steers),
                                  secure=lambda: self._desk.secure, has=self._has)
+        self._budgets = BudgetGate(request, self._record, self._desk, has=self._has, ignore=self._ignore)
+        self._children.budgets = lambda: self._budgets.principals  # a sub-agent spends the same period budgets
         # Whether this run decides under the approval policy; an unversioned run asks its patch marker when it
         # starts (no call can be pending before then).
         version = request.workflow_version
@@ -168,6 +171,9 @@ class PromptWorkflow:
 
     async def _run_rounds(self) -> None:
         for round_number in range(1, self._request.max_rounds + 1):
+            if self._budgets.active and not await self._budgets.reserve(round_number):  # workflows/budget_gate.py
+                self._stop_for_budget(self._budgets.stop_reason or "budget refused")
+                return
             self._prompt.rounds = round_number
             with telemetry.span(telemetry.ROUND_SPAN, **{"dagent.prompt.id": self._prompt.id,
                                                          "dagent.round": round_number}):
@@ -191,6 +197,8 @@ class PromptWorkflow:
         """One model call and the tool calls it asks for; True when the answer is final."""
         self._deliver_steers()
         result = await self._call_model(round_number)
+        if self._budgets.active:
+            await self._budgets.settle(result)
         for reasoning in result.reasoning:
             self._record.append(reasoning)
         if result.text:

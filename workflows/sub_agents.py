@@ -70,6 +70,7 @@ class SubAgents:
         self._announced: set[str] = set()  # sub-agents' calls (`<call>/<its call>`) published as approval_requested
         self._children: dict[str, Child] = {}  # by sub-agent call id
         self._refusals: dict[str, str] = {}  # `<call>/<its call>` -> why its sub-agent refused a decision
+        self.budgets: Callable[[], list[str]] = list  # the period budgets a child's rounds spend from (budget_gate)
 
     # --- running a sub-agent ---------------------------------------------------------------------------
 
@@ -86,7 +87,7 @@ class SubAgents:
             instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
             plugins=agent.plugins, fail_workflow_on_error=False,
             max_parallel_tools=own.max_parallel_tools, workflow_version=versions.CURRENT_VERSION,
-            **self._model_queues_for(agent.model),
+            budgets=self.budgets(), **self._model_queues_for(agent.model),
             parent=ParentLink(workflow_id=host.workflow_id, prompt_id=self._record.prompt.id, tool_call_id=entry.id,
                               path=parent_path, report_nonce=nonce))
 

@@ -43,6 +43,9 @@ PATCH_VERSIONS: dict[str, int] = {
     "pending-memo": 2,  # waiting calls kept in the prompt's memo (workflows/pending_memo.py)
     "decisions-on-arrival": 3,  # a decision is on its call's entry when it arrives, not when its wait resumes
     "failure-carries-record": 3,  # a failed prompt's workflow failure carries its record (PromptHandle.result)
+    # Period budgets (agent/period_budgets.py): rounds reserved from and settled with the principals' ledgers, a
+    # spent budget stops the prompt or asks for more; a conversation's prompts get its budgets.
+    "period-budgets": 3,
 }
 
 

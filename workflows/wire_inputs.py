@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import (
+    AfterValidator,
     Field,
     JsonValue,
 )
@@ -16,6 +17,7 @@ from durable_agent.agent.models import (
     Prompt,
     Usage,
 )
+from durable_agent.agent.period_budgets import principal_problem
 from durable_agent.agent.providers.specs import provider_of
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 from durable_agent.workflows.budgets import PromptBudget
@@ -41,6 +43,13 @@ class ModelRouting(_Model):
 OptionalRouting = Annotated[ModelRouting | None, Field(
     exclude_if=lambda routing: routing is None,  # absent, the input is what it always was
     description="Fallback rounds run on their provider's queue; None: all on `model_task_queue`.")]
+def _principal(value: str) -> str:
+    if (problem := principal_problem(value)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+Principal = Annotated[str, AfterValidator(_principal)]  # `user:<id>` or `conversation:<id>` (a budget's owner)
 WorkflowVersion = Annotated[int | None, Field(
     description="The workflow behaviour this run has (workflows/versions.py); set by AgentClient and by parent "
     "workflows. None: patch markers decide, as for runs started before versions existed.")]
@@ -100,6 +109,9 @@ class PromptRequest(_Lean):
     parent: ParentLink | None = Field(default=None, description="Set when a sub-agent call started this prompt.")
     workflow_version: WorkflowVersion = None
     budget: PromptBudget | None = Field(default=None, description="Token/cost limits (workflows/budgets.py).")
+    budgets: list[Principal] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "Principals (`user:<id>`, `conversation:<id>`) whose period budget each model round reserves from "
+        "(agent/period_budgets.py); empty: no ledger is asked."))
 
 
 class ParentLink(_Model):
@@ -143,6 +155,8 @@ class ConversationRequest(_Model):
     runs: int = 1
     closing: bool = False
     workflow_version: WorkflowVersion = None
+    budgets: list[Principal] = Field(default_factory=list, exclude_if=lambda v: not v,
+                                     description="Budget principals of its prompts (a send may name its own).")
 
 
 class QueuedInput(_Model):
@@ -150,11 +164,15 @@ class QueuedInput(_Model):
     input: str | None = None
     instructions: str | None = None
     user_id: str | None = None
+    budgets: list[Principal] | None = Field(default=None, exclude_if=lambda v: v is None,
+                                            description="Its prompt's budget principals (None: the conversation's).")
 
 
 class SendRequest(_Model):
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
     user_id: str | None = None
+    budgets: list[Principal] | None = Field(default=None, exclude_if=lambda v: v is None, description=(
+        "Budget principals the prompt reserves from (AgentClient looks them up); None: the conversation's."))
 
 
 ConversationRequest.model_rebuild()

@@ -12,7 +12,7 @@ from durable_agent.agent.events import EventKind, PromptEvent
 from durable_agent.agent.models import ToolOutput, ToolPending, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from tests.support.workers import agent_worker
-from tests.test_batch_approvals import _pending_ids, batch_model, plugin
+from tests.temporal.test_batch_approvals import _pending_ids, batch_model, plugin
 
 
 class HeldNotifier(Plugin):

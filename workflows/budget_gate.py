@@ -1,0 +1,154 @@
+"""The prompt's period budgets (agent/period_budgets.py): each model round is reserved from the principals'
+ledgers before it runs and settled with its actual spend after it; a spent budget stops the prompt, or, under
+an `ask` budget, waits on a `dagent.more_budget` call at the approvals desk (the same machinery as any tool
+call: inbox, `dagent approve`, HTTP; approvers checked by identity, four-eyes, a correctable amount).
+
+A prompt whose request names no budget principal never gets here: no activity, rounds cost what they did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from durable_agent.agent.models import ToolSuccess
+from durable_agent.agent.period_budgets import (
+    MORE_BUDGET_TOOL,
+    BudgetRefusal,
+    BudgetRound,
+    BudgetRoundResult,
+    BudgetSettlement,
+    BudgetStanding,
+    Grant,
+)
+from durable_agent.workflows.approvals import ApprovalDesk, refusal_text
+from durable_agent.workflows.failures import failure_reason, is_cancellation
+from durable_agent.workflows.names import BUDGET_RESERVE_ACTIVITY, BUDGET_SETTLE_ACTIVITY
+from durable_agent.workflows.protocol import ApprovalRequirement, PromptRequest, ReadyCall, RoundResult
+from durable_agent.workflows.record import Recorder
+
+PERIOD_BUDGETS_PATCH = "period-budgets"
+BUDGET_TIMEOUT = timedelta(seconds=30)
+BUDGET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                           maximum_attempts=10)
+
+
+class BudgetGate:
+    """`active`: the run goes through its ledgers (it names principals and has PERIOD_BUDGETS_PATCH).
+    `ignore(kind, problem)` records what could not be done in the audit."""
+
+    def __init__(self, request: PromptRequest, record: Recorder, desk: ApprovalDesk, *, has: Callable[[str], bool],
+                 ignore: Callable[[str, str], None]) -> None:
+        self._request = request
+        self._record = record
+        self._desk = desk
+        self._has = has
+        self._ignore = ignore
+        self._reservation: str | None = None  # this round's reservation, until settled
+        self._grant: tuple[str, Grant] | None = None  # (principal, extra approved) for the next reserve
+        self.stop_reason: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self._request.budgets) and self._has(PERIOD_BUDGETS_PATCH)
+
+    @property
+    def principals(self) -> list[str]:
+        """The principals a sub-agent's rounds spend from too."""
+        return list(self._request.budgets) if self.active else []
+
+    async def reserve(self, round_number: int) -> bool:
+        """Reserve the round with every ledger; False (with `stop_reason`) when a spent budget stops the prompt.
+        Under an `ask` budget the prompt first waits for an approver to grant more."""
+        host = self._record.host
+        reservation = f"{host.workflow_id}/{host.run_id}/{round_number}"
+        while True:
+            principal, grant = self._grant or (None, None)
+            try:
+                verdict = await workflow.execute_activity(
+                    BUDGET_RESERVE_ACTIVITY, BudgetRound(
+                        principals=self._request.budgets, reservation_id=reservation,
+                        prompt_id=self._record.prompt.id, grant=grant, grant_principal=principal),
+                    result_type=BudgetRoundResult, start_to_close_timeout=BUDGET_TIMEOUT, retry_policy=BUDGET_RETRY,
+                    summary=f"budget reserve round {round_number}")
+            except ActivityError as exc:
+                if is_cancellation(exc):
+                    raise
+                self.stop_reason = f"the budget ledger could not be reached: {failure_reason(exc)}"
+                return False
+            self._grant = None
+            self._record_standings(verdict.standings)
+            refusal = verdict.refusal
+            if refusal is None:
+                self._reservation = reservation
+                return True
+            if refusal.limit.on_exhausted != "ask" or not await self._ask_for_more(refusal, verdict.decision_key):
+                self.stop_reason = refusal.reason
+                return False
+
+    async def settle(self, result: RoundResult) -> None:
+        """The round's actual tokens and cost, to every ledger (its reservation closes)."""
+        reservation, self._reservation = self._reservation, None
+        if reservation is None:
+            return
+        usage, round_number = result.usage, self._record.prompt.rounds
+        try:
+            standings = await workflow.execute_activity(
+                BUDGET_SETTLE_ACTIVITY, BudgetSettlement(
+                    principals=self._request.budgets, reservation_id=reservation,
+                    tokens=usage.input_tokens + usage.output_tokens, cost=usage.cost or 0.0),
+                result_type=list[BudgetStanding], start_to_close_timeout=BUDGET_TIMEOUT, retry_policy=BUDGET_RETRY,
+                summary=f"budget settle round {round_number}")
+        except ActivityError as exc:
+            if is_cancellation(exc):
+                raise
+            self._ignore("budget_settle", f"round {round_number} spend not recorded by the budget ledgers: "
+                                          f"{failure_reason(exc)}")
+            return
+        self._record_standings(standings)
+
+    def _record_standings(self, standings: list[BudgetStanding]) -> None:
+        """Spend against budget in the record, one entry per principal, as the ledgers last answered."""
+        prompt = self._record.prompt
+        known = {standing.principal: standing for standing in prompt.budgets}
+        known.update({standing.principal: standing for standing in standings})
+        prompt.budgets = [known[p] for p in self._request.budgets if p in known]
+
+    async def _ask_for_more(self, refusal: BudgetRefusal, decision_key: str | None) -> bool:
+        """A pending `dagent.more_budget` call, decided at the desk by the budget's approvers (four-eyes: never
+        the prompt's own user); a correction of `asking` changes the amount. True once more was granted (added to
+        this period's allowance by the ledger at the next reserve)."""
+        limit, unit, host = refusal.limit, refusal.unit, self._record.host
+        asking = limit.max_tokens if unit == "tokens" else limit.max_cost
+        fixed = {"budget": refusal.principal, "period": limit.period, "unit": unit, "allowance": refusal.allowance,
+                 "spent": refusal.spent}
+        entry = self._record.open_call(ReadyCall(id="more-budget", tool=MORE_BUDGET_TOOL,
+                                                 input={**fixed, "asking": asking}))
+        schema = {"type": "object", "required": ["asking"],
+                  "properties": {**{key: {"const": value} for key, value in fixed.items()},
+                                 "asking": {"type": "integer" if unit == "tokens" else "number",
+                                            "exclusiveMinimum": 0}}}
+        approval = ApprovalRequirement(
+            reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
+            approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]
+            four_eyes=True)
+        decision = await self._desk.request_and_wait(entry, approval)
+        entry.decision = decision
+        if decision.decision != "approved":
+            self._record.end_call(entry, refusal_text(decision), decision.decision)
+            return False
+        amount = entry.input["asking"] if isinstance(entry.input, dict) else asking
+        assert isinstance(amount, int | float)
+        self._record.resolve(entry, ToolSuccess(output=f"granted {amount:g} more {unit} to {refusal.principal} "
+                                                       f"this {limit.period}"))
+        self._record.close_call(entry, "success")
+        grant_id = f"{host.workflow_id}/{host.run_id}/{entry.id}"
+        self._grant = (refusal.principal, Grant(id=grant_id, unit=unit, amount=float(amount)))
+        return True
+
+
+__all__ = ["PERIOD_BUDGETS_PATCH", "BudgetGate"]
