@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 app = typer.Typer()
 
+PAGE = 100  # `dagent pending` lists the calls of this many waiting prompts unless --limit says otherwise
+MAX_PAGE = 1000  # client/pending.py PAGE_SIZE: the most one visibility page holds
+
 
 def _one_or_all(tool_call_id: str | None, every: bool) -> None:
     if (tool_call_id is None) == (not every):
@@ -154,23 +157,36 @@ def pending(
         "--as", help="Only the calls this person sees: their own prompts' and those whose approvers name them "
         "or one of their --role")] = None,
     role: RoleOption = None,
+    limit: Annotated[int, typer.Option(
+        help=f"The calls of at most this many waiting prompts (1 to {MAX_PAGE}; 0: all of them)")] = PAGE,
+    cursor: Annotated[str | None, typer.Option(help="Start at this page (the cursor the last page printed)")] = None,
 ) -> None:
-    """List every call waiting for approval, addressed from its top prompt (a sub-agent's as <call>/<call>)."""
+    """List every call waiting for approval, addressed from its top prompt (a sub-agent's as <call>/<call>).
+
+    One page at a time: how many prompts wait in all, and the command for the next page, go to stderr."""
     from durable_agent.agent.identity import Identity
     from durable_agent.client import AgentClient
     from durable_agent.client.pending import may_see
 
     settings = _settings(address, profile)
     who = Identity.of(_decider(as_person), role or ()) if as_person else None
+    if not 0 <= limit <= MAX_PAGE:
+        raise typer.BadParameter(f"--limit must be between 0 and {MAX_PAGE}", param_hint="--limit")
+    if cursor and not limit:
+        raise typer.BadParameter("--cursor pages: give a --limit too", param_hint="--cursor")
 
     async def main() -> int:
-        found = await (await AgentClient.connect(settings)).pending(user_id=user)
+        found = await (await AgentClient.connect(settings)).pending(user_id=user, limit=limit or None, cursor=cursor)
         if who is not None:
             found.rows = [row for row in found.rows if may_see(row, who)]
         for prompt_id in found.unanswered:
             err_console.print(f"warning: prompt {prompt_id} is waiting but did not answer (is a worker running "
                               "for its task queue?); its calls are not listed")
         rows = found.rows
+        if found.next_cursor is not None:
+            err_console.print(f"{found.total} prompts wait in all; this page lists the calls of the first {limit}. "
+                              f"Next page: dagent pending --limit {limit} --cursor {found.next_cursor} "
+                              "(--limit 0 lists them all)", markup=False, highlight=False)
         if as_json:  # plain JSON: rich's print_json takes seconds per thousand rows
             sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2) + "\n")
             return 0
