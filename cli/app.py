@@ -8,6 +8,7 @@ import only typer and cli/common.py at their top, so `dagent --help` loads neith
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
@@ -58,6 +59,17 @@ class LazyGroup(TyperGroup):
 
     def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]  # then any added eagerly
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]) -> Any:  # type: ignore[override]
+        """A mistyped command, with typer's suggestion (typer looks only at `self.commands`, still empty here)."""
+        name = args[0] if args else None
+        if name is not None and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from difflib import get_close_matches
+
+            matches = get_close_matches(name, self.list_commands(ctx))
+            ctx.fail(f"No such command {name!r}." + (f" Did you mean {', '.join(map(repr, matches))}?" if matches
+                                                      else ""))
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: typer.Context, cmd_name: str) -> typer.core.TyperCommand | None:  # type: ignore[override]
         if cmd_name not in self.commands and cmd_name in COMMANDS:
