@@ -41,6 +41,9 @@ COMMANDS: dict[str, str] = {
 }
 
 
+_BUILT: dict[str, TyperGroup] = {}  # module -> its `app`, built
+
+
 def load_command(name: str) -> typer.core.TyperCommand | TyperGroup:
     """The click command `COMMANDS[name]` names, built by typer from its module (imported now)."""
     module_name, attribute = COMMANDS[name].split(":")
@@ -48,8 +51,10 @@ def load_command(name: str) -> typer.core.TyperCommand | TyperGroup:
     found = getattr(module, attribute, None)
     if isinstance(found, typer.Typer):  # a group of its own (get_group: no completion options, as add_typer)
         command = typer.main.get_group(found)
-    else:  # one of the commands in the module's `app`
-        command = typer.main.get_group(module.app).commands[attribute]
+    else:  # one of the commands in the module's `app`, all built at once (typer builds every one each time)
+        if module_name not in _BUILT:
+            _BUILT[module_name] = typer.main.get_group(module.app)
+        command = _BUILT[module_name].commands[attribute]
     command.name = name
     return command  # type: ignore[return-value]
 
