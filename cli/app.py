@@ -7,6 +7,7 @@ import only typer and cli/common.py at their top, so `dagent --help` loads neith
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Any
 
@@ -59,8 +60,47 @@ def load_command(name: str) -> typer.core.TyperCommand | TyperGroup:
     return command  # type: ignore[return-value]
 
 
+def listing_entry(name: str) -> typer.core.TyperCommand | TyperGroup:
+    """What the root help shows of `COMMANDS[name]` (its name and help), without typer building its options:
+    a real command everywhere else. Falls back to the real command for anything it cannot read."""
+    module_name, attribute = COMMANDS[name].split(":")
+    module = __import__(module_name, fromlist=[attribute])
+    found = getattr(module, attribute, None)
+    if isinstance(found, typer.Typer):
+        info = found.info
+        if isinstance(_given(info.help), str):
+            return TyperGroup(name=name, help=info.help, short_help=_given(info.short_help),
+                              hidden=bool(_given(info.hidden)), deprecated=bool(_given(info.deprecated)),
+                              rich_help_panel=_given(info.rich_help_panel))
+        return load_command(name)
+    for info in module.app.registered_commands:
+        callback = info.callback
+        if callback is not None and (info.name or callback.__name__.replace("_", "-")) == attribute:
+            doc = info.help if info.help is not None else inspect.getdoc(callback)
+            return typer.core.TyperCommand(name=name, help=inspect.cleandoc(doc) if doc else doc,
+                                           short_help=info.short_help, hidden=info.hidden,
+                                           deprecated=info.deprecated, rich_help_panel=info.rich_help_panel)
+    return load_command(name)
+
+
+def _given(value: Any) -> Any:
+    """A Typer() argument as given (typer wraps the ones left at their default)."""
+    return None if isinstance(value, typer.models.DefaultPlaceholder) else value
+
+
 class LazyGroup(TyperGroup):
-    """The root group: lists `COMMANDS` without importing them; builds a command when it is asked for."""
+    """The root group: lists `COMMANDS` without importing them; builds a command when it is asked for. While
+    it prints its own help, a command not built yet is shown from `listing_entry` (typer building every
+    command's options was most of `dagent --help`)."""
+
+    _listing = False
+
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]  # then any added eagerly
@@ -78,6 +118,8 @@ class LazyGroup(TyperGroup):
 
     def get_command(self, ctx: typer.Context, cmd_name: str) -> typer.core.TyperCommand | None:  # type: ignore[override]
         if cmd_name not in self.commands and cmd_name in COMMANDS:
+            if self._listing:
+                return listing_entry(cmd_name)  # type: ignore[return-value]
             self.commands[cmd_name] = load_command(cmd_name)
         return self.commands.get(cmd_name)  # type: ignore[return-value]
 

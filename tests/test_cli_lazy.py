@@ -47,3 +47,23 @@ def test_a_mistyped_command_is_one_line_with_a_suggestion(args: list[str], messa
     done = _dagent(*args)
     assert done.returncode == 2
     assert done.stderr.strip() == message and done.stdout == ""
+
+
+def test_the_root_help_shows_the_commands_as_built(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The root help reads each command's name and help without building its options (`listing_entry`): the
+    page is the same as with every command built."""
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def page(group: typer.core.TyperGroup) -> str:
+        group.main(["--help"], prog_name="dagent", standalone_mode=False)
+        return capsys.readouterr().out
+
+    lazy = typer.main.get_command(app)
+    built = typer.main.get_command(app)
+    for name in COMMANDS:
+        built.commands[name] = load_command(name)  # type: ignore[attr-defined]
+    listed = page(lazy)  # type: ignore[arg-type]
+    assert lazy.commands == {}  # type: ignore[attr-defined]  (nothing was built to list them)
+    assert listed == page(built)  # type: ignore[arg-type]
+    assert "pending" in listed and "Recurring prompts on Temporal Schedules" in listed
