@@ -29,7 +29,7 @@ from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
 from durable_agent.api.schemas import ApprovalContext
 from durable_agent.client import AgentClient, DecisionRefused, PendingRow, PromptHandle
-from durable_agent.client.pending import may_see
+from durable_agent.client.pending import PendingList, may_see
 from durable_agent.workflows.corrections import merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import (
     DecisionClaims,
@@ -162,14 +162,18 @@ class AgentService:
     def may_decide(self, principal: Principal, owner: str | None, call: PendingApproval) -> bool:
         return self.refusal(principal, owner, call) is None
 
-    async def pending(self, principal: Principal) -> list[PendingRow]:
-        """Every waiting call the principal may see (client/pending.py `may_see`: their own prompts', those
+    async def pending(self, principal: Principal, *, limit: int | None = None,
+                      cursor: str | None = None) -> PendingList:
+        """The waiting calls the principal may see (client/pending.py `may_see`: their own prompts', those
         whose approvers name them or one of their roles, or all with a global role), addressed from its top
-        prompt. Each prompt is asked for at most `pending_query_seconds`: one whose worker is down is left out
-        rather than holding the list."""
-        rows = (await self.agent.pending(user_id=None, timeout=self.config.pending_query_seconds)).rows
+        prompt; with `limit`, of one page of waiting prompts (`total` and `next_cursor` say what is left). Each
+        prompt is asked for at most `pending_query_seconds`: one whose worker is down is left out rather than
+        holding the list."""
+        found = await self.agent.pending(user_id=None, timeout=self.config.pending_query_seconds, limit=limit,
+                                         cursor=cursor)
         who = identity.Identity.of(principal.id, principal.roles)
-        return [row for row in rows if may_see(row, who, sees_everything=principal.sees_everything)]
+        found.rows = [row for row in found.rows if may_see(row, who, sees_everything=principal.sees_everything)]
+        return found
 
     async def approval_contexts(self, rows: list[PendingRow]) -> dict[tuple[str, str], ApprovalContext]:
         """(prompt id, call id) -> the call's context, for the rows whose prompts answered in time. A context

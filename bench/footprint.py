@@ -7,6 +7,7 @@ fresh task queue. Each measurement is a new process (nothing cached in memory bu
 from __future__ import annotations
 
 import asyncio
+import resource
 import subprocess
 import sys
 import time
@@ -37,9 +38,19 @@ def run_command(args: list[str], env: dict[str, str]) -> str:
 
 def time_command(args: list[str], env: dict[str, str]) -> float:
     """Seconds from spawn to exit of one command (which must succeed)."""
+    return time_and_cpu(args, env)[0]
+
+
+def time_and_cpu(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds from spawn to exit, CPU seconds it used) of one command (which must succeed). The CPU
+    time barely moves with the machine's load, which the wall time does not: it says what a quiet machine's
+    wall time would be, about."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     run_command(args, env)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 async def has_poller(client: Client, task_queue: str) -> bool:

@@ -11,7 +11,9 @@ and data converter, `pending_memo()`), and is never run. Filling 10,000 real wai
 worker about an hour on a 2-core machine (`bench.run --sections waiting --waiting N` does that, and adds
 worker RSS and resume latency). Then each way of listing is timed (median of `--repeats`):
 `AgentClient.pending` in this process, `dagent pending --json` (a new process: its cold start included)
-and `GET /approvals` (uvicorn in this process, as an admin). Every list must show all N rows.
+and `GET /approvals` (uvicorn in this process, as an admin). Each is timed twice: its first page (the calls of 100
+waiting prompts: what `dagent pending`, `GET /approvals` and the inbox show first, with the total) and the
+whole list (`--limit 0`; the API page by page).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from durable_agent.api.config import ApiConfig, ApiKey
 from durable_agent.api.server import serve_in_background
 from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient
+from durable_agent.client.pending import PAGE_SIZE
 from durable_agent.workers.worker import connect
 from durable_agent.workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
 from durable_agent.workflows.pending_memo import PENDING_MEMO_KEY, pending_memo
@@ -49,6 +52,7 @@ from durable_agent.workflows.protocol import PendingApproval, PromptRequest
 from durable_agent.workflows.versions import CURRENT_VERSION
 
 USER = "bench"
+PAGE = 100  # what `dagent pending`, `GET /approvals` and the inbox show first
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"seq": {"type": "integer"}, "size": {"type": "integer"},
                                                            "approve": {"type": "boolean"}},
                           "required": ["seq", "size", "approve"]}
@@ -94,8 +98,12 @@ async def measure(count: int, repeats: int, profile: bool = False) -> dict[str, 
         settings = product_settings(server.address, workdir, "unused")
         agent = AgentClient(await connect(settings), settings)
         t0 = time.perf_counter()
-        await lay_out(agent, count, f"unpolled-{uuid.uuid4().hex[:6]}")
+        task_queue = f"unpolled-{uuid.uuid4().hex[:6]}"
+        settings = settings.model_copy(update={"task_queue": task_queue})  # the list is of one task queue's prompts
+        agent = AgentClient(agent.client, settings)
+        await lay_out(agent, count, task_queue)
         out: dict[str, Any] = {"prompts": count, "lay_out_s": time.perf_counter() - t0}
+        out["client_page"] = await timed(lambda: _rows(agent, PAGE), repeats)
         out["client"] = await timed(lambda: _rows(agent), repeats)
         if profile:
             import cProfile
@@ -105,29 +113,49 @@ async def measure(count: int, repeats: int, profile: bool = False) -> dict[str, 
             await _rows(agent)
             profiler.disable()
             pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
-        env = dict(os.environ) | {"TEMPORAL_ADDRESS": server.address, "DAGENT_PAYLOAD_DIR": settings.payload_dir}
+        env = dict(os.environ) | {"TEMPORAL_ADDRESS": server.address, "DAGENT_PAYLOAD_DIR": settings.payload_dir,
+                                  "DAGENT_TASK_QUEUE": task_queue}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: compiled once, not on every run
+        run_command([*dagent_command(), "--help"], env)  # writes the bytecode of a fresh checkout
 
-        async def cli() -> int:
-            args = [*dagent_command(), "pending", "--json", "--user", USER]
+        async def cli(*limit: str) -> int:
+            args = [*dagent_command(), "pending", "--json", "--user", USER, *limit]
             return len(json.loads(await asyncio.to_thread(run_command, args, env)))
 
-        out["cli"] = await timed(cli, repeats)
-        config = ApiConfig(api_keys=[ApiKey(principal="bench-admin", roles=["admin"], key=ADMIN_KEY)])
+        out["cli_page"] = await timed(cli, repeats)
+        out["cli"] = await timed(lambda: cli("--limit", "0"), repeats)
+        # The bench's prompts have no worker: a context read (a query) is never answered, so the API would wait
+        # `pending_query_seconds` (5 s) for it on every page. Bounded at 0.2 s here; with workers running the
+        # contexts are read once per call and kept.
+        config = ApiConfig(api_keys=[ApiKey(principal="bench-admin", roles=["admin"], key=ADMIN_KEY)],
+                           pending_query_seconds=0.2)
         async with serve_in_background(create_app(agent=agent, config=config)) as base_url, httpx.AsyncClient(
                 base_url=base_url, timeout=300, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
-            async def api() -> int:
+            async def api_page() -> int:
                 reply = await http.get("/approvals")
                 reply.raise_for_status()
+                assert reply.headers["X-Total-Count"] == str(count), reply.headers
                 return len(reply.json())
-            out["api"] = await timed(api, repeats)
+
+            async def api_all() -> int:
+                rows, url = 0, f"/approvals?limit={PAGE_SIZE}"
+                while url:
+                    reply = await http.get(url)
+                    reply.raise_for_status()
+                    rows += len(reply.json())
+                    url = reply.links.get("next", {}).get("url", "")
+                return rows
+
+            out["api_page"] = await timed(api_page, repeats)
+            out["api"] = await timed(api_all, repeats)
         return out
     finally:
         await server.stop_async()
         _clean_up(workdir)
 
 
-async def _rows(agent: AgentClient) -> int:
-    found = await agent.pending(user_id=USER)
+async def _rows(agent: AgentClient, limit: int | None = None) -> int:
+    found = await agent.pending(user_id=USER, limit=limit)
     return len(found.rows)
 
 
@@ -149,11 +177,14 @@ def main() -> int:
     out = asyncio.run(measure(args.prompts, args.repeats, args.profile))
     out["loadavg_before_after"] = [load, os.getloadavg()[0]]
     print(f"{args.prompts} waiting prompts laid out in {out['lay_out_s']:.0f} s")
-    ways = (("client", "AgentClient.pending"), ("cli", "dagent pending --json"), ("api", "GET /approvals"))
+    ways = (("client_page", "AgentClient.pending(limit=100)"), ("client", "AgentClient.pending (all)"),
+            ("cli_page", "dagent pending --json"), ("cli", "dagent pending --json --limit 0"),
+            ("api_page", "GET /approvals"), ("api", "GET /approvals (every page of 1000)"))
     for name, label in ways:
-        ok = all(rows == args.prompts for rows in out[name]["rows"])
+        expected = min(PAGE, args.prompts) if name.endswith("_page") else args.prompts
+        ok = all(rows == expected for rows in out[name]["rows"])
         samples = ", ".join(f"{v:.0f}" for v in out[name]["ms"])
-        print(f"{label:24} median {out[name]['median_ms']:8.0f} ms  samples {samples}  rows "
+        print(f"{label:36} median {out[name]['median_ms']:8.0f} ms  samples {samples}  rows "
               f"{out[name]['rows'][-1]}{'' if ok else ' (MISSING ROWS)'}")
     before, after = out["loadavg_before_after"]
     print(f"load average (1 min) before/after: {before:.1f}/{after:.1f}")

@@ -98,6 +98,9 @@ class Side:
     def worker_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        # As installed (pip compiles every module): a development shell's PYTHONDONTWRITEBYTECODE=1 would make
+        # each process compile every module of ours again, which is not what a user's worker or CLI pays.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         return env
 
     def start_worker(self, section: str) -> WorkerProcess:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 
 import typer
-from pydantic import ValidationError
 
 USER_ERROR = 2  # the command could not run as given (bad arguments, bad input, unknown prompt)
 REFUSED = 1  # the command ran but what it asked for did not happen
@@ -17,6 +16,8 @@ REFUSED = 1  # the command ran but what it asked for did not happen
 
 def one_line(exc: BaseException) -> str:
     """A single line saying what went wrong, with the causes chained on the same line."""
+    from pydantic import ValidationError  # here, not at the top: `dagent --help` imports this module
+
     if isinstance(exc, ValidationError):
         text = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
     elif isinstance(exc, typer.TyperException):

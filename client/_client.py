@@ -415,10 +415,11 @@ class AgentClient:
             ))
         return found
 
-    async def pending(self, *, user_id: str | None = None, timeout: float = QUERY_SECONDS) -> PendingList:
-        """Every call waiting for a decision (of `user_id`'s prompts), addressed from its top prompt; the
-        prompts whose worker did not answer within `timeout` seconds are named in `unanswered`."""
-        return await pending_list(self, user_id, timeout=timeout)
+    async def pending(self, *, user_id: str | None = None, timeout: float = QUERY_SECONDS, limit: int | None = None,
+                      cursor: str | None = None) -> PendingList:
+        """Every call waiting for a decision (of `user_id`'s prompts), addressed from its top prompt, or with
+        `limit` one page from `cursor` on (client/pending.py `pending_list`)."""
+        return await pending_list(self, user_id, timeout=timeout, limit=limit, cursor=cursor)
 
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""

@@ -17,6 +17,8 @@ stale one as already decided or not pending.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ from pydantic import BaseModel
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent.identity import Identity, names
 from durable_agent.workflows.names import CONVERSATION_ID, PARENT_PROMPT_ID, PROMPT_WORKFLOW, USER_ID
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 MAX_DEPTH = 32  # sub-agents of sub-agents: far more levels than any real agent uses
 QUERY_SECONDS = 5.0  # how long the list waits for one prompt's worker to answer (prompts without a memo)
 IDS_PER_QUERY = 100  # workflow ids per `WorkflowId IN (...)` visibility query
-PAGE_SIZE = 1000
+PAGE_SIZE = 1000  # the most a visibility list returns at once; also the largest page of `pending_list`
 
 T = TypeVar("T")
 
@@ -61,6 +63,10 @@ class PendingRow(BaseModel):
 class PendingList(BaseModel):
     rows: list[PendingRow]
     unanswered: list[str]  # waiting prompts whose worker did not answer in time: their calls are not listed
+    # With a `limit` (one page): how many prompts wait in all (a visibility count), and the cursor of the next
+    # page (None: this was the last).
+    total: int | None = None
+    next_cursor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,22 +125,52 @@ def _keyword(info: WorkflowExecutionInfo, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+async def list_page(client: Client, query: str, *, size: int = PAGE_SIZE, token: bytes = b"",
+                    ) -> tuple[list[Listed], bytes]:
+    """One page (at most `size`) of the prompts a visibility query finds, each with its memo's waiting calls,
+    and the next page's token (empty: the last page). Read from the raw reply: `client.list_workflows` decodes
+    every search attribute and memo of every row, twice for the search attributes, which was most of a
+    10,000-row list."""
+    try:
+        page = await client.workflow_service.list_workflow_executions(ListWorkflowExecutionsRequest(
+            namespace=client.namespace, query=query, page_size=size, next_page_token=token))
+    except RPCError as exc:
+        # the server cannot read the token (the dev server's SQL visibility says UNKNOWN, others INVALID_ARGUMENT)
+        if token and exc.status in (RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.UNKNOWN):
+            raise ValueError(f"cursor {encode_cursor(token)!r} is not one this list gave (or it has expired): "
+                             "start from the first page") from None
+        raise
+    found = [Listed(prompt_id=info.execution.workflow_id, user_id=_keyword(info, USER_ID.name),
+                    conversation_id=_keyword(info, CONVERSATION_ID.name),
+                    parent_id=_keyword(info, PARENT_PROMPT_ID.name), memo=await _memo_of(client, info))
+             for info in page.executions]
+    return found, page.next_page_token
+
+
 async def list_prompts_with_memo(client: Client, query: str) -> list[Listed]:
-    """The prompts a visibility query finds, each with its memo's waiting calls: one paged list call. Read from
-    the raw reply: `client.list_workflows` decodes every search attribute and memo of every row, twice for the
-    search attributes, which was most of a 10,000-row list."""
+    """Every prompt a visibility query finds, each with its memo's waiting calls: `list_page` page by page."""
     found: list[Listed] = []
     token = b""
     while True:
-        page = await client.workflow_service.list_workflow_executions(ListWorkflowExecutionsRequest(
-            namespace=client.namespace, query=query, page_size=PAGE_SIZE, next_page_token=token))
-        for info in page.executions:
-            found.append(Listed(prompt_id=info.execution.workflow_id, user_id=_keyword(info, USER_ID.name),
-                                conversation_id=_keyword(info, CONVERSATION_ID.name),
-                                parent_id=_keyword(info, PARENT_PROMPT_ID.name), memo=await _memo_of(client, info)))
-        token = page.next_page_token
+        page, token = await list_page(client, query, token=token)
+        found += page
         if not token:
             return found
+
+
+def encode_cursor(token: bytes) -> str | None:
+    """A page token as a cursor for a URL or a command line (None for the empty token: no next page)."""
+    return base64.urlsafe_b64encode(token).decode().rstrip("=") if token else None
+
+
+def decode_cursor(cursor: str | None) -> bytes:
+    """The page token a cursor from `encode_cursor` carries; a malformed one is a one-line ValueError."""
+    if not cursor:
+        return b""
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raise ValueError(f"cursor {cursor[:40]!r} is not one this list gave") from None
 
 
 def _quoted_ids(ids: Iterable[str]) -> str:
@@ -231,19 +267,35 @@ def assemble(waiting: list[Listed], tops: list[str], calls: dict[str, list[Pendi
     return rows
 
 
-async def pending_list(client: AgentClient, user_id: str | None, *, timeout: float = QUERY_SECONDS) -> PendingList:
+async def pending_list(client: AgentClient, user_id: str | None, *, timeout: float = QUERY_SECONDS,
+                       limit: int | None = None, cursor: str | None = None) -> PendingList:
     """Every call waiting for a decision, once, addressed from its top prompt (a sub-agent's as `<call>/<call>`
     with the whole path), from visibility (see the module's docstring). A prompt that has to be asked and
-    whose worker does not answer within `timeout` seconds is left out and named in `unanswered`."""
+    whose worker does not answer within `timeout` seconds is left out and named in `unanswered`.
+
+    With `limit` (1 to `PAGE_SIZE`), one page: the calls of at most `limit` waiting prompts from `cursor` on
+    (None: the first page), with `total` (waiting prompts in all) and `next_cursor`. A sub-agent listed on a
+    later page than its top prompt lists the top's calls there again."""
     from durable_agent.client._client import prompt_query  # _client imports this module
 
+    if limit is not None and not 1 <= limit <= PAGE_SIZE:
+        raise ValueError(f"limit must be between 1 and {PAGE_SIZE}, not {limit}")
     # This deployment's prompts only: a namespace may hold other deployments' (other task queues, other workers).
     query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True,
                          task_queue=client.settings.task_queue)
-    waiting = await list_prompts_with_memo(client.client, query)
+    total: int | None = None
+    next_token = b""
+    if limit is None:
+        waiting = await list_prompts_with_memo(client.client, query)
+    else:
+        (waiting, next_token), counted = await asyncio.gather(
+            list_page(client.client, query, size=limit, token=decode_cursor(cursor)),
+            client.client.count_workflows(query))
+        total = counted.count
     known = await list_ancestors(client.client, waiting)
     tops = [top_of(entry.prompt_id, known) for entry in waiting]
     involved = list(dict.fromkeys([*tops, *(e.prompt_id for e in waiting if e.parent_id)]))
     asker = _Asker(client, timeout)
     calls = await calls_by_prompt(asker, [known[p] for p in involved])
-    return PendingList(rows=assemble(waiting, tops, calls), unanswered=sorted(asker.silent))
+    return PendingList(rows=assemble(waiting, tops, calls), unanswered=sorted(asker.silent), total=total,
+                       next_cursor=encode_cursor(next_token))

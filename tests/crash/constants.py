@@ -35,5 +35,6 @@ APPROVER = "crash-harness"
 REJECT_REASON = "declined by the crash harness"
 STEER_MESSAGE = "Please also note the order number."
 RESCUE_TIMEOUT = Duration(seconds=3)
-ZYGOTE_PRELOAD = ["durable_agent.cli.app", "durable_agent.workers.worker", "tests.crash.scenario"]
+ZYGOTE_PRELOAD = ["durable_agent.cli.app", "durable_agent.cli.commands.services", "durable_agent.workers.worker",
+                  "tests.crash.scenario"]
 SOURCE_DIRS = ("agent", "activities", "workflows", "workers", "plugins", "tests/crash")

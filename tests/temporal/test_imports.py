@@ -56,6 +56,36 @@ def test_dagent_help_imports_no_extra() -> None:
     print(f"\n`dagent --help`: {elapsed:.2f} s wall (with -X importtime), {len(modules)} modules imported")
 
 
+# What makes `dagent --help` slow (issue #28: <= 0.4 s): none of it may load to print the help. (A command's
+# own help loads pydantic: typer builds its options' converters with it. The list of commands does not.)
+NOT_FOR_HELP = ("temporalio", "jwt", "cryptography", "fastapi", "jsonschema", "structlog", "durable_agent.client",
+                "durable_agent.workflows", "durable_agent.workers", "durable_agent.activities", "durable_agent.api")
+
+
+def _help_modules(*args: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "durable_agent.cli", *args, "--help"],
+                          env=_env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Usage:" in done.stdout
+    return imported_modules(done.stderr)
+
+
+@pytest.mark.parametrize("args", [(), ("worker",), ("pending",), ("store",), ("schedule", "ls")])
+def test_help_loads_no_temporal_pydantic_or_crypto(args: tuple[str, ...]) -> None:
+    modules = _help_modules(*args)
+    assert "durable_agent.cli.app" in modules  # the log is the real one
+    not_here = NOT_FOR_HELP + (("pydantic",) if not args else ())
+    assert sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in not_here)) == []
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    """The root group is lazy: `dagent ls --help` builds `ls` alone, not the worker's or the API's module."""
+    modules = _help_modules("ls")
+    assert "durable_agent.cli.commands.inspect" in modules
+    assert {"durable_agent.cli.commands.services", "durable_agent.cli.commands.decide",
+            "durable_agent.cli.deploy"} & modules == set()
+
+
 async def test_a_plain_worker_runs_a_prompt_without_any_extra(dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
     """`dagent worker` with the defaults (demo plugin, scripted model) runs a prompt through a tool and an
     approval; everything it imported on the way is in its -X importtime log."""

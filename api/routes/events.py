@@ -1,0 +1,76 @@
+"""Live events: a prompt's SSE stream, and AG-UI runs over conversations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from ag_ui.core import RunAgentInput, UserMessage
+from ag_ui.encoder import EventEncoder
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import StreamingResponse
+from sse_starlette import EventSourceResponse
+
+from durable_agent.api.agui import agui_run
+from durable_agent.api.events import prompt_events, resume_offset
+from durable_agent.api.problems import Problem
+from durable_agent.api.routes.common import Caller, Config, PathId, Service
+from durable_agent.api.routes.conversations import start_conversation
+from durable_agent.api.schemas import ID_PATTERN, StartConversation
+
+router = APIRouter(tags=["events"])
+
+
+@router.get("/prompts/{prompt_id}/events", response_class=EventSourceResponse)
+async def events(prompt_id: PathId, caller: Caller, service: Service, config: Config,
+                 last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+                 from_offset: Annotated[int | None, Query(alias="from", ge=0)] = None) -> EventSourceResponse:
+    """Server-sent events: every output, state change, approval request and streamed text delta, with the
+    stream offset as the SSE id. Reconnect with `Last-Event-ID` to continue without gap or repeat.
+    Ends with an `end` event once the prompt finishes; comments every `heartbeat_seconds` keep it open."""
+    handle, _ = await service.prompt(caller, prompt_id)
+    return EventSourceResponse(prompt_events(handle, resume_offset(last_event_id, from_offset)),
+                               ping=config.heartbeat_seconds, sep="\n")
+
+
+@router.post("/agui", response_class=StreamingResponse)
+async def agui(body: RunAgentInput, caller: Caller, service: Service) -> StreamingResponse:
+    """AG-UI: `thread_id` is a conversation (started for the caller when new). Without `resume`, the last
+    user message becomes a prompt; with `resume`, the entries decide the interrupted calls of the prompt
+    named by `forwarded_props.prompt_id` and the run continues. Tool approvals arrive as an interrupt."""
+    thread_id = body.thread_id
+    if not re.match(ID_PATTERN, thread_id):
+        raise Problem("invalid-request", f"threadId must match {ID_PATTERN}")
+    props = body.forwarded_props if isinstance(body.forwarded_props, dict) else {}
+    if body.resume:
+        prompt_id = props.get("prompt_id")
+        if not isinstance(prompt_id, str):
+            raise Problem("invalid-request", "resuming needs forwarded_props.prompt_id")
+        handle, _ = await service.prompt(caller, prompt_id)
+        last = None
+        for entry in body.resume:
+            payload = entry.payload if isinstance(entry.payload, dict) else {}
+            approved = entry.status == "resolved" and payload.get("approved") is True
+            corrected = payload.get("input") if isinstance(payload.get("input"), dict) else None
+            await service.decide(caller, prompt_id, entry.interrupt_id, "approve" if approved else "reject",
+                                 corrected=corrected, reason=payload.get("reason"))
+            last = entry.interrupt_id
+        run = agui_run(handle, thread_id=thread_id, run_id=body.run_id, skip_through_approval=last)
+    else:
+        text = next((m.content for m in reversed(body.messages)
+                     if isinstance(m, UserMessage) and isinstance(m.content, str)), None)
+        if not text:
+            raise Problem("invalid-request", "the run needs a user message with text content")
+        started = await start_conversation(StartConversation(conversation_id=thread_id), caller, service)
+        prompt = await service.agent.conversation(started.conversation.id).send(text, user_id=caller.id)
+        handle = await service.agent.conversation(thread_id).prompt_started(prompt.id, timeout=300)
+        run = agui_run(handle, thread_id=thread_id, run_id=body.run_id)
+    encoder = EventEncoder()
+
+    async def stream() -> AsyncIterator[str]:
+        async for event in run:
+            yield encoder.encode(event)
+
+    return StreamingResponse(stream(), media_type=encoder.get_content_type(),
+                             headers={"X-Prompt-Id": handle.id, "Cache-Control": "no-store"})

@@ -1,0 +1,236 @@
+"""Long-running `dagent` processes: the dev server, the worker, the codec server, the HTTP API, the demo."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from durable_agent.cli.common import (
+    REFUSED,
+    AddressOption,
+    ProfileOption,
+    _exit,
+    _Explained,
+    _explained,
+    _port_free,
+    _run_async,
+    _settings,
+    console,
+    err_console,
+    report,
+)
+
+if TYPE_CHECKING:
+    from durable_agent.workers.settings import Settings
+
+app = typer.Typer()
+
+DEMO_INPUT = "Plan my Paris trip: check the weather, write me a short report and pay the $250 hotel deposit."
+
+
+@app.command()
+def server(
+    port: Annotated[int, typer.Option(help="gRPC port")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Web UI port")] = 8233,
+    db_file: Annotated[Path, typer.Option(help="SQLite file: state survives restarts")] = Path(".dagent/temporal.db"),
+) -> None:
+    """Run the embedded Temporal dev server (with UI and persistent storage) until Ctrl-C (`server` extra)."""
+    from durable_agent.cli.devserver import DevServer
+    from durable_agent.cli.devserver.binaries import temporal_cli_path
+    from durable_agent.cli.ui_links import UI_URL_ENV, forget_server, remember_server
+
+    temporal_cli_path()  # MissingExtra: one line naming the `server` extra
+    _port_free("127.0.0.1", port, "--port")
+    _port_free("127.0.0.1", ui_port, "--ui-port")
+    dev = DevServer(port=port, ui_port=ui_port, db_file=db_file)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # so sigwait receives them
+    dev.start()
+    remember_server(dev.address, dev.ui_url, dev.pid)  # `dagent` on this machine links to this UI
+    console.print(f"Temporal dev server on {dev.address}  UI: {dev.ui_url}  db: {dev.db_file}")
+    console.print(f"Log: {dev.log_file}. Ctrl-C stops it.")
+    if ui_port != 8233:
+        console.print(f"`dagent` on this machine links to this UI by itself; elsewhere set {UI_URL_ENV}={dev.ui_url}")
+    signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    forget_server(dev.address, dev.pid)
+    dev.stop()
+    _exit(0)
+
+
+@app.command()
+def worker(
+    address: AddressOption = None,
+    profile: ProfileOption = None,
+    plugin: Annotated[list[str] | None, typer.Option(help="Plugin import path module:attr (repeatable)")] = None,
+    model_normal: Annotated[str | None, typer.Option(help="provider:model for the normal tier")] = None,
+    model_high: Annotated[str | None, typer.Option(help="provider:model for the high tier")] = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve Prometheus metrics on this port at /metrics (default: $DAGENT_METRICS_PORT)")] = None,
+) -> None:
+    """Run a worker: PromptWorkflow plus the model and tool activities, until Ctrl-C or SIGTERM."""
+    settings = _settings(address, profile)
+    update: dict[str, Any] = {}
+    if metrics_port is not None:
+        update["metrics_port"] = metrics_port
+    if plugin:
+        update["plugins"] = tuple(plugin)
+    if model_normal:
+        update["model_normal"] = model_normal
+    if model_high:
+        update["model_high"] = model_high
+    settings = settings.model_copy(update=update)
+
+    async def main() -> int:
+        from contextlib import AsyncExitStack
+
+        from durable_agent.workers.connection import describe_security
+        from durable_agent.workers.observability import flush_traces
+        from durable_agent.workers.storage.stores import check_store
+        from durable_agent.workers.worker import build_runtime, connect, create_workers
+
+        await check_store(settings.blob_objects())  # refuse to start without a usable store
+        runtime = build_runtime(settings)
+        from durable_agent.workers.drain import StopSignals, drain
+        from durable_agent.workers.durations import format_duration
+
+        client = await connect(settings, metrics=True)
+        stop = StopSignals(on_force=lambda: err_console.print("second signal: stopping now"))
+        try:
+            async with AsyncExitStack() as workers:
+                running = create_workers(client, runtime, settings)
+                for one in running:
+                    await workers.enter_async_context(one)
+                queues = [settings.task_queue] if settings.worker_queues != "models" else []
+                queues += settings.model_queues if settings.worker_queues != "workflows" else []
+                err_console.print(f"worker on {settings.temporal_address} "
+                                  f"({describe_security(settings.temporal_profile)}) "
+                                  f"queues={','.join(queues)} store={settings.blob_objects().location} "
+                                  f"codec={'on' if settings.codec_keys else 'off'} "
+                                  f"plugins={','.join(settings.plugins)} models={settings.model_tiers}")
+                if settings.metrics_port is not None:
+                    err_console.print(f"metrics on http://{settings.observability().metrics_bind}/metrics")
+                await stop.wait()
+                err_console.print(f"draining: running tools and model calls have up to "
+                                  f"{format_duration(settings.graceful_shutdown)} to finish (signal again to stop now)")
+                await drain(running, settings.graceful_shutdown)
+        finally:
+            await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
+            flush_traces()
+        return 0
+
+    _run_async(main, settings)
+
+
+@app.command("codec-server")
+def codec_server(
+    host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port")] = 8081,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        help="Origin of the Temporal UI allowed to call it (repeatable; default: $DAGENT_UI_URL)")] = None,
+) -> None:
+    """Serve the payload codec over HTTP (/encode, /decode) for the Temporal UI and CLI.
+
+    Keys from DAGENT_CODEC_KEYS; every request must carry `Authorization: Bearer $DAGENT_CODEC_AUTH_TOKEN`
+    when that variable is set."""
+    import asyncio
+
+    from durable_agent.workers.storage.codec_server import serve
+
+    settings = _settings(None)
+    origins = list(cors_origin or settings.codec_cors_origins or [settings.ui_url])
+    token = settings.codec_auth_token.get_secret_value() if settings.codec_auth_token else None
+
+    async def main() -> int:
+        codec = settings.codec()
+        if codec is None:
+            raise ValueError("DAGENT_CODEC_KEYS is not set: there is nothing to decode with")
+        runner = await serve(codec, host=host, port=port, origins=origins, auth_token=token)
+        err_console.print(f"codec server on http://{host}:{port} keys={','.join(codec.key_ids)} "
+                          f"active={codec.active_key_id} cors={','.join(origins)} auth={'on' if token else 'off'}")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+        return 0
+
+    _run_async(main)
+
+
+@app.command()
+def api(
+    address: AddressOption = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port")] = 8000,
+    config: Annotated[Path | None, typer.Option(help="API config (TOML): API keys, OIDC, limits; "
+                                                     "default $DAGENT_API_CONFIG")] = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /docs), live events (SSE, AG-UI) and the inbox and chat pages (`api` extra)."""
+    from durable_agent.agent.extras import require
+
+    require("api", "dagent api")
+    import uvicorn
+
+    from durable_agent.api import create_app
+    from durable_agent.api.config import ApiConfig
+
+    settings = _settings(address)
+    app_ = create_app(config=ApiConfig.load(config), settings=settings)
+    _can_serve(settings, host, port)
+    err_console.print(f"API on http://{host}:{port}  (docs /docs, inbox /inbox, chat /chat) "
+                      f"Temporal {settings.temporal_address}")
+    uvicorn.run(app_, host=host, port=port, log_level=settings.log_level.lower(), proxy_headers=True)
+    _exit(0)
+
+
+def _can_serve(settings: Settings, host: str, port: int) -> None:
+    """Before the web server starts: the port is free and Temporal answers; if not, one line and exit 1 (the
+    server's own startup failure is a traceback)."""
+    import asyncio
+
+    from durable_agent.client import AgentClient
+
+    _port_free(host, port, "--port")
+
+    async def reachable() -> None:
+        await AgentClient.connect(settings)
+
+    try:
+        asyncio.run(_explained(reachable, settings))
+    except _Explained as exc:
+        report("error", exc)
+        _exit(exc.code)
+    except Exception as exc:
+        report("error", exc)
+        _exit(REFUSED)
+
+
+@app.command()
+def demo(
+    db_file: Annotated[Path, typer.Option(help="SQLite file of the embedded server")] = Path(".dagent/demo.db"),
+    port: Annotated[int, typer.Option(help="gRPC port (a free one if taken)")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Web UI port (a free one if taken)")] = 8233,
+    keep: Annotated[bool, typer.Option(help="Keep the server running afterwards to browse the UI")] = False,
+    interactive: Annotated[bool | None, typer.Option("--interactive/--no-interactive",
+                                                     help="Ask for the approval (default: when on a TTY)")] = None,
+    trace: Annotated[bool, typer.Option("--trace", help="Print the prompt's OpenTelemetry span tree")] = False,
+) -> None:
+    """The quick start: embedded dev server + worker + a prompt that needs an approval (`server` extra)."""
+    from durable_agent.agent.extras import require
+    from durable_agent.agent.logging import configure_logging
+    from durable_agent.cli.demo import run_demo
+    from durable_agent.cli.devserver.binaries import temporal_cli_path
+
+    temporal_cli_path()  # MissingExtra: one line naming the `server` extra
+    if trace:
+        require("otel", "dagent demo --trace")
+
+    configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
+    ask = sys.stdin.isatty() if interactive is None else interactive
+    _run_async(lambda: run_demo(db_file=db_file, keep=keep, interactive=ask, console=console,
+                                input_text=DEMO_INPUT, port=port, ui_port=ui_port, trace=trace))
