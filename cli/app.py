@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from durable_agent.cli.common import _exit, _run_async, _settings, console  # noqa: F401  (cli/deploy.py, schedule.py)
+from durable_agent.cli.common import _exit
 from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 
 # name -> "module:attribute": a command function in a module's `app`, or a sub-app (`typer.Typer`) of its own.

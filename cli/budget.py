@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from durable_agent.agent.period_budgets import ADJECTIVE, BudgetLimit, LedgerView
+if TYPE_CHECKING:  # `dagent --help` lists this group without loading pydantic
+    from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
 
 budget_app = typer.Typer(help="Budgets of users and conversations per day, week or month (tokens and/or cost).",
                          no_args_is_help=True)
@@ -24,7 +25,7 @@ PrincipalArgument = Annotated[str, typer.Argument(help="user:<id> or conversatio
 
 def _run(address: str | None, work: object) -> None:
     """Connect, run `work(agent)`, print its lines; errors are one line (cli/app.py `_run_async`)."""
-    from durable_agent.cli.app import _run_async, _settings, console
+    from durable_agent.cli.common import _run_async, _settings, console
     from durable_agent.client import AgentClient
 
     settings = _settings(address)
@@ -39,7 +40,7 @@ def _run(address: str | None, work: object) -> None:
 
 
 def _refuse(exc: Exception) -> None:
-    from durable_agent.cli.app import _exit
+    from durable_agent.cli.common import _exit
     from durable_agent.cli.errors import USER_ERROR, report
 
     report("error", exc)
@@ -48,6 +49,8 @@ def _refuse(exc: Exception) -> None:
 
 def describe(view: LedgerView) -> list[str]:
     """The budget and this period's spend, for people."""
+    from durable_agent.agent.period_budgets import ADJECTIVE
+
     standing = view.standing
     limit = standing.limit
     if limit is None:

@@ -35,7 +35,7 @@ def _name(deployment: str | None, default: str | None) -> str:
 @deploy_app.command("ls")
 def deploy_ls(address: AddressOption = None) -> None:
     """The namespace's Worker Deployments."""
-    from durable_agent.cli.app import _run_async, _settings, console
+    from durable_agent.cli.common import _run_async, _settings, console
     from durable_agent.workers.versioning import list_deployments
     from durable_agent.workers.worker import connect
 
@@ -53,7 +53,7 @@ def deploy_ls(address: AddressOption = None) -> None:
 def deploy_describe(deployment: DeploymentOption = None, address: AddressOption = None,
                     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """Versions of the deployment: which is current, which ramps, which are draining or drained."""
-    from durable_agent.cli.app import _run_async, _settings, console
+    from durable_agent.cli.common import _run_async, _settings, console
     from durable_agent.workers.versioning import describe_deployment
     from durable_agent.workers.worker import connect
 
@@ -81,7 +81,7 @@ def deploy_describe(deployment: DeploymentOption = None, address: AddressOption 
 def deploy_set_current(build_id: Annotated[str, typer.Argument(help="The build id new prompts start on")],
                        deployment: DeploymentOption = None, address: AddressOption = None) -> None:
     """New prompts start on this build; prompts already running stay on the build they started on."""
-    from durable_agent.cli.app import _run_async, _settings, console
+    from durable_agent.cli.common import _run_async, _settings, console
     from durable_agent.workers.versioning import set_current_version
     from durable_agent.workers.worker import connect
 
@@ -104,7 +104,7 @@ def deploy_set_ramping(
     deployment: DeploymentOption = None, address: AddressOption = None,
 ) -> None:
     """Send a share of new prompts to a build before making it current."""
-    from durable_agent.cli.app import _run_async, _settings, console
+    from durable_agent.cli.common import _run_async, _settings, console
     from durable_agent.workers.versioning import set_ramping_version
     from durable_agent.workers.worker import connect
 

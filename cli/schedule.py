@@ -20,7 +20,7 @@ IdArgument = Annotated[str, typer.Argument(help="Schedule id")]
 
 def _run(address: str | None, work: object) -> None:
     """Connect, run `work(agent)`, print what it returns; errors are one line (cli/app.py `_run_async`)."""
-    from durable_agent.cli.app import _run_async, _settings, console
+    from durable_agent.cli.common import _run_async, _settings, console
     from durable_agent.client import AgentClient
 
     settings = _settings(address)
@@ -53,7 +53,7 @@ def schedule_create(
     address: AddressOption = None,
 ) -> None:
     """Create a schedule that starts a prompt on a cron or interval spec."""
-    from durable_agent.cli.app import _exit
+    from durable_agent.cli.common import _exit
     from durable_agent.cli.errors import USER_ERROR, report
     from durable_agent.client.schedules import OVERLAP_POLICIES, ScheduleError, create_schedule, schedule_spec
 
