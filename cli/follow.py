@@ -25,7 +25,7 @@ from rich.status import Status
 from rich.text import Text
 
 from durable_agent.agent.models import PromptOutput, ToolOutput, ToolPending
-from durable_agent.cli.render import decision_words, describe_output, short
+from durable_agent.cli.render import decision_words, describe_output, short, state_words
 from durable_agent.client import PromptHandle
 from durable_agent.workflows.protocol import PendingApproval, StreamEvent, TextDelta, ToolProgress
 
@@ -123,6 +123,7 @@ class LiveView:
         self.waiting: dict[str, tuple[int, ToolOutput]] = {}  # call id -> (index, entry): waiting for a decision
         self.waiting_since = time.monotonic()
         self.question: str | None = None  # the question on screen (lines printed meanwhile repeat it)
+        self.not_yours: set[str] = set()  # calls whose answer here was not applied: someone else must decide
 
     # --- spinner ----------------------------------------------------------------------------------
 
@@ -142,7 +143,8 @@ class LiveView:
             pending = entries[0].result
             who = f" (approvers: {', '.join(pending.approvers)})" \
                 if isinstance(pending, ToolPending) and pending.approvers else ""
-            return f"waiting for approval of {entries[0].tool}{who}"
+            whose = "someone who may decide" if entries[0].id in self.not_yours else "approval of"
+            return f"waiting for {whose} {entries[0].tool}{who}"
         return f"waiting for {len(entries)} approvals: {', '.join(entry.tool for entry in entries)}"
 
     def set_step(self, step: str) -> None:
@@ -260,7 +262,8 @@ class LiveView:
 
     def event(self, event: StreamEvent) -> None:
         if event.kind == "state_changed":
-            self.line(Text.assemble(("state   ", "dim"), (event.state or "", STATE_STYLES.get(event.state or "", ""))))
+            self.line(Text.assemble(("state   ", "dim"),
+                                    (state_words(event.state), STATE_STYLES.get(event.state or "", ""))))
             if event.state == "running" and not self.step.startswith("running"):
                 self.set_step("thinking")
             return
