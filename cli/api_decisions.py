@@ -97,20 +97,18 @@ def _to_stderr(text: str) -> None:
     sys.stderr.flush()
 
 
-def _given_decider() -> tuple[str, str] | None:
-    """(`--by`, its value) or (`--user`, …) when the person typed it (command line or environment), not the
-    default: only a name someone gave is worth a warning when the API records another."""
-    import click
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return None
-    for name in ("by", "user"):
-        source = ctx.get_parameter_source(name)
-        value = ctx.params.get(name)
-        if source is not None and source is not ParameterSource.DEFAULT and isinstance(value, str):
-            return f"--{name}", value
+def _given_decider(argv: list[str] | None = None) -> tuple[str, str] | None:
+    """(`--by`, its value) or (`--user`, …) when the person typed it on the command line, not the default:
+    only a name someone gave is worth a warning when the API records another."""
+    args = sys.argv[1:] if argv is None else argv
+    for option in ("--by", "--user"):
+        for i, arg in enumerate(args):
+            if arg == "--":
+                break
+            if arg == option and i + 1 < len(args):
+                return option, args[i + 1]
+            if arg.startswith(option + "="):
+                return option, arg.split("=", 1)[1]
     return None
 
 
