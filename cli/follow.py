@@ -25,7 +25,7 @@ from rich.status import Status
 from rich.text import Text
 
 from durable_agent.agent.models import PromptOutput, ToolOutput, ToolPending
-from durable_agent.cli.render import decision_words, describe_output, short
+from durable_agent.cli.render import decision_words, describe_output, short, state_words
 from durable_agent.client import PromptHandle
 from durable_agent.workflows.protocol import PendingApproval, StreamEvent, TextDelta, ToolProgress
 
@@ -123,6 +123,7 @@ class LiveView:
         self.waiting: dict[str, tuple[int, ToolOutput]] = {}  # call id -> (index, entry): waiting for a decision
         self.waiting_since = time.monotonic()
         self.question: str | None = None  # the question on screen (lines printed meanwhile repeat it)
+        self.not_yours: set[str] = set()  # calls whose answer here was not applied: someone else must decide
 
     # --- spinner ----------------------------------------------------------------------------------
 
@@ -142,7 +143,8 @@ class LiveView:
             pending = entries[0].result
             who = f" (approvers: {', '.join(pending.approvers)})" \
                 if isinstance(pending, ToolPending) and pending.approvers else ""
-            return f"waiting for approval of {entries[0].tool}{who}"
+            return f"waiting for {'someone who may decide' if entries[0].id in self.not_yours else 'approval of'} " \
+                   f"{entries[0].tool}{who}"
         return f"waiting for {len(entries)} approvals: {', '.join(entry.tool for entry in entries)}"
 
     def set_step(self, step: str) -> None:
@@ -221,8 +223,7 @@ class LiveView:
         """Print the held calls as running (those recorded before `before`, or all)."""
         for index in sorted(self.held):
             if before is None or index < before:
-                entry = self.held.pop(index)
-                self.entry(index, entry)
+                self.entry(index, self.held.pop(index))
 
     def delta(self, delta: TextDelta) -> None:
         if delta.kind == "reasoning":
@@ -235,8 +236,7 @@ class LiveView:
         if not fresh:
             return
         self.flush_held()
-        if self.status is not None:
-            self.stop_spinner()  # streamed text and a redrawn spinner line do not mix
+        self.stop_spinner()  # streamed text and a redrawn spinner line do not mix
         if not self.streaming:
             self.console.print(Text("…       ", style="dim"), end="")
         self.console.print(fresh, end="", markup=False, highlight=False)
@@ -260,7 +260,8 @@ class LiveView:
 
     def event(self, event: StreamEvent) -> None:
         if event.kind == "state_changed":
-            self.line(Text.assemble(("state   ", "dim"), (event.state or "", STATE_STYLES.get(event.state or "", ""))))
+            style = STATE_STYLES.get(event.state or "", "")
+            self.line(Text.assemble(("state   ", "dim"), (state_words(event.state), style)))
             if event.state == "running" and not self.step.startswith("running"):
                 self.set_step("thinking")
             return

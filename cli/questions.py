@@ -24,8 +24,13 @@ from durable_agent.client import DecisionRefused, PromptHandle
 from durable_agent.workflows.protocol import StreamEvent
 
 REJECTED_AT_THE_TERMINAL = "rejected at the terminal"
+DECIDED_ALREADY = frozenset({"already-decided", "not-pending", "prompt-finished", "unknown-tool-call"})
 OTHERS_ARGS_CHARS = 60
 SUB_AGENT_POLL_SECONDS = 0.5  # how often a question about a sub-agent's call reads the sub-agent's record
+
+
+def _listed(calls: list[tuple[int, ToolOutput]]) -> str:
+    return ", ".join(f"[{i}] {call.tool} {short(call.input, OTHERS_ARGS_CHARS)}" for i, call in calls)
 
 
 class Asker:
@@ -58,6 +63,23 @@ class Asker:
             answer = await self._question(index, entry)
             if answer is not None:
                 await self._send(index, entry, approved=answer)
+        self._nothing_left_to_ask()
+
+    def _nothing_left_to_ask(self) -> None:
+        """Every waiting call was asked, and some still wait because the answer given here was not applied:
+        say who the prompt waits for and how to leave, so the terminal does not follow for ever in silence."""
+        left = [(i, entry) for call_id, (i, entry) in sorted(self.view.waiting.items(), key=lambda item: item[1][0])
+                if call_id in self.view.not_yours]
+        if not left:
+            return
+        who = sorted({a for _, entry in left if isinstance(entry.result, ToolPending)
+                      for a in entry.result.approvers or ()})
+        approvers = f" (approvers: {', '.join(who)})" if who else ""
+        self.view.line(Text.assemble(
+            ("nothing left to ask you: ", "bold yellow"), _listed(left),
+            f" {'waits' if len(left) == 1 else 'wait'} for someone who may decide{approvers}; "
+            f"Ctrl-C leaves the prompt waiting (`dagent watch {self.handle.id}` follows it again)"))
+        self.view.refresh()
 
     async def _question(self, index: int, entry: ToolOutput) -> bool | None:
         """True/False: the answer; None: the question was withdrawn (decided elsewhere)."""
@@ -68,9 +90,14 @@ class Asker:
         view.line(Text.assemble(("approval needed: ", "bold yellow"), (f"[{index}] ", "dim"), f"{entry.tool} ",
                                 short(entry.input), (f" — {reason}", "yellow")))
         others = view.others_waiting(entry.id)
-        if others:
-            listed = ", ".join(f"[{i}] {other.tool} {short(other.input, OTHERS_ARGS_CHARS)}" for i, other in others)
-            view.line(Text.assemble((f"  {len(others)} more waiting after this one: ", "yellow"), (listed, "dim")))
+        after = [(i, other) for i, other in others if other.id not in self.asked]  # asked next, in this order
+        also = [(i, other) for i, other in others if other.id in self.asked]  # asked already, answer not applied
+        if after:
+            view.line(Text.assemble((f"  {len(after)} more waiting after this one: ", "yellow"),
+                                    (_listed(after), "dim")))
+        if also:
+            view.line(Text.assemble(("  also waiting, for someone who may decide: ", "yellow"),
+                                    (_listed(also), "dim")))
         view.question = f"Approve {entry.tool}? [y/N]: "
         view.console.print(Text(view.question, style="bold"), end="")
         self.current = entry.id
@@ -98,18 +125,23 @@ class Asker:
         self.answering.add(entry.id)
         try:
             if approved:  # through the HTTP API when DAGENT_API_URL/DAGENT_API_KEY say so (signed decisions)
-                decided = await api_decisions.approve(self.handle, entry.id, by=self.approver)
+                decided = await api_decisions.approve(self.handle, entry.id, by=self.approver, warn=self._warn)
             else:
                 decided = await api_decisions.reject(self.handle, entry.id, by=self.approver,
-                                                     reason=REJECTED_AT_THE_TERMINAL)
+                                                     reason=REJECTED_AT_THE_TERMINAL, warn=self._warn)
         except (DecisionRefused, ValueError) as exc:  # ValueError: DAGENT_API_URL without DAGENT_API_KEY, or so
             self.view.line(f"your answer was not applied: {exc}", style="yellow")
+            if getattr(exc, "kind", None) not in DECIDED_ALREADY:  # else its decision event follows
+                self.view.not_yours.add(entry.id)
             self.view.refresh()  # the spinner says the call still waits (and for whom)
             return
         self.view.done_waiting(entry.id)
         if decided is not None and decided.decision is not None and entry.id not in self.said:
             self.said.add(entry.id)
             self.view.decided_line(index, decided)
+
+    def _warn(self, text: str) -> None:
+        self.view.line(f"warning: {text}", style="yellow")
 
     def event(self, event: StreamEvent) -> bool:
         """The call on screen was decided by someone else: withdraw the question, saying who decided and how

@@ -13,6 +13,12 @@ from durable_agent.agent.models import Decision, Prompt, PromptOutput
 MAX_VALUE_CHARS = 160
 
 
+def state_words(state: str | None) -> str:
+    """A prompt state as people read it (`waiting for approval`, as the pages say it); `--json` keeps the wire
+    name. The other states read as their names (`running`, `completed`, …): the words `dagent ls --state` takes."""
+    return (state or "").replace("_", " ")
+
+
 def short(value: JsonValue, limit: int = MAX_VALUE_CHARS) -> str:
     rendered = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return rendered if len(rendered) <= limit else rendered[: limit - 1] + "…"
@@ -113,7 +119,7 @@ def describe_output(entry: PromptOutput, undecided: int | None = None) -> str:
 
 def describe_prompt(prompt: Prompt) -> list[str]:
     lines = [
-        f"prompt  {prompt.id}  state={prompt.state}  user={prompt.user_id}  rounds={prompt.rounds}",
+        f"prompt  {prompt.id}  state={state_words(prompt.state)}  user={prompt.user_id}  rounds={prompt.rounds}",
         f"input   {prompt.input if prompt.input is not None else '(none: system-initiated)'}",
     ]
     undecided = undecided_calls(prompt)
