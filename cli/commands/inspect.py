@@ -27,6 +27,7 @@ def list_prompts(
 
     from durable_agent.cli.follow import STATE_STYLES
     from durable_agent.cli.ls import age, recent_prompts
+    from durable_agent.cli.render import state_words
     from durable_agent.client import AgentClient
 
     settings = _settings(address, profile)
@@ -43,7 +44,7 @@ def list_prompts(
             console.print("no prompts" + (" in that state" if state else "") + (f" of {user}" if user else ""))
         for row in rows:
             style = STATE_STYLES.get(row.state, "")
-            console.print(Text.assemble((f"{row.id:<26} ", "bold"), (f"{row.state:<21} ", style),
+            console.print(Text.assemble((f"{row.id:<26} ", "bold"), (f"{state_words(row.state):<21} ", style),
                                         f"{(row.user or '-'):<12} ", (f"{age(row.started_at):>4}  ", "dim"),
                                         row.summary))
         return 0

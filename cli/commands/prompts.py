@@ -91,7 +91,9 @@ def run(
         prompt = await handle.get()
         if state in TERMINAL_STATES:
             console.print(next(line for line in describe_prompt(prompt) if line.startswith("usage")))
-        console.print(f"state: {prompt.state}")
+        from durable_agent.cli.render import state_words
+
+        console.print(f"state: {state_words(prompt.state)}")
         return _ended_badly(handle.id, prompt.state, prompt.error)
 
     _run_async(main, settings)

@@ -58,7 +58,7 @@ def test_run_waits_for_approval_then_raw_temporal_signal_completes_it(
     assert f"/namespaces/default/workflows/{prompt_id}" in out  # the Temporal UI link
     assert "weather.get" in out and "widget  forecast" in out and "file    paris-trip.md" in out
     assert "waiting for approval: Sending $250 requires approval." in out
-    assert "state: waiting_for_approval" in out
+    assert "state: waiting for approval" in out
 
     pending = dagent("pending", "--user", "cli-user", env=cli_env)
     deadline = time.monotonic() + 10

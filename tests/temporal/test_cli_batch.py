@@ -57,7 +57,7 @@ async def test_batch_output_of_run_and_approve(dev_env: WorkflowEnvironment) -> 
         assert f"  dagent approve {prompt_id} {call_id}\n" in out
     assert f"  dagent approve {prompt_id} --all\n" in out and f"  dagent reject {prompt_id} --all" in out
     assert "→ running" not in out  # no waiting call shown as running first
-    assert out.rstrip().endswith("state: waiting_for_approval")
+    assert out.rstrip().endswith("state: waiting for approval")
     assert "\nstate   waiting for approval\n" in out and "state   waiting_for_approval" not in out  # human words
 
     assert one.returncode == 0 and one.stderr == "", one  # taken; it runs with the rest of its batch

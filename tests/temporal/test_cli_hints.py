@@ -56,7 +56,7 @@ def test_ls_lists_waiting_prompts_first_and_filters(
     ids = [line.split()[0] for line in listed]
     assert ids.index(waiting_id) < ids.index(done_id)  # waiting first although started earlier
     row = next(line for line in listed if line.startswith(waiting_id))
-    assert re.match(rf"{waiting_id}\s+waiting_for_approval\s+ls-ann\s+\d+[smhd]\s+ls-ann: Plan my trip$", row)
+    assert re.match(rf"{waiting_id}\s+waiting for approval\s+ls-ann\s+\d+[smhd]\s+ls-ann: Plan my trip$", row)
 
     only_bob = dagent("ls", "--user", "ls-bob", env=cli_env).stdout.splitlines()
     assert [line.split()[0] for line in only_bob] == [done_id]

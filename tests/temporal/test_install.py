@@ -178,7 +178,7 @@ def test_a_core_install_runs_a_worker_and_a_prompt(app: tuple[Path, dict[str, st
         out = _ok(_run(dagent, "run", "Plan my Paris trip", "--no-interactive", "--user", "installed", env=env,
                        cwd=root, timeout=120))
         prompt_id = re.search(r"^prompt (prompt-\w+)$", out, re.M).group(1)  # type: ignore[union-attr]
-        assert "state: waiting_for_approval" in out
+        assert "state: waiting for approval" in out
         _ok(_run(dagent, "approve", prompt_id, "--all", "--by", "installed", env=env, cwd=root, timeout=120))
         shown = _ok(_run(dagent, "show", prompt_id, env=env, cwd=root, timeout=60))
         assert "state=completed" in shown and "The deposit is paid." in shown, shown
