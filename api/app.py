@@ -207,11 +207,11 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
         text, the model's message, the calls of the same response)."""
         rows = await service.pending(caller)
         contexts = await service.approval_contexts(rows)
-        return [PendingApprovalItem(prompt_id=row.prompt_id, user_id=row.user_id, conversation_id=row.conversation_id,
-                                    can_decide=service.may_decide(caller, row.user_id, row.call),
-                                    links=_links(service, row.prompt_id, row.conversation_id),
-                                    context=contexts.get((row.prompt_id, row.call.tool_call_id)),
-                                    **row.call.model_dump(exclude={"signed_decisions"}))
+        return [PendingApprovalItem.of(row.call, prompt_id=row.prompt_id, user_id=row.user_id,
+                                       conversation_id=row.conversation_id,
+                                       can_decide=service.may_decide(caller, row.user_id, row.call),
+                                       links=_links(service, row.prompt_id, row.conversation_id),
+                                       context=contexts.get((row.prompt_id, row.call.tool_call_id)))
                 for row in rows]
 
     @app.get("/approvals/events", tags=["approvals"], response_class=EventSourceResponse)
