@@ -48,10 +48,7 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
     tool, plugin = found
     fields: dict[str, Any] = dict(
         id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
-        timeout_seconds=tool.timeout.total_seconds(), max_attempts=tool.max_attempts,
-        failure_mode=tool.failure_mode, local=bool(tool.local),
-        heartbeat_timeout_seconds=tool.heartbeat_timeout.total_seconds(),
-        sequential=tool.sequential, agent=sub_agent_call(tool))
+        **ReadyCall.option_fields(tool.options, local=bool(tool.local)), agent=sub_agent_call(tool))
     if call.arguments_error:
         return InvalidCall(**fields, error=f"Invalid arguments for tool '{call.tool}': {call.arguments_error}")
     try:

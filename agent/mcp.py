@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from durable_agent.agent.tools import Approval, ApprovalPolicy, FailureMode
+from durable_agent.agent.tools import DEFAULT_OPTIONS, Approval, ApprovalPolicy, FailureMode
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")
 
@@ -45,11 +45,11 @@ class MCPServer:
     tools: tuple[str, ...] | None = None  # only these tool names (None: every tool the server lists)
     approval: ApprovalPolicy | None = None
     approval_by_tool: Mapping[str, ApprovalPolicy] = field(default_factory=dict)
-    timeout: timedelta = timedelta(seconds=60)
-    max_attempts: int = 1
-    failure_mode: FailureMode = "continue"
-    heartbeat_timeout: timedelta = timedelta(seconds=20)
-    sequential: bool = False
+    timeout: timedelta = DEFAULT_OPTIONS.timeout  # its tools' options (agent/tools.py ToolOptions)
+    max_attempts: int = DEFAULT_OPTIONS.max_attempts
+    failure_mode: FailureMode = DEFAULT_OPTIONS.failure_mode
+    heartbeat_timeout: timedelta = DEFAULT_OPTIONS.heartbeat_timeout
+    sequential: bool = DEFAULT_OPTIONS.sequential
     connect_timeout: timedelta = timedelta(seconds=20)
     list_ttl: timedelta = timedelta(minutes=5)
     resources: tuple[str, ...] = ()

@@ -35,6 +35,26 @@ class Approval(StrictModel):
         "default (DAGENT_FOUR_EYES, off unless set)."))
 
 
+class ToolOptions(StrictModel):
+    """How a tool's calls are run: the one shape of a tool's options and their one set of defaults (`tool()`,
+    `Tool`, an MCP server's tools, and the planned call the workflow runs, in wire units there)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    timeout: timedelta = Field(default=timedelta(seconds=60), description="One attempt's time limit.")
+    max_attempts: int = Field(default=1, ge=1, description="Attempts of a call that raises (ToolFailed: none).")
+    failure_mode: FailureMode = Field(default="continue", description=(
+        "`continue`: the model reads the error; `fail`: the prompt fails."))
+    local: bool | None = Field(default=None, description=(
+        "True: a local activity; False: a regular one; None: the worker decides per call (activities/fast_tools.py)."))
+    heartbeat_timeout: timedelta = Field(default=timedelta(seconds=20), description=(
+        "A regular call's worker is taken for dead after this long without a heartbeat."))
+    sequential: bool = Field(default=False, description="Runs alone, never side by side with other calls.")
+
+
+DEFAULT_OPTIONS = ToolOptions()
+
+
 @functools.cache
 def _json_schema_of(model: type[BaseModel]) -> str:
     """A model's JSON schema as JSON text, built once per process: every model round lists its tools' schemas,
@@ -55,14 +75,19 @@ class Tool(Generic[InputT]):
     input_model: type[InputT]
     fn: ToolFunction[InputT]
     approval: ApprovalPolicy | None = None
-    timeout: timedelta = timedelta(seconds=60)
-    max_attempts: int = 1
-    failure_mode: FailureMode = "continue"
-    local: bool | None = None  # None: the worker decides per call (activities/fast_tools.py)
-    heartbeat_timeout: timedelta = timedelta(seconds=20)
+    timeout: timedelta = DEFAULT_OPTIONS.timeout  # these six: ToolOptions (`options`)
+    max_attempts: int = DEFAULT_OPTIONS.max_attempts
+    failure_mode: FailureMode = DEFAULT_OPTIONS.failure_mode
+    local: bool | None = DEFAULT_OPTIONS.local  # None: the worker decides per call (activities/fast_tools.py)
+    heartbeat_timeout: timedelta = DEFAULT_OPTIONS.heartbeat_timeout
     metadata: dict[str, Any] = field(default_factory=dict)
-    sequential: bool = False
+    sequential: bool = DEFAULT_OPTIONS.sequential
     input_schema: dict[str, JsonValue] | None = None  # a JSON Schema instead of `input_model` (MCP tools)
+
+    @property
+    def options(self) -> ToolOptions:
+        return ToolOptions(timeout=self.timeout, max_attempts=self.max_attempts, failure_mode=self.failure_mode,
+                           local=self.local, heartbeat_timeout=self.heartbeat_timeout, sequential=self.sequential)
 
     def parameters_schema(self) -> dict[str, JsonValue]:
         if self.input_schema is not None:
@@ -135,12 +160,12 @@ def tool(
     *,
     description: str | None = None,
     approval: ApprovalPolicy | None = None,
-    timeout: timedelta = timedelta(seconds=60),
-    max_attempts: int = 1,
-    failure_mode: FailureMode = "continue",
-    local: bool | None = None,
-    heartbeat_timeout: timedelta = timedelta(seconds=20),
-    sequential: bool = False,
+    timeout: timedelta = DEFAULT_OPTIONS.timeout,
+    max_attempts: int = DEFAULT_OPTIONS.max_attempts,
+    failure_mode: FailureMode = DEFAULT_OPTIONS.failure_mode,
+    local: bool | None = DEFAULT_OPTIONS.local,
+    heartbeat_timeout: timedelta = DEFAULT_OPTIONS.heartbeat_timeout,
+    sequential: bool = DEFAULT_OPTIONS.sequential,
 ) -> Callable[[ToolFunction[Any]], Tool[Any]]:
     """Decorate `async def fn(args: MyInput, ctx: ToolContext)` to make a `Tool`.
 

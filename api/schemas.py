@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, JsonValue
 
 from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptState
 from durable_agent.agent.strict import StrictModel
-from durable_agent.workflows.protocol import MAX_INPUT_CHARS
+from durable_agent.workflows.protocol import MAX_INPUT_CHARS, PendingApproval
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
 CALL_PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}(/[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}){0,15}$"
@@ -98,25 +98,26 @@ class ApprovalContext(BaseModel):
     position: int = Field(default=0, description="Where the call is in its prompt's output (record order).")
 
 
-class PendingApprovalItem(BaseModel):
+class PendingApprovalItem(PendingApproval):
+    """A waiting call as the HTTP API lists it: the prompt's own view of the call (`PendingApproval`, its fields
+    flat in the JSON), plus the prompt it is decided on, whether the caller may decide it, its context and links."""
+
     prompt_id: str
     user_id: str | None
     conversation_id: str | None
-    tool_call_id: str
-    tool: str
-    input: JsonValue
-    reason: str
-    requested_at: datetime
-    expires_at: datetime | None = None
-    approvers: list[str] | None = None
-    input_schema: dict[str, JsonValue] | None = None
-    path: list[str] = Field(default_factory=list, description=(
-        "A sub-agent's call: the prompt ids from `prompt_id` down to the one that waits (decide it on `prompt_id`)."))
     four_eyes: bool = Field(default=False, description="The prompt's own user may reject but not approve it.")
+    signed_decisions: bool = Field(default=False, exclude=True)  # the API decides with a token when one is needed
+    run_id: str | None = Field(default=None, exclude=True)
     can_decide: bool = Field(description="Whether the caller may approve or reject this call.")
     context: ApprovalContext | None = Field(default=None, description=(
         "The prompt's text, the model's message and the batch; None when the prompt did not answer in time."))
     links: Links
+
+    @classmethod
+    def of(cls, call: PendingApproval, *, prompt_id: str, user_id: str | None, conversation_id: str | None,
+           can_decide: bool, links: Links, context: ApprovalContext | None = None) -> PendingApprovalItem:
+        return cls(**dict(call), prompt_id=prompt_id, user_id=user_id, conversation_id=conversation_id,
+                   can_decide=can_decide, links=links, context=context)
 
 
 class Me(BaseModel):

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.period_budgets import (
         BudgetStanding,
         ConfigureRequest,
+        Grant,
         LedgerState,
         LedgerView,
         PeriodSpend,
@@ -89,13 +90,7 @@ class BudgetLedgerWorkflow:
                                  '"max_tokens": 100000}} (limit null: no budget).')
     @raw_payloads
     def configure_budget(self, *payloads: object) -> LedgerView:
-        request = self._decoded(payloads, ConfigureRequest)
-        state = self._state
-        self._roll()
-        before = state.limit.period if state.limit else None
-        state.limit, state.configured_by = request.limit, request.by
-        if request.limit is not None and (state.period_start is None or before != request.limit.period):
-            state.period_start = period_start(workflow.now(), request.limit.period)  # this period keeps its spend
+        self._configure(self._updating(payloads, ConfigureRequest))
         return self._changed()
 
     @configure_budget.validator
@@ -110,18 +105,12 @@ class BudgetLedgerWorkflow:
                                  'spent. Payload: {"reservation_id": "…", "grant": {"id", "unit", "amount"}?}')
     @raw_payloads
     def reserve_budget(self, *payloads: object) -> ReserveResult:
-        request = self._decoded(payloads, ReserveRequest)
-        self._roll()
-        state = self._state
-        if request.grant is not None and request.grant.id not in state.grants:
-            state.grants.append(request.grant.id)
-            if request.grant.unit == "tokens":
-                state.extra_tokens += int(request.grant.amount)
-            else:
-                state.extra_cost += request.grant.amount
+        request = self._updating(payloads, ReserveRequest)
+        if request.grant is not None:
+            self._grant(request.grant)
         refused = self._standing().refusal()
         if refused is None:
-            state.reservations.setdefault(request.reservation_id, workflow.now())
+            self._state.reservations.setdefault(request.reservation_id, workflow.now())
         self._changed()
         return ReserveResult(refused=refused, standing=self._standing())
 
@@ -135,14 +124,7 @@ class BudgetLedgerWorkflow:
                                  '"cost": 0.0}')
     @raw_payloads
     def settle_budget(self, *payloads: object) -> BudgetStanding:
-        request = self._decoded(payloads, SettleRequest)
-        self._roll()
-        state = self._state
-        if request.reservation_id not in state.settled:  # a retried settle counts once
-            state.reservations.pop(request.reservation_id, None)
-            state.settled = [*state.settled, request.reservation_id][-SETTLED_IDS_KEPT:]
-            state.spent_tokens += request.tokens
-            state.spent_cost += request.cost
+        self._settle(self._updating(payloads, SettleRequest))
         self._changed()
         return self._standing()
 
@@ -164,6 +146,41 @@ class BudgetLedgerWorkflow:
         if request is None:
             raise _invalid(problem)
         return request
+
+    def _updating(self, payloads: tuple[object, ...], model: type[ModelT]) -> ModelT:
+        """An update's request, decoded, with the ledger in the period `workflow.now()` is in."""
+        request = self._decoded(payloads, model)
+        self._roll()
+        return request
+
+    def _configure(self, request: ConfigureRequest) -> None:
+        """The new limit; a new kind of period starts now (the same kind keeps this period's spend)."""
+        state = self._state
+        before = state.limit.period if state.limit else None
+        state.limit, state.configured_by = request.limit, request.by
+        if request.limit is not None and (state.period_start is None or before != request.limit.period):
+            state.period_start = period_start(workflow.now(), request.limit.period)
+
+    def _settle(self, request: SettleRequest) -> None:
+        """A reserved round's spend counts, once (a retried settle does not count again)."""
+        state = self._state
+        if request.reservation_id in state.settled:
+            return
+        state.reservations.pop(request.reservation_id, None)
+        state.settled = [*state.settled, request.reservation_id][-SETTLED_IDS_KEPT:]
+        state.spent_tokens += request.tokens
+        state.spent_cost += request.cost
+
+    def _grant(self, grant: Grant) -> None:
+        """An approved request for more budget raises this period's limit, once per grant."""
+        state = self._state
+        if grant.id in state.grants:
+            return
+        state.grants.append(grant.id)
+        if grant.unit == "tokens":
+            state.extra_tokens += int(grant.amount)
+        else:
+            state.extra_cost += grant.amount
 
     def _period_end(self) -> datetime | None:
         state = self._state

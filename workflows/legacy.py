@@ -59,7 +59,7 @@ INLINE: dict[str, list[str]] = {
     ],
     "secure-decisions": [
         "approvals.py ApprovalDesk.secure False (unsigned decisions, workflow-scoped idempotency keys, reports from "
-        "any child): read across ApprovalDesk, SubAgents and ToolRunner.",
+        "any child): read across ApprovalDesk, DecisionChecks (decision_checks.py), SubAgents and ToolRunner.",
         "activities/tool_calls.py _idempotency_key: the `<workflow id>/<call id>` key when "
         "`ToolInvocation.run_scoped` is False (the activity side of the same switch).",
     ],

@@ -4,7 +4,8 @@ Data and control flow only. Plugin code, model calls and tools run in activities
 stable names, so this module imports no provider SDK and no plugin code. The workflow is the conductor: the
 round loop and tool execution live here, and its collaborators hold no Temporal decorators (the handlers
 delegate to them): the record (workflows/record.py), the approvals desk (approvals.py), sub-agents
-(sub_agents.py) and what each model round is sent (round_input.py).
+(sub_agents.py), what each model round is sent (round_input.py) and the user's steering messages
+(steering.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ with workflow.unsafe.imports_passed_through():
 
     from durable_agent.agent.errors import PromptFailedError
     from durable_agent.agent.models import (
-        TERMINAL_STATES,
         DataOutput,
         MessageOutput,
         ModelRound,
@@ -68,9 +68,10 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.record import Recorder
     from durable_agent.workflows.refusals import Refusal
     from durable_agent.workflows.round_input import RoundInputs
+    from durable_agent.workflows.steering import Steering
     from durable_agent.workflows.stream_guard import guard_stream_poll, guard_stream_publish
     from durable_agent.workflows.sub_agents import SubAgents
-    from durable_agent.workflows.tool_runner import SKIPPED_BY_STEER, ToolRunner
+    from durable_agent.workflows.tool_runner import ToolRunner
     from durable_agent.workflows.transcript import build_page
 
 # What a cancelled prompt's unfinished calls say: whether their side effect may have happened.
@@ -102,7 +103,6 @@ class PromptWorkflow:
         self._background: set[asyncio.Task[None]] = set()
         if request.parent is not None:
             self._prompt.parent_prompt_id = request.parent.prompt_id
-        self._steers: list[str] = []
         self._output_attempts = 0
         self._stream = WorkflowStream()
         events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
@@ -110,11 +110,12 @@ class PromptWorkflow:
         guard_stream_poll(self._stream)
         self._inputs = RoundInputs(request, self._prompt, self._has, store_history)
         self._record = Recorder(self._prompt, WorkflowHost(events.publish), self._has, self._inputs.changed)
+        self._steering = Steering(self._record)  # workflows/steering.py
         self._children = SubAgents(request, self._record, spawn=self._in_background, listed=lambda: self._desk.listed(),
                                    publish_pending=lambda: self._desk.publish_pending())
-        self._desk = ApprovalDesk(self._record, self._children, steered=lambda: bool(self._steers),
+        self._desk = ApprovalDesk(self._record, self._children, steered=self._steering.arrived,
                                   spawn=self._in_background)
-        self._tools = ToolRunner(request, self._record, self._children, steered=lambda: bool(self._steers),
+        self._tools = ToolRunner(request, self._record, self._children, steered=self._steering.arrived,
                                  secure=lambda: self._desk.secure, has=self._has)
         self._budgets = BudgetGate(request, self._record, self._desk, has=self._has, ignore=self._ignore)
         self._children.budgets = lambda: self._budgets.principals  # a sub-agent spends the same period budgets
@@ -195,7 +196,7 @@ class PromptWorkflow:
 
     async def _round(self, round_number: int) -> bool:
         """One model call and the tool calls it asks for; True when the answer is final."""
-        self._deliver_steers()
+        self._steering.deliver()
         result = await self._call_model(round_number)
         if self._budgets.active:
             await self._budgets.settle(result)
@@ -203,8 +204,8 @@ class PromptWorkflow:
             self._record.append(reasoning)
         if result.text:
             self._record.append(TextOutput(text=result.text))
-        if self._steers:  # a message from the user outdates this round's calls and answer
-            self._skip(result.next.calls if isinstance(result.next, RunTools) else [])
+        if self._steering.arrived():  # a message from the user outdates this round's calls and answer
+            self._steering.skip(result.next.calls if isinstance(result.next, RunTools) else [])
             return False
         match result.next:
             case FinalAnswer(data=data):
@@ -230,8 +231,8 @@ class PromptWorkflow:
             await self._process_calls(calls)
             return
         for index, call in enumerate(calls):
-            if self._steers:
-                self._skip(calls[index:])
+            if self._steering.arrived():
+                self._steering.skip(calls[index:])
                 return
             await self._process_call(call)
 
@@ -306,23 +307,6 @@ class PromptWorkflow:
         await self._children.report_to_parent()
         await asyncio.gather(*(self._desk.wait(entry, call.approval) for entry, call in batch))
 
-    # --- steering -----------------------------------------------------------------------------------
-
-    def _accept_steer(self, request: SteerRequest) -> str | None:
-        if self._prompt.state in TERMINAL_STATES:
-            return f"prompt {self._prompt.id} is already {self._prompt.state}"
-        self._steers.append(request.message)
-        return None
-
-    def _deliver_steers(self) -> None:
-        for message in self._steers:
-            self._record.append(MessageOutput(role="user", source="steer", text=message))
-        self._steers.clear()
-
-    def _skip(self, calls: list[PlannedCall]) -> None:
-        for call in calls:
-            self._record.end_call(self._record.open_call(call), SKIPPED_BY_STEER, "skipped")
-
     # --- the workflow's own helpers ---------------------------------------------------------------------
 
     def _has(self, patch_id: str) -> bool:
@@ -370,7 +354,7 @@ class PromptWorkflow:
         'Payload: {"message": "…"}')
     @raw_payloads
     def steer(self, *payloads: object) -> None:
-        self._take_signal("steer", payloads, SteerRequest, self._accept_steer)
+        self._take_signal("steer", payloads, SteerRequest, self._steering.accept)
 
     @workflow.signal(name=names.CHILD_APPROVALS_SIGNAL)
     @raw_payloads

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     Discriminator,
@@ -21,6 +21,7 @@ from durable_agent.agent.models import (
     WidgetOutput,
 )
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
+from durable_agent.agent.tools import DEFAULT_OPTIONS, FailureMode, ToolOptions
 from durable_agent.workflows.wire_inputs import SubAgentCall
 from durable_agent.workflows.wire_lean import Lean as _Lean
 
@@ -52,13 +53,28 @@ class _CallBase(_Lean):
     tool: str
     input: JsonValue = None
     plugin: str | None = None
-    timeout_seconds: float = 60.0
-    max_attempts: int = 1
-    failure_mode: Literal["continue", "fail"] = "continue"
+    # The tool's options (agent/tools.py ToolOptions) in wire units; `local` as the worker decided it.
+    timeout_seconds: float = DEFAULT_OPTIONS.timeout.total_seconds()
+    max_attempts: int = DEFAULT_OPTIONS.max_attempts
+    failure_mode: FailureMode = DEFAULT_OPTIONS.failure_mode
     local: bool = False
-    heartbeat_timeout_seconds: float = 20.0
-    sequential: bool = Field(default=False, description="Runs alone, never side by side with other calls.")
+    heartbeat_timeout_seconds: float = DEFAULT_OPTIONS.heartbeat_timeout.total_seconds()
+    sequential: bool = Field(default=DEFAULT_OPTIONS.sequential,
+                             description="Runs alone, never side by side with other calls.")
     agent: SubAgentCall | None = Field(default=None, description="A sub-agent: runs as a child prompt.")
+
+    @staticmethod
+    def option_fields(options: ToolOptions, *, local: bool) -> dict[str, Any]:
+        """A tool's options as a planned call's wire fields."""
+        return dict(timeout_seconds=options.timeout.total_seconds(), max_attempts=options.max_attempts,
+                    failure_mode=options.failure_mode, local=local,
+                    heartbeat_timeout_seconds=options.heartbeat_timeout.total_seconds(), sequential=options.sequential)
+
+    @property
+    def options(self) -> ToolOptions:
+        """The call's options as the tool's shape (timedelta fields)."""
+        return ToolOptions(timeout=self.timeout, max_attempts=self.max_attempts, failure_mode=self.failure_mode,
+                           local=self.local, heartbeat_timeout=self.heartbeat_timeout, sequential=self.sequential)
 
     @property
     def timeout(self) -> timedelta:

@@ -38,10 +38,7 @@ async def _items(caller: Principal, service: AgentService, found: PendingList) -
     validated `PendingRow`, and re-validating `input` and `input_schema` was most of a long list's time."""
     contexts = await service.approval_contexts(found.rows)
     return [PendingApprovalItem.model_construct(
-        prompt_id=row.prompt_id, user_id=row.user_id, conversation_id=row.conversation_id,
-        tool_call_id=call.tool_call_id, tool=call.tool, input=call.input, reason=call.reason,
-        requested_at=call.requested_at, expires_at=call.expires_at, approvers=call.approvers,
-        input_schema=call.input_schema, path=call.path, four_eyes=call.four_eyes,
+        **dict(call), prompt_id=row.prompt_id, user_id=row.user_id, conversation_id=row.conversation_id,
         can_decide=service.may_decide(caller, row.user_id, call),
         context=contexts.get((row.prompt_id, call.tool_call_id)),
         links=links(service, row.prompt_id, row.conversation_id))

@@ -59,7 +59,7 @@ def test_a_request_makes_the_call_pending_in_place_and_says_so(host: PlainHost) 
 def test_an_approval_is_checked_then_taken_with_its_correction(host: PlainHost) -> None:
     desk = _desk(host)
     _ask(desk, "c1", approvers=["bob"], input_schema=SCHEMA)
-    unknown = desk.problem("approve", ApproveRequest(tool_call_id="zz", by="bob"))
+    unknown = desk.checks.problem("approve", ApproveRequest(tool_call_id="zz", by="bob"))
     assert unknown is not None and unknown.kind == "unknown-tool-call" and "'c1'" in unknown.message
     stranger = desk.approve_signal(ApproveRequest(tool_call_id="c1", by="eve"))
     assert stranger is not None and stranger.kind == "not-allowed"
@@ -70,7 +70,7 @@ def test_an_approval_is_checked_then_taken_with_its_correction(host: PlainHost) 
     decision = desk.decisions["c1"]
     assert (decision.decision, decision.by, decision.original_input) == ("approved", "bob", {"amount": 5})
     assert desk._record.tool_call("c1").input == {"amount": 3}  # type: ignore[union-attr]
-    again = desk.problem("reject", RejectRequest(tool_call_id="c1", by="bob"))
+    again = desk.checks.problem("reject", RejectRequest(tool_call_id="c1", by="bob"))
     assert again is not None and again.kind == "already-decided"
 
 
@@ -109,9 +109,9 @@ def test_a_batch_stays_waiting_until_its_last_call_is_settled(host: PlainHost) -
 def test_under_the_policy_the_prompts_own_user_may_not_approve_a_four_eyes_call(host: PlainHost) -> None:
     desk = _desk(host, secure=True)
     _ask(desk, "c1", approvers=["user:owner", "role:finance"], four_eyes=True)
-    own = desk.problem("approve", ApproveRequest(tool_call_id="c1", by="owner"))
+    own = desk.checks.problem("approve", ApproveRequest(tool_call_id="c1", by="owner"))
     assert own is not None and own.kind == "not-allowed" and "four-eyes" in own.message
-    assert desk.problem("reject", RejectRequest(tool_call_id="c1", by="owner")) is None
+    assert desk.checks.problem("reject", RejectRequest(tool_call_id="c1", by="owner")) is None
     assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="user:fay", roles=["finance"])) is None
     assert (desk.decisions["c1"].by, desk.decisions["c1"].via) == ("fay", "role:finance")
 
@@ -119,7 +119,7 @@ def test_under_the_policy_the_prompts_own_user_may_not_approve_a_four_eyes_call(
 def test_a_prompt_that_is_not_waiting_refuses_every_decision(host: PlainHost) -> None:
     desk = _desk(host)
     desk._record.open_call(ReadyCall(id="c1", tool="pay"))
-    refusal = desk.problem("approve", ApproveRequest(tool_call_id="c1"))
+    refusal = desk.checks.problem("approve", ApproveRequest(tool_call_id="c1"))
     assert refusal is not None and refusal.kind == "not-pending"
     with pytest.raises(Exception, match="has no tool call 'zz'"):
         desk.checked_request(({"tool_call_id": "zz"},), ApproveRequest)

@@ -1,0 +1,64 @@
+"""A tool's options have one shape and one set of defaults (agent/tools.py ToolOptions): `tool()`, `Tool`, an MCP
+server's tools and the planned call (workflows/wire_calls.py, wire names in seconds, unchanged) agree."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import fields
+from datetime import timedelta
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.mcp import MCPServer
+from durable_agent.agent.tools import DEFAULT_OPTIONS, Tool, ToolOptions, tool
+from durable_agent.workflows.protocol import ReadyCall
+
+OPTION_NAMES = set(ToolOptions.model_fields)
+
+
+class _Args(BaseModel):
+    n: int = 0
+
+
+async def _echo(args: _Args, ctx: ToolContext) -> int:
+    """Echo."""
+    return args.n
+
+
+def test_every_place_defaults_to_the_options_defaults() -> None:
+    signature = inspect.signature(tool).parameters
+    assert {name: signature[name].default for name in OPTION_NAMES} == dict(DEFAULT_OPTIONS)
+    tool_defaults = {f.name: f.default for f in fields(Tool) if f.name in OPTION_NAMES}
+    assert tool_defaults == dict(DEFAULT_OPTIONS)
+    server = {f.name: f.default for f in fields(MCPServer) if f.name in OPTION_NAMES}
+    assert server == {name: value for name, value in DEFAULT_OPTIONS if name != "local"}
+    assert tool("t.echo")(_echo).options == DEFAULT_OPTIONS
+
+
+def test_the_planned_call_carries_the_options_under_their_wire_names() -> None:
+    options = ToolOptions(timeout=timedelta(seconds=90), max_attempts=3, failure_mode="fail", local=True,
+                          heartbeat_timeout=timedelta(seconds=5), sequential=True)
+    made = tool("t.echo", **dict(options))(_echo)
+    assert made.options == options
+    call = ReadyCall(id="c1", tool="t.echo", **ReadyCall.option_fields(made.options, local=True))
+    wire = json.loads(call.model_dump_json())
+    assert {k: wire[k] for k in ("timeout_seconds", "max_attempts", "failure_mode", "local",
+                                 "heartbeat_timeout_seconds", "sequential")} == {
+        "timeout_seconds": 90.0, "max_attempts": 3, "failure_mode": "fail", "local": True,
+        "heartbeat_timeout_seconds": 5.0, "sequential": True}
+    assert ReadyCall.model_validate(wire).options == options
+
+
+def test_a_default_call_keeps_its_options_off_the_wire() -> None:
+    """Recorded planned calls omit options at their defaults: those defaults are the options' defaults."""
+    call = ReadyCall(id="c1", tool="t.echo", **ReadyCall.option_fields(DEFAULT_OPTIONS, local=False))
+    assert json.loads(call.model_dump_json()) == {"id": "c1", "tool": "t.echo"}
+    assert ReadyCall(id="c1", tool="t.echo").options == DEFAULT_OPTIONS.model_copy(update={"local": False})
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ValidationError):
+        ToolOptions(max_attempts=0)

@@ -1,0 +1,238 @@
+"""Every check a decision (approve/reject) passes before the approvals desk takes it: is the call waiting, who
+decides (the request's word, or a signed token bound to the run, the exact arguments and a one-use nonce), may
+they (approvers, four-eyes), does a correction fit the tool's schema, and, under the approval policy, what the
+tool's policy says of the corrected arguments. A decision on a sub-agent's call gets the checks this prompt can
+make before it is forwarded (its own prompt checks the rest).
+
+No Temporal decorators; the desk (workflows/approvals.py) asks these checks and takes what passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from durable_agent.agent import identity
+from durable_agent.agent.identity import Identity
+from durable_agent.agent.models import Decision, ToolOutput
+from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
+from durable_agent.workflows.audit import record_ignored
+from durable_agent.workflows.corrections import correction_refusal, merge_patch, schema_problem
+from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
+from durable_agent.workflows.failures import failure_reason, is_cancellation
+from durable_agent.workflows.names import CHECK_CORRECTION_ACTIVITY
+from durable_agent.workflows.protocol import (
+    ApprovalRequirement,
+    ApproveRequest,
+    CorrectionCheck,
+    CorrectionVerdict,
+    PendingApproval,
+    RejectRequest,
+)
+from durable_agent.workflows.record import Recorder
+from durable_agent.workflows.refusals import Refusal, decision_refused, not_allowed
+from durable_agent.workflows.sub_agents import SubAgents
+
+CORRECTION_CHECK_TIMEOUT = timedelta(seconds=30)
+CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+
+
+@dataclass
+class WaitingCall:
+    """A call waiting for a decision, with what its approval requires (approvers, schema, decision key)."""
+
+    entry: ToolOutput
+    requirement: ApprovalRequirement
+    plugin: str | None = None  # where the tool's policy runs again on a correction
+
+
+@dataclass(frozen=True)
+class Decider:
+    """Who a decision comes from, as checked: the person and their (verified) roles, the approver entry that
+    allowed them, and the nonce of their token (accepted once)."""
+
+    who: Identity
+    via: str | None = None
+    nonce: str | None = None
+
+
+class DecisionChecks:
+    """The checks over the desk's `waiting` calls and `decisions` taken (the desk's own dicts, read here).
+    `secure`: this run decides under the approval policy (SECURE_DECISIONS_PATCH, set by the desk)."""
+
+    def __init__(self, record: Recorder, children: SubAgents, waiting: dict[str, WaitingCall],
+                 decisions: dict[str, Decision]) -> None:
+        self._record = record
+        self._host = record.host
+        self._children = children
+        self._waiting = waiting
+        self._decisions = decisions
+        self._used_nonces: set[str] = set()  # decision tokens' nonces, each accepted once
+        self.secure = False
+
+    def problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest) -> Refusal | None:
+        """Why a decision cannot be accepted now, or None when it can."""
+        tool_call_id, by = request.tool_call_id, request.by
+        prompt = self._record.prompt
+        if (child := self._children.call(tool_call_id)) is not None:
+            return self._forward_problem(kind, request, child[1])
+        if tool_call_id in self._decisions:
+            return Refusal("already-decided",
+                           f"tool call {tool_call_id!r} was already decided ({self._decisions[tool_call_id].decision})")
+        if not self._waiting or prompt.state != "waiting_for_approval":
+            known = self._record.tool_call(tool_call_id) is not None
+            what = "has no pending approval for" if known else "has no tool call"
+            return Refusal("not-pending" if known else "unknown-tool-call",
+                           f"prompt {prompt.id} ({prompt.state}) {what} {tool_call_id!r}")
+        waiting = self._waiting.get(tool_call_id)
+        if waiting is None:
+            pending = ", ".join(repr(i) for i in self._waiting)
+            are = "call is" if len(self._waiting) == 1 else "calls are"
+            return Refusal("unknown-tool-call", f"unknown tool call {tool_call_id!r}; the pending {are} {pending}")
+        decider = self._decider(kind, request, waiting)
+        if isinstance(decider, Refusal):
+            return decider
+        if not self.secure and not may_decide(waiting.requirement.approvers, by, sorted(decider.who.roles)):
+            return not_allowed(by, tool_call_id, waiting.requirement.approvers)
+        return None
+
+    def _decider(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
+                 waiting: WaitingCall) -> Decider | Refusal:
+        """Who decides, as far as this prompt can tell: with a decision key, the signed token's principal and
+        roles (bound to this run, the exact arguments and a one-use nonce); without, the request's word. Under
+        the approval policy (SECURE_DECISIONS_PATCH) they must be allowed by the call's approvers (and the
+        four-eyes rule)."""
+        tool_call_id, by = request.tool_call_id, request.by
+        requirement = waiting.requirement
+        roles: list[str] = list(request.roles) if self.secure else []
+        nonce = None
+        if requirement.decision_key:
+            corrected = request.input if isinstance(request, ApproveRequest) else None
+            arguments = merge_patch(waiting.entry.input, corrected) if corrected is not None else waiting.entry.input
+            # The signature check imports (e.g. cryptography's exception types) from native code: those
+            # imports must reach the real modules, not sandbox copies. Pure computation, deterministic.
+            with workflow.unsafe.imports_passed_through():
+                verified = verify_decision(
+                    request.token, public_key_pem=requirement.decision_key, prompt_id=self._host.workflow_id,
+                    tool_call_id=tool_call_id, decision=kind, by=by, corrected_input=corrected,
+                    now=self._host.now(), run_id=self._host.run_id, arguments=arguments,
+                    used_nonces=self._used_nonces, strict=self.secure)
+            if not isinstance(verified, DecisionClaims):
+                return decision_refused(tool_call_id, verified)
+            roles, nonce = verified.roles, verified.nonce
+        who = Identity.of(identity.person_id(by) if self.secure else by, roles)
+        if not self.secure:
+            return Decider(who, nonce=nonce)
+        problem = self._approver_problem(kind, by, roles, requirement.approvers, requirement.four_eyes)
+        if problem is not None:
+            return decision_refused(tool_call_id, problem)
+        return Decider(who, identity.grant(who, requirement.approvers), nonce)
+
+    def _approver_problem(self, kind: DecisionKind, by: str | None, roles: Sequence[str], approvers: list[str] | None,
+                          four_eyes: bool) -> str | None:
+        """Why `by` (holding `roles`) may not take this decision on a call naming `approvers` (agent/identity.py)."""
+        return identity.may_decide(Identity.of(by, roles), approvers, owner=self._record.prompt.user_id,
+                                   four_eyes=four_eyes, approving=kind == "approve")
+
+    def _forward_problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
+                         pending: PendingApproval) -> Refusal | None:
+        """Why a decision on a sub-agent's call is not forwarded. The sub-agent's prompt checks the decision
+        (and its token) itself when it reaches it; the checks this prompt can make come first."""
+        tool_call_id, by = request.tool_call_id, request.by
+        if not self.secure:
+            if not may_decide(pending.approvers, by, []) and not pending.signed_decisions:
+                return not_allowed(by, tool_call_id, pending.approvers)
+            return None
+        if pending.signed_decisions:
+            if not request.token:
+                return decision_refused(tool_call_id, "a signed decision token is required for this call "
+                                                      "(decide through the API)")
+            return None
+        problem = self._approver_problem(kind, by, request.roles, pending.approvers, pending.four_eyes)
+        return decision_refused(tool_call_id, problem) if problem else None
+
+    def correction_problem(self, request: ApproveRequest) -> Refusal | None:
+        """Why the approver's corrected fields, merged into the input, do not fit the tool, or None."""
+        waiting = self._waiting.get(request.tool_call_id)
+        if request.input is None or waiting is None:
+            return None
+        entry = waiting.entry
+        problem = schema_problem(merge_patch(entry.input, request.input), waiting.requirement.input_schema)
+        return Refusal("invalid-arguments", f"invalid correction for {entry.tool}: {problem}") if problem else None
+
+    # --- a decision being taken ----------------------------------------------------------------------------
+
+    def taken(self, kind: DecisionKind, request: ApproveRequest | RejectRequest, decider: Decider | None = None
+              ) -> Decider:
+        """The decider of a decision being taken (checked just before, or by the policy); its token's nonce is
+        used up."""
+        if decider is None:
+            checked = self._decider(kind, request, self._waiting[request.tool_call_id])
+            if isinstance(checked, Refusal):
+                raise ValueError(checked.message)
+            decider = checked
+        if decider.nonce is not None and self.secure:
+            self._used_nonces.add(decider.nonce)
+        return decider
+
+    def recorded_by(self, request: ApproveRequest | RejectRequest, decider: Decider) -> str | None:
+        return decider.who.id if self.secure else request.by
+
+    # --- corrections under the approval policy ---------------------------------------------------------
+
+    def policy_checks(self, request: ApproveRequest) -> bool:
+        """Whether an approval's correction goes to the tool's policy before it is taken (this prompt's own
+        call; a sub-agent's prompt checks its own)."""
+        waiting = self._waiting.get(request.tool_call_id)
+        return (self.secure and request.input is not None and waiting is not None
+                and waiting.entry.tool != MORE_BUDGET_TOOL)  # a budget request has no policy: its schema decides
+
+    async def checked_correction(self, request: ApproveRequest) -> Decider | Refusal:
+        """Run the tool's approval policy on the corrected arguments (an activity: the policy is worker code)
+        and check the decider against what they need: who may approve them, or that nobody may. On a
+        refusal the call stays pending; the refusal is recorded in the audit."""
+        waiting = self._waiting[request.tool_call_id]
+        entry = waiting.entry
+        merged = merge_patch(entry.input, request.input)
+        try:
+            verdict = await workflow.execute_activity(
+                CHECK_CORRECTION_ACTIVITY, CorrectionCheck(tool=entry.tool, plugin=waiting.plugin, input=merged),
+                result_type=CorrectionVerdict, start_to_close_timeout=CORRECTION_CHECK_TIMEOUT,
+                retry_policy=CORRECTION_CHECK_RETRY, summary=f"check correction {entry.tool}")
+        except ActivityError as exc:
+            if is_cancellation(exc):
+                raise
+            verdict = CorrectionVerdict(problem=f"the approval policy could not be run: {failure_reason(exc)}")
+        return self._correction_decider(request, waiting, verdict)
+
+    def _correction_decider(self, request: ApproveRequest, waiting: WaitingCall,
+                            verdict: CorrectionVerdict) -> Decider | Refusal:
+        """Who approves a correction, given what the tool's policy says of it; a refusal goes to the audit."""
+        entry = waiting.entry
+        refusal = self.problem("approve", request)  # decided, expired or steered meanwhile?
+        if refusal is None and verdict.problem is not None:
+            refusal = Refusal("not-allowed", f"correction of {entry.tool} {entry.id!r} refused: {verdict.problem}")
+        decider = None if refusal is not None else self._decider("approve", request, waiting)
+        if isinstance(decider, Decider) and verdict.requirement is not None:
+            needed = verdict.requirement
+            problem = correction_refusal(decider.who, needed.approvers, needs_approval=True,
+                                         owner=self._record.prompt.user_id,
+                                         four_eyes=needed.four_eyes or waiting.requirement.four_eyes)
+            if problem is not None:
+                who = decider.who.id or "an anonymous caller"
+                refusal = Refusal("not-allowed", f"{who} may not approve this correction of {entry.tool} "
+                                                 f"{entry.id!r}: {problem}")
+            elif needed.approvers:
+                decider = Decider(decider.who, identity.grant(decider.who, needed.approvers), decider.nonce)
+        if refusal is None and isinstance(decider, Refusal):
+            refusal = decider
+        if refusal is not None:
+            record_ignored(self._record.prompt.audit, "correction", refusal.message)
+            return refusal
+        assert decider is not None
+        return decider
