@@ -234,13 +234,19 @@ async def _rewrite(objects: ObjectClient, key: str) -> None:
 
 
 async def refresh_live_blobs(client: Client, stores: Sequence[ObjectClient], *, older_than: timedelta =
-                             DEFAULT_REFRESH_AGE, now: datetime | None = None, dry_run: bool = False) -> RefreshReport:
+                             DEFAULT_REFRESH_AGE, now: datetime | None = None, dry_run: bool = False,
+                             task_queue: str | None = None) -> RefreshReport:
     """Re-write every object an open workflow of `client.namespace` references that is older than `older_than`.
-    `stores`: where payloads and files live (one store for S3; the payload and file directories locally)."""
+    `stores`: where payloads and files live (one store for S3; the payload and file directories locally).
+    `task_queue`: only the workflows of the deployment on that queue (another deployment sharing the namespace
+    may keep its blobs in another store, where this one would report them missing)."""
     now = now or datetime.now(UTC)
     report = RefreshReport()
     referenced: set[str] = set()
-    async for execution in client.list_workflows("ExecutionStatus = 'Running'"):
+    query = "ExecutionStatus = 'Running'"
+    if task_queue is not None:
+        query += " AND TaskQueue = '" + task_queue.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    async for execution in client.list_workflows(query):
         report.workflows += 1
         for objects in stores:
             for prefix in _workflow_prefixes(client.namespace, execution.workflow_type, execution.id):

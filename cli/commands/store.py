@@ -93,7 +93,7 @@ def store_refresh(
     async def main() -> int:
         stores = {o.location: o for o in (settings.blob_objects(), settings.file_store().objects)}
         done = await refresh_live_blobs(await connect(settings), list(stores.values()), older_than=age,
-                                        dry_run=dry_run)
+                                        dry_run=dry_run, task_queue=settings.task_queue)
         console.print(f"{'would re-write' if dry_run else 're-wrote'} {len(done.refreshed)} of {done.referenced} "
                       f"objects referenced by {done.workflows} open workflow(s); {len(done.missing)} missing")
         for key in done.missing:

@@ -112,9 +112,10 @@ async def test_refresh_keeps_an_open_conversations_blobs_from_an_age_rule(dev_en
     assert any(key.startswith("payloads/") for key in without_refresh)
 
     stores = [objects_for("", settings.payload_dir), objects_for("", settings.file_dir)]
-    report = await refresh_live_blobs(view, stores, older_than=timedelta(days=7))
+    report = await refresh_live_blobs(view, stores, older_than=timedelta(days=7), task_queue=settings.task_queue)
     assert report.missing == [] and report.workflows >= 1 and report.refreshed
-    again = await refresh_live_blobs(view, stores, older_than=timedelta(days=7), dry_run=True)
+    again = await refresh_live_blobs(view, stores, older_than=timedelta(days=7), dry_run=True,
+                                   task_queue=settings.task_queue)
     assert again.refreshed == []  # fresh now: nothing older than 7 days is referenced
 
     deleted = _lifecycle_rule(store)
