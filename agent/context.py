@@ -1,4 +1,4 @@
-"""What tools and plugins receive: identity, plugin state, services and side-channel outputs."""
+"""What tools receive: identity, plugin state, services and side-channel outputs (plugins: agent/plugins.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,11 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
-from durable_agent.agent.models import FileOutput, PromptOutput, WidgetOutput
-
-if TYPE_CHECKING:
-    from durable_agent.agent.tools import Tool
+from durable_agent.agent.models import FileOutput, WidgetOutput
 
 T = TypeVar("T")
 
@@ -124,29 +121,6 @@ class ToolContext:
     def report_progress(self, message: str, fraction: float | None = None) -> None:
         """Report progress of a long call; it also heartbeats the activity."""
         self.progress(message, fraction)
-
-
-@dataclass
-class PrepareContext:
-    """Passed to `Plugin.prepare` before every model call."""
-
-    user_id: str
-    prompt_id: str
-    conversation_id: str | None
-    round: int
-    input: str | None
-    outputs: list[PromptOutput]
-    state: dict[str, JsonValue]
-    services: Services
-    tools: list[Tool[Any]] = field(default_factory=list)
-    context: list[str] = field(default_factory=list)
-
-    def add_tool(self, tool: Tool[Any]) -> None:
-        self.tools.append(tool)
-
-    def add_context(self, text: str) -> None:
-        """Add a system/developer instruction for this round's model call."""
-        self.context.append(text)
 
 
 def copy_state(state: JsonValue) -> dict[str, JsonValue]:
