@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -174,25 +174,21 @@ def worker(
     model_high: Annotated[str | None, typer.Option(help="provider:model for the high tier")] = None,
     metrics_port: Annotated[int | None, typer.Option(
         help="Serve Prometheus metrics on this port at /metrics (default: $DAGENT_METRICS_PORT)")] = None,
+    ready_file: Annotated[Path | None, typer.Option(envvar="DAGENT_READY_FILE", help="Write this file while the "
+                                                    "server sees the worker poll (`dagent worker-ready`)")] = None,
 ) -> None:
     """Run a worker: PromptWorkflow plus the model and tool activities, until Ctrl-C or SIGTERM."""
     settings = _settings(address, profile)
-    update: dict[str, Any] = {}
-    if metrics_port is not None:
-        update["metrics_port"] = metrics_port
-    if plugin:
-        update["plugins"] = tuple(plugin)
-    if model_normal:
-        update["model_normal"] = model_normal
-    if model_high:
-        update["model_high"] = model_high
-    settings = settings.model_copy(update=update)
+    update = {"plugins": tuple(plugin or ()), "model_normal": model_normal, "model_high": model_high}
+    update = {name: value for name, value in update.items() if value}
+    settings = settings.model_copy(update=update | ({} if metrics_port is None else {"metrics_port": metrics_port}))
 
     async def main() -> int:
         from contextlib import AsyncExitStack
 
         from durable_agent.workers.connection import describe_security
         from durable_agent.workers.observability import flush_traces
+        from durable_agent.workers.readiness import serve_readiness
         from durable_agent.workers.storage.stores import check_store
         from durable_agent.workers.worker import build_runtime, connect, create_workers
 
@@ -208,6 +204,9 @@ def worker(
                 running = create_workers(client, runtime, settings)
                 for one in running:
                     await workers.enter_async_context(one)
+                await workers.enter_async_context(serve_readiness(
+                    client, running, ready_file, address=settings.temporal_address,
+                    workflow_queue=settings.task_queue, stopping=stop.stopping))
                 queues = [settings.task_queue] if settings.worker_queues != "models" else []
                 queues += settings.model_queues if settings.worker_queues != "workflows" else []
                 err_console.print(f"worker on {settings.temporal_address} "
@@ -826,3 +825,4 @@ from durable_agent.cli.schedule import schedule_app  # noqa: E402
 app.add_typer(schedule_app, name="schedule")
 
 app.add_typer(__import__("durable_agent.cli.budget", fromlist=["budget_app"]).budget_app, name="budget")
+app.command("worker-ready")(__import__("durable_agent.cli.worker_ready", fromlist=["worker_ready"]).worker_ready)
