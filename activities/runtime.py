@@ -10,13 +10,13 @@ from typing import Any
 from durable_agent.activities.fast_tools import FastTools
 from durable_agent.activities.mcp_tools import MCPToolSources, MCPUnavailable
 from durable_agent.activities.transcripts import TranscriptCache
-from durable_agent.agent.context import DirectoryFileStore, FileStore, PrepareContext, Services, copy_state
+from durable_agent.agent.context import DirectoryFileStore, FileStore, Services, copy_state
 from durable_agent.agent.errors import PluginPrepareError
 from durable_agent.agent.logging import get_logger
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import Prompt
-from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.plugins import Plugin, PrepareContext
 from durable_agent.agent.pricing import PriceTable
 from durable_agent.agent.providers.base import ModelProvider
 from durable_agent.agent.tools import Tool

@@ -1,4 +1,4 @@
-"""What tools and plugins receive: identity, plugin state, services and side-channel outputs."""
+"""What tools receive: identity, plugin state, services and side-channel outputs (plugins: agent/plugins.py)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,13 @@ import copy
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
-from durable_agent.agent.models import FileOutput, PromptOutput, WidgetOutput
-
-if TYPE_CHECKING:
-    from durable_agent.agent.tools import Tool
+from durable_agent.agent.models import FileOutput, ScheduledPrompt, WidgetOutput
 
 T = TypeVar("T")
 
@@ -94,7 +92,7 @@ class ToolContext:
     file_store: FileStore
     attempt: int = 1
     progress: Callable[[str, float | None], None] = lambda message, fraction: None
-    side_outputs: list[FileOutput | WidgetOutput] = field(default_factory=list)
+    side_outputs: list[FileOutput | WidgetOutput | ScheduledPrompt] = field(default_factory=list)
     is_cancelled: Callable[[], bool] = lambda: False
 
     @property
@@ -121,32 +119,29 @@ class ToolContext:
         self.side_outputs.append(entry)
         return entry
 
+    def schedule_prompt(self, message: str, *, delay_seconds: float | None = None, at: datetime | None = None,
+                        id: str | None = None) -> ScheduledPrompt:
+        """Ask this prompt's conversation to run a system-initiated prompt later, with `message` as its context:
+        `delay_seconds` after this prompt ends, or `at`. Needs a conversation; the id defaults to one derived from
+        the idempotency key (the same on every retry of this call)."""
+        if self.conversation_id is None:
+            raise ValueError("scheduling a prompt needs a conversation: start this prompt through a conversation")
+        if (delay_seconds is None) == (at is None):
+            raise ValueError("give exactly one of delay_seconds or at")
+        entry = ScheduledPrompt(tool_call_id=self.tool_call_id, message=message, delay_seconds=delay_seconds, at=at,
+                                id=id or "sch-" + hashlib.sha256(self.idempotency_key.encode()).hexdigest()[:10])
+        self.side_outputs.append(entry)
+        return entry
+
+    def cancel_scheduled_prompt(self, id: str) -> ScheduledPrompt:
+        """Ask this prompt's conversation to drop the scheduled prompt `id` if it has not fired."""
+        entry = ScheduledPrompt(tool_call_id=self.tool_call_id, id=id, cancel=True)
+        self.side_outputs.append(entry)
+        return entry
+
     def report_progress(self, message: str, fraction: float | None = None) -> None:
         """Report progress of a long call; it also heartbeats the activity."""
         self.progress(message, fraction)
-
-
-@dataclass
-class PrepareContext:
-    """Passed to `Plugin.prepare` before every model call."""
-
-    user_id: str
-    prompt_id: str
-    conversation_id: str | None
-    round: int
-    input: str | None
-    outputs: list[PromptOutput]
-    state: dict[str, JsonValue]
-    services: Services
-    tools: list[Tool[Any]] = field(default_factory=list)
-    context: list[str] = field(default_factory=list)
-
-    def add_tool(self, tool: Tool[Any]) -> None:
-        self.tools.append(tool)
-
-    def add_context(self, text: str) -> None:
-        """Add a system/developer instruction for this round's model call."""
-        self.context.append(text)
 
 
 def copy_state(state: JsonValue) -> dict[str, JsonValue]:

@@ -133,6 +133,22 @@ class WidgetOutput(_Model):
     fallback_text: str = ""
 
 
+class ScheduledPrompt(_Model):
+    """A system-initiated prompt a tool asks its conversation to run later (`ToolContext.schedule_prompt`), or,
+    with `cancel`, to drop one it asked for before. The conversation holds a durable timer for each; the model
+    sees only the tool's result. `fire_at` is set by the conversation when it schedules the prompt (a delay counts
+    from the end of the prompt whose tool asked)."""
+
+    type: Literal["scheduled_prompt"] = "scheduled_prompt"
+    tool_call_id: str | None = None
+    id: str
+    message: str = ""
+    delay_seconds: float | None = Field(default=None, ge=0)
+    at: datetime | None = None
+    cancel: bool = False
+    fire_at: datetime | None = None
+
+
 class MessageOutput(_Model):
     """A message that arrived mid-prompt: a user's steer, or a system note (e.g. why an answer was refused)."""
 
@@ -217,6 +233,8 @@ class Prompt(_Model):
         "round."))
     error: str | None = None
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
+    scheduled: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "Prompts this prompt's tools asked its conversation to run later (or to cancel), in call order."))
     audit: list[AuditEntry] = Field(default_factory=list)
     parent_prompt_id: str | None = Field(default=None, description="Set when this prompt is a sub-agent's.")
     trace_id: str | None = None  # the OpenTelemetry trace of this prompt, when tracing is on
@@ -235,6 +253,8 @@ class Conversation(_Model):
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     running_prompt_id: str | None = None
     queued: list[str] = Field(default_factory=list, description="Inputs waiting for the running prompt to end.")
+    scheduled: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v,
+                                             description="Scheduled prompts not fired yet, by fire time.")
     usage: Usage = Field(default_factory=Usage)
     runs: int = Field(default=1, description="Workflow runs so far (continue-as-new starts a new one).")
     audit: list[AuditEntry] = Field(default_factory=list, description="Signals this run received and refused.")

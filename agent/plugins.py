@@ -5,16 +5,40 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import JsonValue
 
-from durable_agent.agent.context import PrepareContext
+from durable_agent.agent.context import Services
 from durable_agent.agent.events import PromptEvent
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.messages import ModelRequest, ModelResponse
-from durable_agent.agent.models import PromptRef, ToolError, ToolSuccess
+from durable_agent.agent.models import PromptOutput, PromptRef, ToolError, ToolSuccess
 from durable_agent.agent.tools import Tool
+
+
+@dataclass
+class PrepareContext:
+    """Passed to `Plugin.prepare` before every model call."""
+
+    user_id: str
+    prompt_id: str
+    conversation_id: str | None
+    round: int
+    input: str | None
+    outputs: list[PromptOutput]
+    state: dict[str, JsonValue]
+    services: Services
+    tools: list[Tool[Any]] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)
+
+    def add_tool(self, tool: Tool[Any]) -> None:
+        self.tools.append(tool)
+
+    def add_context(self, text: str) -> None:
+        """Add a system/developer instruction for this round's model call."""
+        self.context.append(text)
 
 
 class Plugin:

@@ -1,8 +1,8 @@
-"""The triggers contract: what the `triggers` plugin writes to its state and the conversation schedules.
+"""The `triggers` plugin's state schema, and the schedule of conversations started before version 4.
 
-A tool cannot start a timer (tools run in activities), so `trigger.create` records a *requested*
-trigger in the plugin state; the conversation workflow, which owns that state between prompts, turns it
-into a durable timer and, when it fires, runs a system-initiated prompt with the trigger's message.
+Conversations now schedule what `ToolContext.schedule_prompt` asks for (`Prompt.scheduled`) and never read a
+plugin's state. Runs without `conversation-scheduled-prompts` still turn the *requested* triggers of this state
+into durable timers, so the plugin keeps writing it (legacy: goes with that patch's drain, workflows/legacy.py).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "codec-server": "durable_agent.cli.commands.services:codec-server",
     "api": "durable_agent.cli.commands.services:api",
     "demo": "durable_agent.cli.commands.services:demo",
+    "worker-ready": "durable_agent.cli.worker_ready:worker-ready",
     # groups
     "store": "durable_agent.cli.commands.store:store_app",
     "deploy": "durable_agent.cli.deploy:deploy_app",

@@ -23,7 +23,7 @@ _EXPORTS: dict[str, str] = {
     "Plugin": "durable_agent.agent.plugins",
     "ToolCallInfo": "durable_agent.agent.plugins",
     "ToolContext": "durable_agent.agent.context",
-    "PrepareContext": "durable_agent.agent.context",
+    "PrepareContext": "durable_agent.agent.plugins",
     "MCPServer": "durable_agent.agent.mcp",
     "MissingExtra": "durable_agent.agent.extras",
     "SubAgent": "durable_agent.agent.subagents",
@@ -107,13 +107,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from durable_agent.agent.context import PrepareContext, ToolContext
+    from durable_agent.agent.context import ToolContext
     from durable_agent.agent.errors import DecisionRefused, DurableAgentError, PromptFailedError, ToolInputError
     from durable_agent.agent.events import EventKind, PromptEvent
     from durable_agent.agent.extras import MissingExtra
     from durable_agent.agent.mcp import MCPServer
     from durable_agent.agent.models import Conversation, Decision, Prompt, Usage
-    from durable_agent.agent.plugins import Plugin, ToolCallInfo
+    from durable_agent.agent.plugins import Plugin, PrepareContext, ToolCallInfo
     from durable_agent.agent.providers.scripted import ScriptedModel
     from durable_agent.agent.subagents import SubAgent
     from durable_agent.agent.tools import Approval, Tool, ToolFailed, tool

@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable_agent.agent.context import PrepareContext, ToolContext
-from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.plugins import Plugin, PrepareContext
 from durable_agent.agent.tools import Tool, tool
 
 ACTIVATE = "skill.activate"

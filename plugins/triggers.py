@@ -1,7 +1,10 @@
 """Triggers: `trigger.create` schedules a future system-initiated prompt in the same conversation.
 
 Creating a trigger needs approval by default: it lets the assistant act later on the user's behalf.
-Scheduling itself is durable: the conversation workflow holds a Temporal timer for each trigger.
+Scheduling goes through the public API (`ToolContext.schedule_prompt` / `cancel_scheduled_prompt`); the
+conversation holds a durable Temporal timer for each and never reads this plugin's state. The plugin's state
+keeps its own list of what it asked for (for `trigger.list`) in the schema of agent/triggers.py, which
+conversations started before version 4 still schedule from (workflows/legacy.py).
 """
 
 from __future__ import annotations
@@ -47,11 +50,10 @@ async def create_trigger(args: CreateTrigger, ctx: ToolContext) -> dict[str, obj
     """Schedule a future prompt in this conversation, with `message` as its context."""
     _require_conversation(ctx)
     trigger_id = "trg-" + hashlib.sha256(ctx.idempotency_key.encode()).hexdigest()[:10]
+    ctx.schedule_prompt(args.message, delay_seconds=args.delay_seconds, at=args.at, id=trigger_id)
     triggers = [t for t in read_triggers({TRIGGERS_PLUGIN: ctx.state}) if t.id != trigger_id]
     triggers.append(Trigger(id=trigger_id, message=args.message, delay_seconds=args.delay_seconds, at=args.at))
-    state: dict = {TRIGGERS_PLUGIN: ctx.state}
-    write_triggers(state, triggers)
-    ctx.state.update(state[TRIGGERS_PLUGIN])
+    _write_legacy(ctx, triggers)
     return {"id": trigger_id, "status": "requested"}
 
 
@@ -68,10 +70,16 @@ async def cancel_trigger(args: TriggerId, ctx: ToolContext) -> str:
     match = next((t for t in triggers if t.id == args.id), None)
     if match is None or match.status in ("fired", "cancelled"):
         raise ValueError(f"no pending trigger {args.id!r}")
-    state: dict = {TRIGGERS_PLUGIN: ctx.state}
-    write_triggers(state, [t.model_copy(update={"status": "cancelled"}) if t.id == args.id else t for t in triggers])
-    ctx.state.update(state[TRIGGERS_PLUGIN])
+    ctx.cancel_scheduled_prompt(args.id)
+    _write_legacy(ctx, [t.model_copy(update={"status": "cancelled"}) if t.id == args.id else t for t in triggers])
     return f"cancelled {args.id}"
+
+
+def _write_legacy(ctx: ToolContext, triggers: list[Trigger]) -> None:
+    """The plugin's own list, in the schema conversations before version 4 schedule from (workflows/legacy.py)."""
+    state: dict = {TRIGGERS_PLUGIN: ctx.state}
+    write_triggers(state, triggers)
+    ctx.state.update(state[TRIGGERS_PLUGIN])
 
 
 plugin = Plugin(TRIGGERS_PLUGIN, tools=[create_trigger, list_triggers, cancel_trigger],

@@ -89,6 +89,20 @@ async def _conversation_with_taken_id(agent: AgentClient) -> WorkflowHandle:  # 
     return conversation._handle
 
 
+async def _conversation_with_scheduled_prompts(agent: AgentClient) -> WorkflowHandle:  # type: ignore[type-arg]
+    conversation = await agent.start_conversation(conversation_id="hist-v4-conversation-scheduled", user_id="u1")
+    await (await conversation.send("remind")).result()
+    await (await conversation.send("unremind")).result()
+    for _ in range(150):  # the `soon` prompt fires a second after the first turn ended
+        if len((await conversation.get()).prompt_ids) == 3:
+            break
+        await asyncio.sleep(0.2)
+    await agent.prompt((await conversation.get()).prompt_ids[2]).result()
+    await conversation.close()
+    await conversation._handle.result()
+    return conversation._handle
+
+
 async def _child_pending(handle: PromptHandle) -> PendingApproval:
     """The first approval a sub-agent's prompt reports to its parent (by a signal, so once it arrives)."""
     pending = await handle.pending_approvals()
@@ -130,7 +144,8 @@ async def main() -> None:
                 runtime.transcripts.clear()
             return scenarios.script(request)
 
-        runtime = build_runtime(settings, plugins=[scenarios.plugin, scenarios.agents_plugin],
+        runtime = build_runtime(settings, plugins=[scenarios.plugin, scenarios.agents_plugin,
+                                                   scenarios.reminders_plugin],
                                 providers={"normal": ScriptedModel(forgetful),
                                            "high": [scenarios.unavailable, scenarios.model]})
         agent = AgentClient(client, settings)
@@ -339,6 +354,9 @@ async def main() -> None:
             await _save("conversation_v3_budgets", budget_conversation)
             turns = (await budget_conversation.result()).prompt_ids
             await _save("prompt_v3_in_conversation_budget_stopped", agent.prompt(turns[1]).workflow)
+            # Version 4: a conversation schedules what its prompts' tools ask for (Prompt.scheduled): two
+            # scheduled, one cancelled by the next turn, the other fired as a system-initiated prompt.
+            await _save("conversation_v4_scheduled_prompts", await _conversation_with_scheduled_prompts(agent))
     sys.stdout.flush()
     os._exit(0)
 

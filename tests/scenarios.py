@@ -39,6 +39,18 @@ async def pay(args: Amount, ctx: ToolContext) -> str:
 
 plugin = Plugin("scenarios", tools=[echo, pay], instructions="Scenario plugin.")
 
+
+@tool("demo.remind")
+async def remind(args: Words, ctx: ToolContext) -> str:
+    """Schedule a prompt in this conversation: `soon` in a second, anything else in an hour; `cancel <id>`."""
+    if args.words.startswith("cancel "):
+        return ctx.cancel_scheduled_prompt(args.words.removeprefix("cancel ")).id
+    return ctx.schedule_prompt(args.words, delay_seconds=1 if args.words == "soon" else 3600,
+                               id=f"remind-{args.words}").id
+
+
+reminders_plugin = Plugin("scenario-reminders", tools=[remind])  # ToolContext.schedule_prompt (conversations)
+
 LARGE_WORDS = "many words " * 150  # above workflows.transcript.OUTPUT_REF_MIN_BYTES
 
 # A sub-agent with the scenario tools: its task's first word selects its script, like a user's input.
@@ -63,6 +75,9 @@ SCRIPTS: dict[str, list[ModelResponse]] = {
     "large": [tool_calls(("demo.echo", {"words": LARGE_WORDS})), text("large done")],  # output by reference
     "forget": [tool_calls(("demo.echo", {"words": LARGE_WORDS})), tool_calls(("demo.echo", {"words": "again"})),
                text("resent")],  # the recorder's worker forgets the transcript in round 2: round 3 is sent whole
+    "remind": [tool_calls(("demo.remind", {"words": "soon"}), ("demo.remind", {"words": "later"})),
+               text("reminders set")],
+    "unremind": [tool_calls(("demo.remind", {"words": "cancel remind-later"})), text("cancelled")],
     "reasoning": [ModelResponse(
         reasoning=[ReasoningOutput(provider="anthropic", model="scripted", summary="Pay 5 first.",
                                    item={"type": "thinking", "thinking": "Pay 5 first.", "signature": "sig-1"})],
@@ -71,7 +86,11 @@ SCRIPTS: dict[str, list[ModelResponse]] = {
 
 
 def script(request: ModelRequest) -> ModelResponse:
-    user = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
+    users = [m.text for m in request.messages if isinstance(m, UserMessage)]
+    # The first input selects the script, but a conversation's `unremind` turn follows its `remind` turn.
+    user = users[-1] if users and users[-1] == "unremind" else users[0] if users else ""
+    if users and users[-1].startswith("(This prompt was started by the system"):  # a scheduled prompt firing
+        return text("the scheduled prompt ran")
     if user == "fail":
         raise FatalModelError("scenario: model refused the request (400)", status=400)
     script = SCRIPTS[user.split()[0]]

@@ -24,7 +24,7 @@ from temporalio.common import RawValue, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.agent.models import AuditEntry, Conversation, Prompt, Usage
+    from durable_agent.agent.models import AuditEntry, Conversation, Prompt, ScheduledPrompt, Usage
     from durable_agent.agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
     from durable_agent.workflows import names, telemetry, versions
     from durable_agent.workflows.audit import MAX_AUDIT_ENTRIES, record_ignored
@@ -45,6 +45,9 @@ with workflow.unsafe.imports_passed_through():
 HISTORY_REFS_PATCH = "conversation-history-by-reference"
 UNGUESSABLE_IDS_PATCH = "conversation-unguessable-prompt-ids"
 PERIOD_BUDGETS_PATCH = "period-budgets"  # its prompts reserve from the user's and the conversation's budgets
+# Prompts scheduled through `Prompt.scheduled` (ToolContext.schedule_prompt); runs before read the triggers
+# plugin's state (legacy: agent/triggers.py) and hand what it still schedules to the next run at continue-as-new.
+SCHEDULED_PROMPTS_PATCH = "conversation-scheduled-prompts"
 TAKEN_ID_ATTEMPTS = 3  # fresh random ids tried for one turn before it is recorded as failed
 
 
@@ -69,6 +72,7 @@ class ConversationWorkflow:
         self._stored_usage = request.usage
         self._plugin_state = dict(request.plugin_state)
         self._queue: list[QueuedInput] = list(request.queued)
+        self._scheduled: list[ScheduledPrompt] = list(request.scheduled)  # each with its fire_at
         self._next_sequence = request.next_sequence
         self._running: str | None = None
         self._closing = request.closing
@@ -92,7 +96,7 @@ class ConversationWorkflow:
         workflow.upsert_search_attributes(
             [CONVERSATION_ID.value_set(self._id), USER_ID.value_set(self._request.user_id)])
         while True:
-            due = next_due(read_triggers(self._plugin_state))
+            due = self._next_due()
             wait = max(due.fire_at - workflow.now(), timedelta(0)) if due and due.fire_at else None
             try:
                 await workflow.wait_condition(lambda: bool(self._queue) or self._closing, timeout=wait,
@@ -203,7 +207,7 @@ class ConversationWorkflow:
         self._history.append(prompt)
         if prompt.state != "failed" or prompt.plugin_state:
             self._plugin_state = dict(prompt.plugin_state)
-        self._schedule_triggers()
+        self._schedule(prompt)
         if by_reference:
             await self._store_history()
 
@@ -264,18 +268,45 @@ class ConversationWorkflow:
         self._stored_usage = self._stored_usage + _usage(self._history)
         self._history = []
 
-    # --- triggers -----------------------------------------------------------------------------------
+    # --- scheduled prompts --------------------------------------------------------------------------
 
-    def _schedule_triggers(self) -> None:
-        triggers = read_triggers(self._plugin_state)
-        if any(t.status == "requested" for t in triggers):
-            write_triggers(self._plugin_state, schedule_requested(triggers, workflow.now()))
+    def _own_schedule(self) -> bool:
+        """Whether this run keeps its own schedule (SCHEDULED_PROMPTS_PATCH), not the triggers plugin's state."""
+        return versions.has(SCHEDULED_PROMPTS_PATCH, self._request.workflow_version)
 
-    def _fire(self, trigger: Trigger) -> None:
-        updated = [t.model_copy(update={"status": "fired"}) if t.id == trigger.id else t
-                   for t in read_triggers(self._plugin_state)]
-        write_triggers(self._plugin_state, updated)
-        self._enqueue(None, instructions=f"A scheduled trigger ({trigger.id}) fired. Its message: {trigger.message}")
+    def _next_due(self) -> ScheduledPrompt | Trigger | None:
+        if not self._own_schedule():
+            return next_due(read_triggers(self._plugin_state))  # legacy
+        return min(self._scheduled, key=lambda s: s.fire_at or workflow.now(), default=None)
+
+    def _schedule(self, prompt: Prompt) -> None:
+        """Take the prompts `prompt`'s tools scheduled or cancelled; a delay counts from now (its end)."""
+        if not self._own_schedule():
+            triggers = read_triggers(self._plugin_state)  # legacy
+            if any(t.status == "requested" for t in triggers):
+                write_triggers(self._plugin_state, schedule_requested(triggers, workflow.now()))
+            return
+        for entry in prompt.scheduled:
+            self._scheduled = [s for s in self._scheduled if s.id != entry.id]
+            if not entry.cancel:
+                fire_at = entry.at or workflow.now() + timedelta(seconds=entry.delay_seconds or 0)
+                self._scheduled.append(entry.model_copy(update={"fire_at": fire_at}))
+
+    def _fire(self, due: ScheduledPrompt | Trigger) -> None:
+        if isinstance(due, ScheduledPrompt):
+            self._scheduled = [s for s in self._scheduled if s.id != due.id]
+        else:  # legacy
+            write_triggers(self._plugin_state, [t.model_copy(update={"status": "fired"}) if t.id == due.id else t
+                                                for t in read_triggers(self._plugin_state)])
+        self._enqueue(None, instructions=f"A scheduled trigger ({due.id}) fired. Its message: {due.message}")
+
+    def _schedule_to_carry(self) -> list[ScheduledPrompt]:
+        """What the next run (always with SCHEDULED_PROMPTS_PATCH) schedules: a run before it hands over the
+        triggers its plugin state still has scheduled."""
+        if self._own_schedule():
+            return self._scheduled
+        return [ScheduledPrompt(id=t.id, message=t.message, delay_seconds=t.delay_seconds, at=t.at, fire_at=t.fire_at)
+                for t in read_triggers(self._plugin_state) if t.status == "scheduled" and t.fire_at is not None]
 
     # --- continue-as-new ----------------------------------------------------------------------------
 
@@ -289,6 +320,7 @@ class ConversationWorkflow:
             "prompt_ids": self._stored_ids, "usage": self._stored_usage, "plugin_state": self._plugin_state,
             "queued": self._queue, "next_sequence": self._next_sequence, "runs": self._request.runs + 1,
             "closing": self._closing, "workflow_version": versions.CURRENT_VERSION,
+            "scheduled": self._schedule_to_carry(),
         })  # a model, not a RawValue: the next run's decode_input accepts both
 
     def _snapshot(self) -> Conversation:
@@ -297,6 +329,7 @@ class ConversationWorkflow:
             id=self._id, user_id=self._request.user_id, prompt_ids=self._stored_ids + [p.id for p in self._history],
             plugin_state=self._plugin_state, running_prompt_id=self._running,
             queued=[q.input or "(trigger)" for q in self._queue], usage=usage, runs=self._request.runs,
+            scheduled=sorted(self._scheduled, key=lambda s: s.fire_at or workflow.now()),
             audit=list(self._audit),
         )
 

@@ -81,6 +81,13 @@ INLINE: dict[str, list[str]] = {
         "budget_gate.py BudgetGate.active: False for runs without the patch (their `budgets` are ignored).",
         "conversation.py ConversationWorkflow._budgets_for: no `budgets` on the child's request.",
     ],
+    "conversation-scheduled-prompts": [
+        "conversation.py ConversationWorkflow._next_due / _schedule / _fire: the triggers plugin's state "
+        "(agent/triggers.py) as the schedule, read and written by the conversation.",
+        "conversation.py ConversationWorkflow._schedule_to_carry: the hand-over of those triggers to the next run.",
+        "agent/triggers.py and plugins/triggers.py _write_legacy: the state schema, which the plugin keeps writing "
+        "so that runs without the patch still fire what its tools ask for.",
+    ],
 }
 
 # Kept for old runs but tied to no patch (no workflow command depends on them); each goes when no run that used

@@ -14,7 +14,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.errors import PromptFailedError
-from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess
+from durable_agent.agent.models import ScheduledPrompt, ToolError, ToolOutput, ToolSuccess
 from durable_agent.workflows import details, telemetry
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.legacy import LegacyToolInvocation
@@ -167,6 +167,10 @@ class ToolRunner:
         if isinstance(outcome.result, ToolError):
             self.failed_tools.append(call.tool)
         for side_output in outcome.side_outputs:
+            if isinstance(side_output, ScheduledPrompt):  # for the conversation (Prompt.scheduled), not displayed
+                if isinstance(outcome.result, ToolSuccess):
+                    self._prompt.scheduled.append(side_output)
+                continue
             self._record.append(side_output)
         if outcome.state_changed and call.plugin:
             self._prompt.plugin_state[call.plugin] = outcome.plugin_state

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-CURRENT_VERSION = 3
+CURRENT_VERSION = 4
 
 # The version from which each patch's behaviour is on without a marker. A new patch gets the next
 # version: add it here and bump CURRENT_VERSION.
@@ -46,6 +46,9 @@ PATCH_VERSIONS: dict[str, int] = {
     # Period budgets (agent/period_budgets.py): rounds reserved from and settled with the principals' ledgers, a
     # spent budget stops the prompt or asks for more; a conversation's prompts get its budgets.
     "period-budgets": 3,
+    # A conversation schedules the prompts its prompts' tools asked for (`ToolContext.schedule_prompt`, a typed
+    # side output in `Prompt.scheduled`) and no longer reads the triggers plugin's state.
+    "conversation-scheduled-prompts": 4,
 }
 
 

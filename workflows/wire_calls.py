@@ -16,6 +16,7 @@ from pydantic import (
 
 from durable_agent.agent.models import (
     FileOutput,
+    ScheduledPrompt,
     ToolError,
     ToolSuccess,
     WidgetOutput,
@@ -152,7 +153,7 @@ class ToolInvocation(_Lean):
                 "max_attempts": call.get("max_attempts", 1)}
 
 
-SideOutput = Annotated[FileOutput | WidgetOutput, Field(discriminator="type")]
+SideOutput = Annotated[FileOutput | WidgetOutput | ScheduledPrompt, Field(discriminator="type")]
 
 
 class CorrectionCheck(_Model):

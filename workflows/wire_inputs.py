@@ -15,6 +15,7 @@ from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import (
     ModelTier,
     Prompt,
+    ScheduledPrompt,
     Usage,
 )
 from durable_agent.agent.period_budgets import principal_problem
@@ -157,6 +158,8 @@ class ConversationRequest(_Model):
     workflow_version: WorkflowVersion = None
     budgets: list[Principal] = Field(default_factory=list, exclude_if=lambda v: not v,
                                      description="Budget principals of its prompts (a send may name its own).")
+    scheduled: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v,
+                                             description="Scheduled prompts not fired yet (each with its fire_at).")
 
 
 class QueuedInput(_Model):

@@ -93,9 +93,26 @@ class ScriptedModel:
         self._script = script
         # The most recent requests, for tests to assert on; bounded so a long-running worker does not grow.
         self.requests: deque[ModelRequest] = deque(maxlen=MAX_RECORDED_REQUESTS)
+        self._served: set[int] = set()  # the script indexes served at least once (bounded by the script)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await self._serve(request)
+
+    def assert_complete(self) -> None:
+        """Raise `AssertionError` unless every response of a list script was served at least once.
+
+        A test whose prompt ended before the script expected (a tool that was never called, an approval that
+        was never asked for) fails here with the rounds it skipped. A function script has no fixed length, so
+        this checks nothing for it.
+        """
+        if callable(self._script):
+            return
+        unserved = [i + 1 for i in range(len(self._script)) if i not in self._served]
+        if unserved:
+            rounds = ", ".join(str(r) for r in unserved)
+            raise AssertionError(
+                f"scripted model {self.model!r}: {len(unserved)} of {len(self._script)} scripted responses were "
+                f"never served (round {rounds}); the prompt ended before the script expected")
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
@@ -140,4 +157,5 @@ class ScriptedModel:
         index = request.round - 1
         if not 0 <= index < len(self._script):
             raise FatalModelError(f"scripted model has no response for round {request.round}")
+        self._served.add(index)
         return self._script[index]

@@ -70,6 +70,8 @@ def worker(
     model_high: Annotated[str | None, typer.Option(help="provider:model for the high tier")] = None,
     metrics_port: Annotated[int | None, typer.Option(
         help="Serve Prometheus metrics on this port at /metrics (default: $DAGENT_METRICS_PORT)")] = None,
+    ready_file: Annotated[Path | None, typer.Option(envvar="DAGENT_READY_FILE", help="Write this file while the "
+                                                    "server sees the worker poll (`dagent worker-ready`)")] = None,
 ) -> None:
     """Run a worker: PromptWorkflow plus the model and tool activities, until Ctrl-C or SIGTERM."""
     settings = _settings(address, profile)
@@ -89,6 +91,7 @@ def worker(
 
         from durable_agent.workers.connection import describe_security
         from durable_agent.workers.observability import flush_traces
+        from durable_agent.workers.readiness import serve_readiness
         from durable_agent.workers.storage.stores import check_store
         from durable_agent.workers.worker import build_runtime, connect, create_workers
 
@@ -104,6 +107,9 @@ def worker(
                 running = create_workers(client, runtime, settings)
                 for one in running:
                     await workers.enter_async_context(one)
+                await workers.enter_async_context(serve_readiness(
+                    client, running, ready_file, address=settings.temporal_address,
+                    workflow_queue=settings.task_queue, stopping=stop.stopping))
                 queues = [settings.task_queue] if settings.worker_queues != "models" else []
                 queues += settings.model_queues if settings.worker_queues != "workflows" else []
                 err_console.print(f"worker on {settings.temporal_address} "

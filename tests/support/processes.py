@@ -15,7 +15,9 @@ DAGENT_CMD = [sys.executable, "-m", "durable_agent.cli"]  # the `dagent` script,
 class WorkerProcess:
     def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
         self.log_path = log_path
-        env = {**env, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if p)}
+        self.ready_file = log_path.with_suffix(".ready")  # written by the worker once the server sees it poll
+        env = {**env, "DAGENT_READY_FILE": str(self.ready_file),
+               "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if p)}
         self._log = open(log_path, "wb")  # closed in kill()
         self.proc = subprocess.Popen([*DAGENT_CMD, "worker", *args], env=env, cwd=REPO_ROOT,
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
@@ -27,7 +29,7 @@ class WorkerProcess:
     def ready(self) -> bool:
         if self.proc.poll() is not None:
             raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.log()}")
-        return "worker on " in self.log_path.read_text(errors="replace")
+        return self.ready_file.exists()  # workers/readiness.py: the server lists this worker as a poller
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-3000:]

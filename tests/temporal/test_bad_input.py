@@ -12,10 +12,10 @@ from pydantic import BaseModel, ValidationError
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.agent.context import PrepareContext, ToolContext
+from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall
 from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess
-from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.plugins import Plugin, PrepareContext
 from durable_agent.agent.providers.base import RetryableModelError
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool

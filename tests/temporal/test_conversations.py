@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
@@ -119,7 +120,13 @@ async def test_trigger_fires_a_system_prompt_after_a_skipped_day(skip_env: Workf
         assert isinstance(done.output[0], ToolOutput) and isinstance(done.output[0].result, ToolSuccess)
         before = await conversation.get()
         assert len(before.prompt_ids) == 1
-        assert before.plugin_state["triggers"]["triggers"][0]["status"] == "scheduled"  # type: ignore[index]
+        [asked] = done.scheduled  # the tool's typed side output, not a displayed output
+        assert asked.id == done.output[0].result.output["id"] and asked.delay_seconds == 86400  # type: ignore[union-attr,index]
+        [scheduled] = before.scheduled  # the conversation's own schedule, a day after the prompt ended
+        delay = scheduled.fire_at - done.finished_at  # type: ignore[operator]
+        assert scheduled.id == asked.id and timedelta(days=1) <= delay < timedelta(days=1, seconds=5)
+        # The conversation no longer writes the plugin's state: the plugin's own list is as its tool left it.
+        assert before.plugin_state["triggers"]["triggers"][0]["status"] == "requested"  # type: ignore[index]
         await skip_env.sleep(timedelta(days=1, minutes=1))
         for _ in range(100):
             after = await conversation.get()
@@ -130,7 +137,94 @@ async def test_trigger_fires_a_system_prompt_after_a_skipped_day(skip_env: Workf
         await conversation.close()
     assert system.input is None and system.state == "completed"
     assert system.output[-1].text == "Reminder: stretch your legs"  # type: ignore[union-attr]
-    assert after.plugin_state["triggers"]["triggers"][0]["status"] == "fired"  # type: ignore[index]
+    assert after.scheduled == []
+
+
+@pytest.mark.parametrize("prompts_per_run", [100, 1], ids=["stays-v3", "continues-as-v4"])
+async def test_a_version_3_conversation_still_fires_triggers(skip_env: WorkflowEnvironment, prompts_per_run: int
+                                                             ) -> None:
+    """A conversation started before version 4 (open when this code deployed) schedules from the triggers plugin's
+    state, which the plugin still writes; at continue-as-new it hands the scheduled trigger to the next run, which
+    keeps its own schedule."""
+    model = ScriptedModel(trigger_script)
+    async with agent_worker(skip_env, plugins=[triggers_plugin], model=model) as client:
+        conversation = await client.start_conversation(user_id="cy", workflow_version=3,
+                                                       prompts_per_run=prompts_per_run)
+        prompt = await conversation.send("remind me tomorrow to stretch")
+        await conversation.prompt_started(prompt.id)
+        call = (await prompt.wait_until("waiting_for_approval")).output[0]
+        await prompt.approve(call.id, by="cy")  # type: ignore[union-attr]
+        await prompt.result()
+        if prompts_per_run > 1:  # (a query racing the continue-as-new can outlast its deadline on this server)
+            before = await conversation.get()
+            status = before.plugin_state["triggers"]["triggers"][0]["status"]  # type: ignore[index]
+            assert status == "scheduled" and before.scheduled == []  # scheduled in the plugin's state, as before
+        await skip_env.sleep(timedelta(days=1, minutes=1))
+        for _ in range(100):
+            after = await conversation.get()
+            if len(after.prompt_ids) == 2:
+                break
+            await asyncio.sleep(0.05)
+        system = await client.prompt(after.prompt_ids[1]).result()
+        await conversation.close()
+    assert system.input is None and system.output[-1].text == "Reminder: stretch your legs"  # type: ignore[union-attr]
+    # Run 1 (version 3) marks it fired in the plugin's state; run 2 (version 4) fired it from the schedule run 1
+    # handed over, without reading or writing the plugin's state.
+    status = after.plugin_state["triggers"]["triggers"][0]["status"]  # type: ignore[index]
+    assert (after.runs > 1, status) == ((False, "fired") if prompts_per_run > 1 else (True, "scheduled"))
+    assert after.scheduled == []
+
+
+class Reminder(BaseModel):
+    message: str
+    hours: float = 0
+    cancel: str | None = None
+
+
+@tool("remind.later")
+async def remind_later(args: Reminder, ctx: ToolContext) -> str:
+    """Schedule a reminder in this conversation, or cancel one (a plugin of our own, no triggers plugin)."""
+    if args.cancel:
+        return ctx.cancel_scheduled_prompt(args.cancel).id
+    return ctx.schedule_prompt(args.message, delay_seconds=args.hours * 3600, id=f"rem-{args.message}").id
+
+
+def reminder_script(request: ModelRequest) -> ModelResponse:
+    users = user_texts(request)
+    if users[-1].startswith("(This prompt was started by the system"):
+        return text("Due: " + request.instructions.split("Its message: ")[-1].split("\n")[0])
+    if request.round > 1:
+        return text("ok")
+    if users[-1] == "cancel the first":
+        return tool_calls(("remind.later", {"message": "-", "cancel": "rem-first"}))
+    return tool_calls(("remind.later", {"message": "first", "hours": 1}),
+                      ("remind.later", {"message": "second", "hours": 2}))
+
+
+async def test_scheduled_prompt_side_output_is_scheduled_cancelled_and_fired(skip_env: WorkflowEnvironment) -> None:
+    """`ToolContext.schedule_prompt` / `cancel_scheduled_prompt` from any plugin: the conversation schedules what
+    `Prompt.scheduled` asks, drops what a later prompt cancels, fires the rest, and keeps no plugin state."""
+    model = ScriptedModel(reminder_script)
+    async with agent_worker(skip_env, plugins=[Plugin("remind", tools=[remind_later])], model=model) as client:
+        conversation = await client.start_conversation(user_id="cy")
+        first = await (await conversation.send("remind me twice")).result()
+        assert [s.id for s in first.scheduled] == ["rem-first", "rem-second"]
+        assert [o.type for o in first.output] == ["tool", "tool", "text"]  # not displayed, not seen by the model
+        assert not any("rem-first" in str(m) for m in model.requests[-1].messages if isinstance(m, UserMessage))
+        second = await (await conversation.send("cancel the first")).result()
+        assert [(s.id, s.cancel) for s in second.scheduled] == [("rem-first", True)]
+        pending = await conversation.get()
+        assert [s.id for s in pending.scheduled] == ["rem-second"] and pending.plugin_state == {}
+        await skip_env.sleep(timedelta(hours=3))
+        for _ in range(100):
+            fired = await conversation.get()
+            if len(fired.prompt_ids) == 3:
+                break
+            await asyncio.sleep(0.05)
+        system = await client.prompt(fired.prompt_ids[2]).result()
+        await conversation.close()
+    assert fired.scheduled == [] and len(fired.prompt_ids) == 3  # the cancelled one never fired
+    assert system.input is None and system.output[-1].text == "Due: second"  # type: ignore[union-attr]
 
 
 @tool("vault.open", approval=Approval(reason="Opening the vault needs a person."))

@@ -41,7 +41,6 @@ T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROMPT_INPUT = "Note it, then charge the customer."
-READY_MARKER = "worker on "
 STICKY_GUARD_S = 7.0  # the SDK's default sticky timeout (10 s) would exceed this; ours (2 s) stays well under
 
 
@@ -51,7 +50,9 @@ class WorkerProcess:
     def __init__(self, name: str, env: dict[str, str], cwd: Path) -> None:
         self.name = name
         self.log_path = cwd / f"{name}.log"
+        self.ready_file = cwd / f"{name}.ready"  # written once the server sees the worker poll (workers/readiness.py)
         self._log = open(self.log_path, "wb")  # closed in stop()
+        env = {**env, "DAGENT_READY_FILE": str(self.ready_file)}
         self.proc = subprocess.Popen([sys.executable, "-m", "durable_agent.cli", "worker"], env=env, cwd=cwd,
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
@@ -72,7 +73,7 @@ class WorkerProcess:
     async def wait_ready(self, wait_s: float = 30.0) -> None:
         deadline = time.monotonic() + wait_s
         while True:
-            if READY_MARKER in self.log_path.read_text(errors="replace"):
+            if self.ready_file.exists():
                 return
             if not self.alive():
                 raise AssertionError(f"{self.name} (pid {self.pid}) exited with {self.proc.returncode} "

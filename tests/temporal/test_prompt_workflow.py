@@ -6,10 +6,10 @@ from pydantic import BaseModel
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.agent.context import PrepareContext, ToolContext
+from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
 from durable_agent.agent.models import FileOutput, TextOutput, ToolError, ToolOutput, ToolSuccess, WidgetOutput
-from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.plugins import Plugin, PrepareContext
 from durable_agent.agent.providers.base import FatalModelError
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
@@ -110,6 +110,7 @@ async def test_usage_is_summed_over_model_calls(dev_env: WorkflowEnvironment) ->
     ])
     async with agent_worker(dev_env, plugins=[math_plugin], model=model) as client:
         prompt = await client.run("1+1?")
+    model.assert_complete()  # both rounds ran: the usage below is the sum of two model calls, not one
     assert prompt.usage == Usage(input_tokens=220, output_tokens=13, cached_tokens=5, reasoning_tokens=7,
                                  model_calls=2)
 
@@ -122,6 +123,7 @@ async def test_tool_appearing_from_round_two(dev_env: WorkflowEnvironment) -> No
     ])
     async with agent_worker(dev_env, plugins=[LateToolPlugin()], model=model) as client:
         prompt = await client.run("add")
+    model.assert_complete()  # the retry in round 2 was followed by the final answer in round 3
     assert [t.id for t in model.requests[0].tools] == []
     assert [t.id for t in model.requests[1].tools] == ["math.add"]
     round1, round2 = prompt.output[0], prompt.output[1]
@@ -138,6 +140,7 @@ async def test_plugin_state_written_by_tool_is_read_by_prepare(dev_env: Workflow
     ])
     async with agent_worker(dev_env, plugins=[NotesPlugin()], model=model) as client:
         prompt = await client.run("remember things")
+    model.assert_complete()
     for saved, request in zip([0, 1, 2], model.requests, strict=True):
         assert f"There are {saved} saved notes." in request.instructions
     assert prompt.plugin_state["notes"] == {"notes": ["buy milk", "call mum"], "prepared_rounds": 3}

@@ -6,9 +6,9 @@ from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.activities.runtime import ToolRegistry
-from durable_agent.agent.context import PrepareContext, ToolContext
+from durable_agent.agent.context import ToolContext
 from durable_agent.agent.models import ToolSuccess
-from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.plugins import Plugin, PrepareContext
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
 from tests.support.workers import agent_worker
