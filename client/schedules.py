@@ -29,6 +29,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
 
 from durable_agent.agent.models import ModelTier
+from durable_agent.agent.period_budgets import principals_for
 from durable_agent.client.priority import prompt_priority
 from durable_agent.workers.durations import parse_duration
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
@@ -120,6 +121,9 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
     options.pop("workflow_version", None)  # runs follow the code's current behaviour (patch markers)
     if max_rounds is not None:
         options["max_rounds"] = max_rounds
+    # Each run reserves from its user's ledger: a budget set (or spent) after the schedule was made still applies,
+    # which a lookup now, as `AgentClient.start` does, would miss. A user without a budget: the ledger says yes.
+    options.setdefault("budgets", principals_for(user_id, None))
     request = PromptRequest(user_id=user_id, model=model, input=input, instructions=instructions, **options)
     action = ScheduleActionStartWorkflow(
         PROMPT_WORKFLOW, request, id=schedule_id, task_queue=agent.settings.task_queue,

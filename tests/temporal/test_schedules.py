@@ -123,3 +123,21 @@ async def test_http_api_schedules_run_as_their_creator(dev_env: WorkflowEnvironm
             assert any(v["id"] == schedule_id for v in (await http.get("/schedules")).json())
             assert (await http.delete(f"/schedules/{schedule_id}")).status_code == 204
             assert (await http.get(f"/schedules/{schedule_id}")).status_code == 404
+
+
+async def test_a_scheduled_run_reserves_from_its_users_budget(dev_env: WorkflowEnvironment) -> None:
+    """A budget set after the schedule was made still stops its runs: each run names its user's ledger."""
+    from durable_agent.agent.period_budgets import BudgetLimit
+    from tests.temporal.test_period_budgets import PLUGIN, _endless
+
+    user = f"sched-{uuid.uuid4().hex[:6]}"
+    schedule_id = f"budgeted-{uuid.uuid4().hex[:8]}"
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=ScriptedModel(_endless)) as client:
+        handle = await client.schedule(schedule_id, "loop", user_id=user, every="1d")
+        await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=1200), by="admin")
+        await handle.trigger()
+        (prompt_id,) = await _runs(client, schedule_id, 1)
+        prompt = await asyncio.wait_for(client.prompt(prompt_id).result(), 60)
+        assert [standing.principal for standing in prompt.budgets] == [f"user:{user}"]
+        assert prompt.budget_stop == f"user:{user} daily budget reached: 1500 tokens used of 1200"
+        await handle.delete()
