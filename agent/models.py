@@ -252,6 +252,9 @@ class Conversation(_Model):
     prompt_ids: list[str] = Field(default_factory=list)
     plugin_state: dict[str, JsonValue] = Field(default_factory=dict)
     running_prompt_id: str | None = None
+    starting_prompt_id: str | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="The input taken from the queue whose prompt is being started (it has no workflow yet).")
     queued: list[str] = Field(default_factory=list, description="Inputs waiting for the running prompt to end.")
     scheduled: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v,
                                              description="Scheduled prompts not fired yet, by fire time.")

@@ -4,6 +4,7 @@ makes them)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -42,8 +43,6 @@ from durable_agent.workflows.protocol import (
 
 LiveItem = StreamEvent | TextDelta | ToolProgress
 ResultT = TypeVar("ResultT")
-
-LiveItem = StreamEvent | TextDelta | ToolProgress
 
 
 
@@ -219,11 +218,24 @@ class ConversationHandle(_Handle[Conversation]):
     """One conversation (= one `ConversationWorkflow`, workflow id = conversation id)."""
 
     async def send(self, text: str, *, user_id: str | None = None) -> PromptHandle:
-        """Queue a user input; returns the handle of the prompt it becomes (it may wait its turn)."""
+        """Queue a user input; returns the handle of the prompt it becomes. When the conversation was idle the
+        prompt has started by then (its handle can be read at once); otherwise it waits its turn in the queue."""
         budgets = await applying_budgets(self._client, user_id, self.id)  # client/budgets.py
         prompt_id = await self._handle.execute_update(
             names.SEND_INPUT_UPDATE, SendRequest(input=text, user_id=user_id, budgets=budgets), result_type=str)
+        await self._while_starting(prompt_id)
         return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
+
+    async def _while_starting(self, prompt_id: str, timeout: float = 30.0) -> None:
+        """Wait while the conversation is starting `prompt_id` (taken from the queue, its workflow not there yet),
+        so a handle returned by `send` never names a workflow the server does not know yet. The input is queued
+        whatever happens here: a start slower than `timeout` returns the handle as it is."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while True:
+                    if (await self.get()).starting_prompt_id != prompt_id:
+                        return
+                    await asyncio.sleep(0.02)
 
     async def get(self) -> Conversation:
         return await self._handle.query(names.GET_CONVERSATION_QUERY, result_type=Conversation)

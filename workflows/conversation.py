@@ -75,6 +75,7 @@ class ConversationWorkflow:
         self._scheduled: list[ScheduledPrompt] = list(request.scheduled)  # each with its fire_at
         self._next_sequence = request.next_sequence
         self._running: str | None = None
+        self._starting: str | None = None  # popped from the queue, its child not started yet (queries only)
         self._closing = request.closing
         self._prompts_this_run = 0
         self._audit: list[AuditEntry] = []
@@ -185,12 +186,16 @@ class ConversationWorkflow:
 
     async def _run_prompt(self, item: QueuedInput) -> None:
         request = self._request
+        self._starting = item.prompt_id
         instructions = "\n\n".join(p for p in [request.instructions or "", item.instructions or ""] if p) or None
         by_reference = versions.has(HISTORY_REFS_PATCH, self._request.workflow_version)
         if by_reference:
             await self._store_history()  # records carried by value from an earlier run
         try:
-            child, item = await self._start_child(item, instructions)
+            try:
+                child, item = await self._start_child(item, instructions)
+            finally:
+                self._starting = None
             self._running = item.prompt_id
             prompt = await child
         except ChildWorkflowError as exc:
@@ -328,7 +333,8 @@ class ConversationWorkflow:
         return Conversation(
             id=self._id, user_id=self._request.user_id, prompt_ids=self._stored_ids + [p.id for p in self._history],
             plugin_state=self._plugin_state, running_prompt_id=self._running,
-            queued=[q.input or "(trigger)" for q in self._queue], usage=usage, runs=self._request.runs,
+            starting_prompt_id=self._starting, queued=[q.input or "(trigger)" for q in self._queue],
+            usage=usage, runs=self._request.runs,
             scheduled=sorted(self._scheduled, key=lambda s: s.fire_at or workflow.now()),
             audit=list(self._audit),
         )

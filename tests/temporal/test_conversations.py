@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import (
+    Interceptor,
+    StartChildWorkflowInput,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+)
 
 from durable_agent.activities.history import read_history_link
 from durable_agent.activities.transcripts import HistoryChain
@@ -17,7 +27,9 @@ from durable_agent.agent.models import ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
+from durable_agent.client import AgentClient
 from durable_agent.plugins.triggers import plugin as triggers_plugin
+from durable_agent.workers.worker import build_runtime, create_worker
 from durable_agent.workflows.protocol import PromptRequest
 from tests.support.workers import TEST_SETTINGS, agent_worker
 
@@ -265,3 +277,38 @@ async def test_a_cancelled_prompt_is_recorded_as_cancelled_in_the_conversation(d
     records = (await HistoryChain().resolve(request.history_ref,
                                             lambda ref: read_history_link(store, ref, None))).records
     assert [(p.id, p.state) for p in records] == [(first.id, "cancelled")]
+
+
+class _SlowStart(Interceptor):
+    """Every child workflow a conversation starts waits a one-second timer first: the gap between an input
+    leaving the queue and its prompt's workflow existing (under load, the server's own delay), made wide."""
+
+    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
+        return _SlowStartInbound
+
+
+class _SlowStartInbound(WorkflowInboundInterceptor):
+    def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+        super().init(_SlowStartOutbound(outbound))
+
+
+class _SlowStartOutbound(WorkflowOutboundInterceptor):
+    async def start_child_workflow(self, input: StartChildWorkflowInput) -> workflow.ChildWorkflowHandle[Any, Any]:
+        await workflow.sleep(1.0)
+        return await super().start_child_workflow(input)
+
+
+async def test_a_sent_prompt_can_be_read_at_once_however_slowly_it_starts(dev_env: WorkflowEnvironment) -> None:
+    """`send` to an idle conversation returns a handle of a workflow that exists: reading it at once neither
+    fails with "workflow not found" nor waits, however long the start takes."""
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}"})
+    runtime = build_runtime(settings, plugins=[], providers={"normal": ScriptedModel(lambda r: text("ok")),
+                                                             "high": ScriptedModel(lambda r: text("ok"))})
+    async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue, settings=settings,
+                             interceptors=[_SlowStart()]):
+        conversation = await AgentClient(dev_env.client, settings).start_conversation(user_id="cy")
+        for turn in range(2):
+            prompt = await conversation.send(f"turn {turn}")
+            assert (await prompt.get()).input == f"turn {turn}"
+            assert (await prompt.result()).state == "completed"
+        await conversation.close()
