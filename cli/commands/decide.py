@@ -30,6 +30,10 @@ app = typer.Typer()
 
 PAGE = 100  # `dagent pending` lists the calls of this many waiting prompts unless --limit says otherwise
 MAX_PAGE = 1000  # client/pending.py PAGE_SIZE: the most one visibility page holds
+LOGIN_USER = os.environ.get("USER", "cli")
+
+PendingCallArgument = Annotated[str | None, typer.Argument(help="The pending call; omit with --all")]
+DeciderOption = Annotated[str, typer.Option(help="Your user id (a person, `alice` or `user:alice`; never a role)")]
 
 
 def _one_or_all(tool_call_id: str | None, every: bool) -> None:
@@ -84,11 +88,10 @@ def _failed_after_approval(outcomes: list[ToolOutput | None]) -> int:
 @app.command()
 def approve(
     prompt_id: str,
-    tool_call_id: Annotated[str | None, typer.Argument(help="The pending call; omit with --all")] = None,
+    tool_call_id: PendingCallArgument = None,
     address: AddressOption = None,
     profile: ProfileOption = None,
-    by: Annotated[str, typer.Option(help="Your user id (a person, `alice` or `user:alice`; never a role)")] = (
-        os.environ.get("USER", "cli")),
+    by: DeciderOption = LOGIN_USER,
     role: RoleOption = None,
     input: Annotated[str | None, typer.Option("--input", help="Corrected arguments as a JSON object")] = None,
     every: Annotated[bool, typer.Option("--all", help="Approve every pending call of the prompt")] = False,
@@ -122,11 +125,10 @@ def approve(
 @app.command()
 def reject(
     prompt_id: str,
-    tool_call_id: Annotated[str | None, typer.Argument(help="The pending call; omit with --all")] = None,
+    tool_call_id: PendingCallArgument = None,
     address: AddressOption = None,
     profile: ProfileOption = None,
-    by: Annotated[str, typer.Option(help="Your user id (a person, `alice` or `user:alice`; never a role)")] = (
-        os.environ.get("USER", "cli")),
+    by: DeciderOption = LOGIN_USER,
     role: RoleOption = None,
     reason: Annotated[str | None, typer.Option(help="Why; the model sees it")] = None,
     every: Annotated[bool, typer.Option("--all", help="Reject every pending call of the prompt")] = False,
