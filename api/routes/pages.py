@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from durable_agent.api.page_html import PAGES, nav_links, page_html
 from durable_agent.api.problems import PROBLEM_BASE, PROBLEM_TYPES, Problem
 from durable_agent.api.routes.common import STATIC
 
@@ -16,18 +17,7 @@ router = APIRouter(include_in_schema=False)
 async def index() -> Response:
     return HTMLResponse('<!doctype html><meta charset="utf-8"><title>Durable Agent</title>'
                         '<link rel="icon" href="/favicon.ico" type="image/svg+xml">'
-                        '<p><a href="/inbox">Approvals inbox</a> · <a href="/chat">Chat</a> · '
-                        '<a href="/docs">API docs</a></p>')
-
-
-@router.get("/inbox")
-async def inbox_page() -> Response:
-    return HTMLResponse((STATIC / "inbox.html").read_text())
-
-
-@router.get("/chat")
-async def chat_page() -> Response:
-    return HTMLResponse((STATIC / "chat.html").read_text())
+                        f'<p>{" · ".join(nav_links())}</p>')
 
 
 @router.get("/favicon.ico")
@@ -36,14 +26,15 @@ async def favicon() -> Response:
                     headers={"Cache-Control": "max-age=86400"})
 
 
-@router.get("/docs")
-async def swagger_ui() -> Response:
-    return HTMLResponse((STATIC / "docs.html").read_text())
+def _serve(path: str) -> None:
+    async def page() -> Response:
+        return HTMLResponse(page_html(path))
+
+    router.add_api_route(path, page, methods=["GET"], name=PAGES[path].name)
 
 
-@router.get("/redoc")
-async def redoc() -> Response:
-    return HTMLResponse((STATIC / "redoc.html").read_text())
+for _path in PAGES:
+    _serve(_path)
 
 
 @router.get("/problems/{slug}")
