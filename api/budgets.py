@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
-from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
 from durable_agent.api.auth import Principal, current_principal
@@ -46,13 +45,8 @@ async def _may_read(service: AgentService, caller: Principal, principal: str) ->
     kind, _, name = principal.partition(":")
     if kind != "conversation":
         return False
-    try:
-        description = await service.agent.client.get_workflow_handle(name).describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return False
-        raise
-    return description.typed_search_attributes.get(USER_ID) == caller.id
+    description = await service.describe(name)
+    return description is not None and description.typed_search_attributes.get(USER_ID) == caller.id
 
 
 @router.put("/budgets/{principal}", response_model=LedgerView)

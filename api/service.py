@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from pydantic import JsonValue
-from temporalio.client import WorkflowQueryFailedError
+from temporalio.client import WorkflowExecutionDescription, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent import identity
@@ -117,15 +117,19 @@ class AgentService:
             await self.require_kind(workflow_id, kind, noun, slug=missing)
             raise
 
-    async def workflow_type(self, workflow_id: str) -> str | None:
-        """The type of the workflow with this id (its latest run, running or closed), or None if there is none."""
+    async def describe(self, workflow_id: str) -> WorkflowExecutionDescription | None:
+        """The workflow with this id (its latest run, running or closed), or None if there is none."""
         try:
-            description = await self.agent.client.get_workflow_handle(workflow_id).describe()
+            return await self.agent.client.get_workflow_handle(workflow_id).describe()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return None
             raise
-        return description.workflow_type
+
+    async def workflow_type(self, workflow_id: str) -> str | None:
+        """The type of the workflow with this id, or None if there is none."""
+        description = await self.describe(workflow_id)
+        return description.workflow_type if description else None
 
     async def require_kind(self, workflow_id: str, kind: str, noun: str, *, slug: str = "id-taken") -> None:
         """A problem (`slug`) when `workflow_id` is taken by a workflow that is not a `kind`."""
