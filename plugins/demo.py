@@ -48,13 +48,13 @@ async def write_report(args: ReportInput, ctx: ToolContext) -> dict[str, object]
     return {"file": attached.name, "size": attached.size}
 
 
-def _payment_policy(args: PaymentInput) -> Approval | None:
+def payment_policy(args: PaymentInput) -> Approval | None:
     if args.amount > 100:
         return Approval(reason=f"Sending ${args.amount:g} requires approval.")
     return None
 
 
-@tool("payment.send", approval=_payment_policy)
+@tool("payment.send", approval=payment_policy)
 async def send_payment(args: PaymentInput, ctx: ToolContext) -> dict[str, object]:
     """Send money to someone. Payments over $100 need a person's approval."""
     ledger = ctx.state.setdefault("payments", [])

@@ -17,24 +17,14 @@ from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
 from durable_agent.client import DecisionRefused
+from durable_agent.plugins.demo import PaymentInput, payment_policy
 from tests.support.workers import agent_worker
 
 CALLS: Counter[str] = Counter()
 
 
-class PayInput(BaseModel):
-    to: str
-    amount: float
-
-
-def _policy(args: PayInput) -> Approval | None:
-    if args.amount > 100:
-        return Approval(reason=f"Sending ${args.amount:g} requires approval.")
-    return None
-
-
-@tool("payment.send", approval=_policy)
-async def pay(args: PayInput, ctx: ToolContext) -> dict[str, object]:
+@tool("payment.send", approval=payment_policy)  # the demo's policy, around a payment that counts its runs
+async def pay(args: PaymentInput, ctx: ToolContext) -> dict[str, object]:
     """Send money."""
     CALLS[ctx.idempotency_key] += 1
     return {"sent": args.amount, "to": args.to}
