@@ -13,30 +13,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from durable_agent.cli.printed_lines import AddressOption, print_lines_of
+
 if TYPE_CHECKING:  # `dagent --help` lists this group without loading pydantic
     from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
 
 budget_app = typer.Typer(help="Budgets of users and conversations per day, week or month (tokens and/or cost).",
                          no_args_is_help=True)
 
-AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
 PrincipalArgument = Annotated[str, typer.Argument(help="user:<id> or conversation:<id>")]
-
-
-def _run(address: str | None, work: object) -> None:
-    """Connect, run `work(agent)`, print its lines; errors are one line (cli/app.py `_run_async`)."""
-    from durable_agent.cli.common import _run_async, _settings, console
-    from durable_agent.client import AgentClient
-
-    settings = _settings(address)
-
-    async def main() -> int:
-        agent = await AgentClient.connect(settings)
-        for line in await work(agent):  # type: ignore[operator]
-            console.print(line, markup=False, highlight=False)
-        return 0
-
-    _run_async(main, settings)
 
 
 def _refuse(exc: Exception) -> None:
@@ -103,7 +88,7 @@ def budget_set(
         view = await set_budget(agent, principal, limit, by=by)  # type: ignore[arg-type]
         return describe(view)
 
-    _run(address, work)
+    print_lines_of(address, work)
 
 
 @budget_app.command("show")
@@ -121,7 +106,7 @@ def budget_show(principal: PrincipalArgument, address: AddressOption = None,
         view = await show_budget(agent, principal)  # type: ignore[arg-type]
         return [view.model_dump_json()] if as_json else describe(view)
 
-    _run(address, work)
+    print_lines_of(address, work)
 
 
 @budget_app.command("ls")
@@ -136,4 +121,4 @@ def budget_ls(address: AddressOption = None,
             return [json.dumps(row.model_dump(mode="json")) for row in rows]
         return [f"{row.principal:<40} {row.limit.describe()}  when spent: {row.limit.on_exhausted}" for row in rows]
 
-    _run(address, work)
+    print_lines_of(address, work)

@@ -12,26 +12,11 @@ from typing import Annotated
 
 import typer
 
+from durable_agent.cli.printed_lines import AddressOption, print_lines_of
+
 schedule_app = typer.Typer(help="Recurring prompts on Temporal Schedules (cron or interval).", no_args_is_help=True)
 
-AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
 IdArgument = Annotated[str, typer.Argument(help="Schedule id")]
-
-
-def _run(address: str | None, work: object) -> None:
-    """Connect, run `work(agent)`, print what it returns; errors are one line (cli/app.py `_run_async`)."""
-    from durable_agent.cli.common import _run_async, _settings, console
-    from durable_agent.client import AgentClient
-
-    settings = _settings(address)
-
-    async def main() -> int:
-        agent = await AgentClient.connect(settings)
-        for line in await work(agent):  # type: ignore[operator]
-            console.print(line)
-        return 0
-
-    _run_async(main, settings)
 
 
 @schedule_app.command("create")
@@ -73,7 +58,7 @@ def schedule_create(
                               model=model, paused=paused, note=note, priority_key=priority)  # type: ignore[arg-type]
         return [f"schedule {schedule_id} created"]
 
-    _run(address, work)
+    print_lines_of(address, work)
 
 
 @schedule_app.command("ls")
@@ -90,7 +75,7 @@ def schedule_ls(address: AddressOption = None,
                 f"{f'  next {v.next_runs[0]:%Y-%m-%d %H:%M:%S %Z}' if v.next_runs and not v.paused else ''}"
                 for v in views]
 
-    _run(address, work)
+    print_lines_of(address, work)
 
 
 @schedule_app.command("runs")
@@ -102,7 +87,7 @@ def schedule_runs(schedule_id: IdArgument, address: AddressOption = None) -> Non
         await schedule_handle(agent, schedule_id)  # type: ignore[arg-type]
         return await scheduled_prompts(agent, schedule_id)  # type: ignore[arg-type]
 
-    _run(address, work)
+    print_lines_of(address, work)
 
 
 def _simple(verb: str, schedule_id: str, address: str | None) -> None:
@@ -120,7 +105,7 @@ def _simple(verb: str, schedule_id: str, address: str | None) -> None:
             await handle.delete()
         return [f"schedule {schedule_id} {verb}"]
 
-    _run(address, work)
+    print_lines_of(address, work)
 
 
 def _simple_command(name: str, verb: str, help_text: str) -> None:
