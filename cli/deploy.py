@@ -17,12 +17,13 @@ from typing import Annotated
 
 import typer
 
+from durable_agent.cli.printed_lines import AddressOption
+
 deploy_app = typer.Typer(help="Worker Versioning rollouts: which build new prompts start on (DAGENT_DEPLOYMENT_NAME).",
                          no_args_is_help=True)
 
 DeploymentOption = Annotated[str | None, typer.Option(
     "--deployment", help="Worker Deployment name (default: $DAGENT_DEPLOYMENT_NAME)")]
-AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
 
 
 def _name(deployment: str | None, default: str | None) -> str:

@@ -1,5 +1,6 @@
-"""What the lazily loaded command groups (`dagent budget`, `dagent schedule`) share without importing cli/common
-when `dagent --help` lists them: the --address option, and running a command's work to the lines it prints."""
+"""What the lazily loaded command groups (`dagent budget`, `schedule`, `deploy`) share without importing
+cli/common when `dagent --help` lists them: the --address option, and running a command's work to the lines it
+prints."""
 
 from __future__ import annotations
 
