@@ -8,12 +8,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from durable_agent.cli.printed_lines import AddressOption, print_lines_of
+from durable_agent.cli.printed_lines import AddressOption, JsonLinesOption, print_lines_of, print_rows_of
 
 if TYPE_CHECKING:  # `dagent --help` lists this group without loading pydantic
     from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
@@ -110,15 +109,9 @@ def budget_show(principal: PrincipalArgument, address: AddressOption = None,
 
 
 @budget_app.command("ls")
-def budget_ls(address: AddressOption = None,
-              as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines")] = False) -> None:
+def budget_ls(address: AddressOption = None, as_json: JsonLinesOption = False) -> None:
     """Every user and conversation with a budget."""
     from durable_agent.client.budgets import list_budgets
 
-    async def work(agent: object) -> list[str]:
-        rows = await list_budgets(agent)  # type: ignore[arg-type]
-        if as_json:
-            return [json.dumps(row.model_dump(mode="json")) for row in rows]
-        return [f"{row.principal:<40} {row.limit.describe()}  when spent: {row.limit.on_exhausted}" for row in rows]
-
-    print_lines_of(address, work)
+    print_rows_of(address, list_budgets, as_json=as_json, line=lambda row: (
+        f"{row.principal:<40} {row.limit.describe()}  when spent: {row.limit.on_exhausted}"))

@@ -1,18 +1,23 @@
 """What the lazily loaded command groups (`dagent budget`, `schedule`, `deploy`) share without importing
-cli/common when `dagent --help` lists them: the --address option, and running a command's work to the lines it
-prints."""
+cli/common when `dagent --help` lists them: the --address and --json options, running a command's work to the
+lines it prints, and listings."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from durable_agent.client import AgentClient
 
 AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
+JsonLinesOption = Annotated[bool, typer.Option("--json", help="Print JSON lines")]
+Row = TypeVar("Row", bound="BaseModel")
 
 
 def print_lines_of(address: str | None, work: Callable[[AgentClient], Awaitable[Iterable[str]]]) -> None:
@@ -29,3 +34,14 @@ def print_lines_of(address: str | None, work: Callable[[AgentClient], Awaitable[
         return 0
 
     _run_async(main, settings)
+
+
+def print_rows_of(address: str | None, rows_of: Callable[[AgentClient], Awaitable[Iterable[Row]]], *, as_json: bool,
+                  line: Callable[[Row], str]) -> None:
+    """A listing: each row `rows_of(agent)` returns as one line, or as one JSON document a line."""
+
+    async def work(agent: AgentClient) -> list[str]:
+        rows = await rows_of(agent)
+        return [json.dumps(row.model_dump(mode="json")) if as_json else line(row) for row in rows]
+
+    print_lines_of(address, work)

@@ -7,12 +7,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from durable_agent.cli.printed_lines import AddressOption, print_lines_of
+from durable_agent.cli.printed_lines import AddressOption, JsonLinesOption, print_lines_of, print_rows_of
 
 schedule_app = typer.Typer(help="Recurring prompts on Temporal Schedules (cron or interval).", no_args_is_help=True)
 
@@ -62,20 +61,13 @@ def schedule_create(
 
 
 @schedule_app.command("ls")
-def schedule_ls(address: AddressOption = None,
-                as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines")] = False) -> None:
+def schedule_ls(address: AddressOption = None, as_json: JsonLinesOption = False) -> None:
     """Schedules that start prompts: spec, paused or not, next run."""
     from durable_agent.client.schedules import list_schedules
 
-    async def work(agent: object) -> list[str]:
-        views = await list_schedules(agent)  # type: ignore[arg-type]
-        if as_json:
-            return [json.dumps(v.model_dump(mode="json")) for v in views]
-        return [f"{v.id:<24} {'paused ' if v.paused else ''}{v.spec}"
-                f"{f'  next {v.next_runs[0]:%Y-%m-%d %H:%M:%S %Z}' if v.next_runs and not v.paused else ''}"
-                for v in views]
-
-    print_lines_of(address, work)
+    print_rows_of(address, list_schedules, as_json=as_json, line=lambda v: (
+        f"{v.id:<24} {'paused ' if v.paused else ''}{v.spec}"
+        f"{f'  next {v.next_runs[0]:%Y-%m-%d %H:%M:%S %Z}' if v.next_runs and not v.paused else ''}"))
 
 
 @schedule_app.command("runs")
