@@ -76,8 +76,8 @@ async def _explained(main: Callable[[], Awaitable[int | None]], settings: Settin
 def _run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
     import asyncio
 
+    from durable_agent.agent.errors import DecisionRefused  # not from durable_agent.client: a worker needs no client
     from durable_agent.agent.extras import MissingExtra, explain_missing
-    from durable_agent.client import DecisionRefused
 
     try:
         code = asyncio.run(_explained(main, settings))
