@@ -21,8 +21,10 @@ from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 if TYPE_CHECKING:
     from durable_agent.workers.settings import Settings
 
-console = Console(highlight=False, soft_wrap=True, markup=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# Text is printed as given: no emoji codes (`:name:` in a prompt or an id stays as typed; rich's table of them
+# is 1 MiB of every process that prints, a worker's included).
+console = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 STATES = ("waiting", "running", "completed", "failed", "cancelled")  # what `dagent ls --state` takes
 
