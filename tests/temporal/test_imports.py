@@ -32,9 +32,10 @@ NOT_IN_A_PLAIN_PROCESS = ("fastapi", "uvicorn", "starlette", "sse_starlette", "a
 # cryptography also for codec keys: workers/storage/codec.py, workers/settings.py), schema checks
 # (workflows/corrections.py, agent/tools.py, agent/output_schema.py), the client package (cli/common.py),
 # structlog's console helpers (agent/logging.py; colorama is left out: `-X importtime` lists an import refused
-# by a None in sys.modules too, and it is no dependency of ours).
+# by a None in sys.modules too, and it is no dependency of ours), anyio (activities/mcp_tools.py) and rich's
+# emoji table (cli/common.py's consoles print text as given).
 NOT_IN_A_PLAIN_WORKER = ("jwt", "cryptography", "jsonschema", "durable_agent.client", "rich.traceback", "rich.pretty",
-                         "pygments")
+                         "pygments", "anyio", "rich._emoji_codes")
 
 
 def imported_modules(importtime_log: str) -> set[str]:
