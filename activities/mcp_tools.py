@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
 from pydantic import AnyUrl, JsonValue
 
 from durable_agent.agent.context import ToolContext
@@ -199,6 +198,7 @@ class MCPToolSources:
     @asynccontextmanager
     async def open_session(self, server: MCPServer) -> AsyncIterator[ClientSession]:
         require("mcp", f"{MCP_FEATURE} (server '{server.name}')")
+        import anyio  # the mcp SDK's (a worker without MCP servers does not load it)
         import httpx  # the mcp SDK's HTTP client (openai and anthropic use httpx2)
         from mcp import ClientSession, StdioServerParameters, stdio_client
         from mcp.client.streamable_http import streamable_http_client

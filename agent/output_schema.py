@@ -1,4 +1,6 @@
-"""Structured final output: resolve an output schema and check the model's final answer against it."""
+"""Structured final output: resolve an output schema and check the model's final answer against it.
+
+In activities only; jsonschema loads when a prompt asks for structured output, not with the worker."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import importlib
 import json
 from dataclasses import dataclass
 
-import jsonschema
 from pydantic import BaseModel, JsonValue, ValidationError
 
 
@@ -20,6 +21,8 @@ class OutputSchema:
     @classmethod
     def resolve(cls, spec: dict[str, JsonValue] | str) -> OutputSchema:
         if isinstance(spec, dict):
+            import jsonschema
+
             jsonschema.Draft202012Validator.check_schema(spec)
             return cls(schema=spec)
         module_name, sep, attr = spec.partition(":")
@@ -46,6 +49,8 @@ class OutputSchema:
                 return self.model.model_validate(data).model_dump(mode="json"), None
             except ValidationError as exc:
                 return None, "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in exc.errors())
+        import jsonschema
+
         errors = sorted(jsonschema.Draft202012Validator(self.schema).iter_errors(data), key=lambda e: list(e.path))
         if errors:
             return None, "; ".join(f"{'.'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5])

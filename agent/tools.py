@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Generic, Literal, TypeVar
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from durable_agent.agent.context import ToolContext
@@ -127,7 +126,10 @@ class JsonArguments(BaseModel):
 
 
 def check_json_schema(tool_id: str, schema: dict[str, JsonValue], raw: JsonValue) -> None:
-    """Raise `ToolInputError` listing every way `raw` breaks `schema`."""
+    """Raise `ToolInputError` listing every way `raw` breaks `schema`. (In an activity: jsonschema loads on the
+    first call of a tool described by a JSON schema.)"""
+    import jsonschema
+
     validator_type = jsonschema.validators.validator_for(schema)
     try:
         validator_type.check_schema(schema)

@@ -21,8 +21,10 @@ from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 if TYPE_CHECKING:
     from durable_agent.workers.settings import Settings
 
-console = Console(highlight=False, soft_wrap=True, markup=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# Text is printed as given: no emoji codes (`:name:` in a prompt or an id stays as typed; rich's table of them
+# is 1 MiB of every process that prints, a worker's included).
+console = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 STATES = ("waiting", "running", "completed", "failed", "cancelled")  # what `dagent ls --state` takes
 
@@ -76,8 +78,8 @@ async def _explained(main: Callable[[], Awaitable[int | None]], settings: Settin
 def _run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
     import asyncio
 
+    from durable_agent.agent.errors import DecisionRefused  # not from durable_agent.client: a worker needs no client
     from durable_agent.agent.extras import MissingExtra, explain_missing
-    from durable_agent.client import DecisionRefused
 
     try:
         code = asyncio.run(_explained(main, settings))

@@ -17,14 +17,14 @@ import signal
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-import structlog
 from temporalio.worker import Worker
 
+from durable_agent.agent.logging import get_logger
 from durable_agent.workers.durations import format_duration
 
 __all__ = ["FORCED_EXIT_CODE", "StopSignals", "drain"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 FORCED_EXIT_CODE = 130  # a second signal during the drain: stop now, like Ctrl-C twice
 
 

@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Literal
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
@@ -253,6 +251,9 @@ class Settings(BaseModel):
         """A worker's decision configuration, strictly: a public key that is not an Ed25519 public key in PEM, or
         `decisions=signed` without one, is a one-line error (never showing the key)."""
         if self.decision_public_key:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+            from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
             try:
                 key = load_pem_public_key(self.decision_public_key.encode())
             except (ValueError, TypeError) as exc:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
 from pydantic import JsonValue
+from temporalio import workflow
 
 from durable_agent.agent import identity
 from durable_agent.agent.identity import Identity
@@ -37,8 +37,13 @@ def schema_problem(value: JsonValue, schema: dict[str, JsonValue] | None) -> str
     """Why `value` does not match the tool's JSON schema, or None (also when no schema was recorded)."""
     if not schema:
         return None
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    # jsonschema loads on the first correction checked, not with the workflows. In a workflow's sandbox it is
+    # the worker's own module (passed through), not a copy imported again for each workflow run.
+    with workflow.unsafe.imports_passed_through():
+        import jsonschema
+
+        validator = jsonschema.Draft202012Validator(schema)
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     if not errors:
         return None
     detail = "; ".join(f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in errors)

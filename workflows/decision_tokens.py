@@ -14,6 +14,8 @@ workflow accepts once. Prompts started before these claims existed still accept 
 their histories replay); `strict=True` requires them.
 
 Pure functions, no I/O: imported by workflow code (passed through the sandbox) and by the API that signs.
+jwt and cryptography load on the first token signed or checked, not with the workflows: a worker without a
+decision key never needs them (workflow code checks a token inside `workflow.unsafe.imports_passed_through`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Literal
 
-import jwt
-from jwt.api_jws import PyJWS
 from pydantic import Field, JsonValue, ValidationError
 
 from durable_agent.agent.identity import Identity, grant
@@ -58,6 +58,8 @@ def input_digest(value: JsonValue) -> str | None:
 
 
 def sign_decision(claims: DecisionClaims, private_key_pem: str) -> str:
+    import jwt
+
     return jwt.encode(claims.model_dump(), private_key_pem, algorithm=TOKEN_ALGORITHM)
 
 
@@ -71,6 +73,9 @@ def verify_decision(token: str | None, *, public_key_pem: str, prompt_id: str, t
     in `used_nonces`."""
     if not token:
         return "a signed decision token is required for this call (decide through the API)"
+    import jwt
+    from jwt.api_jws import PyJWS
+
     try:
         payload = PyJWS().decode(token, key=public_key_pem, algorithms=[TOKEN_ALGORITHM])
         claims = DecisionClaims.model_validate_json(payload)

@@ -5,19 +5,27 @@ an approval; `off` stays available as an opt-in. Real dev server, in-process wor
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 import uuid
+import warnings
 
+import pytest
+from pydantic import JsonValue
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from durable_agent.client import AgentClient
+from durable_agent.client import AgentClient, DecisionRefused
 from durable_agent.workers.plugin import AgentSandboxedRunner, DurableAgentPlugin, workflow_runner
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, create_worker
-from tests.support.api import PLUGIN, web_model
+from durable_agent.workflows.corrections import merge_patch
+from durable_agent.workflows.decision_tokens import DecisionClaims, input_digest, sign_decision
+from durable_agent.workflows.protocol import PendingApproval
+from durable_agent.workflows.transcript import json_digest
+from tests.support.api import PLUGIN, key_pair, web_model
 from tests.support.clock_workflow import ClockWorkflow
 
 
@@ -81,3 +89,42 @@ async def test_a_default_worker_runs_a_prompt_through_an_approval(dev_env: Workf
         done = await prompt.result()
     assert done.state == "completed"
     assert done.tool_call(call.tool_call_id).result.output == {"sent": 120.0, "to": "bob"}  # type: ignore[union-attr]
+
+
+
+async def test_a_default_worker_checks_a_signed_corrected_approval(dev_env: WorkflowEnvironment) -> None:
+    """Workflow code imports jwt (a decision token) and jsonschema (a correction) on first use, passed through
+    the sandbox: a default worker with a decision key refuses a correction that breaks the tool's schema and
+    takes a signed, corrected approval, and the sandbox warns of no import made during a workflow run."""
+    private_pem, public_pem = key_pair()
+    settings = _default_settings(decision_public_key=public_pem)
+    model = web_model()
+    runtime = build_runtime(settings, plugins=[PLUGIN], providers={"normal": model, "high": model})
+    client = Client(dev_env.client.service_client, namespace=dev_env.client.namespace,
+                    plugins=[DurableAgentPlugin(settings)])
+
+    def token(prompt_id: str, call: PendingApproval, corrected: dict[str, JsonValue]) -> str:
+        claims = DecisionClaims(sub="signer", prompt=prompt_id, call=call.tool_call_id, decision="approve",
+                                input_sha256=input_digest(corrected), exp=int(time.time()) + 120, run=call.run_id,
+                                args_sha256=json_digest(merge_patch(call.input, corrected)),
+                                nonce=secrets.token_urlsafe(12))
+        return sign_decision(claims, private_pem)
+
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        async with create_worker(client, runtime, task_queue=settings.task_queue, settings=settings):
+            agent = AgentClient(client, settings)
+            prompt = await agent.start("pay bob 250", user_id="signed")
+            await prompt.wait_until("waiting_for_approval")
+            [call] = await prompt.pending_approvals()
+            wrong: dict[str, JsonValue] = {"amount": "lots"}
+            with pytest.raises(DecisionRefused, match="invalid correction"):
+                await prompt.approve(call.tool_call_id, by="signer", input=wrong,
+                                     token=token(prompt.id, call, wrong), wait=True)
+            corrected: dict[str, JsonValue] = {"amount": 120}
+            await prompt.approve(call.tool_call_id, by="signer", input=corrected,
+                                 token=token(prompt.id, call, corrected), wait=True)
+            done = await prompt.result()
+    assert done.state == "completed"
+    assert done.tool_call(call.tool_call_id).result.output == {"sent": 120.0, "to": "bob"}  # type: ignore[union-attr]
+    assert [str(w.message) for w in warned if "after initial workflow load" in str(w.message)] == []

@@ -67,3 +67,14 @@ def test_the_root_help_shows_the_commands_as_built(capsys: pytest.CaptureFixture
     assert lazy.commands == {}  # type: ignore[attr-defined]  (nothing was built to list them)
     assert listed == page(built)  # type: ignore[arg-type]
     assert "pending" in listed and "Recurring prompts on Temporal Schedules" in listed
+
+
+def test_the_consoles_print_text_as_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """No emoji codes (cli/common.py): a ':name:' in a prompt or an id stays as typed, and rich's emoji table
+    is never loaded."""
+    from durable_agent.cli.common import console, err_console
+
+    console.print("deploy :rocket: to q:smile:1")
+    err_console.print("queue :warning:")
+    printed = capsys.readouterr()
+    assert printed.out == "deploy :rocket: to q:smile:1\n" and printed.err == "queue :warning:\n"

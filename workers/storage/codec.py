@@ -22,9 +22,6 @@ import hmac
 import os
 from collections.abc import Mapping, Sequence
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
@@ -46,6 +43,11 @@ class AESGCMCodec(PayloadCodec):
         if active_key_id not in keys:
             raise CodecKeyError(f"DAGENT_CODEC_KEY_ID {active_key_id!r} is not one of DAGENT_CODEC_KEYS "
                                 f"({', '.join(keys)})")
+        # cryptography (7 MiB of a worker's RSS) loads only in a process configured with codec keys
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
         self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
         self._ref_keys = {key_id: HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=FILE_REF_INFO
                                        ).derive(key) for key_id, key in keys.items()}
