@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from durable_agent.cli.errors import REFUSED, USER_ERROR, report
+from durable_agent.cli.printed_lines import AddressOption as AddressOption  # the commands import it from here
 
 if TYPE_CHECKING:
     from durable_agent.workers.settings import Settings
@@ -28,7 +29,6 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 STATES = ("waiting", "running", "completed", "failed", "cancelled")  # what `dagent ls --state` takes
 
-AddressOption = Annotated[str | None, typer.Option("--address", help="Temporal frontend (default: $TEMPORAL_ADDRESS)")]
 ProfileOption = Annotated[str | None, typer.Option(
     "--profile", help="Connection profile from the Temporal config file (default: $TEMPORAL_PROFILE)")]
 RoleOption = Annotated[list[str] | None, typer.Option(
