@@ -34,6 +34,17 @@ class PromptFailedError(DurableAgentError):
         self.prompt = prompt
 
 
+class PromptNotStartedError(DurableAgentError, LookupError):
+    """The prompt is an input queued in a conversation: it has no workflow (and no record) until the prompts
+    before it end. `PromptHandle.result()` and `wait_until()` wait for it; `get()` raises this."""
+
+    def __init__(self, prompt_id: str, conversation_id: str) -> None:
+        super().__init__(f"prompt {prompt_id} is queued in conversation {conversation_id}: it starts when the "
+                         "prompts before it end")
+        self.prompt_id = prompt_id
+        self.conversation_id = conversation_id
+
+
 class PluginPrepareError(DurableAgentError):
     """A plugin's `prepare` raised: the prompt fails with the plugin named in the reason."""
 

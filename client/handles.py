@@ -19,7 +19,13 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.agent.errors import REFUSAL_KINDS, DecisionRefused, PromptFailedError, RefusalKind
+from durable_agent.agent.errors import (
+    REFUSAL_KINDS,
+    DecisionRefused,
+    PromptFailedError,
+    PromptNotStartedError,
+    RefusalKind,
+)
 from durable_agent.agent.models import TERMINAL_STATES, Conversation, Prompt, PromptOutput, ToolOutput
 from durable_agent.client._live import poller_for
 from durable_agent.client.budgets import applying_budgets
@@ -70,7 +76,28 @@ def _record_of(failure: WorkflowFailureError) -> Prompt | None:
 
 
 class PromptHandle(_Handle[Prompt]):
-    """One prompt (= one `PromptWorkflow` execution, workflow id = prompt id)."""
+    """One prompt (= one `PromptWorkflow` execution, workflow id = prompt id). A handle `ConversationHandle.send`
+    returned for a queued input knows its conversation: reading it waits for (or reports) its start."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Prompt], client: Client,
+                 queued_in: ConversationHandle | None = None) -> None:
+        super().__init__(handle, client)
+        self._queued_in = queued_in
+
+    async def _started(self, *, wait: bool) -> None:
+        """For a queued input: return once its workflow exists (`wait`), or raise `PromptNotStartedError`."""
+        conversation = self._queued_in
+        if conversation is None:
+            return
+        try:
+            await self._handle.describe()  # the server knows it: started (the conversation may be closed by now)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            if not wait:
+                raise PromptNotStartedError(self.id, conversation.id) from None
+            await conversation.prompt_started(self.id, timeout=None)
+        self._queued_in = None
 
     @property
     def workflow(self) -> WorkflowHandle[Any, Prompt]:
@@ -81,14 +108,17 @@ class PromptHandle(_Handle[Prompt]):
         return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
 
     async def get(self) -> Prompt:
-        """The full record as it is now (a query: writes nothing to history)."""
+        """The full record as it is now (a query: writes nothing to history). A queued input's prompt that has
+        not started raises `PromptNotStartedError`."""
+        await self._started(wait=False)
         return await self._handle.query(names.GET_PROMPT_QUERY, result_type=Prompt)
 
     async def result(self, *, raise_on_failure: bool = False) -> Prompt:
         """Wait until the prompt finishes; a failed or cancelled prompt returns its record too. A failed prompt's
         record comes with its workflow's failure, so no worker has to replay the closed workflow (a cancelled
         one, or one that failed before version 3, is queried). `raise_on_failure`: a failed prompt raises
-        `PromptFailedError` carrying the record (`.prompt`) instead."""
+        `PromptFailedError` carrying the record (`.prompt`) instead. A queued input's prompt is waited for."""
+        await self._started(wait=True)
         try:
             return await self._handle.result()
         except WorkflowFailureError as exc:
@@ -98,7 +128,8 @@ class PromptHandle(_Handle[Prompt]):
         return prompt
 
     async def wait_until(self, *states: str, poll_interval: float = 0.05) -> Prompt:
-        """Poll until the prompt reaches one of `states` (or finishes)."""
+        """Poll until the prompt reaches one of `states` (or finishes); a queued input's prompt is waited for."""
+        await self._started(wait=True)
         while True:
             prompt = await self.get()
             if prompt.state in states or prompt.state in TERMINAL_STATES:
@@ -223,29 +254,32 @@ class ConversationHandle(_Handle[Conversation]):
         budgets = await applying_budgets(self._client, user_id, self.id)  # client/budgets.py
         prompt_id = await self._handle.execute_update(
             names.SEND_INPUT_UPDATE, SendRequest(input=text, user_id=user_id, budgets=budgets), result_type=str)
-        await self._while_starting(prompt_id)
-        return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
+        started = await self._while_starting(prompt_id)
+        return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client,
+                            queued_in=None if started else self)
 
-    async def _while_starting(self, prompt_id: str, timeout: float = 30.0) -> None:
+    async def _while_starting(self, prompt_id: str, timeout: float = 30.0) -> bool:
         """Wait while the conversation is starting `prompt_id` (taken from the queue, its workflow not there yet),
         so a handle returned by `send` never names a workflow the server does not know yet. The input is queued
-        whatever happens here: a start slower than `timeout` returns the handle as it is."""
+        whatever happens here: a start slower than `timeout` returns the handle as it is. True: it has started.
+        """
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 while True:
-                    if (await self.get()).starting_prompt_id != prompt_id:
-                        return
+                    conversation = await self.get()
+                    if conversation.starting_prompt_id != prompt_id:
+                        return _has_started(conversation, prompt_id)
                     await asyncio.sleep(0.02)
+        return False
 
     async def get(self) -> Conversation:
         return await self._handle.query(names.GET_CONVERSATION_QUERY, result_type=Conversation)
 
-    async def prompt_started(self, prompt_id: str, timeout: float = 30.0) -> PromptHandle:
-        """Wait until the conversation has started `prompt_id` (queued prompts start later)."""
+    async def prompt_started(self, prompt_id: str, timeout: float | None = 30.0) -> PromptHandle:
+        """Wait until the conversation has started `prompt_id` (queued prompts start later); None: no limit."""
         async with asyncio.timeout(timeout):
             while True:
-                conversation = await self.get()
-                if prompt_id == conversation.running_prompt_id or prompt_id in conversation.prompt_ids:
+                if _has_started(await self.get(), prompt_id):
                     return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
                 await asyncio.sleep(0.05)
 
@@ -254,6 +288,10 @@ class ConversationHandle(_Handle[Conversation]):
         await self._handle.signal(names.CLOSE_SIGNAL)
         return await self._handle.result()
 
+
+
+def _has_started(conversation: Conversation, prompt_id: str) -> bool:
+    return prompt_id == conversation.running_prompt_id or prompt_id in conversation.prompt_ids
 
 
 def _refused(cause: BaseException | None) -> DecisionRefused:

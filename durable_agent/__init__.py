@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     # Errors
     "DurableAgentError": "durable_agent.agent.errors",
     "PromptFailedError": "durable_agent.agent.errors",
+    "PromptNotStartedError": "durable_agent.agent.errors",
     "ToolInputError": "durable_agent.agent.errors",
     "DecisionRefused": "durable_agent.agent.errors",
     # Models
@@ -73,6 +74,7 @@ __all__ = [
     "PromptFailedError",
     "PromptHandle",
     "PromptNotFound",
+    "PromptNotStartedError",
     "ScriptedModel",
     "Settings",
     "SubAgent",
@@ -108,7 +110,13 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from durable_agent.agent.context import ToolContext
-    from durable_agent.agent.errors import DecisionRefused, DurableAgentError, PromptFailedError, ToolInputError
+    from durable_agent.agent.errors import (
+        DecisionRefused,
+        DurableAgentError,
+        PromptFailedError,
+        PromptNotStartedError,
+        ToolInputError,
+    )
     from durable_agent.agent.events import EventKind, PromptEvent
     from durable_agent.agent.extras import MissingExtra
     from durable_agent.agent.mcp import MCPServer

@@ -22,6 +22,7 @@ from temporalio.worker import (
 from durable_agent.activities.history import read_history_link
 from durable_agent.activities.transcripts import HistoryChain
 from durable_agent.agent.context import ToolContext
+from durable_agent.agent.errors import PromptNotStartedError
 from durable_agent.agent.messages import AssistantMessage, ModelRequest, ModelResponse, UserMessage
 from durable_agent.agent.models import ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
@@ -312,3 +313,26 @@ async def test_a_sent_prompt_can_be_read_at_once_however_slowly_it_starts(dev_en
             assert (await prompt.get()).input == f"turn {turn}"
             assert (await prompt.result()).state == "completed"
         await conversation.close()
+
+
+async def test_a_queued_prompts_handle_waits_for_its_start_or_says_it_is_queued(dev_env: WorkflowEnvironment) -> None:
+    """The handle `send` returns for an input queued behind a running prompt has no workflow yet: `get()` says so
+    in one line (not the server's "workflow not found"), `wait_until()` and `result()` wait for its turn."""
+    GATE.clear()
+    try:
+        async with agent_worker(dev_env, plugins=[memo_plugin], model=ScriptedModel(memo_script)) as client:
+            conversation = await client.start_conversation(user_id="dee")
+            first = await conversation.send("buy milk")
+            await first.wait_until("running")
+            queued = await conversation.send("call mum")
+            with pytest.raises(PromptNotStartedError, match=f"{queued.id} is queued in conversation"):
+                await queued.get()
+            waiting = asyncio.create_task(queued.result())
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            GATE.set()
+            assert (await waiting).output[-1].text == "noted #2: call mum"  # type: ignore[union-attr]
+            assert (await queued.get()).state == "completed"
+            await conversation.close()
+    finally:
+        GATE.set()
