@@ -49,6 +49,7 @@ from durable_agent.workflows.protocol import (
 
 LiveItem = StreamEvent | TextDelta | ToolProgress
 ResultT = TypeVar("ResultT")
+MAX_START_POLL_INTERVAL = 2.0  # seconds between questions to a conversation while a queued prompt waits its turn
 
 
 
@@ -276,12 +277,15 @@ class ConversationHandle(_Handle[Conversation]):
         return await self._handle.query(names.GET_CONVERSATION_QUERY, result_type=Conversation)
 
     async def prompt_started(self, prompt_id: str, timeout: float | None = 30.0) -> PromptHandle:
-        """Wait until the conversation has started `prompt_id` (queued prompts start later); None: no limit."""
+        """Wait until the conversation has started `prompt_id` (queued prompts start later); None: no limit.
+        The conversation is asked every 50 ms at first, then less often, down to every 2 s (a turn may take days)."""
+        interval = 0.05
         async with asyncio.timeout(timeout):
             while True:
                 if _has_started(await self.get(), prompt_id):
                     return PromptHandle(self._client.get_workflow_handle(prompt_id, result_type=Prompt), self._client)
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(interval)
+                interval = min(interval * 1.25, MAX_START_POLL_INTERVAL)
 
     async def close(self) -> Conversation:
         """Finish after the queued prompts; returns the final conversation."""
