@@ -50,14 +50,14 @@ class FinalAnswer(_Model):
     """No tool calls: the text (and, with an output schema, `data`) is the answer."""
 
     kind: Literal["final"] = "final"
-    data: JsonValue = None
+    data: JsonValue = Field(default=None, description="The answer's structured data (with an output schema).")
 
 
 class RetryForSchema(_Model):
     """The answer did not match the output schema: tell the model why and let it answer again."""
 
     kind: Literal["retry_for_schema"] = "retry_for_schema"
-    reason: str
+    reason: str = Field(description="How the answer missed the schema, as the model is told.")
 
 
 class RunTools(_Model):
