@@ -132,17 +132,26 @@ class SettleRequest(StrictModel):
     cost: float = Field(default=0.0, ge=0)
 
 
-class BudgetStanding(StrictModel):
+class PeriodTotals(StrictModel):
+    """What a period spent, and the extra allowance granted in it (an approved request for more)."""
+
+    spent_tokens: int = 0
+    spent_cost: float = 0.0
+    extra_tokens: int = 0
+    extra_cost: float = 0.0
+
+    def totals(self) -> dict[str, int | float]:
+        """These four figures alone, to carry into another record of the same period."""
+        return {name: getattr(self, name) for name in PeriodTotals.model_fields}
+
+
+class BudgetStanding(PeriodTotals):
     """A principal's budget and spend in the current period: what the prompt's record, the CLI and metrics show."""
 
     principal: str
     limit: BudgetLimit | None = None
     period_start: datetime | None = None
     period_end: datetime | None = None
-    spent_tokens: int = 0
-    spent_cost: float = 0.0
-    extra_tokens: int = 0
-    extra_cost: float = 0.0
     reservations: int = Field(default=0, description="Model rounds reserved and not settled yet.")
 
     def exhausted(self) -> tuple[Unit, float, float] | None:
@@ -166,26 +175,18 @@ class BudgetStanding(StrictModel):
         return f"{self.principal} {ADJECTIVE[self.limit.period]} budget reached: {amount}"
 
 
-class PeriodSpend(StrictModel):
+class PeriodSpend(PeriodTotals):
     """A finished period's spend (the ledger keeps the last few)."""
 
     period_start: datetime
-    spent_tokens: int
-    spent_cost: float
-    extra_tokens: int = 0
-    extra_cost: float = 0.0
 
 
-class LedgerState(StrictModel):
+class LedgerState(PeriodTotals):
     """The ledger workflow's input: what continue-as-new carries to the next run."""
 
     principal: str = "user:anonymous"
     limit: BudgetLimit | None = None
     period_start: datetime | None = None
-    spent_tokens: int = 0
-    spent_cost: float = 0.0
-    extra_tokens: int = 0
-    extra_cost: float = 0.0
     reservations: dict[str, datetime] = Field(default_factory=dict)
     grants: list[str] = Field(default_factory=list, description="Grant ids applied in this period.")
     settled: list[str] = Field(default_factory=list, description="Recently settled reservation ids.")
@@ -259,6 +260,6 @@ def standing_refusal(standing: BudgetStanding) -> BudgetRefusal | None:
 
 __all__ = ["LEDGER_ID_PREFIX", "MORE_BUDGET_TOOL", "BudgetLimit", "BudgetRefusal", "BudgetRound",
            "BudgetRoundResult", "BudgetSettlement", "BudgetStanding", "ConfigureRequest", "Grant", "LedgerState",
-           "LedgerView", "OnExhausted", "Period", "PeriodSpend", "ReserveRequest", "ReserveResult", "SettleRequest",
-           "Unit", "ledger_id", "period_end", "period_start", "principal_problem", "principals_for",
+           "LedgerView", "OnExhausted", "Period", "PeriodSpend", "PeriodTotals", "ReserveRequest", "ReserveResult",
+           "SettleRequest", "Unit", "ledger_id", "period_end", "period_start", "principal_problem", "principals_for",
            "standing_refusal"]

@@ -197,9 +197,8 @@ class BudgetLedgerWorkflow:
         if state.period_start == start:
             return
         if state.period_start is not None:
-            state.past = [*state.past, PeriodSpend(
-                period_start=state.period_start, spent_tokens=state.spent_tokens, spent_cost=state.spent_cost,
-                extra_tokens=state.extra_tokens, extra_cost=state.extra_cost)][-PAST_PERIODS_KEPT:]
+            state.past = [*state.past, PeriodSpend(period_start=state.period_start, **state.totals())][
+                -PAST_PERIODS_KEPT:]
         state.period_start = start
         state.spent_tokens, state.spent_cost, state.extra_tokens, state.extra_cost = 0, 0.0, 0, 0.0
         state.grants = []
@@ -210,8 +209,8 @@ class BudgetLedgerWorkflow:
         state = self._state
         return BudgetStanding(
             principal=state.principal, limit=state.limit, period_start=state.period_start,
-            period_end=self._period_end(), spent_tokens=state.spent_tokens, spent_cost=round(state.spent_cost, 10),
-            extra_tokens=state.extra_tokens, extra_cost=state.extra_cost, reservations=len(state.reservations))
+            period_end=self._period_end(), reservations=len(state.reservations),
+            **(state.totals() | {"spent_cost": round(state.spent_cost, 10)}))
 
     def _view(self) -> LedgerView:
         state = self._state
