@@ -19,6 +19,7 @@ versioned worker registers the subclasses below in their place (same workflow na
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
@@ -37,36 +38,41 @@ PROMPT_VERSIONING = VersioningBehavior.PINNED
 CONVERSATION_VERSIONING = VersioningBehavior.AUTO_UPGRADE
 
 
-@workflow.defn(name=names.PROMPT_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES,
-               versioning_behavior=PROMPT_VERSIONING)
-class PinnedPromptWorkflow(PromptWorkflow):
-    """`PromptWorkflow` on a versioned worker: pinned to the build it started on."""
-
-    @workflow.run
-    @raw_payloads
-    async def run(self, *payloads: object) -> Prompt:
-        return await super().run(*payloads)
+WorkflowT = TypeVar("WorkflowT", bound=type)
 
 
-@workflow.defn(name=names.CONVERSATION_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES,
-               versioning_behavior=CONVERSATION_VERSIONING)
-class AutoUpgradeConversationWorkflow(ConversationWorkflow):
-    """`ConversationWorkflow` on a versioned worker: moves to the current build at its next task."""
+def _on_versioned_workers(base: WorkflowT, name: str, result: type, behavior: VersioningBehavior, *,
+                          class_name: str, doc: str,
+                          failure_exception_types: Sequence[type[BaseException]] = ()) -> WorkflowT:
+    """`base` registered as workflow `name` with a versioning behavior. Temporal reads `@workflow.run` from the
+    registered class itself, and the sandbox finds that class by its module and name, so each is a module-level
+    subclass that declares `run` again."""
 
-    @workflow.run
-    @raw_payloads
-    async def run(self, *payloads: object) -> Conversation:
-        return await super().run(*payloads)
+    async def run(self, *payloads: object) -> object:
+        return await base.run(self, *payloads)
+
+    run.__annotations__["return"] = result
+    run.__name__, run.__qualname__ = "run", f"{class_name}.run"
+    namespace = {"run": workflow.run(raw_payloads(run)), "__doc__": doc, "__module__": __name__,
+                 "__qualname__": class_name}
+    versioned = type(class_name, (base,), namespace)
+    return workflow.defn(name=name, versioning_behavior=behavior,
+                         failure_exception_types=failure_exception_types)(versioned)
 
 
-@workflow.defn(name=names.BUDGET_LEDGER_WORKFLOW, versioning_behavior=CONVERSATION_VERSIONING)
-class AutoUpgradeBudgetLedgerWorkflow(BudgetLedgerWorkflow):
-    """`BudgetLedgerWorkflow` on a versioned worker: moves to the current build at its next task."""
-
-    @workflow.run
-    @raw_payloads
-    async def run(self, *payloads: object) -> LedgerView:
-        return await super().run(*payloads)
+PinnedPromptWorkflow = _on_versioned_workers(
+    PromptWorkflow, names.PROMPT_WORKFLOW, Prompt, PROMPT_VERSIONING, class_name="PinnedPromptWorkflow",
+    doc="`PromptWorkflow` on a versioned worker: pinned to the build it started on.",
+    failure_exception_types=WORKFLOW_FAILURE_TYPES)
+AutoUpgradeConversationWorkflow = _on_versioned_workers(
+    ConversationWorkflow, names.CONVERSATION_WORKFLOW, Conversation, CONVERSATION_VERSIONING,
+    class_name="AutoUpgradeConversationWorkflow",
+    doc="`ConversationWorkflow` on a versioned worker: moves to the current build at its next task.",
+    failure_exception_types=WORKFLOW_FAILURE_TYPES)
+AutoUpgradeBudgetLedgerWorkflow = _on_versioned_workers(
+    BudgetLedgerWorkflow, names.BUDGET_LEDGER_WORKFLOW, LedgerView, CONVERSATION_VERSIONING,
+    class_name="AutoUpgradeBudgetLedgerWorkflow",
+    doc="`BudgetLedgerWorkflow` on a versioned worker: moves to the current build at its next task.")
 
 
 VERSIONED: dict[type, type] = {PromptWorkflow: PinnedPromptWorkflow,
