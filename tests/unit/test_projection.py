@@ -6,6 +6,7 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any
 
+from durable_agent.agent import models as m
 from durable_agent.agent.messages import (
     AssistantMessage,
     Message,
@@ -16,18 +17,6 @@ from durable_agent.agent.messages import (
     UserMessage,
 )
 from durable_agent.agent.model_settings import ModelSettings
-from durable_agent.agent.models import (
-    DataOutput,
-    FileOutput,
-    MessageOutput,
-    Prompt,
-    TextOutput,
-    ToolError,
-    ToolOutput,
-    ToolPending,
-    ToolSuccess,
-    WidgetOutput,
-)
 from durable_agent.agent.projection import project_output, project_prompt, project_prompts
 from durable_agent.agent.providers import anthropic_messages, openai_chat, openai_responses
 from durable_agent.agent.providers.naming import ToolNameMap
@@ -35,8 +24,8 @@ from durable_agent.agent.providers.naming import ToolNameMap
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def tool(call_id: str, tool_id: str, args: Any, result: Any) -> ToolOutput:
-    return ToolOutput(id=call_id, tool=tool_id, input=args, result=result, started_at=T0,
+def tool(call_id: str, tool_id: str, args: Any, result: Any) -> m.ToolOutput:
+    return m.ToolOutput(id=call_id, tool=tool_id, input=args, result=result, started_at=T0,
                       finished_at=None if result is None else T0)
 
 
@@ -44,22 +33,22 @@ def tool(call_id: str, tool_id: str, args: Any, result: Any) -> ToolOutput:
 
 
 def test_text() -> None:
-    assert project_output(TextOutput(text="Hello")) == [AssistantMessage(text="Hello")]
-    assert project_output(TextOutput(text="")) == []
+    assert project_output(m.TextOutput(text="Hello")) == [AssistantMessage(text="Hello")]
+    assert project_output(m.TextOutput(text="")) == []
 
 
 def test_tool_success() -> None:
-    entry = tool("c1", "weather.get", {"city": "Paris"}, ToolSuccess(output={"temp_c": 18, "sky": "clear"}))
+    entry = tool("c1", "weather.get", {"city": "Paris"}, m.ToolSuccess(output={"temp_c": 18, "sky": "clear"}))
     assert project_output(entry) == [
         ToolCallMessage(call_id="c1", tool="weather.get", arguments={"city": "Paris"}),
         ToolResultMessage(call_id="c1", tool="weather.get", content='{"temp_c":18,"sky":"clear"}'),
     ]
-    as_text = tool("c2", "echo", {}, ToolSuccess(output="plain text"))
+    as_text = tool("c2", "echo", {}, m.ToolSuccess(output="plain text"))
     assert project_output(as_text)[1] == ToolResultMessage(call_id="c2", tool="echo", content="plain text")
 
 
 def test_tool_error_is_marked() -> None:
-    entry = tool("c1", "trigger.create", {"when": "rain"}, ToolError(error="quota exceeded"))
+    entry = tool("c1", "trigger.create", {"when": "rain"}, m.ToolError(error="quota exceeded"))
     assert project_output(entry) == [
         ToolCallMessage(call_id="c1", tool="trigger.create", arguments={"when": "rain"}),
         ToolResultMessage(call_id="c1", tool="trigger.create", content="Error: quota exceeded",
@@ -68,14 +57,14 @@ def test_tool_error_is_marked() -> None:
 
 
 def test_pending_and_in_flight_tools_are_skipped() -> None:
-    pending = tool("c1", "trigger.delete", {}, ToolPending(reason="needs approval", requested_at=T0))
+    pending = tool("c1", "trigger.delete", {}, m.ToolPending(reason="needs approval", requested_at=T0))
     in_flight = tool("c2", "weather.get", {"city": "Nice"}, None)
     assert project_output(pending) == []
     assert project_output(in_flight) == []
 
 
 def test_file_is_summarised() -> None:
-    entry = FileOutput(tool_call_id="c1", name="paris.csv", media_type="text/csv", size=120,
+    entry = m.FileOutput(tool_call_id="c1", name="paris.csv", media_type="text/csv", size=120,
                        content_ref="blob://1", summary="hourly temperatures")
     assert project_output(entry) == [
         AssistantMessage(text="[file paris.csv (text/csv, 120 bytes)] hourly temperatures")
@@ -83,20 +72,20 @@ def test_file_is_summarised() -> None:
 
 
 def test_widget_is_skipped() -> None:
-    entry = WidgetOutput(widget="weather_card", data={"temp_c": 18}, fallback_text="18°C")
+    entry = m.WidgetOutput(widget="weather_card", data={"temp_c": 18}, fallback_text="18°C")
     assert project_output(entry) == []
 
 
 def test_message_outputs_become_user_messages() -> None:
-    assert project_output(MessageOutput(text="Use Celsius please.")) == [UserMessage(text="Use Celsius please.")]
-    note = MessageOutput(role="system", text="The answer did not match the schema.", source="output_validation")
+    assert project_output(m.MessageOutput(text="Use Celsius please.")) == [UserMessage(text="Use Celsius please.")]
+    note = m.MessageOutput(role="system", text="The answer did not match the schema.", source="output_validation")
     assert project_output(note) == [UserMessage(text="[system] The answer did not match the schema.")]
 
 
 def test_steer_after_tool_result_keeps_anthropic_valid() -> None:
-    prompt = Prompt(id="p", user_id="u", input="Weather?", output=[
-        tool("c1", "weather.get", {"city": "Paris"}, ToolSuccess(output="18")),
-        MessageOutput(text="Actually, Lyon."),
+    prompt = m.Prompt(id="p", user_id="u", input="Weather?", output=[
+        tool("c1", "weather.get", {"city": "Paris"}, m.ToolSuccess(output="18")),
+        m.MessageOutput(text="Actually, Lyon."),
     ])
     request = ModelRequest(messages=project_prompt(prompt))
     messages = anthropic_messages.build_messages(request, names=ToolNameMap.for_request(request))
@@ -108,31 +97,31 @@ def test_steer_after_tool_result_keeps_anthropic_valid() -> None:
 
 
 def test_data_is_json() -> None:
-    assert project_output(DataOutput(data={"ok": True, "items": [1, "é"]})) == [
+    assert project_output(m.DataOutput(data={"ok": True, "items": [1, "é"]})) == [
         AssistantMessage(text='{"ok":true,"items":[1,"é"]}')
     ]
 
 
 # --- one realistic history ------------------------------------------------------------------------
 
-HISTORY = Prompt(
+HISTORY = m.Prompt(
     id="p1", user_id="u", input="What's the weather in Paris?",
     output=[
-        TextOutput(text="Let me check."),
-        tool("call_1", "weather.get", {"city": "Paris"}, ToolSuccess(output={"temp_c": 18})),
-        FileOutput(tool_call_id="call_1", name="paris.csv", media_type="text/csv", size=120,
+        m.TextOutput(text="Let me check."),
+        tool("call_1", "weather.get", {"city": "Paris"}, m.ToolSuccess(output={"temp_c": 18})),
+        m.FileOutput(tool_call_id="call_1", name="paris.csv", media_type="text/csv", size=120,
                    content_ref="blob://1", summary="hourly temperatures"),
-        WidgetOutput(tool_call_id="call_1", widget="weather_card", data={"temp_c": 18}),
-        TextOutput(text="It is 18°C in Paris."),
-        DataOutput(data={"city": "Paris", "temp_c": 18}),
+        m.WidgetOutput(tool_call_id="call_1", widget="weather_card", data={"temp_c": 18}),
+        m.TextOutput(text="It is 18°C in Paris."),
+        m.DataOutput(data={"city": "Paris", "temp_c": 18}),
     ],
 )
-CURRENT = Prompt(
+CURRENT = m.Prompt(
     id="p2", user_id="u", input="Create a rain trigger and check Lyon.",
     output=[
-        tool("call_2", "trigger.create", {"when": "rain"}, ToolError(error="quota exceeded")),
-        tool("call_3", "weather.get", {"city": "Lyon"}, ToolSuccess(output="sunny")),
-        tool("call_4", "trigger.delete", {}, ToolPending(reason="approval", requested_at=T0)),
+        tool("call_2", "trigger.create", {"when": "rain"}, m.ToolError(error="quota exceeded")),
+        tool("call_3", "weather.get", {"city": "Lyon"}, m.ToolSuccess(output="sunny")),
+        tool("call_4", "trigger.delete", {}, m.ToolPending(reason="approval", requested_at=T0)),
         tool("call_5", "weather.get", {"city": "Nice"}, None),
     ],
 )
@@ -166,7 +155,7 @@ def projected_request() -> ModelRequest:
 
 def test_project_prompts() -> None:
     assert project_prompts([HISTORY], CURRENT) == EXPECTED_MESSAGES
-    assert project_prompt(Prompt(id="p", user_id="u")) == []
+    assert project_prompt(m.Prompt(id="p", user_id="u")) == []
 
 
 def test_responses_payload() -> None:
