@@ -55,13 +55,17 @@ class Steer(_Body):
 
 
 class Links(BaseModel):
-    self: str
-    events: str | None = None
-    temporal_ui: str | None = None
-    chat: str | None = None
+    """Where to read more: the record itself, its live events, its Temporal UI page and its chat page."""
+
+    self: str = Field(description="The prompt's record (GET).")
+    events: str | None = Field(default=None, description="Its live events as server-sent events (GET).")
+    temporal_ui: str | None = Field(default=None, description="Its workflow in the Temporal Web UI, when known.")
+    chat: str | None = Field(default=None, description="Its conversation's chat page, for a conversation's prompt.")
 
 
 class PromptRef(BaseModel):
+    """A prompt just started (or queued in its conversation): its id and where to follow it."""
+
     id: str
     conversation_id: str | None = None
     links: Links

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import (
-    Field,
-)
+from pydantic import Field
 
 from durable_agent.agent.events import EventKind, PromptEvent
-from durable_agent.agent.models import (
-    Prompt,
-    PromptOutput,
-)
+from durable_agent.agent.models import Prompt, PromptOutput
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 
 
