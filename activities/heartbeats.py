@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.converter import PayloadCodec
 
+from durable_agent.agent.background import running_alongside
 from durable_agent.agent.logging import get_logger
 
 log = get_logger("dagent.activities")
@@ -59,11 +60,8 @@ async def heartbeating(live: LiveDetails, interval: float = HEARTBEAT_INTERVAL_S
             await asyncio.sleep(interval)
             live.beat()
 
-    task = asyncio.create_task(beat())
-    try:
+    async with running_alongside(beat()):
         yield
-    finally:
-        task.cancel()
 
 
 def beat_interval(heartbeat_timeout: timedelta | None) -> float:

@@ -23,6 +23,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from durable_agent.agent.background import running_alongside
 from durable_agent.agent.logging import get_logger
 
 log = get_logger(__name__)
@@ -142,9 +143,8 @@ async def serve_readiness(client: Client, workers: Sequence[Worker], path: Path 
         await stopping.wait()
         ready.clear()
 
-    task = asyncio.create_task(serve())
     try:
-        yield
+        async with running_alongside(serve()):
+            yield
     finally:
-        task.cancel()
         ready.clear()
