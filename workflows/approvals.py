@@ -23,7 +23,7 @@ from durable_agent.workflows.corrections import merge_patch
 from durable_agent.workflows.decision_checks import Decider, DecisionChecks, WaitingCall
 from durable_agent.workflows.decision_tokens import DecisionKind
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.inputs import decode_payloads
+from durable_agent.workflows.inputs import decode_payloads, raw_payloads
 from durable_agent.workflows.names import EMIT_EVENT_ACTIVITY
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
@@ -292,3 +292,23 @@ class ApprovalDesk:
             self._accept_approval(request, checked)
         else:
             self._children.report_refusal(request.tool_call_id, checked.message)
+
+
+def decision_update(name: str, request_type: type[DecisionT], description: str,
+                    decide: Callable[[ApprovalDesk, tuple[object, ...]], Awaitable[ToolOutput]]) -> object:
+    """A workflow's update `name` that takes one decision at its desk (`decide`: the desk's approve_call or
+    reject_call), with a validator that runs the same checks first, so a refused decision never reaches
+    history. Returns the call once it has run."""
+
+    # `self` unannotated: Temporal leaves out only such a first parameter when it counts a handler's arguments.
+    @raw_payloads
+    async def handler(self, *payloads: object) -> ToolOutput:  # self: the workflow, which keeps its `_desk`
+        return await decide(self._desk, payloads)
+
+    @raw_payloads
+    def validator(self, *payloads: object) -> None:
+        self._desk.checked_request(payloads, request_type)
+
+    update = workflow.update(name=name, description=description)(handler)
+    update.validator(validator)
+    return update

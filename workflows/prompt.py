@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutput,
     )
     from durable_agent.workflows import details, names, telemetry, versions
-    from durable_agent.workflows.approvals import SECURE_DECISIONS_PATCH, ApprovalDesk, refusal_text
+    from durable_agent.workflows.approvals import SECURE_DECISIONS_PATCH, ApprovalDesk, decision_update, refusal_text
     from durable_agent.workflows.audit import record_ignored
     from durable_agent.workflows.budget_gate import BudgetGate
     from durable_agent.workflows.budgets import budget_reached
@@ -85,6 +85,19 @@ FINISHED_CALL_OUTPUTS_PATCH = "finished-call-outputs"
 
 ModelT = TypeVar("ModelT", SteerRequest, ApproveRequest, RejectRequest, ChildApprovals)
 Call = tuple[ToolOutput, PlannedCall]
+
+
+def _delegated_signal(name: str, model: type[ModelT],
+                      accept: Callable[[PromptWorkflow], Callable[[ModelT], Refusal | str | None]],
+                      description: str) -> object:
+    """Signal `name`, decoded to `model` and handed to the room `accept` picks; what cannot be applied is
+    recorded in the audit, never raised (`PromptWorkflow._take_signal`)."""
+
+    @raw_payloads
+    def handler(self, *payloads: object) -> None:  # unannotated, so Temporal does not count it as an argument
+        self._take_signal(name, payloads, model, accept(self))
+
+    return workflow.signal(name=name, description=description)(handler)
 
 
 @workflow.defn(name=names.PROMPT_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES)
@@ -347,72 +360,39 @@ class PromptWorkflow:
 
     # --- signals, updates and queries: each delegates -----------------------------------------------------
 
-    @workflow.signal(
-        name=names.STEER_SIGNAL,
-        description="Send the prompt a new user message: it is delivered after the tool call in flight "
-        "and the rest of the model's planned calls are skipped. "
-        'Payload: {"message": "…"}')
-    @raw_payloads
-    def steer(self, *payloads: object) -> None:
-        self._take_signal("steer", payloads, SteerRequest, self._steering.accept)
-
-    @workflow.signal(name=names.CHILD_APPROVALS_SIGNAL)
-    @raw_payloads
-    def child_approvals(self, *payloads: object) -> None:
-        """A sub-agent's prompt reports the approvals it waits for; they are listed (and decided) here too."""
-        self._take_signal("child_approvals", payloads, ChildApprovals, self._children.accept_report)
-
-    @workflow.signal(
-        name=names.APPROVE_SIGNAL,
+    steer = _delegated_signal(
+        names.STEER_SIGNAL, SteerRequest, lambda self: self._steering.accept,
+        description="Send the prompt a new user message: it is delivered after the tool call in flight and the rest "
+        'of the model\'s planned calls are skipped. Payload: {"message": "…"}')
+    child_approvals = _delegated_signal(
+        names.CHILD_APPROVALS_SIGNAL, ChildApprovals, lambda self: self._children.accept_report,
+        description="A sub-agent's prompt reports the approvals it waits for; they are listed (and decided) here.")
+    approve = _delegated_signal(
+        names.APPROVE_SIGNAL, ApproveRequest, lambda self: self._desk.approve_signal,
         description="Approve the pending tool call (no reply; a wrong call id is ignored and recorded "
         "in the audit). Prefer the approve_call update. "
         'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
-    @raw_payloads
-    def approve(self, *payloads: object) -> None:
-        self._take_signal("approve", payloads, ApproveRequest, self._desk.approve_signal)
-
-    @workflow.signal(
-        name=names.REJECT_SIGNAL,
+    reject = _delegated_signal(
+        names.REJECT_SIGNAL, RejectRequest, lambda self: self._desk.reject_signal,
         description="Reject the pending tool call; the model sees the reason (no reply; prefer the "
         'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
-    @raw_payloads
-    def reject(self, *payloads: object) -> None:
-        self._take_signal("reject", payloads, RejectRequest, self._desk.reject_signal)
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
         self._ignore("unknown_signal", f"this workflow has no signal named {name!r}")
 
-    @workflow.update(
-        name=names.APPROVE_CALL_UPDATE,
+    approve_call = decision_update(
+        names.APPROVE_CALL_UPDATE, ApproveRequest, decide=ApprovalDesk.approve_call,
         description="Approve the pending tool call, checked first: a wrong call id or approver is "
         "refused with the reason. Returns the call once it has run. "
         'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
-    @raw_payloads
-    async def approve_call(self, *payloads: object) -> ToolOutput:
-        return await self._desk.approve_call(payloads)
-
-    @approve_call.validator
-    @raw_payloads
-    def _validate_approve_call(self, *payloads: object) -> None:
-        self._desk.checked_request(payloads, ApproveRequest)
-
-    @workflow.update(
-        name=names.REJECT_CALL_UPDATE,
+    reject_call = decision_update(
+        names.REJECT_CALL_UPDATE, RejectRequest, decide=ApprovalDesk.reject_call,
         description="Reject the pending tool call, checked first; the model sees the reason. "
         'Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
-    @raw_payloads
-    async def reject_call(self, *payloads: object) -> ToolOutput:
-        return await self._desk.reject_call(payloads)
 
-    @reject_call.validator
-    @raw_payloads
-    def _validate_reject_call(self, *payloads: object) -> None:
-        self._desk.checked_request(payloads, RejectRequest)
-
-    @workflow.query(
-        name=names.GET_PROMPT_QUERY,
-        description="The whole prompt record: state, outputs, usage, decisions.")
+    @workflow.query(name=names.GET_PROMPT_QUERY,
+                    description="The whole prompt record: state, outputs, usage, decisions.")
     @raw_payloads
     def get_prompt(self, *payloads: object) -> Prompt:
         return self._prompt
