@@ -119,14 +119,12 @@ class BudgetLedgerWorkflow:
     def _validate_reserve(self, *payloads: object) -> None:
         self._decoded(payloads, ReserveRequest)
 
-    @workflow.update(name=names.SETTLE_BUDGET_UPDATE,
-                     description='A reserved round\'s actual spend. Payload: {"reservation_id": "…", "tokens": 0, '
-                                 '"cost": 0.0}')
+    @workflow.update(name=names.SETTLE_BUDGET_UPDATE, description=(
+        'A reserved round\'s actual spend. Payload: {"reservation_id": "…", "tokens": 0, "cost": 0.0}'))
     @raw_payloads
     def settle_budget(self, *payloads: object) -> BudgetStanding:
         self._settle(self._updating(payloads, SettleRequest))
-        self._changed()
-        return self._standing()
+        return self._changed().standing
 
     @settle_budget.validator
     @raw_payloads

@@ -63,8 +63,8 @@ class ConversationWorkflow:
     @workflow.init
     @raw_payloads
     def __init__(self, *payloads: object) -> None:
-        self._request, self._input_error = decode_input(payloads, ConversationRequest)
-        request = self._request
+        request, self._input_error = decode_input(payloads, ConversationRequest)
+        self._request = request
         self._id = request.conversation_id or workflow.info().workflow_id
         self._history: list[Prompt] = list(request.history)  # by value: not (yet) in the stored chain
         self._history_ref: HistoryRef | None = request.history_ref  # the stored chain: every earlier prompt
