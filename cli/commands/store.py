@@ -11,11 +11,11 @@ from durable_agent.cli.common import (
     USER_ERROR,
     AddressOption,
     ProfileOption,
-    _exit,
-    _run_async,
-    _settings,
     console,
+    exit_now,
+    load_settings,
     report,
+    run_async,
 )
 
 store_app = typer.Typer(help="The blob store of payloads and files (DAGENT_STORE).", no_args_is_help=True)
@@ -26,14 +26,14 @@ def store_check() -> None:
     """Write and read back a probe object: exit 0 when the configured store is usable."""
     from durable_agent.workers.storage.stores import check_store
 
-    settings = _settings(None)
+    settings = load_settings(None)
 
     async def main() -> int:
         await check_store(settings.blob_objects())
         console.print(f"store ok: {settings.blob_objects().location}")
         return 0
 
-    _run_async(main)
+    run_async(main)
 
 
 @store_app.command("sweep")
@@ -51,7 +51,7 @@ def store_sweep(
     from durable_agent.workers.storage.local import DirectoryObjects
     from durable_agent.workers.worker import connect
 
-    settings = _settings(address, profile)
+    settings = load_settings(address, profile)
 
     async def main() -> int:
         if not isinstance(settings.blob_objects(), DirectoryObjects):
@@ -67,7 +67,7 @@ def store_sweep(
                       f"kept {len(report.kept)}; namespace retention {report.retention}")
         return 0
 
-    _run_async(main)
+    run_async(main)
 
 
 @store_app.command("refresh")
@@ -83,12 +83,12 @@ def store_refresh(
     from durable_agent.workers.retention import refresh_live_blobs
     from durable_agent.workers.worker import connect
 
-    settings = _settings(address, profile)
+    settings = load_settings(address, profile)
     try:
         age = parse_duration(older_than, what="--older-than")
     except ValueError as exc:
         report("error", exc)
-        _exit(USER_ERROR)
+        exit_now(USER_ERROR)
 
     async def main() -> int:
         stores = {o.location: o for o in (settings.blob_objects(), settings.file_store().objects)}
@@ -100,4 +100,4 @@ def store_refresh(
             console.print(f"missing {key}")
         return 1 if done.missing else 0
 
-    _run_async(main, settings)
+    run_async(main, settings)
