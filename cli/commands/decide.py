@@ -9,17 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from durable_agent.cli.common import (
-    REFUSED,
-    AddressOption,
-    ProfileOption,
-    RoleOption,
-    console,
-    decider,
-    err_console,
-    load_settings,
-    run_async,
-)
+from durable_agent.cli import common
+from durable_agent.cli.common import AddressOption, ProfileOption, RoleOption, console, err_console
+from durable_agent.cli.errors import REFUSED
 
 if TYPE_CHECKING:
     from durable_agent.agent.models import ToolOutput
@@ -100,9 +92,9 @@ def approve(
     from durable_agent.cli import api_decisions
     from durable_agent.client import AgentClient
 
-    settings = load_settings(address, profile)
+    settings = common.load_settings(address, profile)
     _one_or_all(tool_call_id, every)
-    by = decider(by)
+    by = common.decider(by)
     try:
         corrected = json.loads(input) if input else None
     except json.JSONDecodeError as exc:
@@ -119,7 +111,7 @@ def approve(
         client = await AgentClient.connect(settings)
         return _failed_after_approval(await _decide(client, prompt_id, tool_call_id, approve_one, "approved"))
 
-    run_async(main, settings)
+    common.run_async(main, settings)
 
 
 @app.command()
@@ -137,9 +129,9 @@ def reject(
     from durable_agent.cli import api_decisions
     from durable_agent.client import AgentClient
 
-    settings = load_settings(address, profile)
+    settings = common.load_settings(address, profile)
     _one_or_all(tool_call_id, every)
-    by = decider(by)
+    by = common.decider(by)
 
     async def reject_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
         return await api_decisions.reject(handle, call_id, by=by, reason=reason, roles=role or ())
@@ -148,7 +140,7 @@ def reject(
         await _decide(await AgentClient.connect(settings), prompt_id, tool_call_id, reject_one, "rejected")
         return 0
 
-    run_async(main, settings)
+    common.run_async(main, settings)
 
 
 @app.command()
@@ -172,8 +164,8 @@ def pending(
     from durable_agent.client import AgentClient
     from durable_agent.client.pending import may_see
 
-    settings = load_settings(address, profile)
-    who = Identity.of(decider(as_person), role or ()) if as_person else None
+    settings = common.load_settings(address, profile)
+    who = Identity.of(common.decider(as_person), role or ()) if as_person else None
     if not 0 <= limit <= MAX_PAGE:
         raise typer.BadParameter(f"--limit must be between 0 and {MAX_PAGE}", param_hint="--limit")
     if cursor and not limit:
@@ -206,4 +198,4 @@ def pending(
             console.print("\n".join(lines))
         return 0
 
-    run_async(main, settings)
+    common.run_async(main, settings)
