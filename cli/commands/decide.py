@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from durable_agent.agent.models import ToolOutput
     from durable_agent.cli import decisions
     from durable_agent.client import AgentClient, PromptHandle
+    from durable_agent.workers.settings import Settings
 
 app = typer.Typer()
 
@@ -28,9 +29,14 @@ PendingCallArgument = Annotated[str | None, typer.Argument(help="The pending cal
 DeciderOption = Annotated[str, typer.Option(help="Your user id (a person, `alice` or `user:alice`; never a role)")]
 
 
-def _one_or_all(tool_call_id: str | None, every: bool) -> None:
+def _deciding(address: str | None, profile: str | None, tool_call_id: str | None, every: bool,
+              by: str) -> tuple[Settings, str]:
+    """The settings and the deciding person of `approve` and `reject`, once the options both take are checked:
+    a TOOL_CALL_ID or --all (not both), and a --by that names a person."""
+    settings = common.load_settings(address, profile)
     if (tool_call_id is None) == (not every):
         raise typer.BadParameter("give a TOOL_CALL_ID or --all (not both)")
+    return settings, common.decider(by)
 
 
 async def _decide(client: AgentClient, prompt_id: str, tool_call_id: str | None, how: decisions.Decide,
@@ -79,12 +85,8 @@ def _failed_after_approval(outcomes: list[ToolOutput | None]) -> int:
 
 @app.command()
 def approve(
-    prompt_id: str,
-    tool_call_id: PendingCallArgument = None,
-    address: AddressOption = None,
-    profile: ProfileOption = None,
-    by: DeciderOption = LOGIN_USER,
-    role: RoleOption = None,
+    prompt_id: str, tool_call_id: PendingCallArgument = None, address: AddressOption = None,
+    profile: ProfileOption = None, by: DeciderOption = LOGIN_USER, role: RoleOption = None,
     input: Annotated[str | None, typer.Option("--input", help="Corrected arguments as a JSON object")] = None,
     every: Annotated[bool, typer.Option("--all", help="Approve every pending call of the prompt")] = False,
 ) -> None:
@@ -92,9 +94,7 @@ def approve(
     from durable_agent.cli import api_decisions
     from durable_agent.client import AgentClient
 
-    settings = common.load_settings(address, profile)
-    _one_or_all(tool_call_id, every)
-    by = common.decider(by)
+    settings, by = _deciding(address, profile, tool_call_id, every, by)
     try:
         corrected = json.loads(input) if input else None
     except json.JSONDecodeError as exc:
@@ -116,12 +116,8 @@ def approve(
 
 @app.command()
 def reject(
-    prompt_id: str,
-    tool_call_id: PendingCallArgument = None,
-    address: AddressOption = None,
-    profile: ProfileOption = None,
-    by: DeciderOption = LOGIN_USER,
-    role: RoleOption = None,
+    prompt_id: str, tool_call_id: PendingCallArgument = None, address: AddressOption = None,
+    profile: ProfileOption = None, by: DeciderOption = LOGIN_USER, role: RoleOption = None,
     reason: Annotated[str | None, typer.Option(help="Why; the model sees it")] = None,
     every: Annotated[bool, typer.Option("--all", help="Reject every pending call of the prompt")] = False,
 ) -> None:
@@ -129,9 +125,7 @@ def reject(
     from durable_agent.cli import api_decisions
     from durable_agent.client import AgentClient
 
-    settings = common.load_settings(address, profile)
-    _one_or_all(tool_call_id, every)
-    by = common.decider(by)
+    settings, by = _deciding(address, profile, tool_call_id, every, by)
 
     async def reject_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
         return await api_decisions.reject(handle, call_id, by=by, reason=reason, roles=role or ())
