@@ -60,7 +60,7 @@ def store_sweep(
                       f"kept {len(report.kept)}; namespace retention {report.retention}")
         return 0
 
-    common.run_async(main)
+    common.run_async(main, settings)
 
 
 @store_app.command("refresh")
