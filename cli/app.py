@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from durable_agent.cli.common import _exit
+from durable_agent.cli.common import exit_now
 from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 
 # name -> "module:attribute": a command function in a module's `app`, or a sub-app (`typer.Typer`) of its own.
@@ -144,17 +144,17 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except typer.Abort:
-        _exit(130)
+        exit_now(130)
     except (typer.TyperException, MissingExtra) as exc:
         report("error", exc)
-        _exit(USER_ERROR)
+        exit_now(USER_ERROR)
     except ModuleNotFoundError as exc:  # an optional package imported outside extras.import_extra
         report("error", explain_missing(exc, "this command"))
-        _exit(USER_ERROR)
+        exit_now(USER_ERROR)
     except Exception as exc:
         report("error", exc)
-        _exit(REFUSED)
-    _exit(0)
+        exit_now(REFUSED)
+    exit_now(0)
 
 
 if __name__ == "__main__":

@@ -24,11 +24,11 @@ PrincipalArgument = Annotated[str, typer.Argument(help="user:<id> or conversatio
 
 
 def _refuse(exc: Exception) -> None:
-    from durable_agent.cli.common import _exit
+    from durable_agent.cli.common import exit_now
     from durable_agent.cli.errors import USER_ERROR, report
 
     report("error", exc)
-    _exit(USER_ERROR)
+    exit_now(USER_ERROR)
 
 
 def describe(view: LedgerView) -> list[str]:

@@ -36,7 +36,7 @@ RoleOption = Annotated[list[str] | None, typer.Option(
     "without decision keys, like --by)")]
 
 
-def _exit(code: int = 0) -> NoReturn:
+def exit_now(code: int = 0) -> NoReturn:
     """Leave without running interpreter teardown: the Temporal SDK can crash there (sdk-python#300)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -46,7 +46,7 @@ def _exit(code: int = 0) -> NoReturn:
     os._exit(code)
 
 
-class _Explained(Exception):
+class Explained(Exception):
     """An error already turned into one line with a hint."""
 
     def __init__(self, message: str, code: int) -> None:
@@ -54,7 +54,7 @@ class _Explained(Exception):
         self.code = code
 
 
-async def _explained(main: Callable[[], Awaitable[int | None]], settings: Settings | None) -> int | None:
+async def explained(main: Callable[[], Awaitable[int | None]], settings: Settings | None) -> int | None:
     """Run `main`; the common mistakes (no server, a mistyped prompt id) become one line with a hint."""
     try:
         return await main()
@@ -65,27 +65,27 @@ async def _explained(main: Callable[[], Awaitable[int | None]], settings: Settin
         from durable_agent.client import AgentClient
 
         if hints.is_connect_failure(exc):
-            raise _Explained(hints.no_server(settings), REFUSED) from None
+            raise Explained(hints.no_server(settings), REFUSED) from None
         if (prompt_id := hints.missing_prompt_id(exc)) is not None:
             try:
                 client = (await AgentClient.connect(settings)).client
             except RuntimeError:
                 client = None
-            raise _Explained(await hints.unknown_prompt(client, prompt_id), USER_ERROR) from None
+            raise Explained(await hints.unknown_prompt(client, prompt_id), USER_ERROR) from None
         raise
 
 
-def _run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
+def run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
     import asyncio
 
     from durable_agent.agent.errors import DecisionRefused  # not from durable_agent.client: a worker needs no client
     from durable_agent.agent.extras import MissingExtra, explain_missing
 
     try:
-        code = asyncio.run(_explained(main, settings))
+        code = asyncio.run(explained(main, settings))
     except KeyboardInterrupt:
         code = 130
-    except _Explained as exc:
+    except Explained as exc:
         report("error", exc)
         code = exc.code
     except DecisionRefused as exc:
@@ -100,10 +100,10 @@ def _run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | N
     except Exception as exc:  # connection failures, RPC errors: still one line, never a traceback
         report("error", exc)
         code = REFUSED
-    _exit(code or 0)
+    exit_now(code or 0)
 
 
-def _settings(address: str | None, profile: str | None = None) -> Settings:
+def load_settings(address: str | None, profile: str | None = None) -> Settings:
     from durable_agent.agent.logging import configure_logging
     from durable_agent.cli.ui_links import with_ui_url
     from durable_agent.workers.settings import Settings
@@ -112,14 +112,14 @@ def _settings(address: str | None, profile: str | None = None) -> Settings:
         settings = Settings.from_env(profile=profile)
     except ValueError as exc:
         report("error", exc)
-        _exit(USER_ERROR)
+        exit_now(USER_ERROR)
     if address:
         settings = settings.model_copy(update={"temporal_address": address})
     configure_logging(settings.log_level)
     return with_ui_url(settings)  # links to the UI the server really has
 
 
-def _decider(by: str) -> str:
+def decider(by: str) -> str:
     """The person `--by` names: `user:alice` is `alice`; a role is refused (a decision records a person)."""
     from durable_agent.agent.identity import person_id, person_problem
 
@@ -129,7 +129,7 @@ def _decider(by: str) -> str:
     return person_id(by) or by
 
 
-def _port_free(host: str, port: int, option: str) -> None:
+def require_free_port(host: str, port: int, option: str) -> None:
     """Exit with one line when `host:port` cannot be listened on (taken, or not allowed)."""
     import socket
 
@@ -139,4 +139,4 @@ def _port_free(host: str, port: int, option: str) -> None:
         except OSError as exc:
             report("error", OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} — choose another "
                                     f"{option}"))
-            _exit(REFUSED)
+            exit_now(REFUSED)

@@ -36,29 +36,29 @@ def _name(deployment: str | None, default: str | None) -> str:
 @deploy_app.command("ls")
 def deploy_ls(address: AddressOption = None) -> None:
     """The namespace's Worker Deployments."""
-    from durable_agent.cli.common import _run_async, _settings, console
+    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.versioning import list_deployments
     from durable_agent.workers.worker import connect
 
-    settings = _settings(address)
+    settings = load_settings(address)
 
     async def main() -> int:
         for name in await list_deployments(await connect(settings)):
             console.print(name)
         return 0
 
-    _run_async(main, settings)
+    run_async(main, settings)
 
 
 @deploy_app.command("describe")
 def deploy_describe(deployment: DeploymentOption = None, address: AddressOption = None,
                     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """Versions of the deployment: which is current, which ramps, which are draining or drained."""
-    from durable_agent.cli.common import _run_async, _settings, console
+    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.versioning import describe_deployment
     from durable_agent.workers.worker import connect
 
-    settings = _settings(address)
+    settings = load_settings(address)
     name = _name(deployment, settings.deployment_name)
 
     async def main() -> int:
@@ -75,18 +75,18 @@ def deploy_describe(deployment: DeploymentOption = None, address: AddressOption 
             console.print(f"  {version.build_id:<20} {version.status.lower()}{drain}{created}")
         return 0
 
-    _run_async(main, settings)
+    run_async(main, settings)
 
 
 @deploy_app.command("set-current")
 def deploy_set_current(build_id: Annotated[str, typer.Argument(help="The build id new prompts start on")],
                        deployment: DeploymentOption = None, address: AddressOption = None) -> None:
     """New prompts start on this build; prompts already running stay on the build they started on."""
-    from durable_agent.cli.common import _run_async, _settings, console
+    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.versioning import set_current_version
     from durable_agent.workers.worker import connect
 
-    settings = _settings(address)
+    settings = load_settings(address)
     name = _name(deployment, settings.deployment_name)
 
     async def main() -> int:
@@ -94,7 +94,7 @@ def deploy_set_current(build_id: Annotated[str, typer.Argument(help="The build i
         console.print(f"{name}: current version {build_id}")
         return 0
 
-    _run_async(main, settings)
+    run_async(main, settings)
 
 
 @deploy_app.command("set-ramping")
@@ -105,11 +105,11 @@ def deploy_set_ramping(
     deployment: DeploymentOption = None, address: AddressOption = None,
 ) -> None:
     """Send a share of new prompts to a build before making it current."""
-    from durable_agent.cli.common import _run_async, _settings, console
+    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.versioning import set_ramping_version
     from durable_agent.workers.worker import connect
 
-    settings = _settings(address)
+    settings = load_settings(address)
     name = _name(deployment, settings.deployment_name)
     if not stop and not build_id:
         raise typer.BadParameter("give a build id to ramp, or --stop")
@@ -119,4 +119,4 @@ def deploy_set_ramping(
         console.print(f"{name}: {'no ramping version' if stop else f'ramping {build_id} at {percent:g}%'}")
         return 0
 
-    _run_async(main, settings)
+    run_async(main, settings)

@@ -21,11 +21,11 @@ Row = TypeVar("Row", bound="BaseModel")
 
 
 def print_lines_of(address: str | None, work: Callable[[AgentClient], Awaitable[Iterable[str]]]) -> None:
-    """Connect, run `work(agent)`, print its lines as they are; errors are one line (cli/app.py `_run_async`)."""
-    from durable_agent.cli.common import _run_async, _settings, console
+    """Connect, run `work(agent)`, print its lines as they are; errors are one line (cli/common.py `run_async`)."""
+    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.client import AgentClient
 
-    settings = _settings(address)
+    settings = load_settings(address)
 
     async def main() -> int:
         agent = await AgentClient.connect(settings)
@@ -33,7 +33,7 @@ def print_lines_of(address: str | None, work: Callable[[AgentClient], Awaitable[
             console.print(line, markup=False, highlight=False)
         return 0
 
-    _run_async(main, settings)
+    run_async(main, settings)
 
 
 def print_rows_of(address: str | None, rows_of: Callable[[AgentClient], Awaitable[Iterable[Row]]], *, as_json: bool,

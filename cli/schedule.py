@@ -37,7 +37,7 @@ def schedule_create(
     address: AddressOption = None,
 ) -> None:
     """Create a schedule that starts a prompt on a cron or interval spec."""
-    from durable_agent.cli.common import _exit
+    from durable_agent.cli.common import exit_now
     from durable_agent.cli.errors import USER_ERROR, report
     from durable_agent.client.schedules import OVERLAP_POLICIES, ScheduleError, create_schedule, schedule_spec
 
@@ -49,7 +49,7 @@ def schedule_create(
             raise ScheduleError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}")
     except ScheduleError as exc:
         report("error", exc)
-        _exit(USER_ERROR)
+        exit_now(USER_ERROR)
 
     async def work(agent: object) -> list[str]:
         await create_schedule(agent, schedule_id, text, user_id=user, cron=cron, every=every,  # type: ignore[arg-type]

@@ -21,17 +21,17 @@ app = typer.Typer()
 @app.command("worker-ready")
 def worker_ready(ready_file: ReadyFileOption = None) -> None:
     """Exit 0 if the worker writing READY_FILE polls its task queues, else 1 with the reason (docs/operations.md)."""
-    from durable_agent.cli.common import _exit, console, err_console
+    from durable_agent.cli.common import console, err_console, exit_now
     from durable_agent.workers.readiness import NotReady, check_ready
 
     if ready_file is None:
         err_console.print(f"give --ready-file or set {READY_FILE_ENV} (the path the worker was started with)")
-        _exit(2)
+        exit_now(2)
     try:
         state = check_ready(ready_file)
     except NotReady as exc:
         err_console.print(str(exc), markup=False)
-        _exit(1)
+        exit_now(1)
     console.print(f"ready: pid {state.pid} polling {','.join(state.queues)} on {state.address} "
                   f"since {state.since.isoformat(timespec='seconds')}")
-    _exit(0)
+    exit_now(0)

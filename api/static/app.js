@@ -376,22 +376,23 @@ const DA = (() => {
     showSignIn("Signed out.");
   }
 
-  // Sign the page in: the caller (`GET /me`) once the key is accepted, else null with the sign-in shown.
-  async function start() {
+  // Sign the page in, then run its script, `page(me)`, with the caller (`GET /me`) once the key is accepted;
+  // without an accepted key the sign-in shows and the script does not run.
+  async function start(page) {
     document.getElementById("signout").addEventListener("click", signOut);
-    if (!token()) { showSignIn(""); return null; }
+    if (!token()) { showSignIn(""); return; }
     let me;
     try {
       me = await api("GET", "/me");
     } catch (err) {
       if (err.status !== 401) showSignIn(`The API did not answer (${err.message}). Reload to try again.`);
-      return null;
+      return;
     }
     document.getElementById("me").textContent = `signed in as ${me.id}` + (me.roles.length ? ` (${me.roles.join(", ")})` : "");
     document.getElementById("signout").hidden = false;
     document.getElementById("signin").hidden = true;
     document.getElementById("content").hidden = false;
-    return me;
+    await page(me);
   }
 
   return {

@@ -4,12 +4,9 @@
 // schemas that label an approval form) can overwrite a later event, so a reload shows what is true now.
 "use strict";
 
-(async () => {
+DA.start(async (me) => {
   const { api, stream, el, agoNode, forNode, argumentsList, decisionControls, mayDecide, stateLabel } = DA;
-  const me = await DA.start();
-  if (!me) return;
   const list = document.getElementById("prompts");
-  const input = document.getElementById("input");
   let conversationId = DA.hashParam("conversation");
   if (!conversationId) {
     conversationId = (await api("POST", "/conversations", {})).conversation.id;
@@ -228,6 +225,8 @@
   }
   document.getElementById("empty").hidden = known.length > 0;
   known.forEach(promptBlock);
+
+  const input = document.getElementById("input");
   input.focus();
 
   document.getElementById("send").addEventListener("submit", async (event) => {
@@ -241,4 +240,4 @@
       promptBlock(sent.id);
     } catch (err) { error.textContent = err.message; }
   });
-})();
+});

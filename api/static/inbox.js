@@ -4,10 +4,8 @@
 // from that prompt's own event stream, in order).
 "use strict";
 
-(async () => {
+DA.start(async (me) => {
   const { api, stream, el, agoNode, forNode, argumentsList, decisionControls, resultText, PAST } = DA;
-  const me = await DA.start();
-  if (!me) return;
   const board = document.getElementById("calls");
   const status = document.getElementById("status");
   const announcements = document.getElementById("announcements");
@@ -267,4 +265,4 @@
 
   stream("/approvals/events", (kind, data) => { if (kind === "approvals") render(data); },
     { onError: (err) => { status.textContent = err.message; } });
-})();
+});

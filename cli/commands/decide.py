@@ -9,22 +9,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from durable_agent.cli.common import (
-    REFUSED,
-    AddressOption,
-    ProfileOption,
-    RoleOption,
-    _decider,
-    _run_async,
-    _settings,
-    console,
-    err_console,
-)
+from durable_agent.cli import common
+from durable_agent.cli.common import AddressOption, ProfileOption, RoleOption, console, err_console
+from durable_agent.cli.errors import REFUSED
 
 if TYPE_CHECKING:
     from durable_agent.agent.models import ToolOutput
     from durable_agent.cli import decisions
     from durable_agent.client import AgentClient, PromptHandle
+    from durable_agent.workers.settings import Settings
 
 app = typer.Typer()
 
@@ -36,9 +29,14 @@ PendingCallArgument = Annotated[str | None, typer.Argument(help="The pending cal
 DeciderOption = Annotated[str, typer.Option(help="Your user id (a person, `alice` or `user:alice`; never a role)")]
 
 
-def _one_or_all(tool_call_id: str | None, every: bool) -> None:
+def _deciding(address: str | None, profile: str | None, tool_call_id: str | None, every: bool,
+              by: str) -> tuple[Settings, str]:
+    """The settings and the deciding person of `approve` and `reject`, once the options both take are checked:
+    a TOOL_CALL_ID or --all (not both), and a --by that names a person."""
+    settings = common.load_settings(address, profile)
     if (tool_call_id is None) == (not every):
         raise typer.BadParameter("give a TOOL_CALL_ID or --all (not both)")
+    return settings, common.decider(by)
 
 
 async def _decide(client: AgentClient, prompt_id: str, tool_call_id: str | None, how: decisions.Decide,
@@ -87,12 +85,8 @@ def _failed_after_approval(outcomes: list[ToolOutput | None]) -> int:
 
 @app.command()
 def approve(
-    prompt_id: str,
-    tool_call_id: PendingCallArgument = None,
-    address: AddressOption = None,
-    profile: ProfileOption = None,
-    by: DeciderOption = LOGIN_USER,
-    role: RoleOption = None,
+    prompt_id: str, tool_call_id: PendingCallArgument = None, address: AddressOption = None,
+    profile: ProfileOption = None, by: DeciderOption = LOGIN_USER, role: RoleOption = None,
     input: Annotated[str | None, typer.Option("--input", help="Corrected arguments as a JSON object")] = None,
     every: Annotated[bool, typer.Option("--all", help="Approve every pending call of the prompt")] = False,
 ) -> None:
@@ -100,9 +94,7 @@ def approve(
     from durable_agent.cli import api_decisions
     from durable_agent.client import AgentClient
 
-    settings = _settings(address, profile)
-    _one_or_all(tool_call_id, every)
-    by = _decider(by)
+    settings, by = _deciding(address, profile, tool_call_id, every, by)
     try:
         corrected = json.loads(input) if input else None
     except json.JSONDecodeError as exc:
@@ -119,17 +111,13 @@ def approve(
         client = await AgentClient.connect(settings)
         return _failed_after_approval(await _decide(client, prompt_id, tool_call_id, approve_one, "approved"))
 
-    _run_async(main, settings)
+    common.run_async(main, settings)
 
 
 @app.command()
 def reject(
-    prompt_id: str,
-    tool_call_id: PendingCallArgument = None,
-    address: AddressOption = None,
-    profile: ProfileOption = None,
-    by: DeciderOption = LOGIN_USER,
-    role: RoleOption = None,
+    prompt_id: str, tool_call_id: PendingCallArgument = None, address: AddressOption = None,
+    profile: ProfileOption = None, by: DeciderOption = LOGIN_USER, role: RoleOption = None,
     reason: Annotated[str | None, typer.Option(help="Why; the model sees it")] = None,
     every: Annotated[bool, typer.Option("--all", help="Reject every pending call of the prompt")] = False,
 ) -> None:
@@ -137,9 +125,7 @@ def reject(
     from durable_agent.cli import api_decisions
     from durable_agent.client import AgentClient
 
-    settings = _settings(address, profile)
-    _one_or_all(tool_call_id, every)
-    by = _decider(by)
+    settings, by = _deciding(address, profile, tool_call_id, every, by)
 
     async def reject_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
         return await api_decisions.reject(handle, call_id, by=by, reason=reason, roles=role or ())
@@ -148,7 +134,7 @@ def reject(
         await _decide(await AgentClient.connect(settings), prompt_id, tool_call_id, reject_one, "rejected")
         return 0
 
-    _run_async(main, settings)
+    common.run_async(main, settings)
 
 
 @app.command()
@@ -172,8 +158,8 @@ def pending(
     from durable_agent.client import AgentClient
     from durable_agent.client.pending import may_see
 
-    settings = _settings(address, profile)
-    who = Identity.of(_decider(as_person), role or ()) if as_person else None
+    settings = common.load_settings(address, profile)
+    who = Identity.of(common.decider(as_person), role or ()) if as_person else None
     if not 0 <= limit <= MAX_PAGE:
         raise typer.BadParameter(f"--limit must be between 0 and {MAX_PAGE}", param_hint="--limit")
     if cursor and not limit:
@@ -206,4 +192,4 @@ def pending(
             console.print("\n".join(lines))
         return 0
 
-    _run_async(main, settings)
+    common.run_async(main, settings)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from durable_agent.cli.common import STATES, AddressOption, ProfileOption, _run_async, _settings, console
+from durable_agent.cli.common import STATES, AddressOption, ProfileOption, console, load_settings, run_async
 
 app = typer.Typer()
 
@@ -30,7 +30,7 @@ def list_prompts(
     from durable_agent.cli.render import state_words
     from durable_agent.client import AgentClient
 
-    settings = _settings(address, profile)
+    settings = load_settings(address, profile)
     if state is not None and state not in STATES:
         raise typer.BadParameter(f"state must be one of {', '.join(STATES)}")
 
@@ -49,7 +49,7 @@ def list_prompts(
                                         row.summary))
         return 0
 
-    _run_async(main, settings)
+    run_async(main, settings)
 
 
 @app.command()
@@ -58,7 +58,7 @@ def stuck(address: AddressOption = None, profile: ProfileOption = None,
     """List prompts and conversations whose workflow task keeps failing, with the reason (exit 1 if any)."""
     from durable_agent.client import AgentClient
 
-    settings = _settings(address, profile)
+    settings = load_settings(address, profile)
 
     async def main() -> int:
         problems = await (await AgentClient.connect(settings)).stuck()
@@ -71,4 +71,4 @@ def stuck(address: AddressOption = None, profile: ProfileOption = None,
                           f"{problem.reason}")
         return 1 if problems else 0
 
-    _run_async(main, settings)
+    run_async(main, settings)

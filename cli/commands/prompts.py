@@ -8,18 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from durable_agent.cli.common import (
-    REFUSED,
-    USER_ERROR,
-    AddressOption,
-    ProfileOption,
-    _exit,
-    _run_async,
-    _settings,
-    console,
-    err_console,
-    report,
-)
+from durable_agent.cli import common
+from durable_agent.cli.common import AddressOption, ProfileOption, console, err_console
+from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 
 if TYPE_CHECKING:
     from durable_agent.client import PromptHandle
@@ -59,7 +50,7 @@ def run(
     from durable_agent.client.priority import prompt_priority
     from durable_agent.workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest
 
-    settings = _settings(address, profile)
+    settings = common.load_settings(address, profile)
     if model not in ("normal", "high"):
         raise typer.BadParameter("model must be 'normal' or 'high'")
     from durable_agent.workflows.budgets import PromptBudget
@@ -70,13 +61,13 @@ def run(
                   if max_tokens is not None or max_cost is not None else None)
     except ValueError as exc:
         report("error", exc)
-        _exit(USER_ERROR)
+        common.exit_now(USER_ERROR)
     ask = sys.stdin.isatty() if interactive is None else interactive
     try:
         PromptRequest(input=text, max_rounds=max_rounds or DEFAULT_MAX_ROUNDS)  # refuse bad input before connecting
     except ValidationError as exc:
         report("error", exc)
-        _exit(USER_ERROR)
+        common.exit_now(USER_ERROR)
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -96,7 +87,7 @@ def run(
         console.print(f"state: {state_words(prompt.state)}")
         return _ended_badly(handle.id, prompt.state, prompt.error)
 
-    _run_async(main, settings)
+    common.run_async(main, settings)
 
 
 def _ended_badly(prompt_id: str, state: str, error: str | None) -> int:
@@ -122,7 +113,7 @@ def watch(
     from durable_agent.cli import hints
     from durable_agent.client import AgentClient
 
-    settings = _settings(address, profile)
+    settings = common.load_settings(address, profile)
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -138,7 +129,7 @@ def watch(
         state = await _follow(handle, interactive=None, approver="", from_offset=from_offset)
         return _ended_badly(prompt_id, state, None)
 
-    _run_async(main, settings)
+    common.run_async(main, settings)
 
 
 @app.command()
@@ -153,7 +144,7 @@ def chat(
     from durable_agent.cli.follow import read_line
     from durable_agent.client import AgentClient
 
-    settings = _settings(address, profile)
+    settings = common.load_settings(address, profile)
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -168,7 +159,7 @@ def chat(
             await conversation.prompt_started(prompt.id, timeout=300)
             await _follow(prompt, interactive=True, approver=user)
 
-    _run_async(main, settings)
+    common.run_async(main, settings)
 
 
 @app.command()
@@ -182,7 +173,7 @@ def show(
     from durable_agent.cli.render import describe_prompt
     from durable_agent.client import AgentClient
 
-    settings = _settings(address, profile)
+    settings = common.load_settings(address, profile)
 
     async def main() -> int:
         handle = (await AgentClient.connect(settings)).prompt(prompt_id)
@@ -200,7 +191,7 @@ def show(
             console.print(f"Temporal UI: {settings.workflow_url(prompt_id)}")
         return 0
 
-    _run_async(main, settings)
+    common.run_async(main, settings)
 
 
 @app.command()
@@ -208,11 +199,11 @@ def cancel(prompt_id: str, address: AddressOption = None, profile: ProfileOption
     """Cancel a prompt: it ends as `cancelled` and keeps its outputs."""
     from durable_agent.client import AgentClient
 
-    settings = _settings(address, profile)
+    settings = common.load_settings(address, profile)
 
     async def main() -> int:
         await (await AgentClient.connect(settings)).prompt(prompt_id).cancel()
         console.print(f"cancellation requested for {prompt_id}")
         return 0
 
-    _run_async(main, settings)
+    common.run_async(main, settings)

@@ -10,20 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from durable_agent.cli.common import (
-    REFUSED,
-    AddressOption,
-    ProfileOption,
-    _exit,
-    _Explained,
-    _explained,
-    _port_free,
-    _run_async,
-    _settings,
-    console,
-    err_console,
-    report,
-)
+from durable_agent.cli import common
+from durable_agent.cli.common import AddressOption, ProfileOption, console, err_console
+from durable_agent.cli.errors import REFUSED, report
 
 if TYPE_CHECKING:
     from durable_agent.workers.settings import Settings
@@ -45,8 +34,8 @@ def server(
     from durable_agent.cli.ui_links import UI_URL_ENV, forget_server, remember_server
 
     temporal_cli_path()  # MissingExtra: one line naming the `server` extra
-    _port_free("127.0.0.1", port, "--port")
-    _port_free("127.0.0.1", ui_port, "--ui-port")
+    common.require_free_port("127.0.0.1", port, "--port")
+    common.require_free_port("127.0.0.1", ui_port, "--ui-port")
     dev = DevServer(port=port, ui_port=ui_port, db_file=db_file)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # so sigwait receives them
     dev.start()
@@ -58,7 +47,7 @@ def server(
     signal.sigwait({signal.SIGINT, signal.SIGTERM})
     forget_server(dev.address, dev.pid)
     dev.stop()
-    _exit(0)
+    common.exit_now(0)
 
 
 @app.command()
@@ -74,7 +63,7 @@ def worker(
                                                     "server sees the worker poll (`dagent worker-ready`)")] = None,
 ) -> None:
     """Run a worker: PromptWorkflow plus the model and tool activities, until Ctrl-C or SIGTERM."""
-    settings = _settings(address, profile)
+    settings = common.load_settings(address, profile)
     update: dict[str, Any] = {}
     if metrics_port is not None:
         update["metrics_port"] = metrics_port
@@ -128,7 +117,7 @@ def worker(
             flush_traces()
         return 0
 
-    _run_async(main, settings)
+    common.run_async(main, settings)
 
 
 @app.command("codec-server")
@@ -146,7 +135,7 @@ def codec_server(
 
     from durable_agent.workers.storage.codec_server import serve
 
-    settings = _settings(None)
+    settings = common.load_settings(None)
     origins = list(cors_origin or settings.codec_cors_origins or [settings.ui_url])
     token = settings.codec_auth_token.get_secret_value() if settings.codec_auth_token else None
 
@@ -165,7 +154,7 @@ def codec_server(
         await runner.cleanup()
         return 0
 
-    _run_async(main)
+    common.run_async(main)
 
 
 @app.command()
@@ -185,13 +174,13 @@ def api(
     from durable_agent.api import create_app
     from durable_agent.api.config import ApiConfig
 
-    settings = _settings(address)
+    settings = common.load_settings(address)
     app_ = create_app(config=ApiConfig.load(config), settings=settings)
     _can_serve(settings, host, port)
     err_console.print(f"API on http://{host}:{port}  (docs /docs, inbox /inbox, chat /chat) "
                       f"Temporal {settings.temporal_address}")
     uvicorn.run(app_, host=host, port=port, log_level=settings.log_level.lower(), proxy_headers=True)
-    _exit(0)
+    common.exit_now(0)
 
 
 def _can_serve(settings: Settings, host: str, port: int) -> None:
@@ -201,19 +190,19 @@ def _can_serve(settings: Settings, host: str, port: int) -> None:
 
     from durable_agent.client import AgentClient
 
-    _port_free(host, port, "--port")
+    common.require_free_port(host, port, "--port")
 
     async def reachable() -> None:
         await AgentClient.connect(settings)
 
     try:
-        asyncio.run(_explained(reachable, settings))
-    except _Explained as exc:
+        asyncio.run(common.explained(reachable, settings))
+    except common.Explained as exc:
         report("error", exc)
-        _exit(exc.code)
+        common.exit_now(exc.code)
     except Exception as exc:
         report("error", exc)
-        _exit(REFUSED)
+        common.exit_now(REFUSED)
 
 
 @app.command()
@@ -238,5 +227,5 @@ def demo(
 
     configure_logging(os.environ.get("DAGENT_LOG_LEVEL", "WARNING"))
     ask = sys.stdin.isatty() if interactive is None else interactive
-    _run_async(lambda: run_demo(db_file=db_file, keep=keep, interactive=ask, console=console,
+    common.run_async(lambda: run_demo(db_file=db_file, keep=keep, interactive=ask, console=console,
                                 input_text=DEMO_INPUT, port=port, ui_port=ui_port, trace=trace))

@@ -7,16 +7,9 @@ from typing import Annotated
 
 import typer
 
-from durable_agent.cli.common import (
-    USER_ERROR,
-    AddressOption,
-    ProfileOption,
-    _exit,
-    _run_async,
-    _settings,
-    console,
-    report,
-)
+from durable_agent.cli import common
+from durable_agent.cli.common import AddressOption, ProfileOption, console
+from durable_agent.cli.errors import USER_ERROR, report
 
 store_app = typer.Typer(help="The blob store of payloads and files (DAGENT_STORE).", no_args_is_help=True)
 
@@ -26,14 +19,14 @@ def store_check() -> None:
     """Write and read back a probe object: exit 0 when the configured store is usable."""
     from durable_agent.workers.storage.stores import check_store
 
-    settings = _settings(None)
+    settings = common.load_settings(None)
 
     async def main() -> int:
         await check_store(settings.blob_objects())
         console.print(f"store ok: {settings.blob_objects().location}")
         return 0
 
-    _run_async(main)
+    common.run_async(main)
 
 
 @store_app.command("sweep")
@@ -51,7 +44,7 @@ def store_sweep(
     from durable_agent.workers.storage.local import DirectoryObjects
     from durable_agent.workers.worker import connect
 
-    settings = _settings(address, profile)
+    settings = common.load_settings(address, profile)
 
     async def main() -> int:
         if not isinstance(settings.blob_objects(), DirectoryObjects):
@@ -67,7 +60,7 @@ def store_sweep(
                       f"kept {len(report.kept)}; namespace retention {report.retention}")
         return 0
 
-    _run_async(main)
+    common.run_async(main, settings)
 
 
 @store_app.command("refresh")
@@ -83,12 +76,12 @@ def store_refresh(
     from durable_agent.workers.retention import refresh_live_blobs
     from durable_agent.workers.worker import connect
 
-    settings = _settings(address, profile)
+    settings = common.load_settings(address, profile)
     try:
         age = parse_duration(older_than, what="--older-than")
     except ValueError as exc:
         report("error", exc)
-        _exit(USER_ERROR)
+        common.exit_now(USER_ERROR)
 
     async def main() -> int:
         stores = {o.location: o for o in (settings.blob_objects(), settings.file_store().objects)}
@@ -100,4 +93,4 @@ def store_refresh(
             console.print(f"missing {key}")
         return 1 if done.missing else 0
 
-    _run_async(main, settings)
+    common.run_async(main, settings)
