@@ -98,7 +98,9 @@ class Settings(BaseModel):
     model_settings_high: ModelSettings | None = Field(default=None, description=(
         "DAGENT_MODEL_SETTINGS_HIGH: JSON model settings of the high tier (default: the normal tier's when "
         "the high tier uses the normal model)."))
-    model_fallback_attempts: int = Field(default=3, description=(
+    prices: str = Field(default="", description=(
+        "DAGENT_PRICES: model prices as inline JSON or the path of a JSON file (see agent/pricing.py)."))
+    model_fallback_attempts: int = Field(default=3, ge=1, description=(
         "DAGENT_MODEL_FALLBACK_ATTEMPTS: attempts of a retryable failure before a fallback chain moves on."))
     model_task_queue: str = Field(default="", description=(
         "DAGENT_MODEL_TASK_QUEUE (client and worker): the task queue of model calls; empty = `task_queue`."))
@@ -108,9 +110,9 @@ class Settings(BaseModel):
     worker_queues: WorkerQueues = Field(default="all", description=(
         "DAGENT_WORKER_QUEUES: what `dagent worker` polls: `all`, `workflows` (workflows and tools) or "
         "`models` (model calls only)."))
-    model_concurrency: int | None = Field(default=None, description=(
+    model_concurrency: int | None = Field(default=None, gt=0, description=(
         "DAGENT_MODEL_CONCURRENCY: model calls one worker runs at once on a model queue."))
-    model_rate: float | None = Field(default=None, description=(
+    model_rate: float | None = Field(default=None, gt=0, description=(
         "DAGENT_MODEL_RATE: the most model calls a tier's model queue starts in any one second, all workers "
         "together (the server enforces a rate derived from it: workers/rate_limits.py)."))
     provider_queues: dict[str, str] = Field(default_factory=dict, description=(
@@ -119,15 +121,13 @@ class Settings(BaseModel):
     provider_rates: dict[str, float] = Field(default_factory=dict, description=(
         "DAGENT_PROVIDER_RATES: `provider=limit,...`: the most calls a provider's queue starts in any one "
         "second, all workers together (default: DAGENT_MODEL_RATE)."))
-    model_worker_rate: float | None = Field(default=None, description=(
+    model_worker_rate: float | None = Field(default=None, gt=0, description=(
         "DAGENT_MODEL_WORKER_RATE: model calls per second one worker starts (max_activities_per_second)."))
     plugins: tuple[str, ...] = Field(default=(DEMO_PLUGINS,), description=(
         "DAGENT_PLUGINS: comma-separated `module:attribute` plugin paths (empty for none)."))
     file_dir: str = Field(default=".dagent/files", description="DAGENT_FILE_DIR: where tools store files.")
     stream_text: bool | None = Field(default=None, description=(
         "DAGENT_STREAM_TEXT: stream model text to watchers (1/0; unset or `auto` = when the provider can)."))
-    prices: str = Field(default="", description=(
-        "DAGENT_PRICES: model prices as inline JSON or the path of a JSON file (see agent/pricing.py)."))
     workflow_sandbox: WorkflowSandbox = Field(default="on", description=(
         "DAGENT_WORKFLOW_SANDBOX: Temporal's workflow sandbox: `on` (default: our package passed through), "
         "`strict` (every test worker and the replay tests) or `off` (opt-in, for those who measured its gain)."))
@@ -137,7 +137,7 @@ class Settings(BaseModel):
     grpc_compression: GrpcCompressionMode = Field(default="auto", description=(
         "DAGENT_GRPC_COMPRESSION: gzip on the wire to Temporal: `auto` (none to a loopback address, gzip "
         "otherwise), `gzip` or `none`."))
-    metrics_port: int | None = Field(default=None, description=(
+    metrics_port: int | None = Field(default=None, ge=1, le=65535, description=(
         "DAGENT_METRICS_PORT (or `dagent worker --metrics-port`): serve Prometheus metrics on this port."))
     metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
     trace_content: bool = Field(default=False, description=(

@@ -1,0 +1,34 @@
+"""`Settings` refuses numbers its users could never mean, whether it is built in code or read from the
+environment (`from_env` already refused them for the variables; the fields now say it themselves)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from durable_agent.workers.settings import Settings
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("model_fallback_attempts", 0), ("model_concurrency", 0), ("model_rate", 0.0), ("model_rate", -1.5),
+    ("model_worker_rate", 0.0), ("metrics_port", 0), ("metrics_port", 65536), ("max_cached_workflows", -1),
+    ("payload_threshold", 0),
+])
+def test_an_impossible_number_is_refused_with_the_fields_name(field: str, value: float) -> None:
+    with pytest.raises(ValidationError, match=field):
+        Settings(**{field: value})
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("model_fallback_attempts", 1), ("model_concurrency", 1), ("model_rate", 0.5), ("model_worker_rate", 2.0),
+    ("metrics_port", 9464), ("metrics_port", None), ("max_cached_workflows", 0),
+])
+def test_the_smallest_sensible_numbers_are_kept(field: str, value: float | None) -> None:
+    assert getattr(Settings(**{field: value}), field) == value
+
+
+def test_the_environment_still_says_which_variable_is_wrong() -> None:
+    with pytest.raises(ValueError, match="DAGENT_MODEL_CONCURRENCY must be greater than 0"):
+        Settings.from_env({"DAGENT_MODEL_CONCURRENCY": "0"})
+    with pytest.raises(ValidationError, match="metrics_port"):
+        Settings.from_env({"DAGENT_METRICS_PORT": "70000"})
