@@ -18,27 +18,22 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 from pydantic import BaseModel
 
+from bench.scratch import scripted_agent
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.logging import configure_logging
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
 from durable_agent.agent.models import ToolOutput, ToolSuccess
-from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
 from durable_agent.api import create_app
 from durable_agent.api.config import ApiConfig, ApiKey
 from durable_agent.api.server import serve_in_background
-from durable_agent.cli.devserver import DevServer
-from durable_agent.client import AgentClient, PromptHandle
-from durable_agent.workers.settings import Settings
-from durable_agent.workers.worker import build_runtime, connect, create_worker
+from durable_agent.client import PromptHandle
 
 KEY = "bench-key-0123456789abcdef"
 
@@ -90,39 +85,31 @@ async def _direct_latency(handle: PromptHandle) -> float:
 
 async def measure(prompts: int, requests: int, concurrency: int) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {"sse": [], "direct": [], "http_get": [], "client_get": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        async with DevServer(db_file=Path(tmp) / "t.db") as server:
-            settings = Settings(temporal_address=server.address, task_queue="api-bench",
-                                payload_dir=f"{tmp}/payloads", file_dir=f"{tmp}/files")
-            client = await connect(settings)
-            runtime = build_runtime(settings, plugins=[Plugin("bench", tools=[stamp])],
-                                    providers={"normal": ScriptedModel(_script)})
-            agent = AgentClient(client, settings)
-            config = ApiConfig(api_keys=[ApiKey(principal="bench", key=KEY, roles=["admin"])])
-            async with create_worker(client, runtime, task_queue=settings.task_queue), \
-                    serve_in_background(create_app(agent, config)) as url, \
-                    httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120) as http:
-                gate = asyncio.Semaphore(concurrency)
+    config = ApiConfig(api_keys=[ApiKey(principal="bench", key=KEY, roles=["admin"])])
+    async with scripted_agent("api-bench", stamp, ScriptedModel(_script)) as agent, \
+            serve_in_background(create_app(agent, config)) as url, \
+            httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120) as http:
+        gate = asyncio.Semaphore(concurrency)
 
-                async def one() -> None:
-                    async with gate:
-                        handle = await agent.start("go", user_id="bench", max_rounds=3)
-                        sse, direct = await asyncio.gather(_sse_latency(http, handle.id), _direct_latency(handle))
-                        results["sse"].append(sse)
-                        results["direct"].append(direct)
-                        await handle.result()
-
-                await asyncio.gather(*(one() for _ in range(prompts)))
+        async def one() -> None:
+            async with gate:
                 handle = await agent.start("go", user_id="bench", max_rounds=3)
+                sse, direct = await asyncio.gather(_sse_latency(http, handle.id), _direct_latency(handle))
+                results["sse"].append(sse)
+                results["direct"].append(direct)
                 await handle.result()
-                for _ in range(requests):
-                    started = time.perf_counter()
-                    response = await http.get(f"/prompts/{handle.id}")
-                    response.raise_for_status()
-                    results["http_get"].append((time.perf_counter() - started) * 1000)
-                    started = time.perf_counter()
-                    await handle.get()
-                    results["client_get"].append((time.perf_counter() - started) * 1000)
+
+        await asyncio.gather(*(one() for _ in range(prompts)))
+        handle = await agent.start("go", user_id="bench", max_rounds=3)
+        await handle.result()
+        for _ in range(requests):
+            started = time.perf_counter()
+            response = await http.get(f"/prompts/{handle.id}")
+            response.raise_for_status()
+            results["http_get"].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            await handle.get()
+            results["client_get"].append((time.perf_counter() - started) * 1000)
     return results
 
 

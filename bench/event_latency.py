@@ -13,22 +13,17 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pydantic import BaseModel
 
+from bench.measure import percentile
+from bench.scratch import scripted_agent
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
 from durable_agent.agent.models import ToolOutput
-from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
-from durable_agent.cli.devserver import DevServer
-from durable_agent.client import AgentClient
-from durable_agent.workers.settings import Settings
-from durable_agent.workers.worker import build_runtime, connect, create_worker
 
 
 class Step(BaseModel):
@@ -51,22 +46,14 @@ def _script(rounds: int) -> ScriptedModel:
 
 async def measure(prompts: int, rounds: int) -> list[float]:
     latencies: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        async with DevServer(db_file=Path(tmp) / "t.db") as server:
-            settings = Settings(temporal_address=server.address, task_queue="event-latency",
-                                payload_dir=f"{tmp}/payloads", file_dir=f"{tmp}/files")
-            client = await connect(settings)
-            runtime = build_runtime(settings, plugins=[Plugin("bench", tools=[step])],
-                                    providers={"normal": _script(rounds)})
-            async with create_worker(client, runtime, task_queue=settings.task_queue):
-                agent = AgentClient(client, settings)
-                for _ in range(prompts):
-                    handle = await agent.start("go", max_rounds=rounds + 1)
-                    async for _, event in handle.events():
-                        received = datetime.now(UTC)
-                        entry = event.output
-                        if event.kind == "output_updated" and isinstance(entry, ToolOutput) and entry.finished_at:
-                            latencies.append((received - entry.finished_at).total_seconds() * 1000)
+    async with scripted_agent("event-latency", step, _script(rounds)) as agent:
+        for _ in range(prompts):
+            handle = await agent.start("go", max_rounds=rounds + 1)
+            async for _, event in handle.events():
+                received = datetime.now(UTC)
+                entry = event.output
+                if event.kind == "output_updated" and isinstance(entry, ToolOutput) and entry.finished_at:
+                    latencies.append((received - entry.finished_at).total_seconds() * 1000)
     return latencies
 
 
@@ -76,7 +63,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
     latencies = sorted(asyncio.run(measure(args.prompts, args.rounds)))
-    p90 = latencies[int(len(latencies) * 0.9) - 1]
+    p90 = percentile(latencies, 90)  # was the smallest sample for fewer than 10 events
     print(f"event latency (output recorded -> watcher), {len(latencies)} events: "
           f"median {statistics.median(latencies):.1f} ms, p90 {p90:.1f} ms, max {latencies[-1]:.1f} ms")
     sys.stdout.flush()

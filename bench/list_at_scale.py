@@ -22,10 +22,8 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
@@ -38,11 +36,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from bench.approvals_list import ADMIN_KEY
 from bench.footprint import dagent_command, run_command
 from bench.measure import bounded_gather
+from bench.scratch import remove_scratch, scratch_server
 from bench.sides import product_settings
 from durable_agent.api import create_app
 from durable_agent.api.config import ApiConfig, ApiKey
 from durable_agent.api.server import serve_in_background
-from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient
 from durable_agent.client.pending import PAGE_SIZE
 from durable_agent.workers.worker import connect
@@ -91,8 +89,7 @@ async def timed(work: Any, repeats: int) -> dict[str, Any]:
 
 
 async def measure(count: int, repeats: int, profile: bool = False) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="dagent-scale-"))
-    server = DevServer(db_file=Path("/dev/shm") / f"scale-{os.getpid()}.db", log_file=workdir / "temporal.log")
+    server, workdir = scratch_server("scale")
     await server.start_async()
     try:
         settings = product_settings(server.address, workdir, "unused")
@@ -151,18 +148,12 @@ async def measure(count: int, repeats: int, profile: bool = False) -> dict[str, 
         return out
     finally:
         await server.stop_async()
-        _clean_up(workdir)
+        remove_scratch("scale", workdir)
 
 
 async def _rows(agent: AgentClient, limit: int | None = None) -> int:
     found = await agent.pending(user_id=USER, limit=limit)
     return len(found.rows)
-
-
-def _clean_up(workdir: Path) -> None:
-    for leftover in Path("/dev/shm").glob(f"scale-{os.getpid()}.db*"):
-        leftover.unlink(missing_ok=True)
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> int:

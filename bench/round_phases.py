@@ -22,12 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -36,8 +33,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.measure import start_workers
 from bench.scenario import Scenario
+from bench.scratch import remove_scratch, scratch_server
 from bench.sides import BaselineSide, ProductSide, Side, product_settings
-from durable_agent.cli.devserver import DevServer
 from durable_agent.workers.worker import connect
 
 E = EventType
@@ -85,8 +82,7 @@ async def measure(side: Side, rounds: int, prompts: int) -> dict[str, Any]:
 
 
 async def main_async(rounds: int, prompts: int, tool: str) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="dagent-phases-"))
-    server = DevServer(db_file=Path("/dev/shm") / f"phases-{os.getpid()}.db", log_file=workdir / "temporal.log")
+    server, workdir = scratch_server("phases")
     await server.start_async()
     sides: list[Side] = []
     try:
@@ -102,13 +98,7 @@ async def main_async(rounds: int, prompts: int, tool: str) -> dict[str, Any]:
         for side in sides:
             side.stop_worker()
         await server.stop_async()
-        _clean_up(workdir)
-
-
-def _clean_up(workdir: Path) -> None:
-    for leftover in Path("/dev/shm").glob(f"phases-{os.getpid()}.db*"):
-        leftover.unlink(missing_ok=True)
-    shutil.rmtree(workdir, ignore_errors=True)
+        remove_scratch("phases", workdir)
 
 
 def main() -> int:
