@@ -97,7 +97,7 @@ class ToolActivities(RuntimeActivities):
             file_store=self.runtime.file_store.scoped(info.workflow_namespace, prompt_id), attempt=info.attempt,
             progress=lambda message, fraction: live.set(ToolProgress(
                 tool_call_id=call.id, tool=call.tool, message=message, fraction=fraction)),
-            is_cancelled=activity.is_cancelled,
+            is_cancelled=activity.is_cancelled, conversation_schedule=list(call.conversation_schedule),
         )
         try:
             async with heartbeating(live, beat_interval(info.heartbeat_timeout)):

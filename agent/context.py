@@ -94,6 +94,9 @@ class ToolContext:
     progress: Callable[[str, float | None], None] = lambda message, fraction: None
     side_outputs: list[FileOutput | WidgetOutput | ScheduledPrompt] = field(default_factory=list)
     is_cancelled: Callable[[], bool] = lambda: False
+    conversation_schedule: list[ScheduledPrompt] = field(default_factory=list)
+    """The conversation's scheduled prompts that had not fired when this prompt started (with `fire_at`); what
+    this prompt's own calls schedule or cancel is taken when it ends. Empty outside a conversation."""
 
     @property
     def cancelled(self) -> bool:

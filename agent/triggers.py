@@ -24,6 +24,7 @@ class Trigger(StrictModel):
     at: datetime | None = None
     fire_at: datetime | None = None
     status: Literal["requested", "scheduled", "fired", "cancelled"] = "requested"
+    prompt_id: str | None = Field(default=None, description="The prompt whose call requested it.")
 
 
 def read_triggers(plugin_state: dict[str, JsonValue]) -> list[Trigger]:

@@ -52,24 +52,46 @@ async def create_trigger(args: CreateTrigger, ctx: ToolContext) -> dict[str, obj
     trigger_id = "trg-" + hashlib.sha256(ctx.idempotency_key.encode()).hexdigest()[:10]
     ctx.schedule_prompt(args.message, delay_seconds=args.delay_seconds, at=args.at, id=trigger_id)
     triggers = [t for t in read_triggers({TRIGGERS_PLUGIN: ctx.state}) if t.id != trigger_id]
-    triggers.append(Trigger(id=trigger_id, message=args.message, delay_seconds=args.delay_seconds, at=args.at))
+    triggers.append(Trigger(id=trigger_id, message=args.message, delay_seconds=args.delay_seconds, at=args.at,
+                            prompt_id=ctx.prompt_id))
     _write_legacy(ctx, triggers)
     return {"id": trigger_id, "status": "requested"}
 
 
+def _as_now(trigger: Trigger, ctx: ToolContext) -> Trigger:
+    """`trigger` with its status as it stands: the plugin writes only `requested` and `cancelled`; the
+    conversation's schedule says which requested ones wait (with their fire time) and which fired. Conversations
+    before version 4 wrote `scheduled` and `fired` into this state themselves."""
+    if trigger.status != "requested":
+        return trigger
+    waiting = next((s for s in ctx.conversation_schedule if s.id == trigger.id), None)
+    if waiting is not None:
+        return trigger.model_copy(update={"status": "scheduled", "fire_at": waiting.fire_at})
+    if trigger.prompt_id == ctx.prompt_id:  # asked for by this prompt: scheduled when it ends
+        return trigger
+    return trigger.model_copy(update={"status": "fired"})
+
+
+def _triggers_now(ctx: ToolContext) -> list[Trigger]:
+    return [_as_now(t, ctx) for t in read_triggers({TRIGGERS_PLUGIN: ctx.state})]
+
+
 @tool("trigger.list")
 async def list_triggers(args: NoInput, ctx: ToolContext) -> list[dict[str, object]]:
-    """List this conversation's triggers."""
-    return [t.model_dump(mode="json") for t in read_triggers({TRIGGERS_PLUGIN: ctx.state})]
+    """List this conversation's triggers: requested (scheduled when this prompt ends), scheduled (with when it
+    fires), fired or cancelled."""
+    return [t.model_dump(mode="json", exclude={"prompt_id"}) for t in _triggers_now(ctx)]
 
 
 @tool("trigger.cancel")
 async def cancel_trigger(args: TriggerId, ctx: ToolContext) -> str:
     """Cancel a trigger that has not fired yet."""
     triggers = read_triggers({TRIGGERS_PLUGIN: ctx.state})
-    match = next((t for t in triggers if t.id == args.id), None)
-    if match is None or match.status in ("fired", "cancelled"):
+    match = next((t for t in _triggers_now(ctx) if t.id == args.id), None)
+    if match is None or match.status == "cancelled":
         raise ValueError(f"no pending trigger {args.id!r}")
+    if match.status == "fired":
+        raise ValueError(f"trigger {args.id!r} already fired; it cannot be cancelled")
     ctx.cancel_scheduled_prompt(args.id)
     _write_legacy(ctx, [t.model_copy(update={"status": "cancelled"}) if t.id == args.id else t for t in triggers])
     return f"cancelled {args.id}"

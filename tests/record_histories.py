@@ -89,8 +89,9 @@ async def _conversation_with_taken_id(agent: AgentClient) -> WorkflowHandle:  # 
     return conversation._handle
 
 
-async def _conversation_with_scheduled_prompts(agent: AgentClient) -> WorkflowHandle:  # type: ignore[type-arg]
-    conversation = await agent.start_conversation(conversation_id="hist-v4-conversation-scheduled", user_id="u1")
+async def _conversation_with_scheduled_prompts(agent: AgentClient, conversation_id: str
+                                               ) -> WorkflowHandle:  # type: ignore[type-arg]
+    conversation = await agent.start_conversation(conversation_id=conversation_id, user_id="u1")
     await (await conversation.send("remind")).result()
     await (await conversation.send("unremind")).result()
     for _ in range(150):  # the `soon` prompt fires a second after the first turn ended
@@ -356,7 +357,14 @@ async def main() -> None:
             await _save("prompt_v3_in_conversation_budget_stopped", agent.prompt(turns[1]).workflow)
             # Version 4: a conversation schedules what its prompts' tools ask for (Prompt.scheduled): two
             # scheduled, one cancelled by the next turn, the other fired as a system-initiated prompt.
-            await _save("conversation_v4_scheduled_prompts", await _conversation_with_scheduled_prompts(agent))
+            await _save("conversation_v4_scheduled_prompts",
+                        await _conversation_with_scheduled_prompts(agent, "hist-v4-conversation-scheduled"))
+            # Each prompt is given its conversation's schedule (PromptRequest.conversation_schedule) and hands it to
+            # its tools (ToolContext.conversation_schedule): the second turn starts with two prompts scheduled.
+            given = await _conversation_with_scheduled_prompts(agent, "hist-conversation-schedule-given")
+            await _save("conversation_schedule_given_to_prompts", given)
+            await _save("prompt_given_conversation_schedule",
+                        agent.prompt((await given.result()).prompt_ids[1]).workflow)
     sys.stdout.flush()
     os._exit(0)
 

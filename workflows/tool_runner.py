@@ -160,7 +160,8 @@ class ToolRunner:
         return ToolInvocation(
             id=entry.id, tool=call.tool, plugin=call.plugin, input=arguments, user_id=prompt.user_id,  # type: ignore[arg-type]
             conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.max_attempts,
-            prompt_id=None if prompt.id == self._record.host.workflow_id else prompt.id, run_scoped=self._secure())
+            prompt_id=None if prompt.id == self._record.host.workflow_id else prompt.id, run_scoped=self._secure(),
+            conversation_schedule=self._request.conversation_schedule)
 
     def record_outcome(self, call: PlannedCall, outcome: ToolInvocationResult) -> None:
         """A finished call's side outputs (right after what is recorded so far) and its plugin's new state."""

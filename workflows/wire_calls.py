@@ -140,6 +140,8 @@ class ToolInvocation(_Lean):
     run_scoped: bool = Field(default=False, description=(
         "The idempotency key names the workflow's run too (`<workflow id>/<run id>/<call id>`): a later run that "
         "reuses the workflow id gets other keys. False: `<workflow id>/<call id>` (runs started before)."))
+    conversation_schedule: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v,
+                                                         description="As the prompt's request gives it.")
 
     @model_validator(mode="before")
     @classmethod

@@ -113,6 +113,10 @@ class PromptRequest(_Lean):
     budgets: list[Principal] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
         "Principals (`user:<id>`, `conversation:<id>`) whose period budget each model round reserves from "
         "(agent/period_budgets.py); empty: no ledger is asked."))
+    conversation_schedule: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v,
+                                                         description=(
+        "Its conversation's scheduled prompts that had not fired when this prompt started, each with its fire_at "
+        "(what its tools read as `ToolContext.conversation_schedule`)."))
 
 
 class ParentLink(_Model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from durable_agent.activities.transcripts import HistoryChain
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.errors import PromptNotStartedError
 from durable_agent.agent.messages import AssistantMessage, ModelRequest, ModelResponse, UserMessage
-from durable_agent.agent.models import ToolOutput, ToolSuccess
+from durable_agent.agent.models import Prompt, ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
@@ -151,6 +152,63 @@ async def test_trigger_fires_a_system_prompt_after_a_skipped_day(skip_env: Workf
     assert system.input is None and system.state == "completed"
     assert system.output[-1].text == "Reminder: stretch your legs"  # type: ignore[union-attr]
     assert after.scheduled == []
+
+
+def listing_script(request: ModelRequest) -> ModelResponse:
+    """Create a trigger and list it in the same prompt; list it in the next; list it and try to cancel it in
+    the prompt it starts when it fires."""
+    results = results_since_last_user(request)
+    if user_texts(request)[-1].startswith("(This prompt was started by the system"):
+        if request.round == 1:
+            return tool_calls(("trigger.list", {}))
+        if request.round == 2:
+            fired_id = json.loads(results[-1].content)[0]["id"]
+            return tool_calls(("trigger.cancel", {"id": fired_id}))
+        return text("done")
+    if user_texts(request)[-1] == "remind me in an hour":
+        steps = [tool_calls(("trigger.create", {"message": "drink water", "delay_seconds": 3600})),
+                 tool_calls(("trigger.list", {}))]
+        return steps[request.round - 1] if request.round <= len(steps) else text("set")
+    return tool_calls(("trigger.list", {})) if request.round == 1 else text("listed")
+
+
+def _listed(prompt: Prompt, tool_name: str) -> list[ToolOutput]:
+    return [o for o in prompt.output if isinstance(o, ToolOutput) and o.tool == tool_name]
+
+
+async def test_trigger_list_says_what_became_of_each_trigger(skip_env: WorkflowEnvironment) -> None:
+    """`trigger.list` reads the conversation's schedule (`ToolContext.conversation_schedule`), so the model is
+    told a trigger is requested in the prompt that asked for it, scheduled (with when) in later prompts, and
+    fired once it fired; `trigger.cancel` refuses a fired one instead of claiming to cancel it."""
+    async with agent_worker(skip_env, plugins=[triggers_plugin], model=ScriptedModel(listing_script)) as client:
+        conversation = await client.start_conversation(user_id="di")
+        asking = await conversation.send("remind me in an hour")
+        await conversation.prompt_started(asking.id)
+        call = (await asking.wait_until("waiting_for_approval")).output[0]
+        await asking.approve(call.id, by="di")
+        asked = await asking.result()
+        later = await (await conversation.send("what is scheduled?")).result()
+        [waiting] = (await conversation.get()).scheduled
+        await skip_env.sleep(timedelta(hours=1, minutes=1))
+        for _ in range(200):
+            after = await conversation.get()
+            if len(after.prompt_ids) == 3:
+                break
+            await asyncio.sleep(0.05)
+        fired = await client.prompt(after.prompt_ids[2]).result()
+        await conversation.close()
+    [in_asking] = _listed(asked, "trigger.list")
+    [in_later] = _listed(later, "trigger.list")
+    [in_fired] = _listed(fired, "trigger.list")
+    [refused] = _listed(fired, "trigger.cancel")
+    as_asked = in_asking.result.output  # type: ignore[union-attr]
+    assert [(t["id"], t["status"], t["fire_at"]) for t in as_asked] == [(waiting.id, "requested", None)]
+    as_later = in_later.result.output  # type: ignore[union-attr]
+    assert [(t["status"], t["fire_at"]) for t in as_later] == [("scheduled", waiting.fire_at.isoformat().replace(
+        "+00:00", "Z"))]  # type: ignore[union-attr]
+    assert [t["status"] for t in in_fired.result.output] == ["fired"]  # type: ignore[union-attr]
+    assert refused.result.type == "error" and "already fired" in refused.result.error  # type: ignore[union-attr]
+    assert "prompt_id" not in as_asked[0]
 
 
 @pytest.mark.parametrize("prompts_per_run", [100, 1], ids=["stays-v3", "continues-as-v4"])
