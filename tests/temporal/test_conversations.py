@@ -25,11 +25,11 @@ from durable_agent.activities.transcripts import HistoryChain
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.errors import PromptNotStartedError
 from durable_agent.agent.messages import AssistantMessage, ModelRequest, ModelResponse, UserMessage
-from durable_agent.agent.models import Prompt, ToolOutput, ToolSuccess
+from durable_agent.agent.models import Conversation, Prompt, ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
-from durable_agent.client import AgentClient
+from durable_agent.client import AgentClient, ConversationHandle
 from durable_agent.plugins.triggers import plugin as triggers_plugin
 from durable_agent.workers.worker import build_runtime, create_worker
 from durable_agent.workflows.protocol import PromptRequest
@@ -111,6 +111,18 @@ async def test_continue_as_new_keeps_everything(dev_env: WorkflowEnvironment) ->
     assert last.output[-1].text == "noted #7: item 6"  # type: ignore[union-attr]
 
 
+async def _after(env: WorkflowEnvironment, skipped: timedelta, conversation: ConversationHandle, *,
+                 prompts: int) -> Conversation:
+    """The conversation once `skipped` has passed (time skipped) and it has started `prompts` prompts."""
+    await env.sleep(skipped)
+    for _ in range(200):
+        now = await conversation.get()
+        if len(now.prompt_ids) == prompts:
+            return now
+        await asyncio.sleep(0.05)
+    return now
+
+
 def trigger_script(request: ModelRequest) -> ModelResponse:
     users = user_texts(request)
     if users[-1].startswith("(This prompt was started by the system"):
@@ -141,12 +153,7 @@ async def test_trigger_fires_a_system_prompt_after_a_skipped_day(skip_env: Workf
         assert scheduled.id == asked.id and timedelta(days=1) <= delay < timedelta(days=1, seconds=5)
         # The conversation no longer writes the plugin's state: the plugin's own list is as its tool left it.
         assert before.plugin_state["triggers"]["triggers"][0]["status"] == "requested"  # type: ignore[index]
-        await skip_env.sleep(timedelta(days=1, minutes=1))
-        for _ in range(100):
-            after = await conversation.get()
-            if len(after.prompt_ids) == 2:
-                break
-            await asyncio.sleep(0.05)
+        after = await _after(skip_env, timedelta(days=1, minutes=1), conversation, prompts=2)
         system = await client.prompt(after.prompt_ids[1]).result()
         await conversation.close()
     assert system.input is None and system.state == "completed"
@@ -189,12 +196,7 @@ async def test_trigger_list_says_what_became_of_each_trigger(skip_env: WorkflowE
         asked = await asking.result()
         later = await (await conversation.send("what is scheduled?")).result()
         [waiting] = (await conversation.get()).scheduled
-        await skip_env.sleep(timedelta(hours=1, minutes=1))
-        for _ in range(200):
-            after = await conversation.get()
-            if len(after.prompt_ids) == 3:
-                break
-            await asyncio.sleep(0.05)
+        after = await _after(skip_env, timedelta(hours=1, minutes=1), conversation, prompts=3)
         fired = await client.prompt(after.prompt_ids[2]).result()
         await conversation.close()
     [in_asking] = _listed(asked, "trigger.list")
@@ -230,12 +232,7 @@ async def test_a_version_3_conversation_still_fires_triggers(skip_env: WorkflowE
             before = await conversation.get()
             status = before.plugin_state["triggers"]["triggers"][0]["status"]  # type: ignore[index]
             assert status == "scheduled" and before.scheduled == []  # scheduled in the plugin's state, as before
-        await skip_env.sleep(timedelta(days=1, minutes=1))
-        for _ in range(100):
-            after = await conversation.get()
-            if len(after.prompt_ids) == 2:
-                break
-            await asyncio.sleep(0.05)
+        after = await _after(skip_env, timedelta(days=1, minutes=1), conversation, prompts=2)
         system = await client.prompt(after.prompt_ids[1]).result()
         await conversation.close()
     assert system.input is None and system.output[-1].text == "Reminder: stretch your legs"  # type: ignore[union-attr]
@@ -286,12 +283,7 @@ async def test_scheduled_prompt_side_output_is_scheduled_cancelled_and_fired(ski
         assert [(s.id, s.cancel) for s in second.scheduled] == [("rem-first", True)]
         pending = await conversation.get()
         assert [s.id for s in pending.scheduled] == ["rem-second"] and pending.plugin_state == {}
-        await skip_env.sleep(timedelta(hours=3))
-        for _ in range(100):
-            fired = await conversation.get()
-            if len(fired.prompt_ids) == 3:
-                break
-            await asyncio.sleep(0.05)
+        fired = await _after(skip_env, timedelta(hours=3), conversation, prompts=3)
         system = await client.prompt(fired.prompt_ids[2]).result()
         await conversation.close()
     assert fired.scheduled == [] and len(fired.prompt_ids) == 3  # the cancelled one never fired
