@@ -21,10 +21,10 @@ from durable_agent.agent.period_budgets import (
     principal_problem,
     principals_for,
 )
-from durable_agent.workflows.budget_ledger import BUDGET_MEMO
 from durable_agent.workflows.ledger_access import ledger_update
 from durable_agent.workflows.names import (
     BUDGET_LEDGER_WORKFLOW,
+    BUDGET_MEMO,
     BUDGET_STATE_QUERY,
     CONFIGURE_BUDGET_UPDATE,
     USER_ID,

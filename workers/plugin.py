@@ -30,8 +30,6 @@ from durable_agent.agent.errors import DurableAgentError
 from durable_agent.workers.connection import connect_client
 from durable_agent.workers.observability import metrics_runtime, temporal_plugins
 from durable_agent.workers.settings import Settings, WorkflowSandbox
-from durable_agent.workflows import WORKFLOWS
-from durable_agent.workflows.deployment import versioned_workflows
 
 if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
     from temporalio.worker._command_aware_visitor import CommandInfo
@@ -133,6 +131,13 @@ def _append_missing(items: Sequence[T]) -> Callable[[Sequence[T] | None], Sequen
     return append
 
 
+def _our_workflows(existing: Sequence[type] | None) -> Sequence[type]:
+    """The configured workflows and ours: loaded when a worker is configured, so a client never imports them."""
+    from durable_agent.workflows import WORKFLOWS
+
+    return _append_missing(WORKFLOWS)(existing)
+
+
 def _activities(runtime: AgentRuntime | None) -> list[Callable[..., object]] | None:
     if runtime is None:
         return None
@@ -150,7 +155,7 @@ class DurableAgentPlugin(SimplePlugin):
         super().__init__(
             PLUGIN_NAME,
             data_converter=self.settings.data_converter(),
-            workflows=_append_missing(WORKFLOWS),
+            workflows=_our_workflows,
             activities=_activities(runtime),
             workflow_runner=workflow_runner(self.settings.workflow_sandbox),
             workflow_failure_exception_types=_append_missing(FAILURE_TYPES),
@@ -168,7 +173,9 @@ class DurableAgentPlugin(SimplePlugin):
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["max_cached_workflows"] = self.settings.max_cached_workflows
         deployment = config.get("deployment_config")
-        if deployment is not None and deployment.use_worker_versioning:  # workflows/deployment.py
+        if deployment is not None and deployment.use_worker_versioning:
+            from durable_agent.workflows.deployment import versioned_workflows
+
             config["workflows"] = versioned_workflows(config.get("workflows") or [])
         return config
 

@@ -39,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
 PAST_PERIODS_KEPT = 12
 SETTLED_IDS_KEPT = 200  # a retried settle of one of these is not counted twice
 STALE_RESERVATION = timedelta(days=1)  # a reservation never settled (its prompt was terminated) is dropped
-BUDGET_MEMO = "dagent_budget"  # the limit as JSON, for listings without a worker (client/budgets.py)
 
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
@@ -226,7 +225,7 @@ class BudgetLedgerWorkflow:
         memo = standing.limit.model_dump(mode="json") if standing.limit else None
         if memo != self._memo:
             self._memo = memo
-            workflow.upsert_memo({BUDGET_MEMO: memo})
+            workflow.upsert_memo({names.BUDGET_MEMO: memo})
         meter = workflow.metric_meter()
         attributes = {"principal": standing.principal}
         meter.create_gauge("dagent_budget_spent_tokens", "Tokens spent in the budget's current period").set(
@@ -245,4 +244,4 @@ class BudgetLedgerWorkflow:
         return self._updates >= self._state.updates_per_run or workflow.info().is_continue_as_new_suggested()
 
 
-__all__ = ["BUDGET_MEMO", "BudgetLedgerWorkflow"]
+__all__ = ["BudgetLedgerWorkflow"]

@@ -74,3 +74,4 @@ HISTORY_MISSING_ERROR: Final = "HistoryMissing"  # a conversation's stored histo
 MCP_UNAVAILABLE_ERROR: Final = "MCPUnavailable"  # an MCP server cannot be reached (retried like a crash)
 DECISION_REFUSED_ERROR: Final = "DecisionRefused"  # an approve/reject update the prompt refused; detail 0: its kind
 MODEL_FALLBACK_ERROR: Final = "ModelFallback"  # the model round failed; details: [next chain position, its spec]
+BUDGET_MEMO: Final = "dagent_budget"  # a ledger's limit as JSON, for listings without a worker (client/budgets.py)
