@@ -236,8 +236,7 @@ class MCPToolSources:
         return Tool(
             id=server.tool_id(name), description=listed.description or f"{name} (MCP server {server.name})",
             input_model=JsonArguments, fn=call, approval=_dict_policy(server.policy_for(name)),
-            timeout=server.timeout, max_attempts=server.max_attempts, failure_mode=server.failure_mode,
-            heartbeat_timeout=server.heartbeat_timeout, sequential=server.sequential,
+            options=server.tool_options,
             input_schema=dict(listed.inputSchema or {"type": "object"}),
             metadata={"mcp_server": server.name, "mcp_tool": name},
         )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from durable_agent.agent.tools import DEFAULT_OPTIONS, Approval, ApprovalPolicy, FailureMode
+from durable_agent.agent.tools import DEFAULT_OPTIONS, Approval, ApprovalPolicy, FailureMode, ToolOptions
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")
 
@@ -60,6 +60,12 @@ class MCPServer:
             raise ValueError(f"MCP server name {self.name!r} must match {_NAME.pattern}")
         if (self.command is None) == (self.url is None):
             raise ValueError(f"MCP server {self.name!r}: give exactly one of `command` (stdio) or `url` (HTTP)")
+
+    @property
+    def tool_options(self) -> ToolOptions:
+        """The options each of its tools runs with (`local` stays unset: the worker decides per call)."""
+        return ToolOptions(timeout=self.timeout, max_attempts=self.max_attempts, failure_mode=self.failure_mode,
+                           heartbeat_timeout=self.heartbeat_timeout, sequential=self.sequential)
 
     @property
     def transport(self) -> str:

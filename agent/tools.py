@@ -65,28 +65,62 @@ ApprovalPolicy = Approval | Callable[[Any], Approval | bool | None]
 ToolFunction = Callable[[InputT, ToolContext], Awaitable[JsonValue | BaseModel]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Tool(Generic[InputT]):
-    """A tool the model can call. `id` may contain dots (`payment.send`)."""
+    """A tool the model can call. `id` may contain dots (`payment.send`).
+
+    How its calls run is `options` (a `ToolOptions`: timeout, attempts, failure mode, local, heartbeat timeout,
+    sequential). They may also be given one by one as keywords (`Tool(..., timeout=timedelta(seconds=5))`), which
+    apply on top of `options`; each is readable as an attribute too (`tool.timeout`)."""
 
     id: str
     description: str
     input_model: type[InputT]
     fn: ToolFunction[InputT]
     approval: ApprovalPolicy | None = None
-    timeout: timedelta = DEFAULT_OPTIONS.timeout  # these six: ToolOptions (`options`)
-    max_attempts: int = DEFAULT_OPTIONS.max_attempts
-    failure_mode: FailureMode = DEFAULT_OPTIONS.failure_mode
-    local: bool | None = DEFAULT_OPTIONS.local  # None: the worker decides per call (activities/fast_tools.py)
-    heartbeat_timeout: timedelta = DEFAULT_OPTIONS.heartbeat_timeout
+    options: ToolOptions = DEFAULT_OPTIONS
     metadata: dict[str, Any] = field(default_factory=dict)
-    sequential: bool = DEFAULT_OPTIONS.sequential
     input_schema: dict[str, JsonValue] | None = None  # a JSON Schema instead of `input_model` (MCP tools)
 
+    def __init__(self, id: str, description: str, input_model: type[InputT], fn: ToolFunction[InputT],
+                 approval: ApprovalPolicy | None = None, *, options: ToolOptions | None = None,
+                 metadata: dict[str, Any] | None = None, input_schema: dict[str, JsonValue] | None = None,
+                 **option_fields: Any) -> None:
+        unknown = sorted(set(option_fields) - set(ToolOptions.model_fields))
+        if unknown:
+            raise TypeError(f"Tool() got unexpected keyword arguments: {', '.join(unknown)}")
+        base = options or DEFAULT_OPTIONS
+        if option_fields:
+            base = ToolOptions.model_validate({**dict(base), **option_fields})
+        for name, value in (("id", id), ("description", description), ("input_model", input_model), ("fn", fn),
+                            ("approval", approval), ("options", base), ("metadata", dict(metadata or {})),
+                            ("input_schema", input_schema)):
+            object.__setattr__(self, name, value)
+
     @property
-    def options(self) -> ToolOptions:
-        return ToolOptions(timeout=self.timeout, max_attempts=self.max_attempts, failure_mode=self.failure_mode,
-                           local=self.local, heartbeat_timeout=self.heartbeat_timeout, sequential=self.sequential)
+    def timeout(self) -> timedelta:
+        return self.options.timeout
+
+    @property
+    def max_attempts(self) -> int:
+        return self.options.max_attempts
+
+    @property
+    def failure_mode(self) -> FailureMode:
+        return self.options.failure_mode
+
+    @property
+    def local(self) -> bool | None:
+        """None: the worker decides per call (activities/fast_tools.py)."""
+        return self.options.local
+
+    @property
+    def heartbeat_timeout(self) -> timedelta:
+        return self.options.heartbeat_timeout
+
+    @property
+    def sequential(self) -> bool:
+        return self.options.sequential
 
     def parameters_schema(self) -> dict[str, JsonValue]:
         if self.input_schema is not None:

@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     # Writing tools and plugins
     "tool": "durable_agent.agent.tools",
     "Tool": "durable_agent.agent.tools",
+    "ToolOptions": "durable_agent.agent.tools",
     "Approval": "durable_agent.agent.tools",
     "ToolFailed": "durable_agent.agent.tools",
     "Plugin": "durable_agent.agent.plugins",
@@ -83,6 +84,7 @@ __all__ = [
     "ToolContext",
     "ToolFailed",
     "ToolInputError",
+    "ToolOptions",
     "Usage",
     "build_runtime",
     "create_worker",
@@ -124,7 +126,7 @@ if TYPE_CHECKING:
     from durable_agent.agent.plugins import Plugin, PrepareContext, ToolCallInfo
     from durable_agent.agent.providers.scripted import ScriptedModel
     from durable_agent.agent.subagents import SubAgent
-    from durable_agent.agent.tools import Approval, Tool, ToolFailed, tool
+    from durable_agent.agent.tools import Approval, Tool, ToolFailed, ToolOptions, tool
     from durable_agent.client import AgentClient, ConversationHandle, PromptHandle, PromptNotFound
     from durable_agent.workers.plugin import DurableAgentPlugin
     from durable_agent.workers.settings import Settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import timedelta
 
 import pytest
@@ -31,8 +31,9 @@ async def _echo(args: _Args, ctx: ToolContext) -> int:
 def test_every_place_defaults_to_the_options_defaults() -> None:
     signature = inspect.signature(tool).parameters
     assert {name: signature[name].default for name in OPTION_NAMES} == dict(DEFAULT_OPTIONS)
-    tool_defaults = {f.name: f.default for f in fields(Tool) if f.name in OPTION_NAMES}
-    assert tool_defaults == dict(DEFAULT_OPTIONS)
+    plain = Tool(id="t.echo", description="Echo.", input_model=_Args, fn=_echo)
+    assert plain.options == DEFAULT_OPTIONS
+    assert {name: getattr(plain, name) for name in OPTION_NAMES} == dict(DEFAULT_OPTIONS)
     server = {f.name: f.default for f in fields(MCPServer) if f.name in OPTION_NAMES}
     assert server == {name: value for name, value in DEFAULT_OPTIONS if name != "local"}
     assert tool("t.echo")(_echo).options == DEFAULT_OPTIONS
@@ -62,3 +63,23 @@ def test_a_default_call_keeps_its_options_off_the_wire() -> None:
 def test_options_are_checked() -> None:
     with pytest.raises(ValidationError):
         ToolOptions(max_attempts=0)
+
+
+def test_a_tool_holds_its_options_given_whole_or_one_by_one() -> None:
+    """`Tool` keeps one `ToolOptions`; keywords apply on top of `options`, and `dataclasses.replace` (which passes
+    the current `options` with the keyword) changes only what it names."""
+    whole = ToolOptions(timeout=timedelta(seconds=5), max_attempts=3, sequential=True)
+    given = Tool(id="t.echo", description="Echo.", input_model=_Args, fn=_echo, options=whole)
+    assert given.options == whole and given.timeout == timedelta(seconds=5) and given.max_attempts == 3
+    on_top = Tool(id="t.echo", description="Echo.", input_model=_Args, fn=_echo, options=whole, local=True)
+    assert on_top.options == whole.model_copy(update={"local": True})
+    replaced = replace(given, failure_mode="fail")
+    assert replaced.options == whole.model_copy(update={"failure_mode": "fail"})
+    assert "options" in {f.name for f in fields(Tool)} and not OPTION_NAMES & {f.name for f in fields(Tool)}
+
+
+def test_a_tool_refuses_options_that_cannot_hold() -> None:
+    with pytest.raises(ValidationError, match="max_attempts"):
+        Tool(id="t.echo", description="Echo.", input_model=_Args, fn=_echo, max_attempts=0)
+    with pytest.raises(TypeError, match="timeout_seconds"):
+        Tool(id="t.echo", description="Echo.", input_model=_Args, fn=_echo, timeout_seconds=5)  # type: ignore[call-arg]
