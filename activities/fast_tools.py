@@ -30,14 +30,14 @@ class FastTools:
     slow: set[str] = field(default_factory=set)
 
     def runs_local(self, tool: Tool[Any]) -> bool:
-        if tool.local is not None:
-            return tool.local
+        if tool.options.local is not None:
+            return tool.options.local
         if not self.enabled or tool.input_schema is not None or tool.id in self.slow:
             return False
         return self.fast_runs.get(tool.id, 0) >= RUNS_BEFORE_LOCAL
 
     def observe(self, tool: Tool[Any], seconds: float, reported_progress: bool) -> None:
-        if tool.local is not None:
+        if tool.options.local is not None:
             return
         if seconds > FAST_SECONDS or reported_progress:
             self.slow.add(tool.id)

@@ -48,7 +48,7 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
     tool, plugin = found
     fields: dict[str, Any] = dict(
         id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
-        **ReadyCall.option_fields(tool.options, local=bool(tool.local)), agent=sub_agent_call(tool))
+        **ReadyCall.option_fields(tool.options, local=bool(tool.options.local)), agent=sub_agent_call(tool))
     if call.arguments_error:
         return InvalidCall(**fields, error=f"Invalid arguments for tool '{call.tool}': {call.arguments_error}")
     try:

@@ -106,7 +106,7 @@ class ToolActivities(RuntimeActivities):
             logger.info("tool reported an error", error=str(exc)[:200])
             return _error(str(exc), side_outputs=ctx)
         except Exception as exc:
-            if info.attempt < tool.max_attempts:
+            if info.attempt < tool.options.max_attempts:
                 logger.warning("tool raised, will retry", error=f"{type(exc).__name__}: {exc}")
                 raise ApplicationError(f"{type(exc).__name__}: {exc}", type=names.TOOL_RAISED_ERROR) from exc
             logger.warning("tool raised", error=f"{type(exc).__name__}: {exc}")

@@ -97,30 +97,11 @@ class Tool(Generic[InputT]):
                             ("input_schema", input_schema)):
             object.__setattr__(self, name, value)
 
-    @property
-    def timeout(self) -> timedelta:
-        return self.options.timeout
-
-    @property
-    def max_attempts(self) -> int:
-        return self.options.max_attempts
-
-    @property
-    def failure_mode(self) -> FailureMode:
-        return self.options.failure_mode
-
-    @property
-    def local(self) -> bool | None:
-        """None: the worker decides per call (activities/fast_tools.py)."""
-        return self.options.local
-
-    @property
-    def heartbeat_timeout(self) -> timedelta:
-        return self.options.heartbeat_timeout
-
-    @property
-    def sequential(self) -> bool:
-        return self.options.sequential
+    def __getattr__(self, name: str) -> Any:
+        """`tool.timeout` and the other options, read from `options` (code of ours reads `tool.options.x`)."""
+        if name in ToolOptions.model_fields:
+            return getattr(self.options, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def parameters_schema(self) -> dict[str, JsonValue]:
         if self.input_schema is not None:
