@@ -1,3 +1,3 @@
-from durable_agent.cli.app import main
+from durable_agent.cli.entry import main
 
 main()

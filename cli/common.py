@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from durable_agent.cli.errors import REFUSED, USER_ERROR, report
+from durable_agent.cli.errors import REFUSED, USER_ERROR, report, report_failure
+from durable_agent.cli.errors import Explained as Explained  # the commands use both from here
+from durable_agent.cli.errors import explained as explained
 from durable_agent.cli.printed_lines import AddressOption as AddressOption  # the commands import it from here
 
 if TYPE_CHECKING:
@@ -46,60 +48,13 @@ def exit_now(code: int = 0) -> NoReturn:
     os._exit(code)
 
 
-class Explained(Exception):
-    """An error already turned into one line with a hint."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-async def explained(main: Callable[[], Awaitable[int | None]], settings: Settings | None) -> int | None:
-    """Run `main`; the common mistakes (no server, a mistyped prompt id) become one line with a hint."""
-    try:
-        return await main()
-    except Exception as exc:
-        if settings is None:
-            raise
-        from durable_agent.cli import hints
-        from durable_agent.client import AgentClient
-
-        if hints.is_connect_failure(exc):
-            raise Explained(hints.no_server(settings), REFUSED) from None
-        if (prompt_id := hints.missing_prompt_id(exc)) is not None:
-            try:
-                client = (await AgentClient.connect(settings)).client
-            except RuntimeError:
-                client = None
-            raise Explained(await hints.unknown_prompt(client, prompt_id), USER_ERROR) from None
-        raise
-
-
 def run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
     import asyncio
 
-    from durable_agent.agent.errors import DecisionRefused  # not from durable_agent.client: a worker needs no client
-    from durable_agent.agent.extras import MissingExtra, explain_missing
-
     try:
         code = asyncio.run(explained(main, settings))
-    except KeyboardInterrupt:
-        code = 130
-    except Explained as exc:
-        report("error", exc)
-        code = exc.code
-    except DecisionRefused as exc:
-        report("refused", exc)
-        code = REFUSED
-    except (ValueError, LookupError, FileNotFoundError, MissingExtra) as exc:
-        report("error", exc)
-        code = USER_ERROR
-    except ModuleNotFoundError as exc:  # an optional package imported outside extras.import_extra
-        report("error", explain_missing(exc, "this command"))
-        code = USER_ERROR
-    except Exception as exc:  # connection failures, RPC errors: still one line, never a traceback
-        report("error", exc)
-        code = REFUSED
+    except (KeyboardInterrupt, Exception) as exc:
+        code = report_failure(exc)
     exit_now(code or 0)
 
 

@@ -7,8 +7,11 @@ on stdout, and a script can rely on `dagent ...; echo $?`.
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-import typer
+if TYPE_CHECKING:
+    from durable_agent.workers.settings import Settings
 
 USER_ERROR = 2  # the command could not run as given (bad arguments, bad input, unknown prompt)
 REFUSED = 1  # the command ran but what it asked for did not happen
@@ -20,8 +23,8 @@ def one_line(exc: BaseException) -> str:
 
     if isinstance(exc, ValidationError):
         text = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
-    elif isinstance(exc, typer.TyperException):
-        text = exc.format_message()
+    elif (typer := sys.modules.get("typer")) is not None and isinstance(exc, typer.TyperException):
+        text = exc.format_message()  # typer only where a command parsed its options (the worker process has none)
     else:
         text = str(exc) or type(exc).__name__
         cause, depth = exc.__cause__, 0
@@ -34,3 +37,55 @@ def one_line(exc: BaseException) -> str:
 def report(prefix: str, exc: BaseException) -> None:
     sys.stderr.write(f"{prefix}: {one_line(exc)}\n")
     sys.stderr.flush()
+
+
+class Explained(Exception):
+    """An error already turned into one line with a hint."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def explained(main: Callable[[], Awaitable[int | None]], settings: Settings | None) -> int | None:
+    """Run `main`; the common mistakes (no server, a mistyped prompt id) become one line with a hint."""
+    try:
+        return await main()
+    except Exception as exc:
+        if settings is None:
+            raise
+        from durable_agent.cli import hints
+        from durable_agent.client import AgentClient
+
+        if hints.is_connect_failure(exc):
+            raise Explained(hints.no_server(settings), REFUSED) from None
+        if (prompt_id := hints.missing_prompt_id(exc)) is not None:
+            try:
+                client = (await AgentClient.connect(settings)).client
+            except RuntimeError:
+                client = None
+            raise Explained(await hints.unknown_prompt(client, prompt_id), USER_ERROR) from None
+        raise
+
+
+def report_failure(exc: BaseException) -> int:
+    """Say in one line on stderr why a command ended; the exit code that means."""
+    from durable_agent.agent.errors import DecisionRefused  # not from durable_agent.client: a worker needs no client
+    from durable_agent.agent.extras import MissingExtra, explain_missing
+
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    if isinstance(exc, Explained):
+        report("error", exc)
+        return exc.code
+    if isinstance(exc, DecisionRefused):
+        report("refused", exc)
+        return REFUSED
+    if isinstance(exc, ValueError | LookupError | FileNotFoundError | MissingExtra):
+        report("error", exc)
+        return USER_ERROR
+    if isinstance(exc, ModuleNotFoundError):  # an optional package imported outside extras.import_extra
+        report("error", explain_missing(exc, "this command"))
+        return USER_ERROR
+    report("error", exc)  # connection failures, RPC errors: still one line, never a traceback
+    return REFUSED

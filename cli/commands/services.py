@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -63,61 +63,16 @@ def worker(
                                                     "server sees the worker poll (`dagent worker-ready`)")] = None,
 ) -> None:
     """Run a worker: PromptWorkflow plus the model and tool activities, until Ctrl-C or SIGTERM."""
-    settings = common.load_settings(address, profile)
-    update: dict[str, Any] = {}
-    if metrics_port is not None:
-        update["metrics_port"] = metrics_port
-    if plugin:
-        update["plugins"] = tuple(plugin)
-    if model_normal:
-        update["model_normal"] = model_normal
-    if model_high:
-        update["model_high"] = model_high
-    settings = settings.model_copy(update=update)
-
-    async def main() -> int:
-        from contextlib import AsyncExitStack
-
-        from durable_agent.workers.connection import describe_security
-        from durable_agent.workers.observability import flush_traces
-        from durable_agent.workers.readiness import serve_readiness
-        from durable_agent.workers.storage.stores import check_store
-        from durable_agent.workers.worker import build_runtime, connect, create_workers
-
-        await check_store(settings.blob_objects())  # refuse to start without a usable store
-        runtime = build_runtime(settings)
-        from durable_agent.workers.drain import StopSignals, drain
-        from durable_agent.workers.durations import format_duration
-
-        client = await connect(settings, metrics=True)
-        stop = StopSignals(on_force=lambda: err_console.print("second signal: stopping now"))
-        try:
-            async with AsyncExitStack() as workers:
-                running = create_workers(client, runtime, settings)
-                for one in running:
-                    await workers.enter_async_context(one)
-                await workers.enter_async_context(serve_readiness(
-                    client, running, ready_file, address=settings.temporal_address,
-                    workflow_queue=settings.task_queue, stopping=stop.stopping))
-                queues = [settings.task_queue] if settings.worker_queues != "models" else []
-                queues += settings.model_queues if settings.worker_queues != "workflows" else []
-                err_console.print(f"worker on {settings.temporal_address} "
-                                  f"({describe_security(settings.temporal_profile)}) "
-                                  f"queues={','.join(queues)} store={settings.blob_objects().location} "
-                                  f"codec={'on' if settings.codec_keys else 'off'} "
-                                  f"plugins={','.join(settings.plugins)} models={settings.model_tiers}")
-                if settings.metrics_port is not None:
-                    err_console.print(f"metrics on http://{settings.observability().metrics_bind}/metrics")
-                await stop.wait()
-                err_console.print(f"draining: running tools and model calls have up to "
-                                  f"{format_duration(settings.graceful_shutdown)} to finish (signal again to stop now)")
-                await drain(running, settings.graceful_shutdown)
-        finally:
-            await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
-            flush_traces()
-        return 0
-
-    common.run_async(main, settings)
+    given = {"TEMPORAL_ADDRESS": address, "TEMPORAL_PROFILE": profile, "DAGENT_PLUGINS": ",".join(plugin or []) or None,
+             "DAGENT_MODEL_NORMAL": model_normal, "DAGENT_MODEL_HIGH": model_high,
+             "DAGENT_METRICS_PORT": None if metrics_port is None else str(metrics_port),
+             "DAGENT_READY_FILE": None if ready_file is None else str(ready_file)}
+    os.environ.update({name: value for name, value in given.items() if value})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The worker runs for days: it becomes a process without the command line's modules (cli/worker_process.py),
+    # which reads the settings (a bad variable or profile is refused there, in one line, exit code 2).
+    os.execv(sys.executable, [sys.executable, "-m", "durable_agent.cli.worker_process"])
 
 
 @app.command("codec-server")

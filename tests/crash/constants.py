@@ -35,6 +35,8 @@ APPROVER = "crash-harness"
 REJECT_REASON = "declined by the crash harness"
 STEER_MESSAGE = "Please also note the order number."
 RESCUE_TIMEOUT = Duration(seconds=3)
-ZYGOTE_PRELOAD = ["durable_agent.cli.app", "durable_agent.cli.commands.services", "durable_agent.workers.worker",
+ZYGOTE_PRELOAD = ["durable_agent.cli.worker_process", "durable_agent.workers.run", "durable_agent.workers.worker",
+                  "durable_agent.workflows.prompt", "durable_agent.workflows.conversation",
+                  "durable_agent.workflows.budget_ledger", "durable_agent.activities.agent_activities",
                   "tests.crash.scenario"]
-SOURCE_DIRS = ("agent", "activities", "workflows", "workers", "plugins", "tests/crash")
+SOURCE_DIRS = ("agent", "activities", "workflows", "workers", "plugins", "cli", "tests/crash")

@@ -25,7 +25,8 @@ from tests.crash.constants import READY_MARKER, REPO_ROOT, SOURCE_DIRS, ZYGOTE_P
 
 
 def _zygote_child(command: dict[str, Any]) -> None:  # pragma: no cover - runs in a forked child
-    """A forked worker: exactly what `python -m cli worker` runs, its output into the log file."""
+    """A forked worker: exactly what `dagent worker` becomes (cli/worker_process.py; the command execs it, which
+    in a fork would import everything again), its output into the log file."""
     try:
         fd = os.open(command["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
@@ -37,11 +38,11 @@ def _zygote_child(command: dict[str, Any]) -> None:  # pragma: no cover - runs i
         os.environ.clear()
         os.environ.update(command["env"])
         sys.argv = list(command["argv"])
-        from durable_agent.cli.app import app
+        from durable_agent.cli.worker_process import main
 
-        app()
+        main()
     finally:
-        os._exit(70)  # `app()` leaves with os._exit itself; getting here means it raised
+        os._exit(70)  # `main()` leaves with os._exit itself; getting here means it raised
 
 
 def zygote_main() -> None:  # pragma: no cover - runs in the zygote process

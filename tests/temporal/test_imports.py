@@ -149,3 +149,36 @@ def test_a_missing_extra_is_one_line_naming_the_extra_and_the_command() -> None:
     other = ModuleNotFoundError("No module named 'left_pad'", name="left_pad")
     assert explain_missing(other, "x") is other
     assert missing_modules("server") == [] and require("server", "the dev server") is None  # a binary, no module
+
+
+@pytest.mark.parametrize("args", [(), ("--plugin", "durable_agent.plugins.demo:plugin")],
+                         ids=["bare", "with-options"])
+async def test_the_worker_process_loads_no_command_line(dev_env: WorkflowEnvironment, tmp_path: Path,
+                                                        args: tuple[str, ...]) -> None:
+    """A bare `dagent worker` (settings from the environment) starts the worker without loading typer or rich
+    (cli/entry.py); with options it parses them, then becomes `python -m durable_agent.cli.worker_process` (the
+    same pid, so signals and the ready file's pid still hold). Either way the running worker carries none of the
+    command line: 8 MiB for as long as it runs (issue 28, idle RSS)."""
+    env = _env(TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
+               DAGENT_TASK_QUEUE=f"lean-{uuid.uuid4().hex[:8]}", DAGENT_FILE_DIR=str(tmp_path / "files"),
+               DAGENT_PAYLOAD_DIR=str(tmp_path / "payloads"), DAGENT_LOG_LEVEL="WARNING", PYTHONPROFILEIMPORTTIME="1")
+    worker = WorkerProcess(env, tmp_path / "worker.log", *args)
+    try:
+        deadline = time.monotonic() + 60
+        while not worker.ready():
+            assert time.monotonic() < deadline, "the worker did not start"
+            await asyncio.sleep(0.1)
+        command = (await asyncio.to_thread(Path(f"/proc/{worker.pid}/cmdline").read_bytes)).split(b"\0")
+    finally:
+        worker.kill()
+    log = worker.log_path.read_text(errors="replace")
+    assert "worker on " in log
+    header = "import time: self [us] | cumulative | imported package"
+    assert log.count(header) == (2 if args else 1)  # with options: the command's interpreter, then the worker's
+    worker_modules = imported_modules(log[log.rindex(header):])
+    assert "durable_agent.workers.worker" in worker_modules
+    if args:
+        assert command[1:3] == [b"-m", b"durable_agent.cli.worker_process"], command
+        assert {"typer", "rich.console"} <= imported_modules(log[:log.rindex(header)])  # seen where they load
+    # (a bare `rich` is structlog's import attempt, refused on purpose when stderr is not a terminal)
+    assert sorted(m for m in worker_modules if m.split(".")[0] in ("typer", "click") or m.startswith("rich.")) == []

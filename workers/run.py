@@ -1,0 +1,51 @@
+"""A worker process's life: check the store, connect, poll every queue it serves, say it is ready, and on the
+first SIGTERM or Ctrl-C drain what runs (a second one stops at once). `dagent worker` runs it in a process of
+its own that loads none of the command line (`cli/worker_process.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+from durable_agent.workers.settings import Settings
+
+
+async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[[str], None]) -> int:
+    """Run until stopped; `say` prints the worker's few lines for a person (the start line, draining)."""
+    from durable_agent.workers.connection import describe_security
+    from durable_agent.workers.drain import StopSignals, drain
+    from durable_agent.workers.durations import format_duration
+    from durable_agent.workers.observability import flush_traces
+    from durable_agent.workers.readiness import serve_readiness
+    from durable_agent.workers.storage.stores import check_store
+    from durable_agent.workers.worker import build_runtime, connect, create_workers
+
+    await check_store(settings.blob_objects())  # refuse to start without a usable store
+    runtime = build_runtime(settings)
+    client = await connect(settings, metrics=True)
+    stop = StopSignals(on_force=lambda: say("second signal: stopping now"))
+    try:
+        async with AsyncExitStack() as workers:
+            running = create_workers(client, runtime, settings)
+            for one in running:
+                await workers.enter_async_context(one)
+            await workers.enter_async_context(serve_readiness(
+                client, running, ready_file, address=settings.temporal_address,
+                workflow_queue=settings.task_queue, stopping=stop.stopping))
+            queues = [settings.task_queue] if settings.worker_queues != "models" else []
+            queues += settings.model_queues if settings.worker_queues != "workflows" else []
+            say(f"worker on {settings.temporal_address} ({describe_security(settings.temporal_profile)}) "
+                f"queues={','.join(queues)} store={settings.blob_objects().location} "
+                f"codec={'on' if settings.codec_keys else 'off'} plugins={','.join(settings.plugins)} "
+                f"models={settings.model_tiers}")
+            if settings.metrics_port is not None:
+                say(f"metrics on http://{settings.observability().metrics_bind}/metrics")
+            await stop.wait()
+            say(f"draining: running tools and model calls have up to {format_duration(settings.graceful_shutdown)} "
+                "to finish (signal again to stop now)")
+            await drain(running, settings.graceful_shutdown)
+    finally:
+        await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
+        flush_traces()
+    return 0
