@@ -8,21 +8,21 @@ imported inside the functions that use them.
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from durable_agent.cli.errors import REFUSED, USER_ERROR, report, report_failure
-from durable_agent.cli.errors import Explained as Explained  # the commands use both from here
+from durable_agent.cli.errors import REFUSED, report
+from durable_agent.cli.errors import Explained as Explained  # the commands use these from here
 from durable_agent.cli.errors import explained as explained
 from durable_agent.cli.printed_lines import AddressOption as AddressOption  # the commands import it from here
+from durable_agent.cli.running import exit_now as exit_now
+from durable_agent.cli.running import load_settings as load_settings
+from durable_agent.cli.running import run_async as run_async
 
 if TYPE_CHECKING:
-    from durable_agent.workers.settings import Settings
+    pass
 
 # Text is printed as given: no emoji codes (`:name:` in a prompt or an id stays as typed; rich's table of them
 # is 1 MiB of every process that prints, a worker's included).
@@ -36,42 +36,6 @@ ProfileOption = Annotated[str | None, typer.Option(
 RoleOption = Annotated[list[str] | None, typer.Option(
     "--role", help="A role you hold, for calls whose approvers name `role:...` (repeatable; counted only "
     "without decision keys, like --by)")]
-
-
-def exit_now(code: int = 0) -> NoReturn:
-    """Leave without running interpreter teardown: the Temporal SDK can crash there (sdk-python#300)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    follow = sys.modules.get("durable_agent.cli.follow")  # only a command that followed asked questions
-    if follow is not None:
-        follow.discard_at_exit()
-    os._exit(code)
-
-
-def run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
-    import asyncio
-
-    try:
-        code = asyncio.run(explained(main, settings))
-    except (KeyboardInterrupt, Exception) as exc:
-        code = report_failure(exc)
-    exit_now(code or 0)
-
-
-def load_settings(address: str | None, profile: str | None = None) -> Settings:
-    from durable_agent.agent.logging import configure_logging
-    from durable_agent.cli.ui_links import with_ui_url
-    from durable_agent.workers.settings import Settings
-
-    try:
-        settings = Settings.from_env(profile=profile)
-    except ValueError as exc:
-        report("error", exc)
-        exit_now(USER_ERROR)
-    if address:
-        settings = settings.model_copy(update={"temporal_address": address})
-    configure_logging(settings.log_level)
-    return with_ui_url(settings)  # links to the UI the server really has
 
 
 def decider(by: str) -> str:

@@ -5,11 +5,9 @@ for as long as it runs). Its failures read as every command's: one line on stder
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 
 def say(line: str) -> None:
@@ -17,33 +15,13 @@ def say(line: str) -> None:
     sys.stderr.flush()
 
 
-def _leave(code: int) -> NoReturn:
-    """Without interpreter teardown, as every command leaves (the Temporal SDK can crash there)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def main() -> NoReturn:
-    from durable_agent.agent.logging import configure_logging
-    from durable_agent.cli.errors import USER_ERROR, explained, report, report_failure
-    from durable_agent.cli.ui_links import with_ui_url
+def main() -> None:
+    from durable_agent.cli.running import load_settings, run_async
     from durable_agent.workers.run import run_worker
-    from durable_agent.workers.settings import Settings
 
-    try:
-        settings = Settings.from_env()
-    except ValueError as exc:
-        report("error", exc)
-        _leave(USER_ERROR)
-    configure_logging(settings.log_level)
-    settings = with_ui_url(settings)
+    settings = load_settings(None)
     ready = os.environ.get("DAGENT_READY_FILE", "").strip()
-    try:
-        code = asyncio.run(explained(lambda: run_worker(settings, Path(ready) if ready else None, say), settings))
-    except (KeyboardInterrupt, Exception) as exc:
-        code = report_failure(exc)
-    _leave(code or 0)
+    run_async(lambda: run_worker(settings, Path(ready) if ready else None, say), settings)
 
 
 if __name__ == "__main__":

@@ -72,22 +72,19 @@ def _as_now(trigger: Trigger, ctx: ToolContext) -> Trigger:
     return trigger.model_copy(update={"status": "fired"})
 
 
-def _triggers_now(ctx: ToolContext) -> list[Trigger]:
-    return [_as_now(t, ctx) for t in read_triggers({TRIGGERS_PLUGIN: ctx.state})]
-
-
 @tool("trigger.list")
 async def list_triggers(args: NoInput, ctx: ToolContext) -> list[dict[str, object]]:
     """List this conversation's triggers: requested (scheduled when this prompt ends), scheduled (with when it
     fires), fired or cancelled."""
-    return [t.model_dump(mode="json", exclude={"prompt_id"}) for t in _triggers_now(ctx)]
+    return [_as_now(t, ctx).model_dump(mode="json", exclude={"prompt_id"})
+            for t in read_triggers({TRIGGERS_PLUGIN: ctx.state})]
 
 
 @tool("trigger.cancel")
 async def cancel_trigger(args: TriggerId, ctx: ToolContext) -> str:
     """Cancel a trigger that has not fired yet."""
     triggers = read_triggers({TRIGGERS_PLUGIN: ctx.state})
-    match = next((t for t in _triggers_now(ctx) if t.id == args.id), None)
+    match = next((_as_now(t, ctx) for t in triggers if t.id == args.id), None)
     if match is None or match.status == "cancelled":
         raise ValueError(f"no pending trigger {args.id!r}")
     if match.status == "fired":
