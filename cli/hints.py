@@ -66,7 +66,7 @@ async def worker_polling(client: Client, settings: Settings) -> bool:
     """Whether any worker has polled the task queue recently (the server forgets pollers after minutes)."""
     response = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
         namespace=settings.namespace, task_queue=TaskQueue(name=settings.task_queue),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), retry=True)
     return bool(response.pollers)
 
 

@@ -133,7 +133,7 @@ async def list_page(client: Client, query: str, *, size: int = PAGE_SIZE, token:
     10,000-row list."""
     try:
         page = await client.workflow_service.list_workflow_executions(ListWorkflowExecutionsRequest(
-            namespace=client.namespace, query=query, page_size=size, next_page_token=token))
+            namespace=client.namespace, query=query, page_size=size, next_page_token=token), retry=True)
     except RPCError as exc:
         # the server cannot read the token (the dev server's SQL visibility says UNKNOWN, others INVALID_ARGUMENT)
         if token and exc.status in (RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.UNKNOWN):

@@ -59,7 +59,7 @@ async def _last_task_failure(client: Client, workflow_id: str, run_id: str | Non
     request = GetWorkflowExecutionHistoryReverseRequest(
         namespace=client.namespace, execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id or ""),
         maximum_page_size=HISTORY_EVENTS_SCANNED)
-    response = await client.workflow_service.get_workflow_execution_history_reverse(request)
+    response = await client.workflow_service.get_workflow_execution_history_reverse(request, retry=True)
     for event in response.history.events:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
             failure = event.workflow_task_failed_event_attributes.failure

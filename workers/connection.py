@@ -137,7 +137,8 @@ def _explain(exc: BaseException, address: str, security: str) -> str:
 async def check_namespace(client: Client) -> None:
     """Fail fast with a clear message when the namespace does not exist (instead of every call failing)."""
     try:
-        await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=client.namespace))
+        await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=client.namespace),
+                                                         retry=True)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise TemporalConnectError(

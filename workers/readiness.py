@@ -58,7 +58,8 @@ async def pollers_seen(client: Client, polls: Sequence[QueuePoll], identity: str
     for poll in polls:
         kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW if poll.workflows else TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
         reply = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=poll.task_queue), task_queue_type=kind))
+            namespace=client.namespace, task_queue=TaskQueue(name=poll.task_queue), task_queue_type=kind),
+            retry=True)
         if not any(p.identity == identity for p in reply.pollers):
             missing.append(poll)
     return missing

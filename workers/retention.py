@@ -76,7 +76,8 @@ def _size(path: Path) -> int:
 
 
 async def namespace_retention(client: Client) -> timedelta:
-    described = await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=client.namespace))
+    described = await client.workflow_service.describe_namespace(
+        DescribeNamespaceRequest(namespace=client.namespace), retry=True)
     return described.config.workflow_execution_retention_ttl.ToTimedelta()
 
 

@@ -87,7 +87,7 @@ async def describe_deployment(client: Client, name: str) -> DeploymentView:
 
     try:
         reply = await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=name))
+            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=name), retry=True)
     except RPCError as exc:
         raise _one_line(exc, f"deployment {name}") from None
     info = reply.worker_deployment_info
@@ -134,7 +134,8 @@ async def list_deployments(client: Client) -> list[str]:
     while True:
         try:
             reply = await client.workflow_service.list_worker_deployments(
-                ListWorkerDeploymentsRequest(namespace=client.namespace, page_size=100, next_page_token=token))
+                ListWorkerDeploymentsRequest(namespace=client.namespace, page_size=100, next_page_token=token),
+                retry=True)
         except RPCError as exc:
             raise _one_line(exc, "listing deployments") from None
         names += [summary.name for summary in reply.worker_deployments]
@@ -148,7 +149,7 @@ async def set_current_version(client: Client, name: str, build_id: str, *, wait:
     e.g. no worker of that build has polled yet). `wait`: return once the change has reached the task queues."""
     try:
         await client.workflow_service.set_worker_deployment_current_version(SetWorkerDeploymentCurrentVersionRequest(
-            namespace=client.namespace, deployment_name=name, build_id=build_id, identity=IDENTITY))
+            namespace=client.namespace, deployment_name=name, build_id=build_id, identity=IDENTITY), retry=True)
     except RPCError as exc:
         raise _one_line(exc, f"set {name}.{build_id} current") from None
     if wait:
@@ -164,7 +165,7 @@ async def set_ramping_version(client: Client, name: str, build_id: str | None, p
     try:
         await client.workflow_service.set_worker_deployment_ramping_version(SetWorkerDeploymentRampingVersionRequest(
             namespace=client.namespace, deployment_name=name, build_id=build_id or "",
-            percentage=percent if build_id else 0, identity=IDENTITY))
+            percentage=percent if build_id else 0, identity=IDENTITY), retry=True)
     except RPCError as exc:
         raise _one_line(exc, f"ramp {name}.{build_id or '(none)'}") from None
     if wait:

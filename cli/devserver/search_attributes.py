@@ -38,7 +38,7 @@ async def register_search_attributes(
     wanted = {name: _INDEXED_VALUE_TYPES[kind] for name, kind in attributes.items()}
     try:
         listed = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace)
+            ListSearchAttributesRequest(namespace=namespace), retry=True
         )
     except RPCError as err:
         if err.status != RPCStatusCode.UNIMPLEMENTED:
@@ -71,7 +71,7 @@ async def _add_search_attributes(
 ) -> None:
     try:
         await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=namespace, search_attributes=dict(attributes))
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=dict(attributes)), retry=True
         )
     except RPCError as err:
         # A concurrent registration (or, on the test server, a re-registration) got there first.
