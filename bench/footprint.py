@@ -56,7 +56,7 @@ def time_and_cpu(args: list[str], env: dict[str, str]) -> tuple[float, float]:
 async def has_poller(client: Client, task_queue: str) -> bool:
     reply = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
         namespace=client.namespace, task_queue=TaskQueue(name=task_queue),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), retry=True)
     return bool(reply.pollers)
 
 

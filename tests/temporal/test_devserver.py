@@ -65,7 +65,7 @@ def _worker(client: Client, task_queue: str) -> Worker:
 
 async def _custom_attributes(client: Client) -> dict[str, int]:
     resp = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace="default")
+        ListSearchAttributesRequest(namespace="default"), retry=True
     )
     return dict(resp.custom_attributes)
 

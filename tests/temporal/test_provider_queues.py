@@ -32,7 +32,7 @@ async def _queue_rate(client: Client, queue: str) -> float:
     """The rate the server enforces on a model queue (from its workers' polls)."""
     described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
         namespace=client.namespace, task_queue=TaskQueue(name=queue),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, report_config=True))
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, report_config=True), retry=True)
     return described.effective_rate_limit.requests_per_second
 
 

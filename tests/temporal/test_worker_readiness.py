@@ -54,7 +54,7 @@ async def test_ready_file_follows_the_workers_polling(dev_env: WorkflowEnvironme
         assert state.pid == worker.pid and state.queues == [queue]
         reply = await dev_env.client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
             namespace="default", task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), retry=True)
         assert state.identity in [p.identity for p in reply.pollers]  # written only once the server saw it poll
 
         ready = probe(ready_file)
