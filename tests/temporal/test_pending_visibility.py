@@ -129,3 +129,23 @@ async def test_a_prompt_started_before_the_memo_is_asked_instead(dev_env: Workfl
         await prompt.approve(found.rows[0].call.tool_call_id, by=user)
         assert (await prompt.result()).state == "completed"
 
+
+
+async def test_the_whole_list_reads_every_page(dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages of two prompts: the whole list asks for each next page while it reads the one before, and lists
+    every waiting prompt once, in the server's order."""
+    from durable_agent.client import pending
+
+    monkeypatch.setattr(pending, "PAGE_SIZE", 2)
+    user = f"vis-{uuid.uuid4().hex[:8]}"
+    async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as agent:
+        prompts = [await agent.start(f"pay bob {250 + i}", user_id=user) for i in range(5)]
+        for prompt in prompts:
+            await prompt.wait_until("waiting_for_approval")
+        found = await _eventually(lambda: agent.pending(user_id=user), lambda f: len(f.rows) == 5)
+        paged = await agent.pending(user_id=user, limit=2)
+    assert sorted(row.prompt_id for row in found.rows) == sorted(p.id for p in prompts)
+    assert sorted(row.call.input["amount"] for row in found.rows) == [250, 251, 252, 253, 254]  # type: ignore[index]
+    assert len(paged.rows) == 2 and paged.total == 5 and paged.next_cursor is not None
+    for prompt in prompts:
+        await prompt.workflow.terminate(reason="test over")
