@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
-from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest, ListWorkflowExecutionsResponse
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -125,9 +125,14 @@ def _keyword(info: WorkflowExecutionInfo, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-async def _fetch_page(client: Client, query: str, size: int, token: bytes) -> ListWorkflowExecutionsResponse:
+async def list_page(client: Client, query: str, *, size: int = PAGE_SIZE, token: bytes = b"",
+                    ) -> tuple[list[Listed], bytes]:
+    """One page (at most `size`) of the prompts a visibility query finds, each with its memo's waiting calls,
+    and the next page's token (empty: the last page). Read from the raw reply: `client.list_workflows` decodes
+    every search attribute and memo of every row, twice for the search attributes, which was most of a
+    10,000-row list."""
     try:
-        return await client.workflow_service.list_workflow_executions(ListWorkflowExecutionsRequest(
+        page = await client.workflow_service.list_workflow_executions(ListWorkflowExecutionsRequest(
             namespace=client.namespace, query=query, page_size=size, next_page_token=token), retry=True)
     except RPCError as exc:
         # the server cannot read the token (the dev server's SQL visibility says UNKNOWN, others INVALID_ARGUMENT)
@@ -135,42 +140,22 @@ async def _fetch_page(client: Client, query: str, size: int, token: bytes) -> Li
             raise ValueError(f"cursor {encode_cursor(token)!r} is not one this list gave (or it has expired): "
                              "start from the first page") from None
         raise
-
-
-async def _read_page(client: Client, page: ListWorkflowExecutionsResponse) -> list[Listed]:
-    return [Listed(prompt_id=info.execution.workflow_id, user_id=_keyword(info, USER_ID.name),
-                   conversation_id=_keyword(info, CONVERSATION_ID.name),
-                   parent_id=_keyword(info, PARENT_PROMPT_ID.name), memo=await _memo_of(client, info))
-            for info in page.executions]
-
-
-async def list_page(client: Client, query: str, *, size: int = PAGE_SIZE, token: bytes = b"",
-                    ) -> tuple[list[Listed], bytes]:
-    """One page (at most `size`) of the prompts a visibility query finds, each with its memo's waiting calls,
-    and the next page's token (empty: the last page). Read from the raw reply: `client.list_workflows` decodes
-    every search attribute and memo of every row, twice for the search attributes, which was most of a
-    10,000-row list."""
-    page = await _fetch_page(client, query, size, token)
-    return await _read_page(client, page), page.next_page_token
+    found = [Listed(prompt_id=info.execution.workflow_id, user_id=_keyword(info, USER_ID.name),
+                    conversation_id=_keyword(info, CONVERSATION_ID.name),
+                    parent_id=_keyword(info, PARENT_PROMPT_ID.name), memo=await _memo_of(client, info))
+             for info in page.executions]
+    return found, page.next_page_token
 
 
 async def list_prompts_with_memo(client: Client, query: str) -> list[Listed]:
-    """Every prompt a visibility query finds, each with its memo's waiting calls, page by page: the next page
-    is asked for while this one is read, so the server's time and ours overlap."""
+    """Every prompt a visibility query finds, each with its memo's waiting calls: `list_page` page by page."""
     found: list[Listed] = []
-    page = await _fetch_page(client, query, PAGE_SIZE, b"")
+    token = b""
     while True:
-        following = (asyncio.create_task(_fetch_page(client, query, PAGE_SIZE, page.next_page_token))
-                     if page.next_page_token else None)
-        try:
-            found += await _read_page(client, page)
-        except BaseException:
-            if following is not None:
-                following.cancel()
-            raise
-        if following is None:
+        page, token = await list_page(client, query, token=token)
+        found += page
+        if not token:
             return found
-        page = await following
 
 
 def encode_cursor(token: bytes) -> str | None:

@@ -132,8 +132,8 @@ async def test_a_prompt_started_before_the_memo_is_asked_instead(dev_env: Workfl
 
 
 async def test_the_whole_list_reads_every_page(dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pages of two prompts: the whole list asks for each next page while it reads the one before, and lists
-    every waiting prompt once, in the server's order."""
+    """Pages of two prompts: the whole list follows the page tokens to the end and lists every waiting prompt
+    once; one page (`limit`) says how many there are and where the next page starts."""
     from durable_agent.client import pending
 
     monkeypatch.setattr(pending, "PAGE_SIZE", 2)
