@@ -80,7 +80,8 @@ class AgentClient:
         """What every prompt or conversation this client starts carries besides the caller's options: where
         its model calls run, and the workflow version (this code's behaviour, without patch markers)."""
         return {"model_task_queue": self.settings.model_queue_for(model), "workflow_version": CURRENT_VERSION,
-                "model_routing": self.settings.model_routing(model)}
+                "model_routing": self.settings.model_routing(model),
+                "model_local": self.settings.model_calls == "local"}
 
     async def read_file(self, content_ref: str) -> bytes:
         """The content of a file a tool attached (`FileOutput.content_ref`), from the shared store."""

@@ -365,6 +365,12 @@ async def main() -> None:
             await _save("conversation_schedule_given_to_prompts", given)
             await _save("prompt_given_conversation_schedule",
                         agent.prompt((await given.result()).prompt_ids[1]).workflow)
+            # DAGENT_MODEL_CALLS=local (PromptRequest.model_local): model rounds as local activities (markers).
+            await _record(agent, "parallel", "prompt_local_model_calls", prompt_id="hist-local-model", model_local=True)
+            local_waiting = await agent.start("approval", prompt_id="hist-local-model-approved", model_local=True)
+            await local_waiting.approve(await _first_pending(local_waiting), by="alice")
+            await local_waiting.result()
+            await _save("prompt_local_model_calls_approved", local_waiting.workflow)
     sys.stdout.flush()
     os._exit(0)
 

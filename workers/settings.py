@@ -35,6 +35,7 @@ DEMO_MODEL = "scripted:durable_agent.plugins.demo:demo_model"
 DEMO_PLUGINS = "durable_agent.plugins.demo:plugin"
 WorkflowSandbox = Literal["off", "on", "strict"]
 WorkerQueues = Literal["all", "workflows", "models"]
+ModelCalls = Literal["activity", "local"]
 GrpcCompressionMode = Literal["auto", "gzip", "none"]
 DecisionMode = Literal["open", "signed"]
 
@@ -43,6 +44,13 @@ def _sandbox(value: str) -> WorkflowSandbox:
     if value not in ("off", "on", "strict"):
         raise ValueError(f"DAGENT_WORKFLOW_SANDBOX must be off, on or strict, not {value!r}")
     return value  # type: ignore[return-value]
+
+
+def _model_calls(value: str) -> ModelCalls:
+    calls = value.strip().lower() or "activity"
+    if calls not in ("activity", "local"):
+        raise ValueError(f"DAGENT_MODEL_CALLS must be activity or local, not {value!r}")
+    return calls  # type: ignore[return-value]
 
 
 def _compression(value: str) -> GrpcCompressionMode:
@@ -107,6 +115,10 @@ class Settings(BaseModel):
     model_task_queue_high: str = Field(default="", description=(
         "DAGENT_MODEL_TASK_QUEUE_HIGH (client and worker): the high tier's own model queue (e.g. another "
         "provider's rate limit); empty = `model_task_queue`."))
+    model_calls: ModelCalls = Field(default="activity", description=(
+        "DAGENT_MODEL_CALLS (client and worker): `activity` (default: each model call its own activity, its text "
+        "streamed to watchers) or `local` (a local activity inside the workflow task that takes the tools' "
+        "results: one workflow task fewer per tool round, no streamed text; not with model queues)."))
     worker_queues: WorkerQueues = Field(default="all", description=(
         "DAGENT_WORKER_QUEUES: what `dagent worker` polls: `all`, `workflows` (workflows and tools) or "
         "`models` (model calls only)."))
@@ -210,6 +222,7 @@ class Settings(BaseModel):
             model_fallback_attempts=int(env.get("DAGENT_MODEL_FALLBACK_ATTEMPTS", defaults.model_fallback_attempts)),
             model_task_queue=env.get("DAGENT_MODEL_TASK_QUEUE", defaults.model_task_queue),
             model_task_queue_high=env.get("DAGENT_MODEL_TASK_QUEUE_HIGH", defaults.model_task_queue_high),
+            model_calls=_model_calls(env.get("DAGENT_MODEL_CALLS", defaults.model_calls)),
             worker_queues=env.get("DAGENT_WORKER_QUEUES", defaults.worker_queues),  # type: ignore[arg-type]
             model_concurrency=positive_number(env, "DAGENT_MODEL_CONCURRENCY", int),
             model_rate=positive_number(env, "DAGENT_MODEL_RATE", float),
@@ -331,7 +344,14 @@ class Settings(BaseModel):
         return self
 
     def check_provider_queues(self) -> Settings:
-        """One-line errors for provider queues that would collide or rates without a queue."""
+        """One-line errors for provider queues that would collide or rates without a queue, and for local model
+        calls with a model queue (a local activity runs on the workflow's worker)."""
+        if self.model_calls == "local" and (queues := [name for name, value in (
+                ("DAGENT_MODEL_TASK_QUEUE", self.model_task_queue),
+                ("DAGENT_MODEL_TASK_QUEUE_HIGH", self.model_task_queue_high),
+                ("DAGENT_PROVIDER_QUEUES", self.provider_queues)) if value]):
+            raise ValueError(f"DAGENT_MODEL_CALLS=local runs model calls on the workflow's worker: unset "
+                             f"{' and '.join(queues)}, or use DAGENT_MODEL_CALLS=activity")
         if unknown := sorted(set(self.provider_rates) - set(self.provider_queues)):
             raise ValueError(f"DAGENT_PROVIDER_RATES: {', '.join(unknown)} has no queue in DAGENT_PROVIDER_QUEUES "
                              "(a provider's limit applies to its own queue)")

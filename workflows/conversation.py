@@ -233,7 +233,7 @@ class ConversationWorkflow:
                                       conversation_id=self._id, model=request.model, input=item.input,
                                       model_settings=request.model_settings,
                                       model_task_queue=request.model_task_queue, model_routing=request.model_routing,
-                                      instructions=instructions, history=self._history,
+                                      model_local=request.model_local, instructions=instructions, history=self._history,
                                       history_ref=self._history_ref, plugin_state=self._plugin_state,
                                       max_rounds=request.max_rounds, fail_workflow_on_error=False,
                                       workflow_version=versions.CURRENT_VERSION, budgets=self._budgets_for(item),

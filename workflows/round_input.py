@@ -50,7 +50,8 @@ class RoundInputs:
 
     async def send(self, round_number: int, run_id: str, *, details: str, note: str = "") -> RoundResult:
         """Run the round's activity: first with what changed; again whole when that worker lacked the rest; on
-        the next model of the tier's fallback chain (and its provider's queue) when the worker says so."""
+        the next model of the tier's fallback chain (and its provider's queue) when the worker says so. With
+        `model_local` and no model queue, as a local activity in the current workflow task."""
         request = self._request
         await self.store_given_history()
         round_input = self.next(round_number, run_id)
@@ -58,13 +59,17 @@ class RoundInputs:
         queue = request.model_task_queue or None
         workflow.set_current_details(details)
         while True:
+            summary = self.summary(round_number, round_input.fallback, next_model) + note
             try:
+                if request.model_local and queue is None:
+                    return await workflow.execute_local_activity(
+                        MODEL_ROUND_ACTIVITY, round_input, result_type=RoundResult,
+                        start_to_close_timeout=MODEL_TIMEOUT, retry_policy=MODEL_RETRY, summary=summary)
                 return await workflow.execute_activity(
                     MODEL_ROUND_ACTIVITY, round_input,
                     result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT,
                     heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
-                    task_queue=queue,
-                    summary=self.summary(round_number, round_input.fallback, next_model) + note,
+                    task_queue=queue, summary=summary,
                 )
             except ActivityError as exc:
                 if transcript_missing(exc) and round_input.changes is not None:

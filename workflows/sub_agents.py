@@ -133,11 +133,13 @@ class SubAgents:
 
     def _model_queues_for(self, tier: str) -> dict[str, object]:
         """Where a sub-agent's model calls run: on this prompt's model queues (and under their rate limits)
-        when it uses the same tier; the workflow knows no other tier's queue, so then the workflow's queue."""
+        when it uses the same tier; the workflow knows no other tier's queue, so then the workflow's queue. Local
+        model calls stay local."""
         request = self._request
         if tier != request.model:
-            return {}
-        return {"model_task_queue": request.model_task_queue, "model_routing": request.model_routing}
+            return {"model_local": request.model_local}
+        return {"model_task_queue": request.model_task_queue, "model_routing": request.model_routing,
+                "model_local": request.model_local}
 
     # --- reports from sub-agents -------------------------------------------------------------------------
 

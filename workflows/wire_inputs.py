@@ -88,6 +88,9 @@ class PromptRequest(_Lean):
     model_settings: ModelSettings | None = Field(default=None, description="Over the tier's settings.")
     model_task_queue: str | None = Field(default=None, description="Where model calls run; None: this queue.")
     model_routing: OptionalRouting = None
+    model_local: bool = Field(default=False, exclude_if=lambda v: not v, description=(
+        "Model calls as local activities, inside the workflow task that takes the tools' results (one workflow "
+        "task per tool round, no streamed text); ignored when model calls have a queue of their own."))
     visible: bool = True
     input: str | None = Field(default=None, min_length=1, max_length=MAX_INPUT_CHARS,
                               description="The user's message; None for system-initiated prompts.")
@@ -147,6 +150,8 @@ class ConversationRequest(_Model):
     model_settings: ModelSettings | None = None
     model_task_queue: str | None = None
     model_routing: OptionalRouting = None
+    model_local: bool = Field(default=False, exclude_if=lambda v: not v,
+                              description="Its prompts' model calls as local activities (`PromptRequest`).")
     instructions: str | None = None
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=1, le=10_000)
     prompts_per_run: int = Field(default=100, ge=1, description="Continue-as-new after this many prompts.")

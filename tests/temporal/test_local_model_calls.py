@@ -1,0 +1,99 @@
+"""`DAGENT_MODEL_CALLS=local` (`PromptRequest.model_local`): each model round is a local activity inside the
+workflow task that takes the tools' results, so a round with a regular-activity tool costs one workflow task
+instead of two. Real dev server, scripted model; what ran where is read from the prompt's history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.agent.context import ToolContext
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
+from durable_agent.agent.models import TextOutput, ToolOutput, ToolSuccess
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.tools import tool
+from durable_agent.client import PromptHandle
+from durable_agent.workers.settings import Settings
+from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
+from tests.support.workers import agent_worker
+
+TOOL_ROUNDS = 3
+
+
+class N(BaseModel):
+    n: int
+
+
+@tool("calc.add_one", local=False)
+async def add_one(args: N, ctx: ToolContext) -> int:
+    """Add one, as a regular activity every time."""
+    return args.n + 1
+
+
+calc = Plugin("calc", tools=[add_one])
+
+
+def _script(request: ModelRequest) -> ModelResponse:
+    done = sum(isinstance(m, ToolResultMessage) for m in request.messages)
+    return text(f"added {done} times") if done == TOOL_ROUNDS else tool_calls(("calc.add_one", {"n": done}))
+
+
+async def _history_of(prompt: PromptHandle) -> tuple[int, list[str], list[str]]:
+    """Workflow tasks completed, the types of the activities scheduled, and the local activities' types."""
+    events = (await prompt.workflow.fetch_history()).events
+    tasks = sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in events)
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    local = [json.loads(e.marker_recorded_event_attributes.details["data"].payloads[0].data)["activity_type"]
+             for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+             and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
+    return tasks, scheduled, local
+
+
+async def test_a_round_costs_one_workflow_task_with_local_model_calls(dev_env: WorkflowEnvironment) -> None:
+    async with agent_worker(dev_env, plugins=[calc], model=ScriptedModel(_script)) as agent:
+        regular = await agent.start("count", user_id="u")
+        local = await agent.start("count", user_id="u", model_local=True)
+        records = [await regular.result(), await local.result()]
+        (regular_tasks, regular_scheduled, regular_local), (local_tasks, local_scheduled, local_local) = [
+            await _history_of(regular), await _history_of(local)]
+
+    def outputs(record: object) -> list[object]:
+        return [(o.tool, o.result.output) if isinstance(o, ToolOutput) and isinstance(o.result, ToolSuccess)
+                else o.text if isinstance(o, TextOutput) else type(o).__name__ for o in record.output]  # type: ignore[attr-defined]
+
+    assert outputs(records[0]) == outputs(records[1])  # the same record either way
+    assert outputs(records[1])[-1] == f"added {TOOL_ROUNDS} times"
+    assert regular_scheduled.count(MODEL_ROUND_ACTIVITY) == TOOL_ROUNDS + 1 and regular_local == []
+    assert local_scheduled == [INVOKE_TOOL_ACTIVITY] * TOOL_ROUNDS
+    assert local_local == [MODEL_ROUND_ACTIVITY] * (TOOL_ROUNDS + 1)
+    assert local_tasks == regular_tasks - (TOOL_ROUNDS + 1)  # one task fewer per model round
+    assert local_tasks == TOOL_ROUNDS + 1
+
+
+async def test_a_conversation_gives_its_prompts_local_model_calls(dev_env: WorkflowEnvironment) -> None:
+    async with agent_worker(dev_env, plugins=[calc], model=ScriptedModel(_script)) as agent:
+        local_agent = type(agent)(agent.client, agent.settings.model_copy(update={"model_calls": "local"}))
+        conversation = await local_agent.start_conversation(user_id="u")
+        prompt = await conversation.send("count")
+        await prompt.result()
+        _, scheduled, local = await _history_of(prompt)
+        await conversation.close()
+    assert MODEL_ROUND_ACTIVITY not in scheduled and local == [MODEL_ROUND_ACTIVITY] * (TOOL_ROUNDS + 1)
+
+
+@pytest.mark.parametrize("queue", ["DAGENT_MODEL_TASK_QUEUE", "DAGENT_MODEL_TASK_QUEUE_HIGH", "DAGENT_PROVIDER_QUEUES"])
+def test_local_model_calls_with_a_model_queue_are_refused(queue: str) -> None:
+    value = "anthropic=models-anthropic" if queue == "DAGENT_PROVIDER_QUEUES" else "models"
+    with pytest.raises(ValueError, match=f"DAGENT_MODEL_CALLS=local runs model calls on the workflow's worker: "
+                                         f"unset {queue}"):
+        Settings.from_env({"DAGENT_MODEL_CALLS": "local", queue: value})
+    with pytest.raises(ValueError, match="DAGENT_MODEL_CALLS must be activity or local, not 'remote'"):
+        Settings.from_env({"DAGENT_MODEL_CALLS": "remote"})
+    assert Settings.from_env({"DAGENT_MODEL_CALLS": "local"}).model_calls == "local"
+    assert Settings.from_env({}).model_calls == "activity"
