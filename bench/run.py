@@ -92,6 +92,7 @@ async def run_bench(cfg: Config, sections: Sequence[str], workdir: Path, db_file
                       product_unsandboxed=ProductSide(product_client, server.address, workdir, options, sandbox="off")
                       if options["sandbox_off"] else None)
         bench.results["tool"] = options.get("tool") or "default"
+        bench.results["model_calls"] = options.get("model_calls") or "activity"
         timings: dict[str, float] = {}
         for section in sections:
             log(f"section {section}")
@@ -152,6 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "tools: local activities once seen fast), `local` declares local=True, `regular` "
                              "local=False (a regular activity every call, like the baseline's)")
     parser.add_argument("--local-tool", action="store_const", const="local", dest="tool", help="= --tool local")
+    parser.add_argument("--model-calls", choices=["activity", "local"], default="activity",
+                        help="how the project's prompts run model rounds (DAGENT_MODEL_CALLS): `activity` (default) "
+                             "or `local` (local activities: one workflow task per tool round)")
     parser.add_argument("--out", type=Path, help="JSON results file (default: bench/results/latest.json, "
                                                   "quick mode: bench/results/latest-quick.json)")
     parser.add_argument("--report", type=Path, metavar="JSON",
@@ -195,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     version_before = code_version()
     t0 = time.perf_counter()
     try:
-        options = {"tool": "" if args.tool == "default" else args.tool, "sandbox_off": not args.no_sandbox_off}
+        options = {"tool": "" if args.tool == "default" else args.tool, "sandbox_off": not args.no_sandbox_off,
+                   "model_calls": args.model_calls}
         results = asyncio.run(run_bench(cfg, sections, workdir, db_file, options))
     finally:
         if db_file is not None:

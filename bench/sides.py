@@ -141,12 +141,14 @@ class Side:
         return time.perf_counter() - t0
 
 
-def product_settings(address: str, workdir: Path, task_queue: str = "") -> Settings:
+def product_settings(address: str, workdir: Path, task_queue: str = "", *, model_calls: str = "activity",
+                     ) -> Settings:
     """The client settings of the project's side. Its client uses the project's own data converter
     (`workers.worker.connect`): pydantic JSON plus external storage of large payloads in a directory that
-    the worker subprocess shares (DAGENT_PAYLOAD_DIR)."""
+    the worker subprocess shares (DAGENT_PAYLOAD_DIR). `model_calls`: how its prompts run model rounds
+    (`bench.run --model-calls`)."""
     return Settings(temporal_address=address, task_queue=task_queue or "unused",
-                    payload_dir=str(workdir / "payloads"))
+                    payload_dir=str(workdir / "payloads"), model_calls=model_calls)  # type: ignore[arg-type]
 
 
 def product_worker_env(address: str, task_queue: str, workdir: Path, *, sandbox: str = "on",
@@ -183,7 +185,8 @@ class ProductSide(Side):
 
     @property
     def agent(self) -> AgentClient:
-        return AgentClient(self.client, product_settings(self.address, self.workdir, self.task_queue))
+        return AgentClient(self.client, product_settings(self.address, self.workdir, self.task_queue,
+                                                         model_calls=self.options.get("model_calls") or "activity"))
 
     async def start(self, scenario: Scenario) -> Run:
         handle = await self.agent.start(scenario.text(), user_id="bench", max_rounds=scenario.rounds + 1)
