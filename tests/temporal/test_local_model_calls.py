@@ -4,6 +4,7 @@ instead of two. Real dev server, scripted model; what ran where is read from the
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -13,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from durable_agent.agent.models import TextOutput, ToolOutput, ToolSuccess
+from durable_agent.agent.models import MessageOutput, TextOutput, ToolError, ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
@@ -85,6 +86,34 @@ async def test_a_conversation_gives_its_prompts_local_model_calls(dev_env: Workf
         _, scheduled, local = await _history_of(prompt)
         await conversation.close()
     assert MODEL_ROUND_ACTIVITY not in scheduled and local == [MODEL_ROUND_ACTIVITY] * (TOOL_ROUNDS + 1)
+
+
+@pytest.mark.parametrize("model_local", [False, True])
+async def test_a_message_steering_during_the_model_call(dev_env: WorkflowEnvironment, model_local: bool) -> None:
+    """What docs/providers.md says: with activities, a message that arrives while the model answers skips that
+    round's calls; with local model calls the round's workflow task is still running, so the calls it plans
+    run and the message reaches the next round."""
+    answering = asyncio.Event()
+
+    async def slow_first_round(request: ModelRequest) -> ModelResponse:
+        if request.round == 1:
+            answering.set()
+            await asyncio.sleep(2.0)
+            return tool_calls(("calc.add_one", {"n": 1}))
+        return text("done")
+
+    async with agent_worker(dev_env, plugins=[calc], model=ScriptedModel(slow_first_round)) as agent:
+        prompt = await agent.start("add", user_id="u", model_local=model_local)
+        await asyncio.wait_for(answering.wait(), 10)
+        await prompt.steer("never mind")
+        record = await prompt.result()
+    [call] = [o for o in record.output if isinstance(o, ToolOutput)]
+    steered = [o for o in record.output if isinstance(o, MessageOutput) and o.source == "steer"]
+    assert [m.text for m in steered] == ["never mind"]
+    if model_local:
+        assert call.result == ToolSuccess(output=2)
+    else:
+        assert isinstance(call.result, ToolError) and call.result.error.startswith("Skipped")
 
 
 @pytest.mark.parametrize("queue", ["DAGENT_MODEL_TASK_QUEUE", "DAGENT_MODEL_TASK_QUEUE_HIGH", "DAGENT_PROVIDER_QUEUES"])
