@@ -98,3 +98,14 @@ def test_a_sub_agents_prompt_names_its_parent_and_uses_the_same_model_queues(hos
                                                                                                    "models", 2)
     other_tier = ReadyCall(id="a", tool="helper", agent=SubAgentCall(instructions="help", model="high"))
     assert harness.children.child_request(entry, other_tier, {}, None).model_task_queue is None
+
+
+def test_a_sub_agent_of_a_prompt_with_local_model_calls_has_them_too(host: PlainHost) -> None:
+    harness = Harness(host, PromptRequest(model_local=True))
+    entry = harness.sub_agent_call("a")
+    for tier in ("normal", "high"):
+        call = ReadyCall(id="a", tool="helper", agent=SubAgentCall(instructions="help", model=tier))  # type: ignore[arg-type]
+        assert harness.children.child_request(entry, call, {}, None).model_local is True
+    plain = Harness(host)
+    assert plain.children.child_request(plain.sub_agent_call("b"), ReadyCall(
+        id="b", tool="helper", agent=SubAgentCall(instructions="help")), {}, None).model_local is False
