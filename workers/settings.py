@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
@@ -40,31 +40,14 @@ GrpcCompressionMode = Literal["auto", "gzip", "none"]
 DecisionMode = Literal["open", "signed"]
 
 
-def _sandbox(value: str) -> WorkflowSandbox:
-    if value not in ("off", "on", "strict"):
-        raise ValueError(f"DAGENT_WORKFLOW_SANDBOX must be off, on or strict, not {value!r}")
-    return value  # type: ignore[return-value]
-
-
-def _model_calls(value: str) -> ModelCalls:
-    calls = value.strip().lower() or "activity"
-    if calls not in ("activity", "local"):
-        raise ValueError(f"DAGENT_MODEL_CALLS must be activity or local, not {value!r}")
-    return calls  # type: ignore[return-value]
-
-
-def _compression(value: str) -> GrpcCompressionMode:
-    mode = value.strip().lower() or "auto"
-    if mode not in ("auto", "gzip", "none"):
-        raise ValueError(f"DAGENT_GRPC_COMPRESSION must be auto, gzip or none, not {value!r}")
-    return mode  # type: ignore[return-value]
-
-
-def _decision_mode(value: str) -> DecisionMode:
-    mode = value.strip().lower() or "open"
-    if mode not in ("open", "signed"):
-        raise ValueError(f"DAGENT_DECISIONS must be open or signed, not {value!r}")
-    return mode  # type: ignore[return-value]
+def _one_of(env: Mapping[str, str], name: str, choices: Any, default: str) -> Any:
+    """A variable whose value is one of a `Literal`'s (case and spaces ignored; unset or empty: `default`), or a
+    one-line ValueError naming them."""
+    allowed: tuple[str, ...] = get_args(choices)
+    value = env.get(name, "").strip().lower() or default
+    if value not in allowed:
+        raise ValueError(f"{name} must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {env.get(name)!r}")
+    return value
 
 
 class Settings(BaseModel):
@@ -222,7 +205,7 @@ class Settings(BaseModel):
             model_fallback_attempts=int(env.get("DAGENT_MODEL_FALLBACK_ATTEMPTS", defaults.model_fallback_attempts)),
             model_task_queue=env.get("DAGENT_MODEL_TASK_QUEUE", defaults.model_task_queue),
             model_task_queue_high=env.get("DAGENT_MODEL_TASK_QUEUE_HIGH", defaults.model_task_queue_high),
-            model_calls=_model_calls(env.get("DAGENT_MODEL_CALLS", defaults.model_calls)),
+            model_calls=_one_of(env, "DAGENT_MODEL_CALLS", ModelCalls, defaults.model_calls),
             worker_queues=env.get("DAGENT_WORKER_QUEUES", defaults.worker_queues),  # type: ignore[arg-type]
             model_concurrency=positive_number(env, "DAGENT_MODEL_CONCURRENCY", int),
             model_rate=positive_number(env, "DAGENT_MODEL_RATE", float),
@@ -234,9 +217,10 @@ class Settings(BaseModel):
             file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
             stream_text=tristate(env.get("DAGENT_STREAM_TEXT")),
             prices=env.get("DAGENT_PRICES", defaults.prices),
-            workflow_sandbox=_sandbox(env.get("DAGENT_WORKFLOW_SANDBOX", defaults.workflow_sandbox)),
+            workflow_sandbox=_one_of(env, "DAGENT_WORKFLOW_SANDBOX", WorkflowSandbox, defaults.workflow_sandbox),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
-            grpc_compression=_compression(env.get("DAGENT_GRPC_COMPRESSION", defaults.grpc_compression)),
+            grpc_compression=_one_of(env, "DAGENT_GRPC_COMPRESSION", GrpcCompressionMode,
+                                      defaults.grpc_compression),
             metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
             metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
             trace_content=tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
@@ -252,7 +236,7 @@ class Settings(BaseModel):
             codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
                                      if o.strip()),
             decision_public_key=pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
-            decisions=_decision_mode(env.get("DAGENT_DECISIONS", "")),
+            decisions=_one_of(env, "DAGENT_DECISIONS", DecisionMode, "open"),
             four_eyes=tristate(env.get("DAGENT_FOUR_EYES")) is True,
             graceful_shutdown=parse_duration(env.get("DAGENT_GRACEFUL_SHUTDOWN", "30s"),
                                              what="DAGENT_GRACEFUL_SHUTDOWN"),
