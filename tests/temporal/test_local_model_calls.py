@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 from pydantic import BaseModel
@@ -114,6 +115,27 @@ async def test_a_message_steering_during_the_model_call(dev_env: WorkflowEnviron
         assert call.result == ToolSuccess(output=2)
     else:
         assert isinstance(call.result, ToolError) and call.result.error.startswith("Skipped")
+
+
+async def test_cancelling_during_a_local_model_call_cancels_the_prompt(dev_env: WorkflowEnvironment) -> None:
+    """The cancellation reaches the workflow when the SDK next heartbeats the workflow task that runs the call
+    (at 80% of the task's 10 s timeout), not at once as with an activity: within 8 s, as docs/providers.md says."""
+    answering = asyncio.Event()
+
+    async def never_answers(request: ModelRequest) -> ModelResponse:
+        answering.set()
+        await asyncio.sleep(60)
+        return text("too late")
+
+    async with agent_worker(dev_env, plugins=[calc], model=ScriptedModel(never_answers)) as agent:
+        prompt = await agent.start("add", user_id="u", model_local=True)
+        await asyncio.wait_for(answering.wait(), 10)
+        asked = time.monotonic()
+        await prompt.cancel()
+        record = await asyncio.wait_for(prompt.result(), 20)
+        took = time.monotonic() - asked
+    assert record.state == "cancelled" and not any(isinstance(o, TextOutput) for o in record.output)
+    assert took < 12.0, took
 
 
 @pytest.mark.parametrize("queue", ["DAGENT_MODEL_TASK_QUEUE", "DAGENT_MODEL_TASK_QUEUE_HIGH", "DAGENT_PROVIDER_QUEUES"])
