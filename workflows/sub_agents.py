@@ -94,7 +94,7 @@ class SubAgents:
     async def run(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
         """A sub-agent call: a child PromptWorkflow whose final answer (data, or else text) is the result."""
         child_id = f"{self._record.host.workflow_id}.{entry.id}"
-        nonce = self._record.host.uuid4() if self.secure else None  # its reports must carry it
+        nonce = self._record.host.random_id() if self.secure else None  # its reports must carry it
         try:
             request = self.child_request(entry, call, arguments, nonce)
         except ValueError as exc:

@@ -53,7 +53,7 @@ class PlainHost:
     def now(self) -> datetime:
         return self.clock
 
-    def uuid4(self) -> str:
+    def random_id(self) -> str:
         self._uuids += 1
         return f"uuid-{self._uuids}"
 
