@@ -21,7 +21,7 @@ from bench.config import BASELINE, PRODUCT, PRODUCT_UNSANDBOXED, REPO, log
 from bench.scenario import Scenario
 from durable_agent.agent.models import ToolOutput, ToolPending, ToolSuccess
 from durable_agent.client import AgentClient, PromptHandle
-from durable_agent.workers.settings import Settings
+from durable_agent.workers.settings import ModelCalls, Settings
 
 
 class WorkerProcess:
@@ -141,14 +141,14 @@ class Side:
         return time.perf_counter() - t0
 
 
-def product_settings(address: str, workdir: Path, task_queue: str = "", *, model_calls: str = "activity",
+def product_settings(address: str, workdir: Path, task_queue: str = "", *, model_calls: ModelCalls = "activity",
                      ) -> Settings:
     """The client settings of the project's side. Its client uses the project's own data converter
     (`workers.worker.connect`): pydantic JSON plus external storage of large payloads in a directory that
     the worker subprocess shares (DAGENT_PAYLOAD_DIR). `model_calls`: how its prompts run model rounds
     (`bench.run --model-calls`)."""
     return Settings(temporal_address=address, task_queue=task_queue or "unused",
-                    payload_dir=str(workdir / "payloads"), model_calls=model_calls)  # type: ignore[arg-type]
+                    payload_dir=str(workdir / "payloads"), model_calls=model_calls)
 
 
 def product_worker_env(address: str, task_queue: str, workdir: Path, *, sandbox: str = "on",

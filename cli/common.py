@@ -8,7 +8,7 @@ imported inside the functions that use them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -20,9 +20,6 @@ from durable_agent.cli.printed_lines import AddressOption as AddressOption  # th
 from durable_agent.cli.running import exit_now as exit_now
 from durable_agent.cli.running import load_settings as load_settings
 from durable_agent.cli.running import run_async as run_async
-
-if TYPE_CHECKING:
-    pass
 
 # Text is printed as given: no emoji codes (`:name:` in a prompt or an id stays as typed; rich's table of them
 # is 1 MiB of every process that prints, a worker's included).

@@ -206,7 +206,7 @@ class Settings(BaseModel):
             model_task_queue=env.get("DAGENT_MODEL_TASK_QUEUE", defaults.model_task_queue),
             model_task_queue_high=env.get("DAGENT_MODEL_TASK_QUEUE_HIGH", defaults.model_task_queue_high),
             model_calls=_one_of(env, "DAGENT_MODEL_CALLS", ModelCalls, defaults.model_calls),
-            worker_queues=env.get("DAGENT_WORKER_QUEUES", defaults.worker_queues),  # type: ignore[arg-type]
+            worker_queues=_one_of(env, "DAGENT_WORKER_QUEUES", WorkerQueues, defaults.worker_queues),
             model_concurrency=positive_number(env, "DAGENT_MODEL_CONCURRENCY", int),
             model_rate=positive_number(env, "DAGENT_MODEL_RATE", float),
             model_worker_rate=positive_number(env, "DAGENT_MODEL_WORKER_RATE", float),
@@ -242,7 +242,7 @@ class Settings(BaseModel):
                                              what="DAGENT_GRACEFUL_SHUTDOWN"),
             deployment_name=env.get("DAGENT_DEPLOYMENT_NAME", "").strip() or None,
             build_id=env.get("DAGENT_BUILD_ID", "").strip() or None,
-        ).check_provider_queues().check_deployment()
+        ).check_provider_queues().check_model_calls().check_deployment()
 
     def check_worker_decisions(self) -> Settings:
         """A worker's decision configuration, strictly: a public key that is not an Ed25519 public key in PEM, or
@@ -327,15 +327,19 @@ class Settings(BaseModel):
                              f"{missing} is not set")
         return self
 
-    def check_provider_queues(self) -> Settings:
-        """One-line errors for provider queues that would collide or rates without a queue, and for local model
-        calls with a model queue (a local activity runs on the workflow's worker)."""
-        if self.model_calls == "local" and (queues := [name for name, value in (
-                ("DAGENT_MODEL_TASK_QUEUE", self.model_task_queue),
-                ("DAGENT_MODEL_TASK_QUEUE_HIGH", self.model_task_queue_high),
-                ("DAGENT_PROVIDER_QUEUES", self.provider_queues)) if value]):
+    def check_model_calls(self) -> Settings:
+        """A one-line error for local model calls with a model queue (a local activity runs on the workflow's
+        worker)."""
+        queues = [name for name, value in (("DAGENT_MODEL_TASK_QUEUE", self.model_task_queue),
+                                           ("DAGENT_MODEL_TASK_QUEUE_HIGH", self.model_task_queue_high),
+                                           ("DAGENT_PROVIDER_QUEUES", self.provider_queues)) if value]
+        if self.model_calls == "local" and queues:
             raise ValueError(f"DAGENT_MODEL_CALLS=local runs model calls on the workflow's worker: unset "
                              f"{' and '.join(queues)}, or use DAGENT_MODEL_CALLS=activity")
+        return self
+
+    def check_provider_queues(self) -> Settings:
+        """One-line errors for provider queues that would collide or rates without a queue."""
         if unknown := sorted(set(self.provider_rates) - set(self.provider_queues)):
             raise ValueError(f"DAGENT_PROVIDER_RATES: {', '.join(unknown)} has no queue in DAGENT_PROVIDER_QUEUES "
                              "(a provider's limit applies to its own queue)")

@@ -87,7 +87,7 @@ class SubAgents:
             instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
             plugins=agent.plugins, fail_workflow_on_error=False,
             max_parallel_tools=own.max_parallel_tools, workflow_version=versions.CURRENT_VERSION,
-            budgets=self.budgets(), **self._model_queues_for(agent.model),
+            budgets=self.budgets(), **self._model_calls_for(agent.model),
             parent=ParentLink(workflow_id=host.workflow_id, prompt_id=self._record.prompt.id, tool_call_id=entry.id,
                               path=parent_path, report_nonce=nonce))
 
@@ -131,15 +131,13 @@ class SubAgents:
             answer = next((o.text for o in reversed(child.output) if isinstance(o, TextOutput)), "")
         return ToolInvocationResult(result=ToolSuccess(output=answer))
 
-    def _model_queues_for(self, tier: str) -> dict[str, object]:
-        """Where a sub-agent's model calls run: on this prompt's model queues (and under their rate limits)
-        when it uses the same tier; the workflow knows no other tier's queue, so then the workflow's queue. Local
-        model calls stay local."""
+    def _model_calls_for(self, tier: str) -> dict[str, object]:
+        """How a sub-agent's model calls run: local when this prompt's are; on this prompt's model queues (and
+        under their rate limits) when it uses the same tier; the workflow knows no other tier's queue, so then
+        the workflow's queue."""
         request = self._request
-        if tier != request.model:
-            return {"model_local": request.model_local}
-        return {"model_task_queue": request.model_task_queue, "model_routing": request.model_routing,
-                "model_local": request.model_local}
+        queues = {"model_task_queue": request.model_task_queue, "model_routing": request.model_routing}
+        return {"model_local": request.model_local, **(queues if tier == request.model else {})}
 
     # --- reports from sub-agents -------------------------------------------------------------------------
 

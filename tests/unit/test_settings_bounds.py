@@ -32,3 +32,18 @@ def test_the_environment_still_says_which_variable_is_wrong() -> None:
         Settings.from_env({"DAGENT_MODEL_CONCURRENCY": "0"})
     with pytest.raises(ValidationError, match="metrics_port"):
         Settings.from_env({"DAGENT_METRICS_PORT": "70000"})
+
+
+@pytest.mark.parametrize(("variable", "field", "choices"), [
+    ("DAGENT_WORKER_QUEUES", "worker_queues", "all, workflows or models"),
+    ("DAGENT_WORKFLOW_SANDBOX", "workflow_sandbox", "off, on or strict"),
+    ("DAGENT_MODEL_CALLS", "model_calls", "activity or local"),
+    ("DAGENT_GRPC_COMPRESSION", "grpc_compression", "auto, gzip or none"),
+    ("DAGENT_DECISIONS", "decisions", "open or signed"),
+])
+def test_a_variable_of_named_choices_lists_them_in_one_line(variable: str, field: str, choices: str) -> None:
+    with pytest.raises(ValueError, match=f"^{variable} must be {choices}, not 'some'$"):
+        Settings.from_env({variable: "some"})
+    default = getattr(Settings(), field)
+    assert getattr(Settings.from_env({variable: ""}), field) == default  # empty: the default
+    assert getattr(Settings.from_env({variable: f" {default.upper()} "}), field) == default
