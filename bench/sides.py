@@ -152,14 +152,15 @@ def product_settings(address: str, workdir: Path, task_queue: str = "", *, model
 
 
 def product_worker_env(address: str, task_queue: str, workdir: Path, *, sandbox: str = "on",
-                       tool: str = "") -> dict[str, str]:
+                       tool: str = "", model_calls: ModelCalls = "activity") -> dict[str, str]:
     """What the project's bench worker (`dagent worker` with the bench plugin) runs with, over the environment:
     its server, queue, plugin and scripted model, the stores it shares with the client, its sandbox (`on`, the
-    default, or `off`) and how the bench tool declares `local` (BENCH_TOOL: "", "local" or "regular")."""
+    default, or `off`), how the bench tool declares `local` (BENCH_TOOL: "", "local" or "regular") and how its
+    prompts run model rounds (DAGENT_MODEL_CALLS, as the client is told)."""
     return {"TEMPORAL_ADDRESS": address, "DAGENT_TASK_QUEUE": task_queue, "DAGENT_PLUGINS": "bench.plugin:plugin",
             "DAGENT_MODEL_NORMAL": "scripted:bench.plugin:model", "DAGENT_FILE_DIR": str(workdir / "files"),
             "DAGENT_PAYLOAD_DIR": product_settings(address, workdir).payload_dir,
-            "DAGENT_WORKFLOW_SANDBOX": sandbox, "BENCH_TOOL": tool}
+            "DAGENT_WORKFLOW_SANDBOX": sandbox, "BENCH_TOOL": tool, "DAGENT_MODEL_CALLS": model_calls}
 
 
 class ProductSide(Side):
@@ -181,7 +182,8 @@ class ProductSide(Side):
     def worker_env(self) -> dict[str, str]:
         return super().worker_env() | product_worker_env(self.address, self.task_queue, self.workdir,
                                                           sandbox=self.sandbox,
-                                                          tool=str(self.options.get("tool") or ""))
+                                                          tool=str(self.options.get("tool") or ""),
+                                                          model_calls=self.options.get("model_calls") or "activity")
 
     @property
     def agent(self) -> AgentClient:

@@ -162,7 +162,8 @@ class DurableAgentPlugin(SimplePlugin):
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """See base class. Also sets the sticky-queue timeout and the workflow cache size, and on a versioned
+        """See base class. Also sets the sticky-queue timeout, the workflow cache size and (unless the worker was
+        given its own) the workflow tasks it runs at once (`Settings.workflow_task_slots`), and on a versioned
         worker (a `deployment_config` with worker versioning) registers our workflows' versioned subclasses."""
         if carried_plugin(config["client"]) is None:  # type: ignore[typeddict-item]
             raise ValueError("build the worker on a client connected with plugins=[DurableAgentPlugin(...)]: "
@@ -172,6 +173,9 @@ class DurableAgentPlugin(SimplePlugin):
         config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["max_cached_workflows"] = self.settings.max_cached_workflows
+        slots = self.settings.workflow_task_slots
+        if slots is not None and config.get("max_concurrent_workflow_tasks") is None and config.get("tuner") is None:
+            config["max_concurrent_workflow_tasks"] = slots
         deployment = config.get("deployment_config")
         if deployment is not None and deployment.use_worker_versioning:
             from durable_agent.workflows.deployment import versioned_workflows

@@ -38,6 +38,7 @@ WorkerQueues = Literal["all", "workflows", "models"]
 ModelCalls = Literal["activity", "local"]
 GrpcCompressionMode = Literal["auto", "gzip", "none"]
 DecisionMode = Literal["open", "signed"]
+SDK_WORKFLOW_TASK_SLOTS = 100  # the SDK's own default for `max_concurrent_workflow_tasks`
 
 
 def _one_of(env: Mapping[str, str], name: str, choices: Any, default: str) -> Any:
@@ -129,6 +130,10 @@ class Settings(BaseModel):
     max_cached_workflows: int = Field(default=64, ge=0, description=(
         "DAGENT_MAX_CACHED_WORKFLOWS: workflows a worker keeps in memory; waiting prompts beyond this are "
         "evicted and replayed when needed."))
+    max_workflow_tasks: int | None = Field(default=None, ge=2, description=(
+        "DAGENT_MAX_WORKFLOW_TASKS: workflow tasks a worker runs at once (Temporal's "
+        "`max_concurrent_workflow_tasks`); default: the SDK's 100, but with DAGENT_MODEL_CALLS=local half of "
+        "DAGENT_MAX_CACHED_WORKFLOWS (at least 2), so that the prompts in a model call always fit in the cache."))
     grpc_compression: GrpcCompressionMode = Field(default="auto", description=(
         "DAGENT_GRPC_COMPRESSION: gzip on the wire to Temporal: `auto` (none to a loopback address, gzip "
         "otherwise), `gzip` or `none`."))
@@ -219,6 +224,7 @@ class Settings(BaseModel):
             prices=env.get("DAGENT_PRICES", defaults.prices),
             workflow_sandbox=_one_of(env, "DAGENT_WORKFLOW_SANDBOX", WorkflowSandbox, defaults.workflow_sandbox),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
+            max_workflow_tasks=positive_number(env, "DAGENT_MAX_WORKFLOW_TASKS", int),
             grpc_compression=_one_of(env, "DAGENT_GRPC_COMPRESSION", GrpcCompressionMode,
                                       defaults.grpc_compression),
             metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
@@ -285,6 +291,18 @@ class Settings(BaseModel):
 
     def data_converter(self) -> DataConverter:
         return data_converter(self.blob_objects(), threshold=self.payload_threshold, codec=self.codec())
+
+    @property
+    def workflow_task_slots(self) -> int | None:
+        """Workflow tasks a worker runs at once (None: the SDK's default, 100): `max_workflow_tasks`, else with local
+        model calls half the cache (at least 2, at most 100). A local model call holds its prompt's workflow task,
+        and so its place in the cache, for the whole call; with more tasks at once than the cache holds, the SDK
+        evicts prompts in the middle of one and their tasks time out (10 s each)."""
+        if self.max_workflow_tasks is not None:
+            return self.max_workflow_tasks
+        if self.model_calls != "local" or self.max_cached_workflows == 0:
+            return None
+        return min(SDK_WORKFLOW_TASK_SLOTS, max(2, self.max_cached_workflows // 2))
 
     @property
     def model_tiers(self) -> dict[str, str]:

@@ -7,22 +7,28 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 
 import pytest
 from pydantic import BaseModel
+from structlog.testing import capture_logs
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.activities.model_round import UNBOUNDED_LOCAL_CALLS
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
 from durable_agent.agent.models import MessageOutput, TextOutput, ToolError, ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
-from durable_agent.client import PromptHandle
+from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.settings import Settings
+from durable_agent.workers.worker import build_runtime, create_worker
 from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY
-from tests.support.workers import agent_worker
+from tests.support.workers import TEST_SETTINGS, agent_worker
 
 TOOL_ROUNDS = 3
 
@@ -148,3 +154,46 @@ def test_local_model_calls_with_a_model_queue_are_refused(queue: str) -> None:
         Settings.from_env({"DAGENT_MODEL_CALLS": "remote"})
     assert Settings.from_env({"DAGENT_MODEL_CALLS": "local"}).model_calls == "local"
     assert Settings.from_env({}).model_calls == "activity"
+
+
+async def _timed_out_tasks(prompts: list[PromptHandle]) -> int:
+    timed_out = 0
+    for prompt in prompts:
+        async for event in prompt.workflow.fetch_history_events():
+            timed_out += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+    return timed_out
+
+
+async def _run_at_once(dev_env: WorkflowEnvironment, settings: Settings, count: int) -> tuple[int | None, int]:
+    """`count` prompts with local model calls started at once on a worker built from `settings`: the workflow
+    tasks the worker runs at once, and how many of the prompts' workflow tasks timed out."""
+    client = Client(dev_env.client.service_client, namespace=dev_env.client.namespace,
+                    plugins=[DurableAgentPlugin(settings)])
+    model = ScriptedModel(_script)
+    runtime = build_runtime(settings, plugins=[calc], providers={"normal": model, "high": model})
+    async with create_worker(client, runtime, task_queue=settings.task_queue, settings=settings) as worker:
+        agent = AgentClient(client, settings)
+        prompts = await asyncio.gather(*(agent.start("count", user_id="u", model_local=True) for _ in range(count)))
+        records = await asyncio.wait_for(asyncio.gather(*(p.result() for p in prompts)), 60)
+    assert {r.state for r in records} == {"completed"}
+    return worker.config(active_config=True).get("max_concurrent_workflow_tasks"), await _timed_out_tasks(prompts)
+
+
+async def test_more_prompts_than_the_cache_holds_never_time_out_a_workflow_task(dev_env: WorkflowEnvironment) -> None:
+    """A local model call holds its prompt's workflow task, and so its place in the workflow cache, for the whole
+    call. With as many workflow tasks at once as cached prompts (the SDK's 100 against a cache of 8 here), the SDK
+    evicts prompts in the middle of their model calls, and those tasks time out (10 s each,
+    `WORKFLOW_TASK_TIMED_OUT`); a worker with DAGENT_MODEL_CALLS=local runs half as many tasks at once as it
+    caches (`Settings.workflow_task_slots`)."""
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}", "max_cached_workflows": 8,
+                                                "model_calls": "local"})
+    assert await _run_at_once(dev_env, settings, 24) == (4, 0)
+
+
+async def test_a_worker_not_told_of_local_model_calls_says_so_once(dev_env: WorkflowEnvironment) -> None:
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}"})
+    with capture_logs() as logs:
+        slots, _ = await _run_at_once(dev_env, settings, 2)
+    assert slots is None  # the SDK's default
+    said = [entry for entry in logs if entry["event"] == UNBOUNDED_LOCAL_CALLS]
+    assert len(said) == 1 and said[0]["log_level"] == "warning"

@@ -46,6 +46,7 @@ def test_settings_read_every_documented_variable() -> None:
            "DAGENT_UI_URL": "http://ui", "DAGENT_MODEL_NORMAL": "openai:a", "DAGENT_MODEL_HIGH": "openai:b",
            "DAGENT_PLUGINS": "a:b, c:d", "DAGENT_FILE_DIR": "/f", "DAGENT_STREAM_TEXT": "0",
            "DAGENT_PRICES": "{}", "DAGENT_WORKFLOW_SANDBOX": "off", "DAGENT_MAX_CACHED_WORKFLOWS": "7",
+           "DAGENT_MAX_WORKFLOW_TASKS": "9",
            "OPENAI_API_KEY": "sk-secret"}
     settings = Settings.from_env(env)
     defaults = Settings()

@@ -12,7 +12,7 @@ from durable_agent.workers.settings import Settings
 @pytest.mark.parametrize(("field", "value"), [
     ("model_fallback_attempts", 0), ("model_concurrency", 0), ("model_rate", 0.0), ("model_rate", -1.5),
     ("model_worker_rate", 0.0), ("metrics_port", 0), ("metrics_port", 65536), ("max_cached_workflows", -1),
-    ("payload_threshold", 0),
+    ("payload_threshold", 0), ("max_workflow_tasks", 1),
 ])
 def test_an_impossible_number_is_refused_with_the_fields_name(field: str, value: float) -> None:
     with pytest.raises(ValidationError, match=field):
@@ -21,15 +21,31 @@ def test_an_impossible_number_is_refused_with_the_fields_name(field: str, value:
 
 @pytest.mark.parametrize(("field", "value"), [
     ("model_fallback_attempts", 1), ("model_concurrency", 1), ("model_rate", 0.5), ("model_worker_rate", 2.0),
-    ("metrics_port", 9464), ("metrics_port", None), ("max_cached_workflows", 0),
+    ("metrics_port", 9464), ("metrics_port", None), ("max_cached_workflows", 0), ("max_workflow_tasks", 2),
 ])
 def test_the_smallest_sensible_numbers_are_kept(field: str, value: float | None) -> None:
     assert getattr(Settings(**{field: value}), field) == value
 
 
+@pytest.mark.parametrize(("calls", "cache", "tasks", "slots"), [
+    ("local", 64, None, 32), ("local", 1000, None, 100), ("local", 0, None, None), ("local", 3, None, 2),
+    ("local", 1, None, 2), ("activity", 64, None, None), ("activity", 64, 7, 7), ("local", 8, 100, 100),
+])
+def test_a_worker_with_local_model_calls_runs_half_as_many_workflow_tasks_as_it_caches(
+        calls: str, cache: int, tasks: int | None, slots: int | None) -> None:
+    """Unless told otherwise; None is the SDK's default (100), kept for model calls as activities and with no cache
+    (nothing to evict)."""
+    settings = Settings(model_calls=calls, max_cached_workflows=cache, max_workflow_tasks=tasks)  # type: ignore[arg-type]
+    assert settings.workflow_task_slots == slots
+
+
 def test_the_environment_still_says_which_variable_is_wrong() -> None:
     with pytest.raises(ValueError, match="DAGENT_MODEL_CONCURRENCY must be greater than 0"):
         Settings.from_env({"DAGENT_MODEL_CONCURRENCY": "0"})
+    with pytest.raises(ValueError, match="DAGENT_MAX_WORKFLOW_TASKS must be a number"):
+        Settings.from_env({"DAGENT_MAX_WORKFLOW_TASKS": "many"})
+    assert Settings.from_env({"DAGENT_MAX_WORKFLOW_TASKS": "12"}).workflow_task_slots == 12
+    assert Settings.from_env({"DAGENT_MODEL_CALLS": "local"}).workflow_task_slots == 32
     with pytest.raises(ValidationError, match="metrics_port"):
         Settings.from_env({"DAGENT_METRICS_PORT": "70000"})
 
