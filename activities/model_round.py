@@ -32,10 +32,10 @@ LIVE_TEXT_TAIL_CHARS = 16_000  # streamed text kept in heartbeat details (watche
 LIVE_TEXT_EVERY_SECONDS = 0.2  # how often the streamed text so far is handed to the heartbeat
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
 UNBOUNDED_LOCAL_CALLS = (
-    "model calls run here as local activities (a client set DAGENT_MODEL_CALLS=local) but this worker was not "
-    "started with it: set DAGENT_MODEL_CALLS=local (or DAGENT_MAX_WORKFLOW_TASKS) on the worker too, so that it "
-    "runs fewer workflow tasks at once than it caches; with more prompts at once than its cache holds, workflow "
-    "tasks otherwise time out (10 s each)")
+    "model calls run here as local activities (a client set DAGENT_MODEL_CALLS=local), but this worker runs as many "
+    "workflow tasks at once as it caches prompts: start it with DAGENT_MODEL_CALLS=local too (it then runs half as "
+    "many), or set DAGENT_MAX_WORKFLOW_TASKS below DAGENT_MAX_CACHED_WORKFLOWS; otherwise, with more prompts at "
+    "once than its cache holds, workflow tasks time out (10 s each)")
 
 
 class ModelRoundActivity(RuntimeActivities):
@@ -69,7 +69,7 @@ class ModelRoundActivity(RuntimeActivities):
 
     async def _model_round(self, inp: RoundInput, live: LiveDetails) -> RoundResult:
         logger = bound_log(prompt_id=inp.prompt.id, round=inp.round, tier=inp.prompt.model)
-        if activity.info().is_local and not self.runtime.workflow_tasks_bounded and not self._said_unbounded:
+        if activity.info().is_local and not self.runtime.fits_local_model_calls and not self._said_unbounded:
             self._said_unbounded = True  # once per worker
             logger.warning(UNBOUNDED_LOCAL_CALLS)
         transcript = await self._transcript(inp, logger)

@@ -305,6 +305,13 @@ class Settings(BaseModel):
         return min(SDK_WORKFLOW_TASK_SLOTS, max(2, self.max_cached_workflows // 2))
 
     @property
+    def fits_local_model_calls(self) -> bool:
+        """Whether this worker runs fewer workflow tasks at once than it caches (or caches nothing), as local model
+        calls need."""
+        slots = self.workflow_task_slots
+        return self.max_cached_workflows == 0 or (slots is not None and slots < self.max_cached_workflows)
+
+    @property
     def model_tiers(self) -> dict[str, str]:
         return {"normal": self.model_normal, "high": self.model_high or self.model_normal}
 

@@ -50,7 +50,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         trace_content=settings.trace_content,
         decision_key=settings.decision_public_key, four_eyes=settings.four_eyes,
         fast_tools=FastTools(enabled=settings.fast_tools),
-        workflow_tasks_bounded=settings.workflow_task_slots is not None,
+        fits_local_model_calls=settings.fits_local_model_calls,
     )
 
 
