@@ -32,10 +32,10 @@ LIVE_TEXT_TAIL_CHARS = 16_000  # streamed text kept in heartbeat details (watche
 LIVE_TEXT_EVERY_SECONDS = 0.2  # how often the streamed text so far is handed to the heartbeat
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
 UNBOUNDED_LOCAL_CALLS = (
-    "model calls run here as local activities (a client set DAGENT_MODEL_CALLS=local), but this worker runs as many "
-    "workflow tasks at once as it caches prompts: start it with DAGENT_MODEL_CALLS=local too (it then runs half as "
-    "many), or set DAGENT_MAX_WORKFLOW_TASKS below DAGENT_MAX_CACHED_WORKFLOWS; otherwise, with more prompts at "
-    "once than its cache holds, workflow tasks time out (10 s each)")
+    "model calls run here as local activities (a client set DAGENT_MODEL_CALLS=local), but this worker runs more "
+    "workflow tasks at once than half the prompts it caches: start it with DAGENT_MODEL_CALLS=local too (it then "
+    "runs half as many), or set DAGENT_MAX_WORKFLOW_TASKS to at most half of DAGENT_MAX_CACHED_WORKFLOWS; "
+    "otherwise, with more prompts at once than its cache holds, workflow tasks time out (10 s each)")
 
 
 class ModelRoundActivity(RuntimeActivities):

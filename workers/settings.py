@@ -296,8 +296,9 @@ class Settings(BaseModel):
     def workflow_task_slots(self) -> int | None:
         """Workflow tasks a worker runs at once (None: the SDK's default, 100): `max_workflow_tasks`, else with local
         model calls half the cache (at least 2, at most 100). A local model call holds its prompt's workflow task,
-        and so its place in the cache, for the whole call; with more tasks at once than the cache holds, the SDK
-        evicts prompts in the middle of one and their tasks time out (10 s each)."""
+        and so its place in the cache, for the whole call; with more tasks at once than half the cache, the SDK
+        evicts prompts in the middle of one when more are busy than it holds, and their tasks time out (10 s
+        each; three quarters of the cache was measured not to be enough: bench/RESULTS-28.md)."""
         if self.max_workflow_tasks is not None:
             return self.max_workflow_tasks
         if self.model_calls != "local" or self.max_cached_workflows == 0:
@@ -306,10 +307,10 @@ class Settings(BaseModel):
 
     @property
     def fits_local_model_calls(self) -> bool:
-        """Whether this worker runs fewer workflow tasks at once than it caches (or caches nothing), as local model
-        calls need."""
+        """Whether this worker runs at most half as many workflow tasks at once as it caches (or caches nothing),
+        as local model calls need."""
         slots = self.workflow_task_slots
-        return self.max_cached_workflows == 0 or (slots is not None and slots < self.max_cached_workflows)
+        return self.max_cached_workflows == 0 or (slots is not None and slots * 2 <= self.max_cached_workflows)
 
     @property
     def model_tiers(self) -> dict[str, str]:

@@ -41,7 +41,7 @@ def test_a_worker_with_local_model_calls_runs_half_as_many_workflow_tasks_as_it_
 
 @pytest.mark.parametrize(("calls", "cache", "tasks", "fits"), [
     ("local", 64, None, True), ("activity", 64, None, False), ("activity", 0, None, True), ("activity", 64, 16, True),
-    ("local", 64, 64, False), ("local", 1, None, False),
+    ("local", 64, 32, True), ("local", 64, 33, False), ("local", 64, 64, False), ("local", 1, None, False),
 ])
 def test_whether_a_worker_fits_local_model_calls(calls: str, cache: int, tasks: int | None, fits: bool) -> None:
     settings = Settings(model_calls=calls, max_cached_workflows=cache, max_workflow_tasks=tasks)  # type: ignore[arg-type]
