@@ -186,10 +186,10 @@ async def _run_at_once(dev_env: WorkflowEnvironment, settings: Settings, count: 
 
 async def test_more_prompts_than_the_cache_holds_never_abandon_a_workflow_task(dev_env: WorkflowEnvironment) -> None:
     """A local model call holds its prompt's workflow task, and so its place in the workflow cache, for the whole
-    call. With as many workflow tasks at once as cached prompts (the SDK's 100 against a cache of 8 here), the SDK
-    evicts prompts in the middle of their model calls, and those tasks time out start to close (10 s each); a
-    worker with DAGENT_MODEL_CALLS=local runs half as many tasks at once as it caches
-    (`Settings.workflow_task_slots`)."""
+    call. With more workflow tasks at once than the cache can spare (the SDK's default of 100 would be, against this
+    test's cache of 8: 8 to 21 tasks abandoned in a run), the SDK evicts prompts in the middle of their model
+    calls, and those tasks time out start to close (10 s each); a worker with DAGENT_MODEL_CALLS=local runs half
+    as many tasks at once as it caches (`Settings.workflow_task_slots`)."""
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}", "max_cached_workflows": 8,
                                                 "model_calls": "local"})
     assert await _run_at_once(dev_env, settings, 24) == (4, 0)
