@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sqlite3
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -81,6 +83,17 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def store_bytes(db_file: Path | None) -> int | None:
+    """The dev server's SQLite store in use, history and visibility alike: its pages less the free ones, as a
+    reader sees them (the write-ahead log's committed frames included). None without a database file."""
+    if db_file is None or not db_file.exists():
+        return None
+    with contextlib.closing(sqlite3.connect(f"{db_file.as_uri()}?mode=ro", uri=True, timeout=30)) as db:
+        pages, free, size = (db.execute(f"PRAGMA {name}").fetchone()[0]
+                             for name in ("page_count", "freelist_count", "page_size"))
+    return int((pages - free) * size)
 
 
 def median(values: Sequence[float]) -> float:

@@ -30,7 +30,8 @@ Sections (``--sections``):
   the tool's result, median of 20; compared with one baseline round (the latency slope).
 * ``waiting`` - a fresh worker's RSS (VmRSS) when idle (after a warm-up) and when N prompts (``--waiting``,
   default 1,000) wait for approval (started in bursts of 50, each once the previous burst waits; counted
-  through the ``PromptState`` search attribute); the approvals list with them waiting (median of 3:
+  through the ``PromptState`` search attribute), and the server's CPU and store growth (SQLite pages in use:
+  history and visibility) per prompt brought to wait; the approvals list with them waiting (median of 3:
   ``AgentClient.pending``, ``dagent pending --json``, ``GET /approvals``; and, up to N = 2,000, the list by
   one query per prompt, as before memos and as the baseline has to: ``bench/approvals_list.py``); then 40 of
   them, from the oldest to the newest, approved one at a time: approve -> result shown by a query (resume
@@ -88,7 +89,7 @@ async def run_bench(cfg: Config, sections: Sequence[str], workdir: Path, db_file
         product_client = await connect(product_settings(server.address, workdir))
         baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         bench = Bench(cfg, ProductSide(product_client, server.address, workdir, options),
-                      BaselineSide(baseline_client, server.address, workdir, options), server.pid or 0,
+                      BaselineSide(baseline_client, server.address, workdir, options), server.pid or 0, db_file,
                       product_unsandboxed=ProductSide(product_client, server.address, workdir, options, sandbox="off")
                       if options["sandbox_off"] else None)
         bench.results["tool"] = options.get("tool") or "default"

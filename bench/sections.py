@@ -26,6 +26,7 @@ from bench.measure import (
     slope,
     start_workers,
     stop_workers,
+    store_bytes,
     tool_rounds_done,
 )
 from bench.scenario import Scenario
@@ -40,6 +41,7 @@ class Bench:
     product: ProductSide
     baseline: BaselineSide
     server_pid: int
+    server_db: Path | None = None  # the dev server's SQLite file (None: in memory)
     # the footprint, throughput and waiting sections also run the project with the sandbox off (the opt-in)
     product_unsandboxed: ProductSide | None = None
     results: dict[str, Any] = field(default_factory=dict)
@@ -227,12 +229,15 @@ class Bench:
             await asyncio.sleep(cfg.settle_s)
             idle = self._worker(side).memory()
             cpu0, server0 = cpu_seconds(self._worker(side).pid), cpu_seconds(self.server_pid)
+            store0 = store_bytes(self.server_db)
             t0 = time.perf_counter()
             runs = await guarded(self._fill_waiting(side), [side], 3600)
             seconds = time.perf_counter() - t0
             cpu = cpu_seconds(self._worker(side).pid) - cpu0
             server_cpu = cpu_seconds(self.server_pid) - server0
             await asyncio.sleep(cfg.settle_s)
+            store1 = store_bytes(self.server_db)
+            stored = None if store0 is None or store1 is None else (store1 - store0) / len(runs)
             loaded = self._worker(side).memory()
             with_queries = cfg.waiting_prompts <= cfg.query_list_max
             if isinstance(side, ProductSide):
@@ -244,14 +249,16 @@ class Bench:
             after = self._worker(side).memory()
             out[side.name] = {"idle_rss": idle["rss"], "waiting_rss": loaded["rss"], "peak": after["peak"],
                               "ratio": loaded["rss"] / idle["rss"], "seconds_to_all_waiting": seconds,
-                              "worker_cpu_seconds": cpu, "server_cpu_seconds": server_cpu, "lists": lists,
+                              "worker_cpu_seconds": cpu, "server_cpu_seconds": server_cpu,
+                              "server_store_bytes_per_prompt": stored, "lists": lists,
                               "resume_ms": resume, "resume_median_ms": median(resume),
                               "resume_p99_ms": percentile(resume, 99), "fresh_ms": fresh,
                               "fresh_median_ms": median(fresh), "fresh_p99_ms": percentile(fresh, 99)}
             listed = ", ".join(f"{name} {median(v['ms']):.0f} ms ({v['rows'][-1]} rows)" for name, v in lists.items())
             log(f"  waiting {side.name}: idle {idle['rss'] / 2**20:.0f} MiB, {cfg.waiting_prompts} waiting "
                 f"{loaded['rss'] / 2**20:.0f} MiB ({seconds:.1f} s to get them all waiting; CPU: worker {cpu:.1f} s, "
-                f"server {server_cpu:.1f} s); lists: {listed}; approve -> result p50/p99 {median(resume):.1f}/"
+                f"server {server_cpu:.1f} s; server store {'?' if stored is None else f'{stored / 1024:.1f} KiB'} per "
+                f"prompt); lists: {listed}; approve -> result p50/p99 {median(resume):.1f}/"
                 f"{percentile(resume, 99):.1f} ms, fresh 1-round prompt {median(fresh):.1f}/"
                 f"{percentile(fresh, 99):.1f} ms")
             await self._close_waiting(side, runs)
