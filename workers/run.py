@@ -38,7 +38,7 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
             say(f"worker on {settings.temporal_address} ({describe_security(settings.temporal_profile)}) "
                 f"queues={','.join(queues)} store={settings.blob_objects().location} "
                 f"codec={'on' if settings.codec_keys else 'off'} plugins={','.join(settings.plugins)} "
-                f"models={settings.model_tiers}")
+                f"models={settings.model_tiers}{_model_calls(settings)}")
             if settings.metrics_port is not None:
                 say(f"metrics on http://{settings.observability().metrics_bind}/metrics")
             await stop.wait()
@@ -49,3 +49,11 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
         await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
         flush_traces()
     return 0
+
+
+def _model_calls(settings: Settings) -> str:
+    """How model rounds run, on the start line when they are local: with the workflow tasks the worker runs at
+    once, which are also its model calls at once (docs/providers.md, Local model calls)."""
+    if settings.model_calls != "local":
+        return ""
+    return f" model_calls=local workflow_tasks={settings.workflow_task_slots or 'sdk-default'}"

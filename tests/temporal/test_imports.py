@@ -161,7 +161,8 @@ async def test_the_worker_process_loads_no_command_line(dev_env: WorkflowEnviron
     command line: 8 MiB for as long as it runs (issue 28, idle RSS)."""
     env = _env(TEMPORAL_ADDRESS=dev_env.client.service_client.config.target_host,
                DAGENT_TASK_QUEUE=f"lean-{uuid.uuid4().hex[:8]}", DAGENT_FILE_DIR=str(tmp_path / "files"),
-               DAGENT_PAYLOAD_DIR=str(tmp_path / "payloads"), DAGENT_LOG_LEVEL="WARNING", PYTHONPROFILEIMPORTTIME="1")
+               DAGENT_PAYLOAD_DIR=str(tmp_path / "payloads"), DAGENT_LOG_LEVEL="WARNING", PYTHONPROFILEIMPORTTIME="1",
+               DAGENT_MODEL_CALLS="local" if args else "activity")
     worker = WorkerProcess(env, tmp_path / "worker.log", *args)
     try:
         deadline = time.monotonic() + 60
@@ -173,6 +174,8 @@ async def test_the_worker_process_loads_no_command_line(dev_env: WorkflowEnviron
         worker.kill()
     log = worker.log_path.read_text(errors="replace")
     assert "worker on " in log
+    # with local model calls the start line says how many run at once (half the default cache of 64)
+    assert ("model_calls=local workflow_tasks=32" in log) == bool(args)
     header = "import time: self [us] | cumulative | imported package"
     assert log.count(header) == (2 if args else 1)  # with options: the command's interpreter, then the worker's
     worker_modules = imported_modules(log[log.rindex(header):])
