@@ -70,8 +70,8 @@ class AgentRuntime:
     trace_content: bool = False  # prompt and completion text on model spans (Settings.trace_content)
     decision_key: str | None = None  # Ed25519 public key (PEM): decisions must carry a token it verifies
     four_eyes: bool = False  # the default of `Approval.four_eyes`: a prompt's user may not approve its calls
-    # The worker runs fewer workflow tasks at once than it caches (Settings.fits_local_model_calls); a local model
-    # call on a worker that does not is warned about once (activities/model_round.py).
+    # The workflow worker runs at most half as many workflow tasks at once as it caches (set by `create_worker` from
+    # the worker it built); a local model call on a worker that does not is warned about once (model_round.py).
     fits_local_model_calls: bool = True
     tools: ToolRegistry = field(init=False)
     transcripts: TranscriptCache = field(default_factory=TranscriptCache, repr=False, compare=False)  # per process

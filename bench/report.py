@@ -309,11 +309,11 @@ def _waiting_rows(rows: list[Row], target: Callable[[str, float | bool | None, s
                             fx(ratio(p["waiting_rss"], b["waiting_rss"]))))
         rows.append(Row(f"  waiting RSS / idle RSS{tag}", f"{p['ratio']:.3f}", f"{b['ratio']:.3f}", "", "<= 1.2",
                         target(f"waiting_rss{key}", p["ratio"], "<= 1.2x idle", p["ratio"] <= 1.2)))
-        if p.get("server_cpu_seconds") is not None and b.get("server_cpu_seconds"):
+        if p.get("server_cpu_seconds") is not None and b.get("server_cpu_seconds") is not None:
             per = [side["server_cpu_seconds"] / n * 1000 for side in (p, b)]
             rows.append(Row(f"  server CPU per prompt brought to wait{tag}", ms(per[0]), ms(per[1]),
                             fx(ratio(per[0], per[1]))))
-        if p.get("server_store_bytes_per_prompt") is not None and b.get("server_store_bytes_per_prompt"):
+        if p.get("server_store_bytes_per_prompt") is not None and b.get("server_store_bytes_per_prompt") is not None:
             stored = [side["server_store_bytes_per_prompt"] / 1024 for side in (p, b)]
             rows.append(Row(f"  server store per waiting prompt (history + visibility){tag}", f"{stored[0]:.1f} KiB",
                             f"{stored[1]:.1f} KiB", fx(ratio(stored[0], stored[1]))))

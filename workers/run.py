@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from durable_agent.workers.settings import Settings
+from durable_agent.workers.settings import SDK_WORKFLOW_TASK_SLOTS, Settings
 
 
 async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[[str], None]) -> int:
@@ -56,4 +56,4 @@ def _model_calls(settings: Settings) -> str:
     once, which are also its model calls at once (docs/providers.md, Local model calls)."""
     if settings.model_calls != "local":
         return ""
-    return f" model_calls=local workflow_tasks={settings.workflow_task_slots or 'sdk-default'}"
+    return f" model_calls=local workflow_tasks={settings.workflow_task_slots or SDK_WORKFLOW_TASK_SLOTS}"

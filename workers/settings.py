@@ -41,6 +41,12 @@ DecisionMode = Literal["open", "signed"]
 SDK_WORKFLOW_TASK_SLOTS = 100  # the SDK's own default for `max_concurrent_workflow_tasks`
 
 
+def tasks_fit_cache(cached: int, tasks: int | None) -> bool:
+    """Whether a worker caching `cached` workflows and running `tasks` workflow tasks at once (None: the SDK's
+    default) runs at most half as many tasks as it caches, or caches nothing: what local model calls need."""
+    return cached == 0 or (tasks or SDK_WORKFLOW_TASK_SLOTS) * 2 <= cached
+
+
 def _one_of(env: Mapping[str, str], name: str, choices: Any, default: str) -> Any:
     """A variable whose value is one of a `Literal`'s (case and spaces ignored; unset or empty: `default`), or a
     one-line ValueError naming them."""
@@ -309,8 +315,7 @@ class Settings(BaseModel):
     def fits_local_model_calls(self) -> bool:
         """Whether this worker runs at most half as many workflow tasks at once as it caches (or caches nothing),
         as local model calls need."""
-        slots = self.workflow_task_slots
-        return self.max_cached_workflows == 0 or (slots is not None and slots * 2 <= self.max_cached_workflows)
+        return tasks_fit_cache(self.max_cached_workflows, self.workflow_task_slots)
 
     @property
     def model_tiers(self) -> dict[str, str]:

@@ -23,7 +23,7 @@ from durable_agent.agent.providers.base import ModelProvider
 from durable_agent.agent.providers.registry import resolve_chain
 from durable_agent.workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
 from durable_agent.workers.rate_limits import PacedCalls, queue_rate
-from durable_agent.workers.settings import Settings
+from durable_agent.workers.settings import Settings, tasks_fit_cache
 from durable_agent.workers.versioning import deployment_config
 
 __all__ = ["STICKY_TIMEOUT", "build_runtime", "connect", "create_model_worker", "create_worker", "create_workers",
@@ -50,7 +50,6 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         trace_content=settings.trace_content,
         decision_key=settings.decision_public_key, four_eyes=settings.four_eyes,
         fast_tools=FastTools(enabled=settings.fast_tools),
-        fits_local_model_calls=settings.fits_local_model_calls,
     )
 
 
@@ -109,7 +108,12 @@ def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, set
     """
     client = _with_plugin(client, settings)
     options = _versioning(options, settings or _plugin_settings(client))
-    return Worker(client, task_queue=task_queue, activities=AgentActivities(runtime).all(), **options)
+    worker = Worker(client, task_queue=task_queue, activities=AgentActivities(runtime).all(), **options)
+    config = worker.config(active_config=True)
+    if config.get("tuner") is None:  # a tuner's slots are its own to size
+        runtime.fits_local_model_calls = tasks_fit_cache(config.get("max_cached_workflows", 0),
+                                                         config.get("max_concurrent_workflow_tasks"))
+    return worker
 
 
 def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
