@@ -15,6 +15,9 @@ Round 2 says what each call returned.
 
 from __future__ import annotations
 
+import asyncio
+import os
+
 from pydantic import BaseModel
 
 from durable_agent.agent.context import ToolContext
@@ -33,7 +36,8 @@ class EmailInput(BaseModel):
 
 @tool("email.send", approval=Approval(reason="Emails to customers need a look."))
 async def send_email(args: EmailInput, ctx: ToolContext) -> dict[str, object]:
-    """Send an email."""
+    """Send an email (taking `BATCH_DESK_EMAIL_SECONDS`, 0 unless set: a test that types while a prompt finishes)."""
+    await asyncio.sleep(float(os.environ.get("BATCH_DESK_EMAIL_SECONDS", "0")))
     return {"status": "sent", "to": args.to}
 
 

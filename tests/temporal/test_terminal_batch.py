@@ -41,7 +41,8 @@ def desk_env(cli_env: dict[str, str]) -> dict[str, str]:  # noqa: F811
 @pytest.fixture
 def desk_worker(desk_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     with open(tmp_path / "worker.log", "wb") as log:
-        proc = subprocess.Popen([*DAGENT_CMD, "worker"], env=desk_env, cwd=REPO_ROOT, stdout=log,
+        proc = subprocess.Popen([*DAGENT_CMD, "worker"], env={**desk_env, "BATCH_DESK_EMAIL_SECONDS": "1.5"},
+                                cwd=REPO_ROOT, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         yield proc
         proc.terminate()
@@ -112,7 +113,7 @@ def test_a_batch_of_three_is_asked_one_at_a_time_and_each_answer_goes_to_the_cal
     terminal.wait_for(r"approval needed: \[3\] email\.send")
     terminal.wait_for(QUESTION)
     assert "more waiting after this one" not in _last_question(terminal)
-    terminal.keys("y", "Enter")
+    terminal.keys("y", "Enter")  # approves email.send, which takes 1.5 s (desk_worker): dagent runs on meanwhile
     time.sleep(0.1)
     terminal.keys("echo", "Space", "leaked", "Enter")  # typed while the prompt finishes: not for the shell
     terminal.wait_for(r"^LEFT=\[.*\]$")
