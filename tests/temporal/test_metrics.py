@@ -126,3 +126,27 @@ async def test_prometheus_endpoint_counts_rounds_tools_approvals_tokens_and_payl
         "the Temporal runtime's own metrics are on the same endpoint"
     assert total(after, "temporal_activity_execution_latency_count") - total(
         before, "temporal_activity_execution_latency_count") == 3, "two model rounds and one tool call"
+
+
+async def test_a_worker_with_local_model_calls_shows_its_workflow_task_bound_on_the_endpoint(
+        dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """`dagent worker` with `DAGENT_MODEL_CALLS=local` and a cache of 8: the SDK runs at most 4 workflow tasks at
+    once (`temporal_worker_task_slots_available` for the workflow worker, a figure docs/providers.md tells
+    operators to watch)."""
+    port = free_port()
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    env.update({
+        "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+        "DAGENT_TASK_QUEUE": f"metrics-local-{uuid.uuid4().hex[:8]}", "DAGENT_MODEL_CALLS": "local",
+        "DAGENT_MAX_CACHED_WORKFLOWS": "8", "DAGENT_METRICS_HOST": "127.0.0.1",
+        "DAGENT_PAYLOAD_DIR": str(tmp_path / "payloads"), "DAGENT_FILE_DIR": str(tmp_path / "files"),
+    })
+    worker = WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port))
+    try:
+        await wait_for(worker.ready, "worker ready", 60, lambda: f"worker log:\n{worker.log()}")
+        samples = scrape(port)
+    finally:
+        worker.kill()
+    workflow_slots = {"worker_type": "WorkflowWorker"}
+    assert total(samples, "temporal_worker_task_slots_available", **workflow_slots) == 4, samples
+    assert total(samples, "temporal_worker_task_slots_used", **workflow_slots) == 0
