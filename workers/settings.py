@@ -312,12 +312,6 @@ class Settings(BaseModel):
         return min(SDK_WORKFLOW_TASK_SLOTS, max(2, self.max_cached_workflows // 2))
 
     @property
-    def fits_local_model_calls(self) -> bool:
-        """Whether this worker runs at most half as many workflow tasks at once as it caches (or caches nothing),
-        as local model calls need."""
-        return tasks_fit_cache(self.max_cached_workflows, self.workflow_task_slots)
-
-    @property
     def model_tiers(self) -> dict[str, str]:
         return {"normal": self.model_normal, "high": self.model_high or self.model_normal}
 

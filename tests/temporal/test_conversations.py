@@ -116,12 +116,7 @@ async def _after(env: WorkflowEnvironment, skipped: timedelta, conversation: Con
                  prompts: int) -> Conversation:
     """The conversation once `skipped` has passed (time skipped) and it has started `prompts` prompts."""
     await env.sleep(skipped)
-    for _ in range(200):
-        now = await conversation.get()
-        if len(now.prompt_ids) == prompts:
-            return now
-        await asyncio.sleep(0.05)
-    return now
+    return await _once(conversation, lambda now: len(now.prompt_ids) == prompts)
 
 
 async def _once(conversation: ConversationHandle, settled: Callable[[Conversation], bool]) -> Conversation:

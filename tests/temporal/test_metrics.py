@@ -60,6 +60,15 @@ def deltas(before: Samples, after: Samples, expected: Mapping[tuple[str, frozens
     return wrong
 
 
+def worker_env(dev_env: WorkflowEnvironment, tmp_path: Path, **variables: str) -> dict[str, str]:
+    """A metrics-serving `dagent worker`'s environment: this one without OTEL_* (metrics go to the endpoint, not
+    to an OTLP exporter), the test server, stores under `tmp_path`, the endpoint on loopback, then `variables`."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    return env | {"TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+                  "DAGENT_PAYLOAD_DIR": str(tmp_path / "payloads"), "DAGENT_FILE_DIR": str(tmp_path / "files"),
+                  "DAGENT_METRICS_HOST": "127.0.0.1"} | variables
+
+
 def key(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
     return name, frozenset(labels.items())
 
@@ -69,14 +78,9 @@ async def test_prometheus_endpoint_counts_rounds_tools_approvals_tokens_and_payl
     port = free_port()
     queue = f"metrics-{uuid.uuid4().hex[:8]}"
     payload_dir = tmp_path / "payloads"
-    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
-    env.update({
-        "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
-        "DAGENT_TASK_QUEUE": queue, "DAGENT_PLUGINS": "tests.scenarios:plugin",
-        "DAGENT_MODEL_NORMAL": "scripted:tests.scenarios:model",
-        "DAGENT_PAYLOAD_DIR": str(payload_dir), "DAGENT_PAYLOAD_THRESHOLD": str(PAYLOAD_THRESHOLD),
-        "DAGENT_FILE_DIR": str(tmp_path / "files"), "DAGENT_METRICS_HOST": "127.0.0.1",
-    })
+    env = worker_env(dev_env, tmp_path, DAGENT_TASK_QUEUE=queue, DAGENT_PLUGINS="tests.scenarios:plugin",
+                     DAGENT_MODEL_NORMAL="scripted:tests.scenarios:model",
+                     DAGENT_PAYLOAD_THRESHOLD=str(PAYLOAD_THRESHOLD))
     worker = WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port))
 
     def diagnostics() -> str:
@@ -134,13 +138,8 @@ async def test_a_worker_with_local_model_calls_shows_its_workflow_task_bound_on_
     once (`temporal_worker_task_slots_available` for the workflow worker, a figure docs/providers.md tells
     operators to watch)."""
     port = free_port()
-    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
-    env.update({
-        "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
-        "DAGENT_TASK_QUEUE": f"metrics-local-{uuid.uuid4().hex[:8]}", "DAGENT_MODEL_CALLS": "local",
-        "DAGENT_MAX_CACHED_WORKFLOWS": "8", "DAGENT_METRICS_HOST": "127.0.0.1",
-        "DAGENT_PAYLOAD_DIR": str(tmp_path / "payloads"), "DAGENT_FILE_DIR": str(tmp_path / "files"),
-    })
+    env = worker_env(dev_env, tmp_path, DAGENT_TASK_QUEUE=f"metrics-local-{uuid.uuid4().hex[:8]}",
+                     DAGENT_MODEL_CALLS="local", DAGENT_MAX_CACHED_WORKFLOWS="8")
     worker = WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port))
     try:
         await wait_for(worker.ready, "worker ready", 60, lambda: f"worker log:\n{worker.log()}")

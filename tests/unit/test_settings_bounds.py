@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from durable_agent.workers.settings import Settings
+from durable_agent.workers.settings import Settings, tasks_fit_cache
 
 
 @pytest.mark.parametrize(("field", "value"), [
@@ -44,8 +44,9 @@ def test_a_worker_with_local_model_calls_runs_half_as_many_workflow_tasks_as_it_
     ("local", 64, 32, True), ("local", 64, 33, False), ("local", 64, 64, False), ("local", 1, None, False),
 ])
 def test_whether_a_worker_fits_local_model_calls(calls: str, cache: int, tasks: int | None, fits: bool) -> None:
+    """As `create_worker` judges the worker the plugin configured from these settings."""
     settings = Settings(model_calls=calls, max_cached_workflows=cache, max_workflow_tasks=tasks)  # type: ignore[arg-type]
-    assert settings.fits_local_model_calls is fits
+    assert tasks_fit_cache(settings.max_cached_workflows, settings.workflow_task_slots) is fits
 
 
 def test_the_environment_still_says_which_variable_is_wrong() -> None:
