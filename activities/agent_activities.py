@@ -1,4 +1,5 @@
-"""The activities of a prompt: one model round, one tool call, one event delivery. All I/O lives here.
+"""The activities of a prompt: one model round, one tool call (alone or
+with the next model round), one event delivery. All I/O lives here.
 
 Each family has its module: `model_round`, `tool_calls` (tool calls and corrections), `history` (a conversation's
 stored history); the event hook is here. Activity names come from workflows/names.py and never change.
@@ -16,6 +17,7 @@ from durable_agent.activities.history import HistoryActivity
 from durable_agent.activities.model_round import ModelRoundActivity
 from durable_agent.activities.runtime import AgentRuntime, RuntimeActivities
 from durable_agent.activities.tool_calls import ToolActivities
+from durable_agent.activities.tool_then_model import ToolThenModelActivity
 from durable_agent.workflows.names import EMIT_EVENT_ACTIVITY
 from durable_agent.workflows.protocol import EventDelivery
 
@@ -30,10 +32,11 @@ class AgentActivities(RuntimeActivities):
         self.invoke_tool = tools.invoke_tool
         self.check_correction = tools.check_correction
         self.store_history = HistoryActivity(runtime).store_history
+        self.tool_then_model = ToolThenModelActivity(runtime).tool_then_model
 
     def all(self) -> list[Any]:
-        return [self.model_round, self.invoke_tool, self.emit_event, self.store_history, self.check_correction,
-                *BudgetActivities(self.runtime.decision_key).all()]
+        return [self.model_round, self.invoke_tool, self.tool_then_model, self.emit_event, self.store_history,
+                self.check_correction, *BudgetActivities(self.runtime.decision_key).all()]
 
     @activity.defn(name=EMIT_EVENT_ACTIVITY)
     async def emit_event(self, delivery: EventDelivery) -> None:

@@ -29,21 +29,26 @@ def bound_log(**extra: Any) -> Any:
 
 class LiveDetails:
     """The latest heartbeat details of an activity (streamed text, tool progress): every heartbeat carries
-    them, so the periodic liveness beat never blanks what watchers and the Temporal UI show."""
+    them, so the periodic liveness beat never blanks what watchers and the Temporal UI show. `checkpoint`: a
+    second detail every heartbeat carries too (what a retry of the activity must not do again)."""
 
-    def __init__(self) -> None:
+    def __init__(self, checkpoint: dict[str, Any] | None = None) -> None:
         self.value: BaseModel | None = None
+        self.checkpoint = checkpoint
 
     def set(self, value: BaseModel) -> None:
         self.value = value
         if not activity.info().is_local:
-            activity.heartbeat(value.model_dump(mode="json"))
+            activity.heartbeat(*self._details())
 
     def beat(self) -> None:
-        if self.value is None:
-            activity.heartbeat()
-        else:
-            activity.heartbeat(self.value.model_dump(mode="json"))
+        activity.heartbeat(*self._details())
+
+    def _details(self) -> tuple[Any, ...]:
+        value = None if self.value is None else self.value.model_dump(mode="json")
+        if self.checkpoint is not None:
+            return value, self.checkpoint
+        return () if value is None else (value,)
 
 
 @contextlib.asynccontextmanager

@@ -31,6 +31,7 @@ from durable_agent.workflows.names import (
     INVOKE_TOOL_ACTIVITY,
     MODEL_ROUND_ACTIVITY,
     PROGRESS_TOPIC,
+    TOOL_THEN_MODEL_ACTIVITY,
 )
 from durable_agent.workflows.protocol import (
     StreamEvent,
@@ -45,6 +46,7 @@ SLOWEST_POLL = 0.5  # ... backing off to this while the prompt is quiet (e.g. wa
 STATUS_CHECK_EVERY = 3.0  # describe the execution this often: notices a terminated prompt
 RETRY_PAUSE = 1.0  # after a transient failure (no worker yet, server restarting)
 LIVE_DETAILS_POLL = 0.3  # how often streamed text and tool progress are read from pending activities
+LIVE_ACTIVITIES = (MODEL_ROUND_ACTIVITY, INVOKE_TOOL_ACTIVITY, TOOL_THEN_MODEL_ACTIVITY)  # live details
 SIDE_TOPICS = {DELTAS_TOPIC: TextDelta, PROGRESS_TOPIC: ToolProgress}
 SideItem = TextDelta | ToolProgress
 
@@ -214,12 +216,14 @@ class StreamPoller:
             latest: dict[str, tuple[str, SideItem]] = {}
             for pending in description.raw_description.pending_activities:
                 payloads = list(pending.heartbeat_details.payloads)
-                topic = {MODEL_ROUND_ACTIVITY: DELTAS_TOPIC, INVOKE_TOOL_ACTIVITY: PROGRESS_TOPIC}.get(
-                    pending.activity_type.name)
-                if topic is None or not payloads:
+                kind = pending.activity_type.name
+                if kind not in LIVE_ACTIVITIES or not payloads:
                     continue
                 try:
                     raw = (await converter.decode(payloads[:1]))[0]
+                    # `dagent.tool_then_model` reports its tool's progress, then its model's text.
+                    tool_progress = kind == INVOKE_TOOL_ACTIVITY or (isinstance(raw, dict) and "tool_call_id" in raw)
+                    topic = PROGRESS_TOPIC if tool_progress else DELTAS_TOPIC
                     if topic == DELTAS_TOPIC:
                         streaming = StreamingText.model_validate(raw)
                         for delta in (streaming.text, streaming.reasoning):
@@ -249,7 +253,6 @@ class StreamPoller:
                 raise PromptNotFound(self._workflow_id) from exc
             return False
         return description.status not in (None, WorkflowExecutionStatus.RUNNING)
-
 
 _POLLERS: dict[tuple[int, str], StreamPoller] = {}
 

@@ -371,6 +371,12 @@ async def main() -> None:
             await local_waiting.approve(await _first_pending(local_waiting), by="alice")
             await local_waiting.result()
             await _save("prompt_local_model_calls_approved", local_waiting.workflow)
+            # Version 5: a round's only regular call and the next model round in one activity (dagent.tool_then_model);
+            # when its model part fails, the workflow calls that round itself; unversioned runs decide by a marker.
+            await _record(agent, "steps", "prompt_v5_tool_then_model", prompt_id="hist-v5-tool-then-model")
+            await _record(agent, "flaky", "prompt_v5_model_round_left_to_workflow", prompt_id="hist-v5-flaky")
+            await _record(agent, "steps", "prompt_tool_then_model_marker", prompt_id="hist-tool-then-model-marker",
+                          workflow_version=None)
     sys.stdout.flush()
     os._exit(0)
 

@@ -8,7 +8,7 @@ from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall, ToolResultMessage, UserMessage
 from durable_agent.agent.models import ReasoningOutput
 from durable_agent.agent.plugins import Plugin
-from durable_agent.agent.providers.base import FatalModelError
+from durable_agent.agent.providers.base import FatalModelError, RetryableModelError
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.subagents import SubAgent
 from durable_agent.agent.tools import Approval, tool
@@ -37,7 +37,13 @@ async def pay(args: Amount, ctx: ToolContext) -> str:
     return f"paid {args.amount}"
 
 
-plugin = Plugin("scenarios", tools=[echo, pay], instructions="Scenario plugin.")
+@tool("demo.step", local=False)
+async def step(args: Words, ctx: ToolContext) -> str:
+    """Take a step (always a regular activity: with one call a round, it runs with the next model round)."""
+    return f"took {args.words}"
+
+
+plugin = Plugin("scenarios", tools=[echo, pay, step], instructions="Scenario plugin.")
 
 
 @tool("demo.remind")
@@ -78,11 +84,18 @@ SCRIPTS: dict[str, list[ModelResponse]] = {
     "remind": [tool_calls(("demo.remind", {"words": "soon"}), ("demo.remind", {"words": "later"})),
                text("reminders set")],
     "unremind": [tool_calls(("demo.remind", {"words": "cancel remind-later"})), text("cancelled")],
+    "steps": [tool_calls(("demo.step", {"words": "one"})), tool_calls(("demo.step", {"words": "two"}), text="half"),
+              text("stepped")],
+    # Round 2 fails once (in the activity that ran the step): the workflow calls it as a model round of its own.
+    "flaky": [tool_calls(("demo.step", {"words": "once"})), text("after a retry")],
     "reasoning": [ModelResponse(
         reasoning=[ReasoningOutput(provider="anthropic", model="scripted", summary="Pay 5 first.",
                                    item={"type": "thinking", "thinking": "Pay 5 first.", "signature": "sig-1"})],
         tool_calls=[ModelToolCall(id="", tool="demo.pay", arguments={"amount": 5})]), text("paid")],
 }
+
+
+_FLAKED: set[str] = set()  # prompts whose round 2 failed once (`flaky`)
 
 
 def script(request: ModelRequest) -> ModelResponse:
@@ -93,6 +106,9 @@ def script(request: ModelRequest) -> ModelResponse:
         return text("the scheduled prompt ran")
     if user == "fail":
         raise FatalModelError("scenario: model refused the request (400)", status=400)
+    if user == "flaky" and request.round == 2 and request.prompt_id not in _FLAKED:
+        _FLAKED.add(request.prompt_id)
+        raise RetryableModelError("scenario: overloaded once (529)", status=529)
     script = SCRIPTS[user.split()[0]]
     if request.round > len(script):
         results = [m.content for m in request.messages if isinstance(m, ToolResultMessage)]

@@ -88,6 +88,10 @@ INLINE: dict[str, list[str]] = {
         "agent/triggers.py and plugins/triggers.py _write_legacy: the state schema, which the plugin keeps writing "
         "so that runs without the patch still fire what its tools ask for.",
     ],
+    "tool-then-model": [
+        "tool_then_model.py fusable: the None for runs without the patch, so every call runs as "
+        "PromptWorkflow._run_calls runs it and every model round as PromptWorkflow._call_model calls it.",
+    ],
 }
 
 # Kept for old runs but tied to no patch (no workflow command depends on them); each goes when no run that used

@@ -43,6 +43,8 @@ BUDGET_STATE_QUERY: Final = "budget_state"
 # --- activities ---------------------------------------------------------------------------------------
 MODEL_ROUND_ACTIVITY: Final = "dagent.model_round"
 INVOKE_TOOL_ACTIVITY: Final = "dagent.invoke_tool"
+# A round's only call, then the next model round, in one activity (workflows/tool_runner.py, fused rounds).
+TOOL_THEN_MODEL_ACTIVITY: Final = "dagent.tool_then_model"
 EMIT_EVENT_ACTIVITY: Final = "dagent.emit_event"
 CHECK_CORRECTION_ACTIVITY: Final = "dagent.check_correction"  # an approval policy run again on corrected args
 STORE_HISTORY_ACTIVITY: Final = "dagent.store_history"  # a conversation's local activity: prompt records -> blobs
@@ -69,6 +71,7 @@ RETRYABLE_MODEL_ERROR: Final = "RetryableModelError"  # rate limits, overload, n
 PLUGIN_PREPARE_ERROR: Final = "PluginPrepareError"  # a plugin's prepare hook raised
 INVALID_OUTPUT_SCHEMA_ERROR: Final = "InvalidOutputSchema"  # the prompt's output_schema is not usable
 TOOL_RAISED_ERROR: Final = "ToolRaised"  # a tool raised (retried up to the tool's attempts)
+TOOL_TIMED_OUT_ERROR: Final = "ToolTimedOut"  # a tool run with the next model round outlived its own timeout (retried)
 TRANSCRIPT_MISSING_ERROR: Final = "TranscriptMissing"  # the worker lacks part of the round's input: send it whole
 HISTORY_MISSING_ERROR: Final = "HistoryMissing"  # a conversation's stored history link is gone from the store
 MCP_UNAVAILABLE_ERROR: Final = "MCPUnavailable"  # an MCP server cannot be reached (retried like a crash)

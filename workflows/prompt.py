@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         PlannedCall,
         PromptRequest,
+        ReadyCall,
         RejectRequest,
         RetryForSchema,
         RoundResult,
@@ -72,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.stream_guard import guard_stream_poll, guard_stream_publish
     from durable_agent.workflows.sub_agents import SubAgents
     from durable_agent.workflows.tool_runner import ToolRunner
+    from durable_agent.workflows.tool_then_model import fusable
     from durable_agent.workflows.transcript import build_page
 
 # What a cancelled prompt's unfinished calls say: whether their side effect may have happened.
@@ -117,6 +119,7 @@ class PromptWorkflow:
         if request.parent is not None:
             self._prompt.parent_prompt_id = request.parent.prompt_id
         self._output_attempts = 0
+        self._ahead: RoundResult | None = None  # the next model round, run after the last call in one activity
         self._stream = WorkflowStream()
         events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
         guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
@@ -209,8 +212,13 @@ class PromptWorkflow:
 
     async def _round(self, round_number: int) -> bool:
         """One model call and the tool calls it asks for; True when the answer is final."""
-        self._steering.deliver()
-        result = await self._call_model(round_number)
+        result, self._ahead = self._ahead, None
+        if result is None:
+            self._steering.deliver()
+            result = await self._call_model(round_number)
+        else:  # a message that arrived meanwhile outdates it (below) and goes to the round after
+            self._tools.failed_tools = []
+            self._took_round(round_number, result)
         if self._budgets.active:
             await self._budgets.settle(result)
         for reasoning in result.reasoning:
@@ -228,8 +236,23 @@ class PromptWorkflow:
             case RetryForSchema(reason=reason):
                 self._ask_again_for_schema(reason)
             case RunTools(calls=calls):
-                await self._run_calls(calls)
+                if (call := fusable(calls, round_number, self._request, self._prompt.usage,
+                                    period_budgets=self._budgets.active, has=self._has)) is not None:
+                    self._ahead = await self._run_then_model(call, round_number + 1)
+                else:
+                    await self._run_calls(calls)
         return False
+
+    async def _run_then_model(self, call: ReadyCall, next_round: int) -> RoundResult | None:
+        """Run the call, then the next model round, in one activity; that round's result (None: not run)."""
+        entry = self._record.open_call(call)
+        self._desk.publish_pending()
+        then = self._inputs.ahead(next_round, workflow.info().run_id)
+        result = await self._tools.invoke_then_model(entry, call, then)
+        if result is not None:
+            self._inputs.sent(then)  # the worker holds what `then` carried, and the entry as it resolved it:
+            self._inputs.changed.add(self._record.index(entry))  # the entry goes again, as recorded here
+        return result
 
     def _ask_again_for_schema(self, reason: str) -> None:
         if self._output_attempts >= self._request.output_retries:
@@ -255,6 +278,11 @@ class PromptWorkflow:
         self._tools.failed_tools = []
         result = await self._inputs.send(round_number, workflow.info().run_id, note=note,
                                          details=details.calling_model(self._prompt, round_number))
+        self._took_round(round_number, result)
+        return result
+
+    def _took_round(self, round_number: int, result: RoundResult) -> None:
+        """A model round's result into the record's accounts: the round, its usage, the plugins' state."""
         self._prompt.model_rounds.append(ModelRound(round=round_number, model=result.spec or result.model,
                                                     response_model=result.model, fallback=result.fallback,
                                                     settings=result.settings))
@@ -262,7 +290,6 @@ class PromptWorkflow:
         self._prompt.plugin_state = dict(result.plugin_state)
         self._record.host.metrics.model_round(result.model or self._prompt.model, result.usage)
         self._desk.event_hooks = result.event_hooks
-        return result
 
     async def _process_call(self, call: PlannedCall) -> None:
         entry = self._record.open_call(call)

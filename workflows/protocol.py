@@ -56,6 +56,8 @@ from durable_agent.workflows.wire_rounds import (
     RoundInput,
     RoundResult,
     RunTools,
+    ToolThenModel,
+    ToolThenModelResult,
 )
 from durable_agent.workflows.wire_stream import (
     EventDelivery,
@@ -109,6 +111,8 @@ __all__ = [
     "ToolInvocation",
     "ToolInvocationResult",
     "ToolProgress",
+    "ToolThenModel",
+    "ToolThenModelResult",
     "TranscriptItem",
     "TranscriptPage",
     "TranscriptPageRequest",

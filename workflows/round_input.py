@@ -105,6 +105,18 @@ class RoundInputs:
     def next(self, round_number: int, run_id: str) -> RoundInput:
         """What changed since the last round; earlier outputs and prompts stay with the worker (its cache) or
         in the store (a conversation's history), referenced, never copied again."""
+        round_input = self.ahead(round_number, run_id)
+        self.sent(round_input)
+        return round_input
+
+    def sent(self, round_input: RoundInput) -> None:
+        """A worker has `round_input` (an input built by `ahead`): its changes and history are not sent again."""
+        self.changed.difference_update(change.index for change in round_input.changes or [])
+        self._history_sent = self._history_sent or self._has(ROUND_REFS_PATCH)
+
+    def ahead(self, round_number: int, run_id: str) -> RoundInput:
+        """The next round's input, built now but not yet counted as sent (`sent`): for a model round that a tool
+        activity runs after its tool, which may not get to it."""
         request = self._request
         by_reference = self._has(ROUND_REFS_PATCH)
         # Tools run on this queue: with model calls on another queue, no tool output is ever cached where they run.
@@ -112,9 +124,7 @@ class RoundInputs:
         output = self._prompt.output
         changes = [change_for(i, output[i]) if outputs_by_reference
                    else OutputChange(index=i, output=output[i]) for i in sorted(self.changed)]
-        self.changed.clear()
         history = request.history if by_reference and not self._history_sent and not self._history_stored else []
-        self._history_sent = self._history_sent or by_reference
         history_ref = self._history_stored or (request.history_ref if by_reference else None)
         return RoundInput(
             prompt=self._header(by_reference), instructions=request.instructions,

@@ -18,9 +18,19 @@ from durable_agent.agent.models import ScheduledPrompt, ToolError, ToolOutput, T
 from durable_agent.workflows import details, telemetry
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.legacy import LegacyToolInvocation
-from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY
-from durable_agent.workflows.protocol import PlannedCall, PromptRequest, ToolInvocation, ToolInvocationResult
+from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, TOOL_THEN_MODEL_ACTIVITY
+from durable_agent.workflows.protocol import (
+    PlannedCall,
+    PromptRequest,
+    RoundInput,
+    RoundResult,
+    ToolInvocation,
+    ToolInvocationResult,
+    ToolThenModel,
+    ToolThenModelResult,
+)
 from durable_agent.workflows.record import LEAN_ROUNDS_PATCH, Recorder
+from durable_agent.workflows.round_input import MODEL_TIMEOUT
 from durable_agent.workflows.sub_agents import SubAgents
 
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
@@ -111,17 +121,32 @@ class ToolRunner:
 
     async def execute(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
         """Run one call's activity; the entry gets its result in place as soon as it finishes."""
-        with telemetry.within(self._record.call_span(entry.id)):
-            outcome = await self._execute_call(entry, call, arguments)
-        self._record.close_call(entry, "success" if isinstance(outcome.result, ToolSuccess) else "error")
+        outcome, _ = await self._execute(entry, call, arguments)
         return outcome
 
-    async def _execute_call(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
+    async def invoke_then_model(self, entry: ToolOutput, call: PlannedCall, then: RoundInput) -> RoundResult | None:
+        """Run a round's only call and then the next model round on `then` in one activity; the call is recorded
+        as `invoke` records it. The model round's result, or None when the workflow must call the model itself."""
+        outcome, next_round = await self._execute(entry, call, entry.input, then)
+        self.record_outcome(call, outcome)
+        fail_if_fatal(call, outcome)
+        return next_round
+
+    async def _execute(self, entry: ToolOutput, call: PlannedCall, arguments: object,
+                       then: RoundInput | None = None) -> tuple[ToolInvocationResult, RoundResult | None]:
+        with telemetry.within(self._record.call_span(entry.id)):
+            outcome, next_round = await self._execute_call(entry, call, arguments, then)
+        self._record.close_call(entry, "success" if isinstance(outcome.result, ToolSuccess) else "error")
+        return outcome, next_round
+
+    async def _execute_call(self, entry: ToolOutput, call: PlannedCall, arguments: object,
+                            then: RoundInput | None = None) -> tuple[ToolInvocationResult, RoundResult | None]:
+        """The call's activity (`then`: with the next model round after it, in one activity)."""
         entry.started_at = self._record.host.now()
         if call.agent is not None:
             outcome = await self._children.run(entry, call, arguments)
             self._record.resolve(entry, outcome.result)
-            return outcome
+            return outcome, None
         invocation = self._tool_invocation(entry, call, arguments)
         retry = RetryPolicy(initial_interval=timedelta(seconds=1),
                             maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
@@ -130,11 +155,22 @@ class ToolRunner:
         summary = details.cut_at_word(f"tool {call.tool} {details.compact_args(arguments)}", 100)
         if entry.decision is not None:
             summary += f" · {details.decided(entry.decision)}"
+        next_round: RoundResult | None = None
         try:
             if call.local:
                 outcome = await workflow.execute_local_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
                     start_to_close_timeout=timeout, retry_policy=retry, summary=summary)
+            elif then is not None and isinstance(invocation, ToolInvocation):
+                fused = await workflow.execute_activity(
+                    TOOL_THEN_MODEL_ACTIVITY, ToolThenModel(
+                        call=invocation, tool_timeout_seconds=timeout.total_seconds(),
+                        entry_index=self._record.index(entry), round=then,
+                        stop_on_error=call.failure_mode == "fail"),
+                    result_type=ToolThenModelResult, start_to_close_timeout=timeout + MODEL_TIMEOUT,
+                    heartbeat_timeout=call.heartbeat_timeout, retry_policy=retry,  # the model part beats every 0.5 s
+                    summary=f"{summary} · then model round {then.round}")
+                outcome, next_round = fused.tool, fused.round
             else:
                 outcome = await workflow.execute_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
@@ -146,7 +182,7 @@ class ToolRunner:
                 raise
             outcome = ToolInvocationResult(result=ToolError(error=f"Tool call failed: {failure_reason(exc)}"))
         self._record.resolve(entry, outcome.result)
-        return outcome
+        return outcome, next_round
 
     def _tool_invocation(self, entry: ToolOutput, call: PlannedCall,
                          arguments: object) -> ToolInvocation | LegacyToolInvocation:

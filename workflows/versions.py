@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-CURRENT_VERSION = 4
+CURRENT_VERSION = 5
 
 # The version from which each patch's behaviour is on without a marker. A new patch gets the next
 # version: add it here and bump CURRENT_VERSION.
@@ -49,6 +49,8 @@ PATCH_VERSIONS: dict[str, int] = {
     # A conversation schedules the prompts its prompts' tools asked for (`ToolContext.schedule_prompt`, a typed
     # side output in `Prompt.scheduled`) and no longer reads the triggers plugin's state.
     "conversation-scheduled-prompts": 4,
+    # A round's only regular call and the next model round run in one activity (`dagent.tool_then_model`).
+    "tool-then-model": 5,
 }
 
 

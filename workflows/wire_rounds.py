@@ -9,7 +9,7 @@ from pydantic import Field, JsonValue, model_validator
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import Prompt, ReasoningOutput, Usage
 from durable_agent.agent.strict import StrictModel as _Model
-from durable_agent.workflows.wire_calls import PlannedCall
+from durable_agent.workflows.wire_calls import PlannedCall, ToolInvocation, ToolInvocationResult
 from durable_agent.workflows.wire_inputs import HistoryRef
 from durable_agent.workflows.wire_lean import Lean as _Lean
 from durable_agent.workflows.wire_lean import LeanHeader, LeanOutput, LeanUsage
@@ -97,3 +97,25 @@ class RoundResult(_Lean):
             value["next"] = (RunTools(calls=calls) if calls else RetryForSchema(reason=error) if error is not None
                              else FinalAnswer(data=data))
         return value
+
+
+class ToolThenModel(_Lean):
+    """One activity for a round's only call and the next model round (`dagent.tool_then_model`): the tool runs,
+    its result is checkpointed in the heartbeat details, then the model is called on `round` with the tool's
+    entry resolved and its side outputs appended. The model part is best effort: whatever stops it (a worker
+    without the transcript, a model error) leaves `ToolThenModelResult.round` empty and the workflow calls
+    the model as usual."""
+
+    call: ToolInvocation
+    tool_timeout_seconds: float = Field(description="The call's own timeout: its tool's part of the activity is "
+                                                    "stopped and the attempt fails once it has run this long.")
+    entry_index: int = Field(description="The call's entry in the record (in `round.changes`, still open).")
+    round: RoundInput = Field(description="The next model round's input as if the call had not finished yet.")
+    stop_on_error: bool = Field(default=False, description="The call's failure mode is `fail`: a tool error ends "
+                                                           "the prompt, so no model round follows it.")
+
+
+class ToolThenModelResult(_Lean):
+    tool: ToolInvocationResult
+    round: RoundResult | None = Field(default=None, description="The next model round's result (None: not called).")
+    skipped: str | None = Field(default=None, description="Why the model was not called here.")

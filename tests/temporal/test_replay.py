@@ -42,7 +42,8 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "prompt_v3_budget_stopped", "prompt_v3_more_budget_approved", "budget_ledger_v3",
             "conversation_v3_budgets", "prompt_v3_in_conversation_budget_stopped",
             "conversation_v4_scheduled_prompts", "conversation_schedule_given_to_prompts",
-            "prompt_given_conversation_schedule"}
+            "prompt_given_conversation_schedule", "prompt_v5_tool_then_model",
+            "prompt_v5_model_round_left_to_workflow", "prompt_tool_then_model_marker"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:

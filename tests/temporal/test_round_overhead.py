@@ -47,18 +47,38 @@ def _events(events: list[HistoryEvent], kind: EventType.ValueType) -> list[Histo
     return [e for e in events if e.event_type == kind]
 
 
+def _scheduled(events: list[HistoryEvent]) -> list[tuple[str, dict[str, Any]]]:
+    """Each scheduled activity's type and input, a round's only tool call and the next model round run together
+    (`dagent.tool_then_model`) split into the two they stand for."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for e in _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED):
+        kind = e.activity_task_scheduled_event_attributes.activity_type.name
+        data = json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+        if kind == "dagent.tool_then_model":
+            found += [("dagent.invoke_tool", data["call"]), ("dagent.model_round", data["round"])]
+        else:
+            found.append((kind, data))
+    return found
+
+
 def _tool_inputs(events: list[HistoryEvent]) -> list[dict[str, object]]:
-    scheduled = _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
-    return [json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data) for e in scheduled
-            if e.activity_task_scheduled_event_attributes.activity_type.name == "dagent.invoke_tool"]
+    return [data for kind, data in _scheduled(events) if kind == "dagent.invoke_tool"]
 
 
 def _results(events: list[HistoryEvent], activity_type: str) -> list[dict[str, object]]:
     names = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
              for e in _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)}
-    return [json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
-            for e in _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
-            if names[e.activity_task_completed_event_attributes.scheduled_event_id] == activity_type]
+    found: list[dict[str, object]] = []
+    for e in _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED):
+        data = json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
+        kind = names[e.activity_task_completed_event_attributes.scheduled_event_id]
+        if kind == "dagent.tool_then_model":
+            found += [data[part] for part, stands_for in (("tool", "dagent.invoke_tool"),
+                                                          ("round", "dagent.model_round"))
+                      if stands_for == activity_type and part in data]
+        elif kind == activity_type:
+            found.append(data)
+    return found
 
 
 def _upserts(events: list[HistoryEvent]) -> list[dict[str, str]]:
@@ -72,9 +92,7 @@ def _upserts(events: list[HistoryEvent]) -> list[dict[str, str]]:
 
 
 def _round_inputs(events: list[HistoryEvent]) -> list[dict[str, Any]]:
-    scheduled = _events(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
-    return [json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data) for e in scheduled
-            if e.activity_task_scheduled_event_attributes.activity_type.name == "dagent.model_round"]
+    return [data for kind, data in _scheduled(events) if kind == "dagent.model_round"]
 
 
 def _at_defaults(data: dict[str, Any], keep: frozenset[str] = frozenset()) -> list[str]:
@@ -166,8 +184,9 @@ async def test_a_prompt_started_with_a_version_writes_no_patch_markers(dev_env: 
         assert (await unversioned.result()).state == "completed"
         assert _patch_events(await _history(versioned)) == ([], 0)
         markers, version_upserts = _patch_events(await _history(unversioned))
-    assert set(markers) == {"lean-rounds", "round-input-by-reference", "parallel-tool-calls", "secure-decisions",
-                            "finished-call-outputs"}
+    # The round's one call ran with the next model round (`tool-then-model`), so the calls' loop (and its two
+    # patches) never ran.
+    assert set(markers) == {"lean-rounds", "round-input-by-reference", "secure-decisions", "tool-then-model"}
     assert version_upserts == len(markers)
 
 
