@@ -54,6 +54,8 @@ class ToolThenModelActivity(ToolActivities, ModelRoundActivity):
                                    type=TOOL_TIMED_OUT_ERROR) from exc
         if inp.stop_on_error and isinstance(outcome.result, ToolError):
             return ToolThenModelResult(tool=outcome, skipped="the tool failed and its failure ends the prompt")
+        if activity.is_worker_shutdown():  # draining: hand the round back now rather than hold the drain for it
+            return ToolThenModelResult(tool=outcome, skipped="this worker is shutting down")
         round_input = round_after_tool(inp, outcome)
         if round_input is None:
             return ToolThenModelResult(tool=outcome, skipped="the call's entry is not in the round's input")

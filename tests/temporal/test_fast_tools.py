@@ -55,6 +55,9 @@ async def checked(args: N, ctx: ToolContext) -> int:
 calc = Plugin("calc", tools=[double, always_regular, checked])
 
 
+REGULAR_CALLS = ("dagent.invoke_tool", "dagent.tool_then_model")  # a round's only call runs with the next round
+
+
 async def _kinds(client: AgentClient, calls: list[tuple[str, dict[str, Any]]], *, approve: bool = False) -> list[str]:
     """Run one prompt whose rounds make these calls one by one: 'regular' or 'local' per call, in order."""
     handle = await client.start("go")
@@ -67,7 +70,7 @@ async def _kinds(client: AgentClient, calls: list[tuple[str, dict[str, Any]]], *
     kinds = []
     for event in (await handle.workflow.fetch_history()).events:
         if (event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-                and event.activity_task_scheduled_event_attributes.activity_type.name == "dagent.invoke_tool"):
+                and event.activity_task_scheduled_event_attributes.activity_type.name in REGULAR_CALLS):
             kinds.append("regular")
         elif (event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
               and event.marker_recorded_event_attributes.marker_name == "core_local_activity"):

@@ -26,7 +26,7 @@ from durable_agent.activities.history import read_history_link
 from durable_agent.activities.transcripts import HistoryChain
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from durable_agent.agent.models import Conversation, Prompt, TextOutput
+from durable_agent.agent.models import Conversation, Prompt, TextOutput, ToolOutput
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
@@ -34,7 +34,7 @@ from durable_agent.client import AgentClient, ConversationHandle
 from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.worker import build_runtime, create_worker
 from durable_agent.workflows import names
-from durable_agent.workflows.protocol import ConversationRequest, PromptRequest, RoundInput
+from durable_agent.workflows.protocol import ConversationRequest, PromptRequest, RoundInput, ToolThenModel
 from tests.support.workers import TEST_SETTINGS
 
 OUTPUT_BYTES = 4096
@@ -56,7 +56,7 @@ class NoArgs(BaseModel):
     pass
 
 
-@tool("report.fetch")
+@tool("report.fetch", local=False)  # never local (fast tools): each call runs with the next round in one activity
 async def fetch_report(args: NoArgs, ctx: ToolContext) -> str:
     """A large tool output: a report of OUTPUT_BYTES characters."""
     return ctx.prompt_id[-4:] * (OUTPUT_BYTES // 4)
@@ -100,9 +100,18 @@ def _bytes_per_turn(history: WorkflowHistory) -> list[int]:
 
 
 def _round_inputs(history: WorkflowHistory) -> list[RoundInput]:
-    return [RoundInput.model_validate_json(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
-            for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-            and e.activity_task_scheduled_event_attributes.activity_type.name == names.MODEL_ROUND_ACTIVITY]
+    """Every model round's input, those sent with a tool call to run first (`dagent.tool_then_model`) included."""
+    inputs = []
+    for e in history.events:
+        if e.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            continue
+        kind, data = e.activity_task_scheduled_event_attributes.activity_type.name, \
+            e.activity_task_scheduled_event_attributes.input.payloads[0].data
+        if kind == names.MODEL_ROUND_ACTIVITY:
+            inputs.append(RoundInput.model_validate_json(data))
+        elif kind == names.TOOL_THEN_MODEL_ACTIVITY:
+            inputs.append(ToolThenModel.model_validate_json(data).round)
+    return inputs
 
 
 async def test_a_conversation_passes_references_and_its_bytes_grow_linearly(dev_env: WorkflowEnvironment,
@@ -137,13 +146,16 @@ async def test_a_conversation_passes_references_and_its_bytes_grow_linearly(dev_
     # Each report is in its prompt's history as the tool's result and in the final record, never in a round's input.
     for history in histories:
         second_round = _round_inputs(history)[1]
-        assert second_round.changes and second_round.changes[-1].result_ref is not None
+        assert second_round.changes
+        # The call ran in the same activity as the round (`dagent.tool_then_model`): the round's input holds the
+        # entry still open, and the worker that ran the tool puts its result in.
+        entry = second_round.changes[-1].output
+        assert isinstance(entry, ToolOutput) and entry.result is None
         assert len(second_round.model_dump_json()) < OUTPUT_BYTES
         report = (history.workflow_id[-4:] * (OUTPUT_BYTES // 4)).encode()
         carrying = [EventType.Name(e.event_type) for e in history.events if report in e.SerializeToString()]
-        # the tool's result: its activity's completion, or (a fast tool run locally) its local activity marker
-        assert carrying in (["EVENT_TYPE_ACTIVITY_TASK_COMPLETED", "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"],
-                            ["EVENT_TYPE_MARKER_RECORDED", "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"])
+        # the tool's result: the completion of the activity that ran it (with the next round)
+        assert carrying == ["EVENT_TYPE_ACTIVITY_TASK_COMPLETED", "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"]
 
     # The conversation's own history grows by the same amount every turn: linear, not quadratic. (Copies would
     # add a whole earlier record, over OUTPUT_BYTES, per turn per turn; a busy machine may split a turn's
@@ -156,8 +168,11 @@ async def test_a_conversation_passes_references_and_its_bytes_grow_linearly(dev_
 
 async def test_a_worker_without_the_transcript_gets_the_round_input_whole_never_by_query(
         dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
-    """In its second round, turn 3 makes the worker forget everything (as a restarted worker, or another one,
-    would): the third round misses, the workflow sends that round whole, the earlier prompts load from the store."""
+    """In its third round, turn 3 makes the worker forget everything (as a restarted worker, or another one,
+    would): the fourth round misses, the workflow sends that round whole, the earlier prompts load from the store.
+    (Each call runs with the next round in one activity; the fourth round is the first whose changes do not start
+    at the first entry, so the first that cannot be rebuilt from its input alone. Missing in that activity, the
+    round is left to the workflow, whose round misses too and is sent whole.)"""
     QUERIES.clear()
     forget = asyncio.Event()
     runtime_box: list[Any] = []
@@ -165,9 +180,9 @@ async def test_a_worker_without_the_transcript_gets_the_round_input_whole_never_
     def script(request: ModelRequest) -> ModelResponse:
         if not forget.is_set():
             return _script(request)
-        if request.round == 2:
+        if request.round == 3:
             runtime_box[0].transcripts.clear()
-        return tool_calls(("report.fetch", {})) if request.round <= 2 else _script(request)
+        return tool_calls(("report.fetch", {})) if request.round <= 3 else _script(request)
 
     model = ScriptedModel(script)
     runtime, worker, client = await _worker_client(dev_env, model, tmp_path / "files")
@@ -182,12 +197,13 @@ async def test_a_worker_without_the_transcript_gets_the_round_input_whole_never_
         record = await (await conversation.prompt_started(third.id)).result()
         history = await third.workflow.fetch_history()
         await conversation.close()
-    assert record.output[-1].text == "3 messages, 4 reports"  # type: ignore[union-attr]
+    assert record.output[-1].text == "3 messages, 5 reports"  # type: ignore[union-attr]
     failures = [e.activity_task_failed_event_attributes.failure.application_failure_info.type
                 for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
     assert failures == [names.TRANSCRIPT_MISSING_ERROR]
     rounds = _round_inputs(history)
-    assert [r.changes is None for r in rounds] == [False, False, False, True]  # the third round, sent whole
+    assert [(r.round, r.changes is None) for r in rounds] == [
+        (1, False), (2, False), (3, False), (4, False), (4, False), (4, True)]  # the fourth round, at last whole
     assert runtime.transcripts.history.loads > loads_before  # earlier prompts: from the store, not a query
     assert _prompt_queries() == []
 
@@ -304,6 +320,5 @@ async def test_a_round_input_does_not_grow_with_the_rounds_before_it(dev_env: Wo
         record = await prompt.result()
         history = await prompt.workflow.fetch_history()
     assert len(record.model_rounds) == 25
-    sizes = [e.ByteSize() for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-             and e.activity_task_scheduled_event_attributes.activity_type.name == names.MODEL_ROUND_ACTIVITY]
+    sizes = [len(r.model_dump_json()) for r in _round_inputs(history)]
     assert len(sizes) == 25 and max(sizes[2:]) - min(sizes[2:]) < 100, sizes
