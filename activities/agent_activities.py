@@ -1,8 +1,9 @@
-"""The activities of a prompt: one model round, one tool call (alone or
-with the next model round), one event delivery. All I/O lives here.
+"""The activities of a prompt: one model round, one tool call (alone, or with the next model round), one event
+delivery. All I/O lives here.
 
-Each family has its module: `model_round`, `tool_calls` (tool calls and corrections), `history` (a conversation's
-stored history); the event hook is here. Activity names come from workflows/names.py and never change.
+Each family has its module: `model_round`, `tool_calls` (tool calls and corrections), `tool_then_model` (a round's
+only call and the next model round), `history` (a conversation's stored history); the event hook is here. Activity
+names come from workflows/names.py and never change.
 """
 
 from __future__ import annotations

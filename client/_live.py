@@ -254,6 +254,7 @@ class StreamPoller:
             return False
         return description.status not in (None, WorkflowExecutionStatus.RUNNING)
 
+
 _POLLERS: dict[tuple[int, str], StreamPoller] = {}
 
 
