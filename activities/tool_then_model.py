@@ -4,14 +4,15 @@ A round whose model asked for one call that runs now as a regular activity costs
 and two workflow tasks when run apart; here it costs one of each. The tool runs exactly as `dagent.invoke_tool`
 runs it (hooks, heartbeats, retries). Its result is then checkpointed in the heartbeat details, so that a retry
 after a worker dies during the model call returns it without running the tool again. The model part is best
-effort: when it cannot run here (this worker lacks the transcript, the model failed, the model's queue is
-elsewhere) the activity returns the tool's result alone and the workflow calls the model as it always does,
-with its own retries and fallbacks.
+effort: when it cannot run here (this worker lacks the transcript, the model failed, the worker is draining, a
+result too large to checkpoint) the activity returns the tool's result alone and the workflow calls the model
+as it always does, with its own retries and fallbacks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,9 @@ from durable_agent.workflows.protocol import (
 )
 
 CHECKPOINT_KEY = "tool_result"  # the heartbeat detail that holds the finished tool's result
+# Every heartbeat of the model part carries the checkpoint (each replaces the last details): a larger result would
+# weigh on every beat, so its round goes back to the workflow (the result reaches the model by reference).
+CHECKPOINT_MAX_BYTES = 16 * 1024
 
 
 class ToolThenModelActivity(ToolActivities, ModelRoundActivity):
@@ -59,7 +63,10 @@ class ToolThenModelActivity(ToolActivities, ModelRoundActivity):
         round_input = round_after_tool(inp, outcome)
         if round_input is None:
             return ToolThenModelResult(tool=outcome, skipped="the call's entry is not in the round's input")
-        live = LiveDetails(checkpoint={CHECKPOINT_KEY: outcome.model_dump(mode="json")})
+        checkpoint = outcome.model_dump(mode="json")
+        if len(json.dumps(checkpoint)) > CHECKPOINT_MAX_BYTES:
+            return ToolThenModelResult(tool=outcome, skipped="the tool's result is too large to checkpoint")
+        live = LiveDetails(checkpoint={CHECKPOINT_KEY: checkpoint})
         live.beat()  # the checkpoint goes out now (the worker forwards a heartbeat at most every 0.5 s)
         try:
             async with heartbeating(live):

@@ -17,6 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.activities.tool_then_model import CHECKPOINT_MAX_BYTES
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse
 from durable_agent.agent.models import MessageOutput, Prompt, TextOutput, ToolError, ToolOutput, ToolSuccess
@@ -63,7 +64,14 @@ async def step_stuck_once(args: StepInput, ctx: ToolContext) -> str:
     return "unstuck"
 
 
-steps = Plugin("steps", tools=[step_run, step_must, step_stuck_once])
+@tool("step.big", local=False)
+async def step_big(args: StepInput, ctx: ToolContext) -> str:
+    """A step with a large result."""
+    RUNS.append(args.n)
+    return "x" * (CHECKPOINT_MAX_BYTES + 1)
+
+
+steps = Plugin("steps", tools=[step_run, step_must, step_stuck_once, step_big])
 
 
 def _reset() -> None:
@@ -284,3 +292,19 @@ async def test_the_tool_keeps_its_own_timeout(dev_env: WorkflowEnvironment) -> N
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
                  and e.activity_task_started_event_attributes.attempt > 1]
     assert retried.attempt == 2 and "within its timeout (1 s)" in retried.last_failure.message
+
+
+async def test_a_result_too_large_to_checkpoint_leaves_the_round_to_the_workflow(dev_env: WorkflowEnvironment) -> None:
+    """Every heartbeat of the model part would carry the checkpoint: a result over CHECKPOINT_MAX_BYTES is returned
+    at once and the workflow calls the model round (which receives it by reference)."""
+    _reset()
+    model = ScriptedModel([tool_calls(("step.big", {"n": 5})), text("done")])
+    async with agent_worker(dev_env, plugins=[steps], model=model) as client:
+        handle = await client.start("go")
+        prompt = await handle.result()
+        events = await _history(handle)
+    assert prompt.state == "completed" and RUNS == [5]
+    assert _activities(events) == ["dagent.model_round", "dagent.tool_then_model", "dagent.model_round"]
+    [result] = _fused_results(events)
+    assert "round" not in result and "too large to checkpoint" in result["skipped"]
+    assert len(model.requests) == 2 and "x" * 100 in json.dumps(model.requests[1].model_dump(mode="json"))
