@@ -45,6 +45,9 @@ async def step_run(args: StepInput, ctx: ToolContext) -> dict[str, int]:
     if (gate := GATE.get("open")) is not None:
         await gate.wait()
     ctx.state["last"] = args.n
+    if args.n == 2:  # side outputs: entries after the call's own, which the next round reads
+        ctx.add_file(f"step-{args.n}.txt", f"step {args.n}", summary=f"the notes of step {args.n}")
+        ctx.display_widget("step", {"n": args.n}, fallback_text=f"step {args.n} shown")
     return {"step": args.n}
 
 
@@ -101,19 +104,21 @@ async def _history(handle: PromptHandle) -> list[HistoryEvent]:
 
 
 def _without_times(prompt: Prompt) -> dict[str, Any]:
-    """What a prompt's record says, without when (timestamps and durations differ between any two runs)."""
+    """What a prompt's record says, without when (timestamps differ between any two runs) and without where its
+    files are stored (under the prompt's id)."""
     data = prompt.model_dump(mode="json", exclude={"id", "created_at", "finished_at", "trace_id"})
     for entry in data["output"]:
-        entry.pop("started_at", None)
-        entry.pop("finished_at", None)
+        for key in ("started_at", "finished_at", "content_ref"):
+            entry.pop(key, None)
     return data
 
 
 async def test_one_regular_call_runs_with_the_next_model_round_and_the_record_is_the_same(
         dev_env: WorkflowEnvironment) -> None:
     """Three rounds of one call each: after the first model round, each call and the model round that reads its
-    result are one activity. The record (outputs, rounds, usage, plugin state) is the record of the same prompt
-    run as separate activities (workflow version 4), and the model was sent the same messages."""
+    result are one activity. The record (outputs and the side outputs the second call adds, rounds, usage, plugin
+    state) is the record of the same prompt run as separate activities (workflow version 4), and the model was
+    sent the same messages, the file's summary and the widget's text included."""
     _reset()
     script = [tool_calls(("step.run", {"n": 1})), tool_calls(("step.run", {"n": 2}), text="two"), text("done")]
     fused_model, apart_model = ScriptedModel(script), ScriptedModel(script)
@@ -134,6 +139,7 @@ async def test_one_regular_call_runs_with_the_next_model_round_and_the_record_is
     assert [e.result for e in fused_prompt.output if isinstance(e, ToolOutput)] == [
         ToolSuccess(output={"step": 1}), ToolSuccess(output={"step": 2})]
     assert fused_prompt.plugin_state["steps"] == {"last": 2}  # the tool's state change, kept by the record
+    assert [entry.type for entry in fused_prompt.output] == ["tool", "text", "tool", "file", "widget", "text"]
     assert [r.round for r in fused_prompt.model_rounds] == [1, 2, 3]
     assert [[m.model_dump() for m in r.messages] for r in fused_model.requests] == [
         [m.model_dump() for m in r.messages] for r in apart_model.requests]
