@@ -103,6 +103,15 @@ async def _history(handle: PromptHandle) -> list[HistoryEvent]:
     return list((await handle.workflow.fetch_history()).events)
 
 
+async def _run(env: WorkflowEnvironment, model: ScriptedModel, **options: Any) -> tuple[Prompt, list[HistoryEvent]]:
+    """One prompt on a fresh worker with the steps plugin and `model`, run to its end (at most 30 s): its record
+    and its history."""
+    async with agent_worker(env, plugins=[steps], model=model) as client:
+        handle = await client.start("go", **options)
+        prompt = await asyncio.wait_for(handle.result(), 30)
+        return prompt, await _history(handle)
+
+
 def _without_times(prompt: Prompt) -> dict[str, Any]:
     """What a prompt's record says, without when (timestamps differ between any two runs) and without where its
     files are stored (under the prompt's id)."""
@@ -122,14 +131,8 @@ async def test_one_regular_call_runs_with_the_next_model_round_and_the_record_is
     _reset()
     script = [tool_calls(("step.run", {"n": 1})), tool_calls(("step.run", {"n": 2}), text="two"), text("done")]
     fused_model, apart_model = ScriptedModel(script), ScriptedModel(script)
-    async with agent_worker(dev_env, plugins=[steps], model=fused_model) as client:
-        fused = await client.start("go", prompt_id=f"fused-{uuid.uuid4().hex[:6]}")
-        fused_prompt = await fused.result()
-        fused_events = await _history(fused)
-    async with agent_worker(dev_env, plugins=[steps], model=apart_model) as client:
-        apart = await client.start("go", prompt_id=f"apart-{uuid.uuid4().hex[:6]}", workflow_version=4)
-        apart_prompt = await apart.result()
-        apart_events = await _history(apart)
+    fused_prompt, fused_events = await _run(dev_env, fused_model)
+    apart_prompt, apart_events = await _run(dev_env, apart_model, workflow_version=4)
     assert RUNS == [1, 2, 1, 2]  # each call ran once in each prompt
     assert _activities(fused_events) == ["dagent.model_round", "dagent.tool_then_model", "dagent.tool_then_model"]
     assert _activities(apart_events) == ["dagent.model_round", "dagent.invoke_tool"] * 2 + ["dagent.model_round"]
@@ -215,10 +218,7 @@ async def test_a_model_error_after_the_tool_leaves_the_round_to_the_workflow(dev
             raise RetryableModelError("overloaded", status=529)
         return text("done")
 
-    async with agent_worker(dev_env, plugins=[steps], model=ScriptedModel(fails_once_after_the_tool)) as client:
-        handle = await client.start("go")
-        prompt = await handle.result()
-        events = await _history(handle)
+    prompt, events = await _run(dev_env, ScriptedModel(fails_once_after_the_tool))
     assert RUNS == [3] and calls == [1, 2, 2]
     assert prompt.state == "completed" and prompt.output[-1] == TextOutput(text="done")
     assert _activities(events) == ["dagent.model_round", "dagent.tool_then_model", "dagent.model_round"]
@@ -258,10 +258,7 @@ async def test_a_failure_that_ends_the_prompt_calls_no_model(dev_env: WorkflowEn
     """A call whose failure ends the prompt (`failure_mode="fail"`): its activity stops after the tool."""
     _reset()
     model = ScriptedModel([tool_calls(("step.must", {"n": 9})), text("never")])
-    async with agent_worker(dev_env, plugins=[steps], model=model) as client:
-        handle = await client.start("go")
-        prompt = await handle.result()
-        events = await _history(handle)
+    prompt, events = await _run(dev_env, model)
     assert prompt.state == "failed" and "step.must" in (prompt.error or "")
     assert RUNS == [9] and len(model.requests) == 1
     [result] = _fused_results(events)
@@ -273,10 +270,7 @@ async def test_rounds_the_workflow_decides_between_run_apart(dev_env: WorkflowEn
     _reset()
     model = ScriptedModel([tool_calls(("step.run", {"n": 1}), ("step.run", {"n": 2})),
                            tool_calls(("step.run", {"n": 3}))])
-    async with agent_worker(dev_env, plugins=[steps], model=model) as client:
-        handle = await client.start("go", max_rounds=2)
-        prompt = await handle.result()
-        events = await _history(handle)
+    prompt, events = await _run(dev_env, model, max_rounds=2)
     assert prompt.state == "completed" and prompt.force_completed and sorted(RUNS) == [1, 2, 3]
     assert _activities(events) == ["dagent.model_round", "dagent.invoke_tool", "dagent.invoke_tool",
                                    "dagent.model_round", "dagent.invoke_tool"]
@@ -287,10 +281,7 @@ async def test_the_tool_keeps_its_own_timeout(dev_env: WorkflowEnvironment) -> N
     own timeout (1 s here) and the attempt retried, as `dagent.invoke_tool`'s start-to-close timeout would."""
     _reset()
     model = ScriptedModel([tool_calls(("step.stuck_once", {"n": 4})), text("done")])
-    async with agent_worker(dev_env, plugins=[steps], model=model) as client:
-        handle = await client.start("go")
-        prompt = await asyncio.wait_for(handle.result(), 30)  # not the 60 s the first attempt would take
-        events = await _history(handle)
+    prompt, events = await _run(dev_env, model)  # within 30 s: not the 60 s the first attempt would take
     assert RUNS == [4, 4] and prompt.output[0].result == ToolSuccess(output="unstuck")  # type: ignore[union-attr]
     [result] = _fused_results(events)
     assert "round" in result  # the second attempt ran the tool, then the model
@@ -305,10 +296,7 @@ async def test_a_result_too_large_to_checkpoint_leaves_the_round_to_the_workflow
     at once and the workflow calls the model round (which receives it by reference)."""
     _reset()
     model = ScriptedModel([tool_calls(("step.big", {"n": 5})), text("done")])
-    async with agent_worker(dev_env, plugins=[steps], model=model) as client:
-        handle = await client.start("go")
-        prompt = await handle.result()
-        events = await _history(handle)
+    prompt, events = await _run(dev_env, model)
     assert prompt.state == "completed" and RUNS == [5]
     assert _activities(events) == ["dagent.model_round", "dagent.tool_then_model", "dagent.model_round"]
     [result] = _fused_results(events)
