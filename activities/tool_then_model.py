@@ -12,7 +12,6 @@ as it always does, with its own retries and fallbacks.
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +31,7 @@ from durable_agent.workflows.protocol import (
     ToolThenModelResult,
 )
 
-CHECKPOINT_KEY = "tool_result"  # the heartbeat detail that holds the finished tool's result
+CHECKPOINT_KEY = "tool_result"  # the heartbeat detail that holds the finished tool's result (its JSON)
 # Every heartbeat of the model part carries the checkpoint (each replaces the last details): a larger result would
 # weigh on every beat, so its round goes back to the workflow (the result reaches the model by reference).
 CHECKPOINT_MAX_BYTES = 16 * 1024
@@ -63,8 +62,8 @@ class ToolThenModelActivity(ToolActivities, ModelRoundActivity):
         round_input = round_after_tool(inp, outcome)
         if round_input is None:
             return ToolThenModelResult(tool=outcome, skipped="the call's entry is not in the round's input")
-        checkpoint = outcome.model_dump(mode="json")
-        if len(json.dumps(checkpoint)) > CHECKPOINT_MAX_BYTES:
+        checkpoint = outcome.model_dump_json()
+        if len(checkpoint) > CHECKPOINT_MAX_BYTES:
             return ToolThenModelResult(tool=outcome, skipped="the tool's result is too large to checkpoint")
         live = LiveDetails(checkpoint={CHECKPOINT_KEY: checkpoint})
         live.beat()  # the checkpoint goes out now (the worker forwards a heartbeat at most every 0.5 s)
@@ -106,5 +105,5 @@ def _checkpoint(details: Any) -> ToolInvocationResult | None:
     """The tool result an earlier attempt checkpointed, if any."""
     for detail in details or ():
         if isinstance(detail, dict) and CHECKPOINT_KEY in detail:
-            return ToolInvocationResult.model_validate(detail[CHECKPOINT_KEY])
+            return ToolInvocationResult.model_validate_json(detail[CHECKPOINT_KEY])
     return None

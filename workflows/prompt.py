@@ -217,7 +217,6 @@ class PromptWorkflow:
             self._steering.deliver()
             result = await self._call_model(round_number)
         else:  # a message that arrived meanwhile outdates it (below) and goes to the round after
-            self._tools.failed_tools = []
             self._took_round(round_number, result)
         if self._budgets.active:
             await self._budgets.settle(result)
@@ -246,9 +245,8 @@ class PromptWorkflow:
     async def _run_then_model(self, call: ReadyCall, next_round: int) -> RoundResult | None:
         """Run the call, then the next model round, in one activity; that round's result (None: not run)."""
         entry = self._record.open_call(call)
-        self._desk.publish_pending()
         then = self._inputs.ahead(next_round, workflow.info().run_id)
-        result = await self._tools.invoke_then_model(entry, call, then)
+        result = await self._tools.invoke(entry, call, entry.input, then)
         if result is not None:
             self._inputs.sent(then)  # the worker holds what `then` carried, and the entry as it resolved it:
             self._inputs.changed.add(self._record.index(entry))  # the entry goes again, as recorded here
@@ -275,14 +273,15 @@ class PromptWorkflow:
     async def _call_model(self, round_number: int) -> RoundResult:
         failed = self._tools.failed_tools
         note = f" · after tool error: {', '.join(failed)}" if failed else ""
-        self._tools.failed_tools = []
         result = await self._inputs.send(round_number, workflow.info().run_id, note=note,
                                          details=details.calling_model(self._prompt, round_number))
         self._took_round(round_number, result)
         return result
 
     def _took_round(self, round_number: int, result: RoundResult) -> None:
-        """A model round's result into the record's accounts: the round, its usage, the plugins' state."""
+        """A model round's result into the record's accounts: the round, its usage, the plugins' state (and the
+        tools that failed before it are no longer news)."""
+        self._tools.failed_tools = []
         self._prompt.model_rounds.append(ModelRound(round=round_number, model=result.spec or result.model,
                                                     response_model=result.model, fallback=result.fallback,
                                                     settings=result.settings))

@@ -85,7 +85,7 @@ class ToolRunner:
                 if self._steered():
                     self._record.end_call(entry, SKIPPED_BY_STEER, "skipped")
                 else:
-                    outcomes[entry.id] = await self.execute(entry, call, entry.input)
+                    outcomes[entry.id], _ = await self.execute(entry, call, entry.input)
             if on_finish:
                 ended.add(entry.id)
                 record_finished()
@@ -114,26 +114,19 @@ class ToolRunner:
                     self.record_outcome(call, outcomes[entry.id])
                 fail_if_fatal(call, outcomes[entry.id])
 
-    async def invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> None:
-        outcome = await self.execute(entry, call, arguments)
-        self.record_outcome(call, outcome)
-        fail_if_fatal(call, outcome)
-
-    async def execute(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
-        """Run one call's activity; the entry gets its result in place as soon as it finishes."""
-        outcome, _ = await self._execute(entry, call, arguments)
-        return outcome
-
-    async def invoke_then_model(self, entry: ToolOutput, call: PlannedCall, then: RoundInput) -> RoundResult | None:
-        """Run a round's only call and then the next model round on `then` in one activity; the call is recorded
-        as `invoke` records it. The model round's result, or None when the workflow must call the model itself."""
-        outcome, next_round = await self._execute(entry, call, entry.input, then)
+    async def invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object,
+                     then: RoundInput | None = None) -> RoundResult | None:
+        """Run one call and record its outcome. `then`: the next model round's input, run after the call in the
+        same activity; that round's result, or None when the workflow must call the model itself."""
+        outcome, next_round = await self.execute(entry, call, arguments, then)
         self.record_outcome(call, outcome)
         fail_if_fatal(call, outcome)
         return next_round
 
-    async def _execute(self, entry: ToolOutput, call: PlannedCall, arguments: object,
-                       then: RoundInput | None = None) -> tuple[ToolInvocationResult, RoundResult | None]:
+    async def execute(self, entry: ToolOutput, call: PlannedCall, arguments: object,
+                      then: RoundInput | None = None) -> tuple[ToolInvocationResult, RoundResult | None]:
+        """Run one call's activity (`then`: with the next model round); the entry gets its result in place as soon
+        as it finishes."""
         with telemetry.within(self._record.call_span(entry.id)):
             outcome, next_round = await self._execute_call(entry, call, arguments, then)
         self._record.close_call(entry, "success" if isinstance(outcome.result, ToolSuccess) else "error")
