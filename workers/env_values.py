@@ -41,6 +41,16 @@ def positive_number(env: Mapping[str, str], var: str, kind: type[int] | type[flo
     return number
 
 
+def whole_number(env: Mapping[str, str], var: str, default: int) -> int:
+    """A whole number, 0 or more; unset or empty: `default`."""
+    value = env.get(var, "").strip()
+    if not value:
+        return default
+    if not value.isdigit():
+        raise ValueError(f"{var} must be a whole number (0 or more), not {value!r}")
+    return int(value)
+
+
 def provider_map(env: Mapping[str, str], var: str, kind: type[str] | type[float]) -> dict[str, Any]:
     """`provider=value,...` (e.g. DAGENT_PROVIDER_QUEUES=anthropic=models-anthropic,openai=models-openai)."""
     entries: dict[str, Any] = {}

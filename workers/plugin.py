@@ -14,12 +14,15 @@ plugin registers each workflow once. Worker options it sets (runner, cache size)
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import structlog
 from temporalio.client import Client
 from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.plugin import SimplePlugin
@@ -29,9 +32,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from durable_agent.agent.errors import DurableAgentError
 from durable_agent.workers.connection import connect_client
 from durable_agent.workers.observability import metrics_runtime, temporal_plugins
+from durable_agent.workers.resting import WatchedRunner, evict_resting, eviction_door
 from durable_agent.workers.settings import Settings, WorkflowSandbox
 
 if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
+    from temporalio.worker import Worker
     from temporalio.worker._command_aware_visitor import CommandInfo
     from temporalio.worker._workflow_instance import WorkflowInstanceDetails
 
@@ -42,6 +47,7 @@ try:  # private to the SDK: used only while `sandbox_instance_fits` says it is w
 except ImportError:  # pragma: no cover - a later SDK moved it; the plain sandboxed runner is used instead
     SandboxedInstance = WorkflowInstance  # type: ignore[misc,assignment]
 
+log = structlog.get_logger(__name__)
 PLUGIN_NAME = "durable-agent"
 # Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
 # heartbeat's reply) reaches a running tool or model call within about a second, and streamed text and tool
@@ -173,6 +179,9 @@ class DurableAgentPlugin(SimplePlugin):
         config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["max_cached_workflows"] = self.settings.max_cached_workflows
+        runner = config.get("workflow_runner")
+        if self._evicts_resting and runner is not None and not isinstance(runner, WatchedRunner):
+            config["workflow_runner"] = WatchedRunner(runner)  # this worker's own `RestingRuns`
         slots = self.settings.workflow_task_slots
         if slots is not None and config.get("max_concurrent_workflow_tasks") is None and config.get("tuner") is None:
             config["max_concurrent_workflow_tasks"] = slots
@@ -182,6 +191,31 @@ class DurableAgentPlugin(SimplePlugin):
 
             config["workflows"] = versioned_workflows(config.get("workflows") or [])
         return config
+
+    @property
+    def _evicts_resting(self) -> bool:
+        return self.settings.cached_waiting < self.settings.max_cached_workflows
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """See base class. While the worker runs, its prompts waiting for a person beyond the most recent
+        `Settings.cached_waiting` leave its workflow cache (workers/resting.py)."""
+        runner = worker.config(active_config=True).get("workflow_runner")
+        if not isinstance(runner, WatchedRunner):
+            await next(worker)
+            return
+        evict = eviction_door(worker)
+        if evict is None:
+            log.warning("workflow_cache.no_eviction_door", task_queue=worker.task_queue,
+                        detail="this temporalio has no request_workflow_eviction: waiting prompts stay cached")
+            await next(worker)
+            return
+        sweeper = asyncio.create_task(evict_resting(runner.runs, evict, self.settings.cached_waiting))
+        try:
+            await next(worker)
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
 
 
 def carried_plugin(client: Client) -> DurableAgentPlugin | None:

@@ -20,7 +20,7 @@ from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.providers.specs import chain_specs, provider_of
 from durable_agent.workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 from durable_agent.workers.durations import parse_duration
-from durable_agent.workers.env_values import model_settings, pem, positive_number, provider_map, tristate
+from durable_agent.workers.env_values import model_settings, pem, positive_number, provider_map, tristate, whole_number
 from durable_agent.workers.observability import ObservabilityConfig
 from durable_agent.workers.storage.codec import AESGCMCodec, codec_for
 from durable_agent.workers.storage.converter import DEFAULT_PAYLOAD_THRESHOLD, data_converter
@@ -136,6 +136,10 @@ class Settings(BaseModel):
     max_cached_workflows: int = Field(default=64, ge=0, description=(
         "DAGENT_MAX_CACHED_WORKFLOWS: workflows a worker keeps in memory; waiting prompts beyond this are "
         "evicted and replayed when needed."))
+    cached_waiting: int = Field(default=8, ge=0, description=(
+        "DAGENT_CACHED_WAITING (worker): prompts waiting for an approval that a worker keeps in its workflow "
+        "cache, the most recent; older ones leave it (their decision replays them). At least "
+        "DAGENT_MAX_CACHED_WORKFLOWS: only the cache's own eviction, as in Temporal."))
     max_workflow_tasks: int | None = Field(default=None, ge=2, description=(
         "DAGENT_MAX_WORKFLOW_TASKS: workflow tasks a worker runs at once (Temporal's "
         "`max_concurrent_workflow_tasks`); default: the SDK's 100, but with DAGENT_MODEL_CALLS=local half of "
@@ -230,6 +234,7 @@ class Settings(BaseModel):
             prices=env.get("DAGENT_PRICES", defaults.prices),
             workflow_sandbox=_one_of(env, "DAGENT_WORKFLOW_SANDBOX", WorkflowSandbox, defaults.workflow_sandbox),
             max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
+            cached_waiting=whole_number(env, "DAGENT_CACHED_WAITING", defaults.cached_waiting),
             max_workflow_tasks=positive_number(env, "DAGENT_MAX_WORKFLOW_TASKS", int),
             grpc_compression=_one_of(env, "DAGENT_GRPC_COMPRESSION", GrpcCompressionMode,
                                       defaults.grpc_compression),
