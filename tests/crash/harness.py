@@ -111,8 +111,9 @@ class Harness:
     def __init__(self, seed: int, prompts: int, kills: int, target: Target, workdir: Path, *,
                  spawn: Spawn = "fork", rescue: bool = True, settle_s: float = 90.0,
                  stuck_after_s: float = 10.0, pool: int = 3, pace: float = DEFAULT_PACE,
-                 log: Callable[[str], None] | None = None) -> None:
+                 cached_waiting: int | None = None, log: Callable[[str], None] | None = None) -> None:
         self.seed, self.prompts, self.kills, self.target = seed, prompts, kills, target
+        self.cached_waiting = cached_waiting
         self.workdir = workdir
         self.spawn: Spawn = spawn
         self.rescue = rescue
@@ -172,6 +173,8 @@ class Harness:
             "DAGENT_LOG_LEVEL": "INFO",
             "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if p),
         })
+        if self.cached_waiting is not None:
+            env["DAGENT_CACHED_WAITING"] = str(self.cached_waiting)
         return env
 
     async def _ready(self, worker: WorkerProc) -> float:
@@ -798,6 +801,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="worker target: workers kept running (1: every kill is a full outage until the "
                              "restarted worker is ready)")
     parser.add_argument("--settle", type=float, default=None, help="seconds allowed after the last kill")
+    parser.add_argument("--cached-waiting", type=int, default=None,
+                        help="the workers' DAGENT_CACHED_WAITING (0: every prompt leaves the cache once it waits)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every kill as it happens")
     args = parser.parse_args(argv)
     server = args.target == "server"
@@ -814,7 +819,8 @@ def main(argv: list[str] | None = None) -> int:
         seed = args.seed + run
         workdir = base / f"{args.target}-seed{seed}" if runs > 1 or args.workdir is None else base
         report = run_harness(seed, prompts, kills, args.target, workdir, spawn=args.spawn, rescue=args.rescue,
-                             settle_s=settle, pool=args.pool, pace=pace, log=print if args.verbose else None)
+                             settle_s=settle, pool=args.pool, pace=pace, cached_waiting=args.cached_waiting,
+                             log=print if args.verbose else None)
         print(report.summary(), flush=True)
         print(f"  report: {workdir / 'report.json'}", flush=True)
         failures += not report.ok
