@@ -180,7 +180,8 @@ class DurableAgentPlugin(SimplePlugin):
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["max_cached_workflows"] = self.settings.max_cached_workflows
         runner = config.get("workflow_runner")
-        if self._evicts_resting and runner is not None and not isinstance(runner, WatchedRunner):
+        evicts = self.settings.cached_waiting < self.settings.max_cached_workflows
+        if evicts and runner is not None and not isinstance(runner, WatchedRunner):
             config["workflow_runner"] = WatchedRunner(runner)  # this worker's own `RestingRuns`
         slots = self.settings.workflow_task_slots
         if slots is not None and config.get("max_concurrent_workflow_tasks") is None and config.get("tuner") is None:
@@ -192,26 +193,22 @@ class DurableAgentPlugin(SimplePlugin):
             config["workflows"] = versioned_workflows(config.get("workflows") or [])
         return config
 
-    @property
-    def _evicts_resting(self) -> bool:
-        return self.settings.cached_waiting < self.settings.max_cached_workflows
-
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """See base class. While the worker runs, its prompts waiting for a person beyond the most recent
         `Settings.cached_waiting` leave its workflow cache (workers/resting.py)."""
         runner = worker.config(active_config=True).get("workflow_runner")
         if not isinstance(runner, WatchedRunner):
-            await next(worker)
+            await super().run_worker(worker, next)
             return
         evict = eviction_door(worker)
         if evict is None:
             log.warning("workflow_cache.no_eviction_door", task_queue=worker.task_queue,
                         detail="this temporalio has no request_workflow_eviction: waiting prompts stay cached")
-            await next(worker)
+            await super().run_worker(worker, next)
             return
         sweeper = asyncio.create_task(evict_resting(runner.runs, evict, self.settings.cached_waiting))
         try:
-            await next(worker)
+            await super().run_worker(worker, next)
         finally:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import threading
 import time
 import weakref
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.converter import decode_typed_search_attributes
 from temporalio.worker import WorkflowInstance, WorkflowRunner
 
 from durable_agent.workflows.names import PROMPT_STATE
@@ -51,7 +51,6 @@ SWEEP_SECONDS = 0.25
 # starts a thread for every activation that finds no idle one (and each thread keeps its own malloc arena).
 EVICTIONS_AT_ONCE = 2
 BETWEEN_EVICTIONS = 0.02
-_STATE_KEY = PROMPT_STATE.name
 
 
 def upserted_state(completion: WorkflowActivationCompletion) -> str | None:
@@ -59,14 +58,11 @@ def upserted_state(completion: WorkflowActivationCompletion) -> str | None:
     state = None
     for command in completion.successful.commands:
         if command.HasField("upsert_workflow_search_attributes"):
-            payload = command.upsert_workflow_search_attributes.search_attributes.indexed_fields.get(_STATE_KEY)
-            if payload is None:
-                continue
             try:
-                value = json.loads(payload.data)
-            except ValueError:
+                attributes = decode_typed_search_attributes(command.upsert_workflow_search_attributes.search_attributes)
+            except Exception:  # not what the SDK writes: this command says nothing about the state
                 continue
-            state = value if isinstance(value, str) else None
+            state = attributes.get(PROMPT_STATE, state)
     return state
 
 
@@ -196,7 +192,6 @@ class Collections:
     clock: Callable[[], float] = time.monotonic
     pending: bool = False
     next_at: float = 0.0
-    count: int = 0
 
     def after_evictions(self) -> None:
         self.pending = True
@@ -207,7 +202,7 @@ class Collections:
             return False
         gc.collect()
         took = self.clock() - now
-        self.pending, self.count = False, self.count + 1
+        self.pending = False
         self.next_at = now + max(self.min_gap, took / self.share)
         return True
 
