@@ -22,7 +22,7 @@ from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolSpec
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import Prompt
 from durable_agent.agent.output_schema import OutputSchema
-from durable_agent.agent.projection import project_prompt
+from durable_agent.agent.projection import project_input
 from durable_agent.agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
 from durable_agent.workflows import names
 from durable_agent.workflows.names import MODEL_ROUND_ACTIVITY
@@ -95,7 +95,8 @@ class ModelRoundActivity(RuntimeActivities):
                                                        schema.instruction() if schema else ""] if part)
         # A system-initiated prompt has no user message; a neutral one keeps every provider's turn order valid.
         current = prompt.model_copy(update={"plugin_state": {}, "input": prompt.input or NO_INPUT_MESSAGE})
-        messages = [*transcript.history.messages, *project_prompt(current)]  # = project_prompts(history, current)
+        # = project_prompts(history, current), from the projections the transcript cache kept
+        messages = [*transcript.history.messages, *project_input(current), *transcript.messages]
         if inp.context_max_messages or inp.context_max_tokens:
             limit = ContextLimit(max_messages=inp.context_max_messages, max_tokens=inp.context_max_tokens)
             messages = trim_messages(messages, limit)

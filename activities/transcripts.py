@@ -1,7 +1,8 @@
 """What a worker keeps of the prompts it serves, so a model round's input carries only what is new.
 
-- `TranscriptCache`: each running prompt's transcript (earlier prompts + outputs) as of its last round here;
-  a round's input brings only the changes since the previous round.
+- `TranscriptCache`: each running prompt's transcript (earlier prompts + outputs) as of its last round here,
+  with each output's projection into model messages; a round's input brings only the changes since the
+  previous round, and only those outputs are projected again.
 - `RecentOutputs`: large tool outputs this worker produced, by content digest; the next round receives them
   by reference (the worker that ran the tool usually runs the next round).
 - `HistoryChain`: a conversation's earlier prompts, a chain of content-addressed links in the store, loaded
@@ -24,7 +25,7 @@ from pydantic import JsonValue
 
 from durable_agent.agent.messages import Message
 from durable_agent.agent.models import Prompt, PromptOutput
-from durable_agent.agent.projection import project_prompt
+from durable_agent.agent.projection import project_output, project_prompt
 from durable_agent.workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
 from durable_agent.workflows.transcript import apply_changes, json_digest, large_output, with_output
 
@@ -62,6 +63,12 @@ EMPTY_HISTORY = History([], [])
 class Transcript:
     history: History
     outputs: list[PromptOutput]
+    projected: list[list[Message]]  # each output's `project_output`, aligned with `outputs`
+
+    @property
+    def messages(self) -> list[Message]:
+        """The current prompt's outputs as model messages: `project_prompt` without the user's input."""
+        return [message for messages in self.projected for message in messages]
 
 
 class _Lru(Generic[K, V]):
@@ -149,6 +156,7 @@ class _Entry:
     round: int
     history: History
     outputs: list[PromptOutput]
+    projected: list[list[Message]]
 
 
 @dataclass
@@ -176,8 +184,9 @@ class TranscriptCache:
         else:
             history = await self._history(inp, entry, load_link)
             outputs = self._outputs(inp, entry)
-        self._entries.put(key, _Entry(inp.round, history, outputs))
-        return Transcript(history, outputs)
+        projected = _projected(outputs, entry)
+        self._entries.put(key, _Entry(inp.round, history, outputs, projected))
+        return Transcript(history, outputs, projected)
 
     async def _chain(self, inp: RoundInput, load_link: LoadLink) -> History:
         return await self.history.resolve(inp.history_ref, load_link) if inp.history_ref else EMPTY_HISTORY
@@ -220,3 +229,12 @@ class TranscriptCache:
         self._entries = _Lru(self.max_prompts)
         self.history = HistoryChain()
         self.outputs = RecentOutputs()
+
+
+def _projected(outputs: list[PromptOutput], entry: _Entry | None) -> list[list[Message]]:
+    """Each output's messages: kept from the last round for the outputs that are still the same objects (a change
+    replaces an output, never alters it), projected for the rest. A round at output N then projects what changed,
+    not all N outputs again."""
+    earlier, known = (entry.outputs, entry.projected) if entry is not None else ([], [])
+    return [known[i] if i < len(earlier) and earlier[i] is output else project_output(output)
+            for i, output in enumerate(outputs)]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from durable_agent import activities
 from durable_agent.activities.transcripts import (
@@ -16,7 +19,15 @@ from durable_agent.activities.transcripts import (
     TranscriptCache,
     TranscriptMissing,
 )
-from durable_agent.agent.models import Prompt, PromptOutput, TextOutput, ToolOutput, ToolSuccess
+from durable_agent.agent.models import (
+    Prompt,
+    PromptOutput,
+    TextOutput,
+    ToolError,
+    ToolOutput,
+    ToolPending,
+    ToolSuccess,
+)
 from durable_agent.agent.projection import project_prompt, project_prompts
 from durable_agent.workflows.protocol import HistoryLink, HistoryRef, OutputChange, RoundInput
 from durable_agent.workflows.transcript import OUTPUT_REF_MIN_BYTES, apply_changes, build_page, change_for, json_digest
@@ -148,3 +159,51 @@ async def test_conversation_history_resolves_from_the_store_once_per_worker() ->
 async def test_a_missing_link_is_reported_with_its_reference() -> None:
     with pytest.raises(HistoryBroken, match="sha256:gone"):
         await HistoryChain().resolve(HistoryRef(ref="sha256:gone", count=1), _Store().load)
+
+
+_OUTPUTS = st.one_of(
+    st.builds(lambda n: _tool(n, 10), st.integers(0, 99)),
+    st.builds(lambda text: TextOutput(text=text), st.text(max_size=5)),
+    st.builds(lambda n: ToolOutput(id=f"c{n}", tool="t.x", input={"n": n}, started_at=NOW,
+                                   result=ToolPending(reason="r", requested_at=NOW)), st.integers(0, 99)),
+    st.builds(lambda n: ToolOutput(id=f"c{n}", tool="t.x", input={}, result=ToolError(error="boom"),
+                                   started_at=NOW), st.integers(0, 99)),
+)
+# A round: ("changes", replaced indices' new outputs (index taken modulo the outputs so far), appended outputs)
+# or ("whole",) for an input sent whole.
+_ROUNDS = st.lists(st.one_of(
+    st.tuples(st.just("changes"), st.lists(st.tuples(st.integers(0, 50), _OUTPUTS), max_size=3),
+              st.lists(_OUTPUTS, max_size=3)),
+    st.tuples(st.just("whole")),
+), min_size=1, max_size=12)
+
+
+@given(rounds=_ROUNDS)
+@settings(max_examples=60, deadline=None)
+def test_each_round_projects_what_changed_and_keeps_the_rest(rounds: list[tuple[object, ...]]) -> None:
+    """The messages a round sends are the projection of all its outputs (`project_prompt` without the input),
+    whatever mix of appended, replaced and whole inputs led there; an output unchanged since the last round is
+    not projected again (its messages are the very objects of the last round)."""
+    async def run() -> None:
+        cache, store = TranscriptCache(), _Store()
+        outputs: list[PromptOutput] = []
+        last: Transcript | None = None
+        for number, step in enumerate(rounds, start=1):
+            if step[0] == "whole":
+                outputs = [o.model_copy() for o in outputs]
+                inp = _round(number, None, len(outputs), prompt=Prompt(id="p", user_id="u", input="q", output=outputs))
+                unchanged: set[int] = set()
+            else:
+                _, replaced, appended = step
+                changes = {i % len(outputs): o for i, o in replaced} if outputs else {}  # type: ignore[union-attr]
+                changes |= {len(outputs) + k: o for k, o in enumerate(appended)}  # type: ignore[arg-type]
+                unchanged = set(range(len(outputs))) - set(changes)
+                inp = _round(number, [OutputChange(index=i, output=o) for i, o in sorted(changes.items())],
+                             len(outputs) + len(appended))  # type: ignore[arg-type]
+            got = await cache.load("wf", inp, store.load)
+            outputs = list(got.outputs)
+            assert got.messages == project_prompt(Prompt(id="p", user_id="u", input="", output=outputs))
+            for i in unchanged:
+                assert last is not None and got.projected[i] is last.projected[i]
+            last = got
+    asyncio.run(run())
