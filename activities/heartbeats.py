@@ -52,18 +52,21 @@ class LiveDetails:
 
 
 @contextlib.asynccontextmanager
-async def heartbeating(live: LiveDetails, interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
+async def heartbeating(live: LiveDetails, interval: float = HEARTBEAT_INTERVAL_SECONDS,
+                      first_after: float | None = None) -> AsyncIterator[None]:
     """Heartbeat while a tool or a model call runs: a dead worker is noticed within the heartbeat timeout, and
-    a cancelled prompt's cancellation reaches the activity."""
+    a cancelled prompt's cancellation reaches the activity. The first beat goes after one interval, or after
+    `first_after` seconds: a call shorter than that sends none (one RPC less)."""
 
     if activity.info().is_local:  # local activities cannot heartbeat
         yield
         return
 
-    async def beat() -> None:  # the first beat after one interval: a short call sends none (one RPC less)
+    async def beat() -> None:
+        await asyncio.sleep(interval if first_after is None else first_after)
         while True:
-            await asyncio.sleep(interval)
             live.beat()
+            await asyncio.sleep(interval)
 
     async with running_alongside(beat()):
         yield

@@ -64,5 +64,5 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
             input_schema=tool.parameters_schema(), decision_key=decision_key, four_eyes=four_eyes))
     if approval is None:
         local = runs_local(tool) and fields["agent"] is None
-        return ReadyCall(**{**fields, "local": local})
+        return ReadyCall(**{**fields, "local": local, "fast": local and tool.options.local is None})
     return CallNeedingApproval(**fields, approval=requirement(tool, approval, decision_key, four_eyes))

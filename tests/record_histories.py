@@ -291,12 +291,25 @@ async def main() -> None:
                 await held.result()
                 await _save(name, held.workflow)
 
-            # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local.
-            fast = await agent.start("completed", prompt_id="hist-v1-fast-tools")
+            # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local (the
+            # kept file: one call a round, recorded before such a call ran with the next model round; recorded
+            # again, three calls in one round).
+            fast = await agent.start("parallel", prompt_id="hist-v1-fast-tools")
             await fast.result()
             if b"core_local_activity" not in (await fast.workflow.fetch_history()).to_json().encode():
                 raise SystemExit("hist-v1-fast-tools ran no tool as a local activity")
             await _save("prompt_v1_fast_tools", fast.workflow)
+            # A fast tool's call that is its round's only one runs with the next model round (ReadyCall.fast).
+            fused = await agent.start("completed", prompt_id="hist-fast-call-with-next-round")
+            await fused.result()
+            history = await fused.workflow.fetch_history()
+            if not any(b'"fast":true' in payload.data for event in history.events
+                       for payload in event.activity_task_completed_event_attributes.result.payloads):
+                raise SystemExit("hist-fast-call-with-next-round planned no fast call")
+            recorded = history.to_json()
+            if "dagent.tool_then_model" not in recorded or "core_local_activity" in recorded:
+                raise SystemExit("hist-fast-call-with-next-round ran a fast call as a local activity")
+            await _save("prompt_fast_call_with_next_round", fused.workflow)
 
             # Version 2: conversation turns get unguessable ids; a turn whose id was taken runs under a fresh one.
             await _save("conversation_v2_turn_id_taken", await _conversation_with_taken_id(agent))

@@ -150,11 +150,8 @@ class ToolRunner:
             summary += f" · {details.decided(entry.decision)}"
         next_round: RoundResult | None = None
         try:
-            if call.local:
-                outcome = await workflow.execute_local_activity(
-                    INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
-                    start_to_close_timeout=timeout, retry_policy=retry, summary=summary)
-            elif then is not None and isinstance(invocation, ToolInvocation):
+            # With the next model round: a regular call, or a fast tool's call that would otherwise run local.
+            if then is not None and isinstance(invocation, ToolInvocation):
                 fused = await workflow.execute_activity(
                     TOOL_THEN_MODEL_ACTIVITY, ToolThenModel(
                         call=invocation, tool_timeout_seconds=timeout.total_seconds(),
@@ -164,6 +161,10 @@ class ToolRunner:
                     heartbeat_timeout=call.heartbeat_timeout, retry_policy=retry,  # the model part beats every 0.5 s
                     summary=f"{summary} · then model round {then.round}")
                 outcome, next_round = fused.tool, fused.round
+            elif call.local:
+                outcome = await workflow.execute_local_activity(
+                    INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
+                    start_to_close_timeout=timeout, retry_policy=retry, summary=summary)
             else:
                 outcome = await workflow.execute_activity(
                     INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,

@@ -2,7 +2,8 @@
 
 Run apart, a round with one regular tool call costs two activities and two workflow tasks: the tool's, then the
 model's. Together they cost one of each. They may go together only when the workflow decides nothing between
-them: the call runs now (no approval, not a sub-agent, not a local activity), a next round follows (the round
+them: the call runs now (no approval, not a sub-agent, not a tool declared `local=True`; a fast tool's call, planned
+local, runs here instead), a next round follows (the round
 limit is not reached, no budget stops it, no period budget must reserve it) and the model runs on the tools'
 queue. A user message that arrives while the tool runs outdates the model's answer, as it does when it arrives
 during a model call.
@@ -22,7 +23,8 @@ TOOL_THEN_MODEL_PATCH = "tool-then-model"
 def fusable(calls: list[PlannedCall], round_number: int, request: PromptRequest, usage: Usage, *,
             period_budgets: bool, has: Callable[[str], bool]) -> ReadyCall | None:
     """The round's only call, when it runs with the next model round in one activity; else None."""
-    if (len(calls) != 1 or not isinstance(call := calls[0], ReadyCall) or call.local or call.agent is not None
+    if (len(calls) != 1 or not isinstance(call := calls[0], ReadyCall) or (call.local and not call.fast)
+            or call.agent is not None
             or round_number >= request.max_rounds or period_budgets or request.model_local
             or request.model_task_queue or request.model_routing is not None
             or budget_reached(usage, request.budget) is not None):

@@ -59,6 +59,9 @@ class _CallBase(_Lean):
     max_attempts: int = DEFAULT_OPTIONS.max_attempts
     failure_mode: FailureMode = DEFAULT_OPTIONS.failure_mode
     local: bool = False
+    fast: bool = Field(default=False, description=(
+        "Local only because the worker saw the tool's calls finish fast (fast tools), not because the tool says "
+        "`local=True`: the workflow may run it with the next model round in one activity instead."))
     heartbeat_timeout_seconds: float = DEFAULT_OPTIONS.heartbeat_timeout.total_seconds()
     sequential: bool = Field(default=DEFAULT_OPTIONS.sequential,
                              description="Runs alone, never side by side with other calls.")

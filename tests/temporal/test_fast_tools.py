@@ -1,6 +1,7 @@
 """Fast tools: a tool that leaves `local` unset runs its calls as local activities once the worker has seen
-it finish fast (activities/fast_tools.py). Real dev server, scripted model; which kind of activity ran is
-read from the prompt's history (ActivityTaskScheduled vs a local activity marker)."""
+it finish fast (activities/fast_tools.py), except a round's only call, which runs with the next model round.
+Real dev server, scripted model; which kind of activity ran is read from the prompt's history
+(ActivityTaskScheduled by activity type vs a local activity marker)."""
 
 from __future__ import annotations
 
@@ -55,12 +56,14 @@ async def checked(args: N, ctx: ToolContext) -> int:
 calc = Plugin("calc", tools=[double, always_regular, checked])
 
 
-REGULAR_CALLS = ("dagent.invoke_tool", "dagent.tool_then_model")  # a round's only call runs with the next round
+Call = tuple[str, dict[str, Any]]
 
 
-async def _kinds(client: AgentClient, calls: list[tuple[str, dict[str, Any]]], *, approve: bool = False) -> list[str]:
-    """Run one prompt whose rounds make these calls one by one: 'regular' or 'local' per call, in order."""
-    handle = await client.start("go")
+async def _kinds(client: AgentClient, rounds: list[list[Call]], *, approve: bool = False,
+                 **options: Any) -> list[str]:
+    """Run one prompt whose rounds make these calls: per call, in order, 'local' (a local activity), 'with round'
+    (run with the next model round, `dagent.tool_then_model`) or 'regular' (`dagent.invoke_tool`)."""
+    handle = await client.start("go", **options)
     if approve:
         await handle.wait_until("waiting_for_approval")
         await handle.approve_all(by="alice")
@@ -69,44 +72,72 @@ async def _kinds(client: AgentClient, calls: list[tuple[str, dict[str, Any]]], *
     assert all(isinstance(o.result, ToolSuccess) for o in prompt.output if isinstance(o, ToolOutput))
     kinds = []
     for event in (await handle.workflow.fetch_history()).events:
-        if (event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-                and event.activity_task_scheduled_event_attributes.activity_type.name in REGULAR_CALLS):
-            kinds.append("regular")
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+            if name in KIND_OF_ACTIVITY:
+                kinds.append(KIND_OF_ACTIVITY[name])
         elif (event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
               and event.marker_recorded_event_attributes.marker_name == "core_local_activity"):
             data = json.loads(event.marker_recorded_event_attributes.details["data"].payloads[0].data)
             if data.get("activity_type") == "dagent.invoke_tool":
                 kinds.append("local")
-    assert len(kinds) == len(calls)
+    assert len(kinds) == sum(len(calls) for calls in rounds)
     return kinds
 
 
-def _model(calls: list[tuple[str, dict[str, Any]]]) -> ScriptedModel:
-    return ScriptedModel([*(tool_calls(call) for call in calls), text("done")])
+KIND_OF_ACTIVITY = {"dagent.invoke_tool": "regular", "dagent.tool_then_model": "with round"}
+
+
+def _model(rounds: list[list[Call]]) -> ScriptedModel:
+    return ScriptedModel([*(tool_calls(*calls) for calls in rounds), text("done")])
+
+
+def _pairs(calls: list[Call]) -> list[list[Call]]:
+    """Two calls a round: a round with more than one call never runs its calls with the next model round, so
+    each call's kind is what the worker planned."""
+    return [calls[i:i + 2] for i in range(0, len(calls), 2)]
 
 
 async def test_a_tool_seen_fast_runs_local_until_a_call_is_slow(dev_env: WorkflowEnvironment) -> None:
-    calls = [("calc.double", {"n": i}) for i in range(RUNS_BEFORE_LOCAL + 1)]
-    calls += [("calc.double", {"n": 9, "slow": True}), ("calc.double", {"n": 10})]
-    async with agent_worker(dev_env, plugins=[calc], model=_model(calls)) as client:
-        kinds = await _kinds(client, calls)
-    # three fast regular calls, then local; a slow call (run local, as planned) sends the tool back for good
-    assert kinds == ["regular"] * RUNS_BEFORE_LOCAL + ["local", "local", "regular"]
+    rounds = _pairs([("calc.double", {"n": i}) for i in range(4)]
+                    + [("calc.double", {"n": 4}), ("calc.double", {"n": 9, "slow": True}),
+                       ("calc.double", {"n": 10}), ("calc.double", {"n": 11})])
+    async with agent_worker(dev_env, plugins=[calc], model=_model(rounds)) as client:
+        kinds = await _kinds(client, rounds)
+    # RUNS_BEFORE_LOCAL (3) fast regular calls (the first two rounds, planned before the third call finished),
+    # then local; a slow call (run local, as planned) sends the tool back for good
+    assert RUNS_BEFORE_LOCAL == 3
+    assert kinds == ["regular"] * 4 + ["local", "local", "regular", "regular"]
+
+
+async def test_a_fast_tools_only_call_runs_with_the_next_model_round(dev_env: WorkflowEnvironment) -> None:
+    """One call a round: once the tool is seen fast its call is planned local, and a round whose only call it is
+    runs it with the next model round in one activity (no local activity, no second activation); the last round
+    allowed has no next round, so its call runs local."""
+    rounds = [[("calc.double", {"n": i})] for i in range(RUNS_BEFORE_LOCAL + 2)]
+    async with agent_worker(dev_env, plugins=[calc], model=_model(rounds)) as client:
+        assert await _kinds(client, rounds) == ["with round"] * len(rounds)
+        last_allowed = await _kinds(client, rounds, max_rounds=len(rounds))
+        assert last_allowed == ["with round"] * (len(rounds) - 1) + ["local"]
 
 
 async def test_a_tool_that_reports_progress_stays_regular(dev_env: WorkflowEnvironment) -> None:
-    calls = [("calc.double", {"n": 1, "progress": True})] + [("calc.double", {"n": i}) for i in range(4)]
-    async with agent_worker(dev_env, plugins=[calc], model=_model(calls)) as client:
-        assert await _kinds(client, calls) == ["regular"] * 5
+    rounds = _pairs([("calc.double", {"n": 1, "progress": True}), ("calc.double", {"n": 0})]
+                    + [("calc.double", {"n": i}) for i in range(4)])
+    async with agent_worker(dev_env, plugins=[calc], model=_model(rounds)) as client:
+        assert await _kinds(client, rounds) == ["regular"] * 6
 
 
 async def test_local_false_approval_and_the_setting_keep_calls_regular(dev_env: WorkflowEnvironment) -> None:
-    calls = [("calc.always_regular", {"n": i}) for i in range(5)]
-    async with agent_worker(dev_env, plugins=[calc], model=_model(calls)) as client:
-        assert await _kinds(client, calls) == ["regular"] * 5
-    checked_calls = [("calc.checked", {"n": i}) for i in range(4)] + [("calc.checked", {"n": 500})]
-    async with agent_worker(dev_env, plugins=[calc], model=_model(checked_calls)) as client:
-        assert await _kinds(client, checked_calls, approve=True) == ["regular"] * 3 + ["local", "regular"]
+    rounds = _pairs([("calc.always_regular", {"n": i}) for i in range(6)])
+    async with agent_worker(dev_env, plugins=[calc], model=_model(rounds)) as client:
+        assert await _kinds(client, rounds) == ["regular"] * 6
+    checked = _pairs([("calc.checked", {"n": i}) for i in range(4)] + [("calc.checked", {"n": 500}),
+                                                                       ("calc.checked", {"n": 5})])
+    async with agent_worker(dev_env, plugins=[calc], model=_model(checked)) as client:
+        kinds = await _kinds(client, checked, approve=True)
+        # the last round: the call over 100, approved, runs regular; the one beside it local
+        assert kinds[:4] == ["regular"] * 4 and sorted(kinds[4:]) == ["local", "regular"]
 
 
 def test_the_setting_turns_it_off() -> None:

@@ -43,7 +43,8 @@ EXPECTED = {"prompt_completed", "prompt_waiting_for_approval", "prompt_approved_
             "conversation_v3_budgets", "prompt_v3_in_conversation_budget_stopped",
             "conversation_v4_scheduled_prompts", "conversation_schedule_given_to_prompts",
             "prompt_given_conversation_schedule", "prompt_v5_tool_then_model",
-            "prompt_v5_model_round_left_to_workflow", "prompt_tool_then_model_marker"}
+            "prompt_v5_model_round_left_to_workflow", "prompt_tool_then_model_marker",
+            "prompt_fast_call_with_next_round"}
 
 
 def test_every_interesting_path_has_a_recorded_history() -> None:
