@@ -1,12 +1,12 @@
 """Which rounds run their tool call and the next model round in one activity (`dagent.tool_then_model`).
 
 Run apart, a round with one regular tool call costs two activities and two workflow tasks: the tool's, then the
-model's. Together they cost one of each. They may go together only when the workflow decides nothing between
-them: the call runs now (no approval, not a sub-agent, not a tool declared `local=True`; a fast tool's call, planned
-local, runs here instead), a next round follows (the round
-limit is not reached, no budget stops it, no period budget must reserve it) and the model runs on the tools'
-queue. A user message that arrives while the tool runs outdates the model's answer, as it does when it arrives
-during a model call.
+model's (a fast tool's call planned local costs a local activity and a second activation). Together they cost
+one of each. They may go together only when the workflow decides nothing between them: the call runs now (no
+approval, not a sub-agent, not a tool declared `local=True`), a next round follows (the round limit is not
+reached, no budget stops it, no period budget must reserve it) and the model runs on the tools' queue. A user
+message that arrives while the tool runs outdates the model's answer, as it does when it arrives during a model
+call.
 """
 
 from __future__ import annotations
