@@ -104,8 +104,8 @@ async def test_a_tool_seen_fast_runs_local_until_a_call_is_slow(dev_env: Workflo
                        ("calc.double", {"n": 10}), ("calc.double", {"n": 11})])
     async with agent_worker(dev_env, plugins=[calc], model=_model(rounds)) as client:
         kinds = await _kinds(client, rounds)
-    # RUNS_BEFORE_LOCAL (3) fast regular calls (the first two rounds, planned before the third call finished),
-    # then local; a slow call (run local, as planned) sends the tool back for good
+    # a round is planned before its calls run: round 2 with 2 fast runs seen (< RUNS_BEFORE_LOCAL), so regular;
+    # round 3 with 4, so local; a slow call (run local, as planned) sends the tool back for good
     assert RUNS_BEFORE_LOCAL == 3
     assert kinds == ["regular"] * 4 + ["local", "local", "regular", "regular"]
 

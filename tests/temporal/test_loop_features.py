@@ -123,9 +123,12 @@ async def test_cancel_keeps_outputs_and_cancels_tool(dev_env: WorkflowEnvironmen
     assert "cancelled" in interrupted.result.error
 
 
-async def test_tool_timeout_and_failure_modes(dev_env: WorkflowEnvironment) -> None:
+async def test_tool_timeout_and_failure_modes(skip_env: WorkflowEnvironment) -> None:
+    """A tool stuck past its timeout ends, after all its attempts, as an error the model is told; a `fail` tool
+    fails the prompt. On the time-skipping server: the stuck tool's 6 attempts wait 31 s of retry backoff
+    between them, which that server skips (each attempt's 1 s timeout still passes in real time)."""
     model = after_round_one(("clock.stuck", {"seconds": 5}), ("broken.lenient", {"value": "x"}))
-    async with agent_worker(dev_env, plugins=[tools_plugin], model=model) as client:
+    async with agent_worker(skip_env, plugins=[tools_plugin], model=model) as client:
         prompt = await client.run("try")
         assert prompt.state == "completed"
         timed_out, raised = prompt.output[0], prompt.output[1]
@@ -134,7 +137,7 @@ async def test_tool_timeout_and_failure_modes(dev_env: WorkflowEnvironment) -> N
 
     strict = after_round_one(("broken.strict", {"value": "y"}), ("echo.say", {"value": "side by side"}),
                              ("clock.wait", {"seconds": 0}))
-    async with agent_worker(dev_env, plugins=[tools_plugin], model=strict) as client:
+    async with agent_worker(skip_env, plugins=[tools_plugin], model=strict) as client:
         prompt = await (await client.start("strict")).result()
     assert prompt.state == "failed"
     assert prompt.error == "tool 'broken.strict' failed: RuntimeError: cannot handle y"
