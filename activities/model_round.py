@@ -93,10 +93,10 @@ class ModelRoundActivity(RuntimeActivities):
         """The model request: instructions, the projected (and trimmed) messages, tools; plugins' `before_model`."""
         instructions = "\n\n".join(part for part in [inp.instructions or "", *prepared.context,
                                                        schema.instruction() if schema else ""] if part)
-        # A system-initiated prompt has no user message; a neutral one keeps every provider's turn order valid.
-        current = prompt.model_copy(update={"plugin_state": {}, "input": prompt.input or NO_INPUT_MESSAGE})
-        # = project_prompts(history, current), from the projections the transcript cache kept
-        messages = [*transcript.history.messages, *project_input(current), *transcript.messages]
+        # = project_prompts(history, prompt), from the projections the transcript cache kept. A system-initiated
+        # prompt has no user message; a neutral one keeps every provider's turn order valid.
+        messages = [*transcript.history.messages, *project_input(prompt.input or NO_INPUT_MESSAGE),
+                    *transcript.messages]
         if inp.context_max_messages or inp.context_max_tokens:
             limit = ContextLimit(max_messages=inp.context_max_messages, max_tokens=inp.context_max_tokens)
             messages = trim_messages(messages, limit)

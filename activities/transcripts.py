@@ -153,10 +153,8 @@ class HistoryChain:
 
 @dataclass
 class _Entry:
-    round: int
-    history: History
-    outputs: list[PromptOutput]
-    projected: list[list[Message]]
+    round: int  # the round the transcript was built for
+    transcript: Transcript
 
 
 @dataclass
@@ -184,9 +182,9 @@ class TranscriptCache:
         else:
             history = await self._history(inp, entry, load_link)
             outputs = self._outputs(inp, entry)
-        projected = _projected(outputs, entry)
-        self._entries.put(key, _Entry(inp.round, history, outputs, projected))
-        return Transcript(history, outputs, projected)
+        transcript = Transcript(history, outputs, _projected(outputs, entry))
+        self._entries.put(key, _Entry(inp.round, transcript))
+        return transcript
 
     async def _chain(self, inp: RoundInput, load_link: LoadLink) -> History:
         return await self.history.resolve(inp.history_ref, load_link) if inp.history_ref else EMPTY_HISTORY
@@ -194,8 +192,8 @@ class TranscriptCache:
     async def _history(self, inp: RoundInput, entry: _Entry | None, load_link: LoadLink) -> History:
         if inp.history:
             history = (await self._chain(inp, load_link)).extended(list(inp.history))
-        elif entry is not None and len(entry.history.records) == inp.history_count:
-            history = entry.history
+        elif entry is not None and len(entry.transcript.history.records) == inp.history_count:
+            history = entry.transcript.history
         else:
             history = await self._chain(inp, load_link)
         if len(history.records) != inp.history_count:
@@ -207,7 +205,7 @@ class TranscriptCache:
     def _outputs(self, inp: RoundInput, entry: _Entry | None) -> list[PromptOutput]:
         assert inp.changes is not None
         current = entry is not None and entry.round in (inp.round - 1, inp.round)
-        outputs = list(entry.outputs) if current and entry is not None else []
+        outputs = list(entry.transcript.outputs) if current and entry is not None else []
         try:
             changes = [self._resolved(change) for change in inp.changes]
         except TranscriptMissing:
@@ -235,6 +233,6 @@ def _projected(outputs: list[PromptOutput], entry: _Entry | None) -> list[list[M
     """Each output's messages: kept from the last round for the outputs that are still the same objects (a change
     replaces an output, never alters it), projected for the rest. A round at output N then projects what changed,
     not all N outputs again."""
-    earlier, known = (entry.outputs, entry.projected) if entry is not None else ([], [])
+    earlier, known = (entry.transcript.outputs, entry.transcript.projected) if entry is not None else ([], [])
     return [known[i] if i < len(earlier) and earlier[i] is output else project_output(output)
             for i, output in enumerate(outputs)]

@@ -81,13 +81,13 @@ def _project_tool(entry: ToolOutput) -> list[Message]:
     return [call, ToolResultMessage(call_id=entry.id, tool=entry.tool, content=content, is_error=is_error)]
 
 
-def project_input(prompt: Prompt) -> list[Message]:
-    """The user's message that started the prompt (none for a prompt without input)."""
-    return [UserMessage(text=prompt.input)] if prompt.input else []
+def project_input(text: str) -> list[Message]:
+    """The user's message that started a prompt (none for a prompt without input)."""
+    return [UserMessage(text=text)] if text else []
 
 
 def project_prompt(prompt: Prompt) -> list[Message]:
-    messages = project_input(prompt)
+    messages = project_input(prompt.input)
     for entry in prompt.output:
         messages.extend(project_output(entry))
     return messages
