@@ -17,6 +17,8 @@ from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.models import ToolSuccess
 from durable_agent.agent.period_budgets import (
+    MAX_COST,
+    MAX_TOKENS,
     MORE_BUDGET_TOOL,
     BudgetRefusal,
     BudgetRound,
@@ -131,7 +133,8 @@ class BudgetGate:
         schema = {"type": "object", "required": ["asking"],
                   "properties": {**{key: {"const": value} for key, value in fixed.items()},
                                  "asking": {"type": "integer" if unit == "tokens" else "number",
-                                            "exclusiveMinimum": 0}}}
+                                            "exclusiveMinimum": 0,
+                                            "maximum": MAX_TOKENS if unit == "tokens" else MAX_COST}}}
         approval = ApprovalRequirement(
             reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
             approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]

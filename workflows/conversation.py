@@ -25,6 +25,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.models import AuditEntry, Conversation, Prompt, ScheduledPrompt, Usage
+    from durable_agent.agent.period_budgets import principals_for
     from durable_agent.agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
     from durable_agent.workflows import names, telemetry, versions
     from durable_agent.workflows.audit import MAX_AUDIT_ENTRIES, record_ignored
@@ -304,7 +305,10 @@ class ConversationWorkflow:
         else:  # legacy
             write_triggers(self._plugin_state, [t.model_copy(update={"status": "fired"}) if t.id == due.id else t
                                                 for t in read_triggers(self._plugin_state)])
-        self._enqueue(None, instructions=f"A scheduled trigger ({due.id}) fired. Its message: {due.message}")
+        # The principals now, not when the conversation started: a budget set since applies (the ledger says yes
+        # when there is none).
+        self._enqueue(None, instructions=f"A scheduled trigger ({due.id}) fired. Its message: {due.message}",
+                      budgets=principals_for(self._request.user_id, self._id))
 
     def _schedule_to_carry(self) -> list[ScheduledPrompt]:
         """What the next run (always with SCHEDULED_PROMPTS_PATCH) schedules: a run before it hands over the
