@@ -11,11 +11,13 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.agent.ids import IdTaken
+from durable_agent.agent.ids import IdTaken, caller_id_problem, reserved
 from durable_agent.agent.period_budgets import (
     ConfigureRequest,
     Grant,
@@ -263,3 +265,41 @@ async def test_a_closed_prompt_id_is_not_reused_by_default(dev_env: WorkflowEnvi
             await stack.agent.start("pay 900 to mallory", user_id="alice", prompt_id="reuse-me-1")
         record = await stack.agent.prompt("reuse-me-1").get()
         assert record.input == "hello"
+
+
+def _http_ids() -> st.SearchStrategy[str]:
+    prefixes = st.sampled_from(["dagent-budget-user:", "DAGENT-run-", "temporal-sys-scheduler:", "Temporal-Sys-",
+                                "user:", "role:", "auth0|", "conv-", ""])
+    body = st.text(alphabet="abcXYZ019._:@-|", min_size=1, max_size=30)
+    return st.builds(lambda p, b, s: p + b + s, prefixes, body, st.sampled_from(["", "\n", " "]))
+
+
+async def test_generated_ids_never_reach_a_derived_workflow_over_http(dev_env: WorkflowEnvironment) -> None:
+    """Hypothesis through real HTTP: generated conversation ids and AG-UI thread ids are either refused (422) or
+    start a conversation at exactly that id, which is never in a reserved namespace."""
+    async with api_stack(dev_env) as stack:
+        url, seen = stack.url, []
+
+        @given(_http_ids(), st.booleans())
+        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+        def one(value: str, agui: bool) -> None:
+            headers = {"Authorization": "Bearer mallory-key-0123456789abcdef"}
+            with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+                if agui:
+                    response = http.post("/agui", json={"threadId": value, "runId": "r", "state": None, "tools": [],
+                                                        "context": [], "forwardedProps": {},
+                                                        "messages": [{"id": "m", "role": "user", "content": "hi"}]})
+                else:
+                    response = http.post("/conversations", json={"conversation_id": value})
+            seen.append(value)
+            if caller_id_problem(value) is not None:
+                assert response.status_code == 422, (value, response.text)
+                return
+            assert response.status_code in (200, 201, 403), (value, response.text)  # 403: mallory's id taken by her
+            assert not reserved(value)
+
+        await asyncio.to_thread(one)
+        assert seen
+        ids = [w.id async for w in stack.agent.client.list_workflows(
+            f"TaskQueue = '{stack.agent.settings.task_queue}'")]
+        assert not any(reserved(i) and not i.startswith("dagent-budget-") for i in ids), ids
