@@ -61,6 +61,9 @@ class BudgetActivities:
             answer = await ledger_update(client, queue, principal, RESERVE_BUDGET_UPDATE, ReserveRequest(
                 reservation_id=request.reservation_id, prompt_id=request.prompt_id, grant=grant), ReserveResult)
             standings.append(answer.standing)
+            if answer.busy:  # the earlier ledgers keep this round's reservation: the retry reuses it (same id)
+                log.info("budget busy", principal=principal)
+                return BudgetRoundResult(busy=True, standings=standings)
             if answer.refused is not None:
                 for reserved in standings[:-1]:
                     await ledger_update(client, queue, reserved.principal, SETTLE_BUDGET_UPDATE,

@@ -117,6 +117,9 @@ class BudgetLimit(_Finite):
         "stop: the prompt completes with budget_stop; ask: it waits for an approver to grant more."))
     approvers: list[str] = Field(default_factory=list, description=(
         "Who may grant more (`user:<id>` / `role:<name>`); needed with on_exhausted=ask."))
+    concurrent_rounds: int = Field(default=4, ge=1, le=1000, description=(
+        "Model rounds under this budget that may run at once (others wait for one to settle): a period's spend "
+        "passes its limit by at most this many rounds."))
 
     @model_validator(mode="after")
     def _complete(self) -> BudgetLimit:
@@ -246,9 +249,11 @@ class LedgerView(_Finite):
 
 
 class ReserveResult(_Finite):
-    """A reservation's answer: `refused` says why the round may not go ahead (one line), else None."""
+    """A reservation's answer: `refused` says why the round may not go ahead (one line), else None; `busy`: every
+    round the budget allows at once is running (ask again shortly)."""
 
     refused: str | None = None
+    busy: bool = False
     standing: BudgetStanding
 
 
@@ -275,6 +280,7 @@ class BudgetRound(_Finite):
 
 class BudgetRoundResult(_Finite):
     refusal: BudgetRefusal | None = None
+    busy: bool = Field(default=False, description="A ledger's concurrent rounds are all running: try again.")
     standings: list[BudgetStanding] = Field(default_factory=list)
     decision_key: str | None = Field(default=None, description="The worker's decision key (a refusal only).")
 

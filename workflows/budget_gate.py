@@ -35,6 +35,7 @@ from durable_agent.workflows.record import Recorder
 
 PERIOD_BUDGETS_PATCH = "period-budgets"
 BUDGET_TIMEOUT = timedelta(seconds=30)
+BUSY_PAUSE = timedelta(seconds=1)
 BUDGET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                            maximum_attempts=10)
 
@@ -82,6 +83,9 @@ class BudgetGate:
                     raise
                 self.stop_reason = f"the budget ledger could not be reached: {failure_reason(exc)}"
                 return False
+            if verdict.busy:  # the budget's concurrent rounds all run (the ledger waited 20 s): ask again
+                await workflow.sleep(BUSY_PAUSE, summary="budget busy")
+                continue
             self._grant = None
             self._record_standings(verdict.standings)
             refusal = verdict.refusal
