@@ -117,6 +117,9 @@ class BudgetLimit(_Finite):
         "stop: the prompt completes with budget_stop; ask: it waits for an approver to grant more."))
     approvers: list[str] = Field(default_factory=list, description=(
         "Who may grant more (`user:<id>` / `role:<name>`); needed with on_exhausted=ask."))
+    metrics: bool = Field(default=False, description=(
+        "Export this budget's spend and limit as gauges labelled with the principal (user ids on the metrics "
+        "endpoint: off unless asked)."))
     concurrent_rounds: int = Field(default=4, ge=1, le=1000, description=(
         "Model rounds under this budget that may run at once (others wait for one to settle): a period's spend "
         "passes its limit by at most this many rounds."))

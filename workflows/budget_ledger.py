@@ -241,19 +241,22 @@ class BudgetLedgerWorkflow:
         return self._view()
 
     def _publish(self) -> None:
-        """The limit in the memo (listings) and the spend as metrics (replay-safe meter)."""
+        """The limit in the memo (listings) and, when the budget asks for it (`metrics`: the principal becomes a
+        label), the spend as metrics (replay-safe meter)."""
         standing = self._standing()
         memo = standing.limit.model_dump(mode="json") if standing.limit else None
         if memo != self._memo:
             self._memo = memo
             workflow.upsert_memo({names.BUDGET_MEMO: memo})
+        if standing.limit is None or not standing.limit.metrics:
+            return
         meter = workflow.metric_meter()
         attributes = {"principal": standing.principal}
         meter.create_gauge("dagent_budget_spent_tokens", "Tokens spent in the budget's current period").set(
             standing.spent_tokens, attributes)
         meter.create_gauge_float("dagent_budget_spent_cost", "Cost spent in the budget's current period").set(
             standing.spent_cost, attributes)
-        if standing.limit is not None:
+        if standing.limit is not None:  # always, here: kept for the type checker
             if standing.limit.max_tokens is not None:
                 meter.create_gauge("dagent_budget_limit_tokens", "Token budget per period, extra grants included").set(
                     standing.limit.max_tokens + standing.extra_tokens, attributes)
