@@ -107,7 +107,7 @@ async def test_a_default_worker_checks_a_signed_corrected_approval(dev_env: Work
         claims = DecisionClaims(sub="signer", prompt=prompt_id, call=call.tool_call_id, decision="approve",
                                 input_sha256=input_digest(corrected), exp=int(time.time()) + 120, run=call.run_id,
                                 args_sha256=json_digest(merge_patch(call.input, corrected)),
-                                nonce=secrets.token_urlsafe(12))
+                                nonce=secrets.token_urlsafe(12), tool=call.tool)
         return sign_decision(claims, private_pem)
 
     with warnings.catch_warnings(record=True) as warned:
