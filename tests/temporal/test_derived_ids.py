@@ -5,6 +5,7 @@ running uvicorn app, a real worker and dev server; the raw Temporal SDK as an at
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -303,3 +304,20 @@ async def test_generated_ids_never_reach_a_derived_workflow_over_http(dev_env: W
         ids = [w.id async for w in stack.agent.client.list_workflows(
             f"TaskQueue = '{stack.agent.settings.task_queue}'")]
         assert not any(reserved(i) and not i.startswith("dagent-budget-") for i in ids), ids
+
+
+async def test_a_scheduled_style_prompt_under_a_squatted_ledger_stops_at_once_with_id_taken(
+        dev_env: WorkflowEnvironment) -> None:
+    """§2.4: a run that names its user's ledger (as every scheduled run does) while another workflow holds the
+    ledger's id stops before any model call, at once, saying `id-taken` (it was 10 failed reserves, then "the
+    budget ledger could not be reached")."""
+    async with api_stack(dev_env) as stack:
+        principal = f"user:sq-{uuid.uuid4().hex[:8]}"
+        await _squat(stack, ledger_id(principal))
+        try:
+            handle = await stack.agent.start("hello", user_id=principal.removeprefix("user:"), budgets=[principal])
+            prompt = await asyncio.wait_for(handle.result(), 30)
+        finally:
+            await stack.agent.client.get_workflow_handle(ledger_id(principal)).terminate("test over")
+    assert prompt.budget_stop is not None and "id-taken" in prompt.budget_stop, prompt.budget_stop
+    assert ledger_id(principal) in prompt.budget_stop and prompt.usage.model_calls == 0
