@@ -16,6 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent.agent.ids import IdTaken
 from durable_agent.agent.period_budgets import (
     BudgetLimit,
+    BudgetStanding,
     ConfigureRequest,
     LedgerView,
     ledger_id,
@@ -67,8 +68,16 @@ def budget_limit(**fields: object) -> BudgetLimit:
 
 async def set_budget(agent: AgentClient, principal: str, limit: BudgetLimit | None, *,
                      by: str | None = None) -> LedgerView:
-    """Set (`limit` None: remove) the principal's budget; applies from the next round of any prompt under it."""
+    """Set (`limit` None: remove) the principal's budget; applies from the next round of any prompt under it.
+    Removing a budget that was never set starts no ledger."""
     check_principal(principal)
+    if limit is None:
+        try:
+            await agent.client.get_workflow_handle(ledger_id(principal)).describe()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return LedgerView(standing=BudgetStanding(principal=principal))
     try:
         return await ledger_update(agent.client, agent.settings.task_queue, principal, CONFIGURE_BUDGET_UPDATE,
                                    ConfigureRequest(principal=principal, limit=limit, by=by), LedgerView)

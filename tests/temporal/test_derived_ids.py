@@ -321,3 +321,13 @@ async def test_a_scheduled_style_prompt_under_a_squatted_ledger_stops_at_once_wi
             await stack.agent.client.get_workflow_handle(ledger_id(principal)).terminate("test over")
     assert prompt.budget_stop is not None and "id-taken" in prompt.budget_stop, prompt.budget_stop
     assert ledger_id(principal) in prompt.budget_stop and prompt.usage.model_calls == 0
+
+
+async def test_removing_a_budget_never_set_starts_no_ledger(dev_env: WorkflowEnvironment) -> None:
+    """§3.1: `DELETE /budgets/<unknown>` used to start a ledger that runs for ever."""
+    async with api_stack(dev_env) as stack, stack.http("root") as root:
+        principal = f"user:never-{uuid.uuid4().hex[:8]}"
+        assert (await root.delete(f"/budgets/{principal}")).status_code == 204
+        found = [w async for w in stack.agent.client.list_workflows(f"WorkflowId = '{ledger_id(principal)}'")]
+        assert found == []
+        _problem(await root.get(f"/budgets/{principal}"), 404, "not-found")
