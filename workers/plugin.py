@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import structlog
 from temporalio.client import Client
 from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.plugin import SimplePlugin
@@ -30,6 +29,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowI
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent.agent.errors import DurableAgentError
+from durable_agent.agent.logging import get_logger
 from durable_agent.workers.connection import connect_client
 from durable_agent.workers.observability import metrics_runtime, temporal_plugins
 from durable_agent.workers.resting import WatchedRunner, evict_resting, eviction_door
@@ -47,7 +47,7 @@ try:  # private to the SDK: used only while `sandbox_instance_fits` says it is w
 except ImportError:  # pragma: no cover - a later SDK moved it; the plain sandboxed runner is used instead
     SandboxedInstance = WorkflowInstance  # type: ignore[misc,assignment]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 PLUGIN_NAME = "durable-agent"
 # Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
 # heartbeat's reply) reaches a running tool or model call within about a second, and streamed text and tool

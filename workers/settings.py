@@ -81,8 +81,8 @@ class Settings(BaseModel):
         "and workers must share it."))
     payload_threshold: int = Field(default=DEFAULT_PAYLOAD_THRESHOLD, ge=1, description=(
         "DAGENT_PAYLOAD_THRESHOLD: payloads of this many bytes or more go to `payload_dir`."))
-    log_level: str = Field(default="INFO",
-                           description="DAGENT_LOG_LEVEL: structlog level (JSON lines when not on a TTY).")
+    log_level: str = Field(default="INFO", description="DAGENT_LOG_LEVEL: the `durable_agent` loggers' level in "
+                           "our CLI (JSON lines off a TTY) and for OTEL_LOGS_EXPORTER when the process set none.")
 
     # --- client only ---
     ui_url: str = Field(default="http://127.0.0.1:8233", description="DAGENT_UI_URL: links to the Temporal UI.")
@@ -152,6 +152,9 @@ class Settings(BaseModel):
     metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
     trace_content: bool = Field(default=False, description=(
         "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
+    temporal_spans: bool = Field(default=False, description=(
+        "DAGENT_TEMPORAL_SPANS: with tracing on, add the Temporal SDK's own spans (StartWorkflow, RunWorkflow, "
+        "StartActivity, RunActivity, ...) to each prompt's trace (off by default)."))
     fast_tools: bool = Field(default=True, description=(
         "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs a call without approval as a local "
         "activity once this worker has seen it finish fast (docs: Tools and plugins, fast tools); off: always a "
@@ -241,6 +244,7 @@ class Settings(BaseModel):
             metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
             metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
             trace_content=tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
+            temporal_spans=tristate(env.get("DAGENT_TEMPORAL_SPANS")) is True,
             fast_tools=tristate(env.get("DAGENT_FAST_TOOLS")) is not False,
             otel_env={name: value for name, value in env.items() if name.startswith("OTEL_")},
             provider_env=env,
@@ -296,9 +300,10 @@ class Settings(BaseModel):
         return codec_for(self.codec_keys.get_secret_value(), self.codec_key_id) if self.codec_keys else None
 
     def observability(self) -> ObservabilityConfig:
-        """Tracing and metrics exporters: the OTEL_* variables plus the metrics port."""
+        """Tracing, metrics and log exporters: the OTEL_* variables plus the metrics port."""
         return ObservabilityConfig.from_env(self.otel_env, metrics_port=self.metrics_port,
-                                            metrics_host=self.metrics_host)
+                                            metrics_host=self.metrics_host, log_level=self.log_level,
+                                            temporal_spans=self.temporal_spans)
 
     def data_converter(self) -> DataConverter:
         return data_converter(self.blob_objects(), threshold=self.payload_threshold, codec=self.codec())

@@ -149,6 +149,7 @@ class PromptWorkflow:
         with telemetry.prompt_span(self._prompt.id, conversation_child=conversation_child) as span:
             self._record.span = span
             self._prompt.trace_id = telemetry.trace_id_of(span)
+            telemetry.log_step("prompt started", self._prompt.id, conversation_id=self._prompt.conversation_id)
             ending = await self._run_traced()
         if ending is not None:
             raise ending

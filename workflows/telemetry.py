@@ -19,6 +19,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.agent import otel
+    from durable_agent.agent.logging import get_logger
     from durable_agent.agent.models import Usage
 
 if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on (agent/otel.py)
@@ -199,6 +200,20 @@ def within(current: Span | None) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):  # a token from another contextvars.Context
             token.var.reset(token)
+
+
+lifecycle_log = get_logger("durable_agent.prompt")
+
+
+def log_step(event: str, prompt_id: str, **fields: str | int | float | None) -> None:
+    """One INFO line per step of a prompt's life (started, approval requested and decided, finished) with its
+    prompt and run ids and, while tracing, its trace id; skipped while the workflow replays history (the line
+    was written when the step first ran), as temporalio's replay-safe loggers do."""
+    if workflow.in_workflow():
+        if workflow.unsafe.is_replaying_history_events():
+            return
+        fields = {"run_id": workflow.info().run_id, **fields}
+    lifecycle_log.info(event, prompt_id=prompt_id, **{k: v for k, v in fields.items() if v is not None})
 
 
 def mark_error(current: Span, description: str) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import structlog
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
 from temporalio.testing import WorkflowEnvironment
@@ -161,7 +161,8 @@ async def test_conversation_prompts_get_their_own_linked_traces(dev_env: Workflo
         assert turns[link].trace_id != prompt.trace_id
 
 
-async def test_log_lines_carry_the_prompt_trace_id(dev_env: WorkflowEnvironment) -> None:
+async def test_the_cli_log_lines_carry_the_prompt_trace_id(dev_env: WorkflowEnvironment) -> None:
+    """Our CLI's logging (JSON lines on stderr) renders the stdlib records of the worker's loggers."""
     captured = io.StringIO()
     real_stderr = sys.stderr
     sys.stderr = captured
@@ -169,13 +170,18 @@ async def test_log_lines_carry_the_prompt_trace_id(dev_env: WorkflowEnvironment)
         configure_logging("DEBUG", json=True)
     finally:
         sys.stderr = real_stderr
+    root = logging.getLogger()
     try:
         async with traced_worker(dev_env) as agent:
             prompt = await agent.run("completed logs", user_id="tracer")
     finally:
-        configure_logging("INFO")
-        structlog.reset_defaults()
+        for handler in [h for h in root.handlers if type(h).__module__ == "durable_agent.agent.logging"]:
+            root.removeHandler(handler)
+        for name in ("", "durable_agent", "temporalio"):
+            logging.getLogger(name).setLevel(logging.WARNING if not name else logging.NOTSET)
     lines = [json.loads(line) for line in captured.getvalue().splitlines() if line.startswith("{")]
     mine = [line for line in lines if line.get("prompt_id") == prompt.id]
     assert mine, f"no log lines for {prompt.id}: {lines[:3]}"
     assert {line.get("trace_id") for line in mine} == {prompt.trace_id}
+    assert {"prompt started", "prompt finished"} <= {line["event"] for line in mine}
+    assert all(line["level"] in ("debug", "info") and line["logger"].startswith("durable_agent") for line in mine)

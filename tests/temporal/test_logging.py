@@ -1,0 +1,118 @@
+"""Logs through the standard library on a real dev server: a handler the test installs on the `durable_agent`
+logger (as a team's logging setup would) sees one INFO line per step of a prompt with an approval, each with
+the prompt, run, call and trace ids; OTLP log export, turned on, delivers the same lines to a real OTLP/HTTP
+receiver on loopback; importing and running the library configures no logging of the process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.agent.logging import LIBRARY_LOGGER, get_logger
+from durable_agent.workers.observability import ObservabilityConfig, configure_log_export, flush_traces
+from tests.support.otlp import OtlpReceiver
+from tests.temporal.test_tracing import run_approval_prompt, traced_worker
+
+STEPS = ["prompt started", "approval requested", "approval decided", "prompt finished"]
+
+
+class Captured(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def captured(level: int = logging.INFO) -> Iterator[Captured]:
+    ours = logging.getLogger(LIBRARY_LOGGER)
+    handler, previous = Captured(), ours.level
+    ours.addHandler(handler)
+    ours.setLevel(level)
+    try:
+        yield handler
+    finally:
+        ours.removeHandler(handler)
+        ours.setLevel(previous)
+
+
+def lifecycle(records: list[logging.LogRecord], prompt_id: str) -> list[logging.LogRecord]:
+    return [r for r in records if r.name == "durable_agent.prompt" and getattr(r, "prompt_id", None) == prompt_id]
+
+
+async def test_a_stdlib_handler_sees_every_step_of_a_prompt_with_ids_and_trace_id(
+        dev_env: WorkflowEnvironment) -> None:
+    with captured() as handler:
+        async with traced_worker(dev_env) as agent:
+            prompt_id, trace_id = await run_approval_prompt(agent, "approval for the log")
+            handle = agent.prompt(prompt_id)
+            run_id = (await handle.workflow.describe()).run_id
+    steps = lifecycle(handler.records, prompt_id)
+    assert [r.event for r in steps] == STEPS, [r.getMessage() for r in handler.records]  # type: ignore[attr-defined]
+    for record in steps:
+        assert record.levelno == logging.INFO
+        assert record.run_id == run_id  # type: ignore[attr-defined]
+        assert record.trace_id == trace_id, record.getMessage()  # type: ignore[attr-defined]
+        assert f"prompt_id={prompt_id}" in record.getMessage(), "a plain %(message)s formatter shows the ids"
+    requested, decided = steps[1], steps[2]
+    assert requested.call_id == decided.call_id and requested.call_id  # type: ignore[attr-defined]
+    assert requested.tool == "demo.pay"  # type: ignore[attr-defined]
+    assert (decided.decision, decided.decided_by) == ("approved", "alice")  # type: ignore[attr-defined]
+    assert steps[-1].state == "completed"  # type: ignore[attr-defined]
+    every_text = " ".join(r.getMessage() for r in handler.records)
+    assert "approval for the log" not in every_text, "no prompt text in the log lines"
+
+
+async def test_otlp_log_export_delivers_the_steps_to_a_receiver(dev_env: WorkflowEnvironment) -> None:
+    ours = logging.getLogger(LIBRARY_LOGGER)
+    previous = ours.level
+    with OtlpReceiver() as receiver:
+        config = ObservabilityConfig(logs="otlp", service_name="logs-test")
+        provider = configure_log_export(config, exporter=OTLPLogExporter(endpoint=f"{receiver.endpoint}/v1/logs"))
+        try:
+            assert ours.level == logging.INFO, "export on: our loggers get DAGENT_LOG_LEVEL when unset"
+            async with traced_worker(dev_env) as agent:
+                prompt_id, trace_id = await run_approval_prompt(agent, "approval exported")
+            flush_traces()
+            deadline = time.monotonic() + 10
+            while len(mine := [r for r in receiver.log_records()
+                               if r.attributes.get("prompt_id") == prompt_id]) < len(STEPS):
+                assert time.monotonic() < deadline, receiver.log_records()
+                await asyncio.sleep(0.1)
+        finally:
+            for handler in [h for h in ours.handlers if type(h).__name__ == "LoggingHandler"]:
+                ours.removeHandler(handler)
+            ours.setLevel(previous)
+            provider.shutdown()
+    steps = [r for r in mine if r.attributes.get("event") in STEPS]
+    assert [r.attributes["event"] for r in steps] == STEPS
+    assert all(r.severity == "INFO" and r.service_name == "logs-test" for r in steps)
+    assert {r.trace_id for r in steps} == {trace_id}, "the record's trace context is the prompt's trace"
+    assert {r.attributes["trace_id"] for r in steps} == {trace_id}
+    assert steps[1].attributes["call_id"] == steps[2].attributes["call_id"]
+    assert "approval exported" not in str([r.body for r in mine])
+
+
+def test_the_library_configures_no_logging_of_the_process() -> None:
+    """Importing the library and logging through it adds no handler anywhere and sets no level: a process
+    without logging setup sees our warnings through Python's last-resort handler, and nothing else."""
+    import durable_agent.workers.plugin  # noqa: F401  (the worker's modules, as a team's worker imports them)
+
+    root = logging.getLogger()
+    assert not [h for h in root.handlers if type(h).__module__.startswith("durable_agent")]
+    assert logging.getLogger(LIBRARY_LOGGER).handlers == []
+    with captured(logging.WARNING) as handler:
+        get_logger("dagent.mcp").warning("mcp server left out", server="files")
+        get_logger("dagent.mcp").info("not at warning")
+    [record] = handler.records
+    assert record.name == "durable_agent.mcp"
+    assert record.getMessage() == "mcp server left out server=files"
+    assert record.server == "files"  # type: ignore[attr-defined]
