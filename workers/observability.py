@@ -18,13 +18,14 @@ import logging
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.common import MetricMeter
 from temporalio.plugin import SimplePlugin
 from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, TelemetryConfig
 
-from durable_agent.agent import otel
+from durable_agent.agent import metric_names, otel
 from durable_agent.agent.extras import import_extra
 from durable_agent.agent.logging import LIBRARY_LOGGER
 
@@ -54,6 +55,7 @@ class ObservabilityConfig:
     logs: LogExporter = "none"  # OTEL_LOGS_EXPORTER: off unless asked for, whatever the endpoint
     log_level: str = "INFO"  # our loggers' level when log export is on and the process set none
     temporal_spans: bool = False  # the Temporal SDK's own spans (StartWorkflow, RunActivity, ...)
+    metrics_interval: timedelta | None = None  # OTEL_METRIC_EXPORT_INTERVAL (ms): how often OTLP metrics go out
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, metrics_port: int | None = None,
@@ -73,6 +75,9 @@ class ObservabilityConfig:
             metrics = "prometheus"
         if traces not in ("none", "otlp", "console"):
             raise ValueError(f"OTEL_TRACES_EXPORTER must be otlp, console or none, not {traces!r}")
+        interval = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
+        if interval and not interval.isdigit():
+            raise ValueError(f"OTEL_METRIC_EXPORT_INTERVAL must be milliseconds, not {interval!r}")
         logs = env.get("OTEL_LOGS_EXPORTER", "").strip().lower() or "none"
         if logs not in ("none", "otlp", "console"):
             raise ValueError(f"OTEL_LOGS_EXPORTER must be otlp, console or none, not {logs!r}")
@@ -91,7 +96,8 @@ class ObservabilityConfig:
                    otlp_protocol=protocol, otlp_endpoint=endpoint,  # type: ignore[arg-type]
                    otlp_metrics_url=metrics_url, otlp_metrics_headers=headers,
                    service_name=env.get("OTEL_SERVICE_NAME", "").strip() or DEFAULT_SERVICE_NAME,
-                   logs=logs, log_level=log_level, temporal_spans=temporal_spans)  # type: ignore[arg-type]
+                   logs=logs, log_level=log_level, temporal_spans=temporal_spans,  # type: ignore[arg-type]
+                   metrics_interval=timedelta(milliseconds=int(interval)) if interval else None)
 
     @property
     def tracing(self) -> bool:
@@ -282,12 +288,16 @@ def metrics_runtime(config: ObservabilityConfig) -> Runtime | None:
     if config in _runtimes:
         return _runtimes[config]
     metrics: PrometheusConfig | OpenTelemetryConfig
-    if config.metrics == "prometheus":
+    prometheus = config.metrics == "prometheus"
+    buckets = metric_names.bucket_overrides(prometheus)
+    if prometheus:
+        metric_names.use_prometheus_names()  # the endpoint refuses dotted names: agent/metric_names.py
         metrics = PrometheusConfig(bind_address=config.metrics_bind, counters_total_suffix=True,
-                                   durations_as_seconds=True)
+                                   durations_as_seconds=True, histogram_bucket_overrides=buckets)
     else:
         metrics = OpenTelemetryConfig(url=config.otlp_metrics_url, headers=dict(config.otlp_metrics_headers),
-                                      http=config.otlp_protocol != "grpc", durations_as_seconds=True)
+                                      http=config.otlp_protocol != "grpc", durations_as_seconds=True,
+                                      histogram_bucket_overrides=buckets, metric_periodicity=config.metrics_interval)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=metrics, global_tags={"service_name": config.service_name},
                                                 attach_service_name=False))
     _runtimes[config] = runtime
