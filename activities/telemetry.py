@@ -88,6 +88,8 @@ class ModelCall:
                             (g.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens)):
             if tokens:
                 self.span.set_attribute(key, tokens)
+        if response.response_id:
+            self.span.set_attribute(g.GEN_AI_RESPONSE_ID, response.response_id)
         if usage.cost is not None:
             self.span.set_attribute("dagent.usage.cost_usd", usage.cost)
         if self.record_content:

@@ -79,6 +79,18 @@ async def exported(receiver: OtlpReceiver, name: str, model: str, count: int) ->
         await asyncio.sleep(0.2)
 
 
+async def recorded(receiver: OtlpReceiver, name: str, attributes: dict[str, str]) -> Metric:
+    """`name` once it has a point with these attributes (workflow-side metrics follow the activity's)."""
+    deadline = time.monotonic() + 20
+    while True:
+        metric = receiver.latest_metrics().get(name)
+        points = [p for p in metric.points if attributes.items() <= p.attributes.items()] if metric else []
+        if metric and points:
+            return Metric(metric.name, metric.unit, metric.kind, points)
+        assert time.monotonic() < deadline, f"{name} {attributes} not exported: {metric}"
+        await asyncio.sleep(0.2)
+
+
 def the_chat(spans: list[SpanRecord]) -> SpanRecord:
     [chat] = [s for s in spans if s.name.startswith("chat ")]
     return chat
@@ -100,7 +112,9 @@ async def test_a_model_call_exports_the_genai_metrics_and_span_attributes(
                        "gen_ai.usage.reasoning.output_tokens": 7, "gen_ai.usage.input_tokens": INPUT_TOKENS,
                        "gen_ai.request.temperature": 0.3, "gen_ai.request.max_tokens": 500,
                        "gen_ai.request.top_p": 0.9, "gen_ai.request.stop_sequences": ("END",),
-                       "gen_ai.response.model": model, "gen_ai.provider.name": provider.name}.items():
+                       "gen_ai.response.model": model, "gen_ai.provider.name": provider.name,
+                       "gen_ai.response.id": "msg_fake", "gen_ai.operation.name": "chat",
+                       "gen_ai.response.finish_reasons": ("stop",)}.items():
         assert chat.attributes.get(key) == value, (key, chat.attributes)
     [invoke] = [s for s in spans if s.name.startswith("invoke_agent ")]
     assert invoke.name == f"invoke_agent {agent.settings.task_queue}"
@@ -120,10 +134,10 @@ async def test_a_model_call_exports_the_genai_metrics_and_span_attributes(
     assert (duration.kind, duration.unit) == ("histogram", "s")
     assert duration.points[0].bounds == metric_names.BUCKETS[metric_names.OPERATION_DURATION]
     assert 0 < duration.points[0].value < 10
-    rounds = receiver.latest_metrics()["dagent.model.rounds"]
+    rounds = await recorded(receiver, "dagent.model.rounds", {"gen_ai.request.model": model})
     assert (rounds.kind, rounds.unit) == ("sum", "{round}")
-    finished = receiver.latest_metrics()["dagent.prompt.finished"]
-    assert any(p.attributes.get("dagent.prompt.state") == "completed" for p in finished.points)
+    finished = await recorded(receiver, "dagent.prompt.finished", {"dagent.prompt.state": "completed"})
+    assert (finished.kind, finished.unit) == ("sum", "{prompt}")
     assert not [name for name in receiver.latest_metrics() if name.startswith("dagent_")], "no old names"
 
 
@@ -135,11 +149,8 @@ async def test_a_failed_model_call_carries_error_type(dev_env: WorkflowEnvironme
     assert prompt.state == "failed"
     chat = the_chat(of_trace(finished_spans(), prompt.trace_id or ""))
     assert chat.attributes["error.type"] == "FatalModelError" and chat.error
-    deadline = time.monotonic() + 20
-    while not [p for p in receiver.latest_metrics().get("gen_ai.client.operation.duration", Metric("", "", "")).points
-               if p.attributes.get("error.type") == "FatalModelError"]:
-        assert time.monotonic() < deadline, receiver.latest_metrics().get("gen_ai.client.operation.duration")
-        await asyncio.sleep(0.2)
+    failed = await recorded(receiver, "gen_ai.client.operation.duration", {"error.type": "FatalModelError"})
+    assert failed.points[0].attributes["gen_ai.request.model"] == "test-model"
 
 
 async def test_temporal_spans_join_the_trace_when_turned_on(dev_env: WorkflowEnvironment, llm: FakeLLMServer,
