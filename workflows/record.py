@@ -156,4 +156,4 @@ class Recorder:
         if self.span is not None:
             self.span.set_attributes({"dagent.prompt.state": state, "dagent.prompt.rounds": self.prompt.rounds})
             if state == "failed":
-                telemetry.mark_error(self.span, self.prompt.error or "failed")
+                telemetry.mark_failed(self.span, self.prompt.error or "failed")

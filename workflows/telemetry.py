@@ -232,6 +232,14 @@ def mark_error(current: Span, description: str) -> None:
     current.set_status(error_status(description))
 
 
+def mark_failed(current: Span, description: str) -> None:
+    """A failed operation's span: ERROR status and `error.type` (the conventions' `_OTHER`: a prompt's failure
+    is told in words, it has no error class)."""
+    mark_error(current, description)
+    if otel.api() is not None:
+        current.set_attribute(otel.error_type(), "_OTHER")
+
+
 class WorkflowMetrics:
     """The agent's own instruments (agent/metric_names.py), recorded from workflow code through the replay-safe
     workflow meter. Tokens and model call durations are the activity's (gen_ai.client.*, per call)."""

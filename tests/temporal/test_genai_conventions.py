@@ -147,8 +147,11 @@ async def test_a_failed_model_call_carries_error_type(dev_env: WorkflowEnvironme
     async with worker(dev_env, receiver, make_provider(llm, "anthropic")) as agent:
         prompt = await agent.run("Weather?")
     assert prompt.state == "failed"
-    chat = the_chat(of_trace(finished_spans(), prompt.trace_id or ""))
+    spans = of_trace(finished_spans(), prompt.trace_id or "")
+    chat = the_chat(spans)
     assert chat.attributes["error.type"] == "FatalModelError" and chat.error
+    [invoke] = [s for s in spans if s.name.startswith("invoke_agent ")]
+    assert invoke.attributes["error.type"] == "_OTHER" and invoke.error
     failed = await recorded(receiver, "gen_ai.client.operation.duration", {"error.type": "FatalModelError"})
     assert failed.points[0].attributes["gen_ai.request.model"] == "test-model"
 

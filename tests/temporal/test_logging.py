@@ -13,10 +13,13 @@ from contextlib import contextmanager
 
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from durable_agent.agent.logging import LIBRARY_LOGGER, get_logger
 from durable_agent.workers.observability import ObservabilityConfig, configure_log_export, flush_traces
+from durable_agent.workers.plugin import DurableAgentPlugin
 from tests.support.otlp import OtlpReceiver
+from tests.support.workers import TEST_SETTINGS
 from tests.temporal.test_tracing import run_approval_prompt, traced_worker
 
 STEPS = ["prompt started", "approval requested", "approval decided", "prompt finished"]
@@ -69,6 +72,11 @@ async def test_a_stdlib_handler_sees_every_step_of_a_prompt_with_ids_and_trace_i
     assert steps[-1].state == "completed"  # type: ignore[attr-defined]
     every_text = " ".join(r.getMessage() for r in handler.records)
     assert "approval for the log" not in every_text, "no prompt text in the log lines"
+
+    with captured() as replaying:  # a new worker replaying the whole history writes no step again
+        await Replayer(workflows=[], plugins=[DurableAgentPlugin(TEST_SETTINGS)]).replay_workflow(
+            await handle.workflow.fetch_history())
+    assert not lifecycle(replaying.records, prompt_id), [r.getMessage() for r in replaying.records]
 
 
 async def test_otlp_log_export_delivers_the_steps_to_a_receiver(dev_env: WorkflowEnvironment) -> None:
