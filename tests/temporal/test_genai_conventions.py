@@ -129,6 +129,7 @@ async def test_a_model_call_exports_the_genai_metrics_and_span_attributes(
         assert point.attributes["gen_ai.operation.name"] == "chat"
         assert point.attributes["gen_ai.provider.name"] == provider.name
         assert point.attributes["gen_ai.request.model"] == "test-model"
+        assert point.attributes["task_queue"] == agent.settings.task_queue and point.attributes["activity_type"]
         assert point.bounds == metric_names.BUCKETS[metric_names.TOKEN_USAGE]
     duration = await exported(receiver, "gen_ai.client.operation.duration", model, 1)
     assert (duration.kind, duration.unit) == ("histogram", "s")
