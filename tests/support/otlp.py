@@ -1,6 +1,7 @@
-"""A real OTLP/HTTP receiver on loopback for logs and metrics: decodes `ExportLogsServiceRequest` and
-`ExportMetricsServiceRequest` protobuf bodies with `opentelemetry-proto`, as a collector would, and keeps what
-a test asserts on: each log record's body and attributes, each metric's name, unit, kind and data points."""
+"""A real OTLP/HTTP receiver on loopback for logs and metrics (traces are only counted): decodes
+`ExportLogsServiceRequest` and `ExportMetricsServiceRequest` protobuf bodies with `opentelemetry-proto`, as a
+collector would, and keeps what a test asserts on: each log record's body and attributes, each metric's name,
+unit, kind and data points."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 
@@ -56,11 +58,12 @@ class Metric:
 
 
 class OtlpReceiver:
-    """`with OtlpReceiver() as receiver:` POST /v1/logs and /v1/metrics at `receiver.endpoint`."""
+    """`with OtlpReceiver() as receiver:` POST /v1/logs, /v1/metrics and /v1/traces at `receiver.endpoint`."""
 
     def __init__(self) -> None:
         self.logs: list[LogRecord] = []
         self.metrics: list[Metric] = []
+        self.trace_exports = 0
         self._lock = threading.Lock()
         receiver = self
 
@@ -81,6 +84,9 @@ class OtlpReceiver:
                     metrics.ParseFromString(body)
                     receiver._accept_metrics(metrics)
                     reply = ExportMetricsServiceResponse().SerializeToString()
+                elif self.path == "/v1/traces":  # accepted and counted, not kept (bench/otlp_receiver.py keeps spans)
+                    receiver.trace_exports += 1
+                    reply = ExportTraceServiceResponse().SerializeToString()
                 else:
                     self.send_error(404)
                     return

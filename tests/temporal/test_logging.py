@@ -6,20 +6,26 @@ receiver on loopback; importing and running the library configures no logging of
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from durable_agent.agent.logging import LIBRARY_LOGGER, get_logger
+from durable_agent.client import AgentClient
 from durable_agent.workers.observability import ObservabilityConfig, configure_log_export, flush_traces
 from durable_agent.workers.plugin import DurableAgentPlugin
 from tests.support.otlp import OtlpReceiver
+from tests.support.processes import WorkerProcess
 from tests.support.workers import TEST_SETTINGS
+from tests.temporal.test_metrics import wait_for, worker_env
 from tests.temporal.test_tracing import run_approval_prompt, traced_worker
 
 STEPS = ["prompt started", "approval requested", "approval decided", "prompt finished"]
@@ -107,6 +113,48 @@ async def test_otlp_log_export_delivers_the_steps_to_a_receiver(dev_env: Workflo
     assert {r.attributes["trace_id"] for r in steps} == {trace_id}
     assert steps[1].attributes["call_id"] == steps[2].attributes["call_id"]
     assert "approval exported" not in str([r.body for r in mine])
+
+
+async def test_dagent_worker_writes_json_lines_and_exports_them_over_otlp(
+        dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """Our CLI end to end: `dagent worker` (stderr not a terminal) writes each step as a JSON line on stderr and,
+    with OTEL_LOGS_EXPORTER=otlp, sends the same records to the collector, with the prompt's trace id."""
+    with OtlpReceiver() as receiver:
+        env = worker_env(dev_env, tmp_path, DAGENT_TASK_QUEUE=f"logs-{uuid.uuid4().hex[:8]}",
+                         DAGENT_PLUGINS="tests.scenarios:plugin", DAGENT_MODEL_NORMAL="scripted:tests.scenarios:model",
+                         OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_LOGS_EXPORTER="otlp",
+                         OTEL_METRICS_EXPORTER="none", OTEL_BLRP_SCHEDULE_DELAY="100", OTEL_SERVICE_NAME="cli-logs")
+        worker = WorkerProcess(env, tmp_path / "worker.log")
+        try:
+            await wait_for(worker.ready, "worker ready", 60, worker.log)
+            settings = TEST_SETTINGS.model_copy(update={"task_queue": env["DAGENT_TASK_QUEUE"],
+                                                        "temporal_address": env["TEMPORAL_ADDRESS"],
+                                                        "payload_dir": env["DAGENT_PAYLOAD_DIR"]})
+            handle = await (await AgentClient.connect(settings)).start("approval from the cli", user_id="logs")
+            await handle.wait_until("waiting_for_approval")
+            [pending] = await handle.pending_approvals()
+            await handle.approve(pending.tool_call_id, by="alice")
+            prompt = await handle.result()
+
+            def exported() -> bool:
+                return {"prompt finished"} <= {r.attributes.get("event") for r in receiver.log_records()
+                                               if r.attributes.get("prompt_id") == prompt.id}
+
+            await wait_for(exported, "the steps at the receiver", 20, lambda: str(receiver.log_records()))
+        finally:
+            worker.kill()
+    exported_steps = [r for r in receiver.log_records() if r.attributes.get("prompt_id") == prompt.id]
+    assert [r.attributes["event"] for r in exported_steps] == STEPS
+    assert {r.trace_id for r in exported_steps} == {prompt.trace_id} and prompt.trace_id
+    assert {r.service_name for r in exported_steps} == {"cli-logs"}
+    lines = [json.loads(line) for line in (tmp_path / "worker.log").read_text().splitlines() if line.startswith("{")]
+    written = [line for line in lines
+               if line.get("prompt_id") == prompt.id and line["logger"] == "durable_agent.prompt"]
+    assert [line["event"] for line in written] == STEPS
+    assert all(line["level"] == "info" and line["trace_id"] == prompt.trace_id and line["run_id"]
+               for line in written)
+    assert written[1]["call_id"] == pending.tool_call_id and written[3]["state"] == "completed"
+    assert "approval from the cli" not in (tmp_path / "worker.log").read_text()
 
 
 def test_the_library_configures_no_logging_of_the_process() -> None:
