@@ -7,6 +7,7 @@ The Temporal SDK's own spans join the trace when DAGENT_TEMPORAL_SPANS is on."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -55,11 +56,11 @@ async def worker(env: WorkflowEnvironment, receiver: OtlpReceiver, provider: Any
     memory_exporter()
     metric_names.use_prometheus_names(False)
     config = ObservabilityConfig(metrics="otlp", otlp_metrics_url=f"{receiver.endpoint}/v1/metrics",
-                                 metrics_interval=timedelta(milliseconds=200), service_name="genai-test",
-                                 temporal_spans=temporal_spans)
+                                 metrics_interval=timedelta(milliseconds=500), service_name="genai-test")
+    spans = dataclasses.replace(config, temporal_spans=temporal_spans)
     client = await Client.connect(env.client.service_client.config.target_host, namespace=env.client.namespace,
-                                  runtime=metrics_runtime(config),
-                                  plugins=[DurableAgentPlugin(TEST_SETTINGS), *temporal_plugins(config)])
+                                  runtime=metrics_runtime(config),  # one runtime (and export loop) for the module
+                                  plugins=[DurableAgentPlugin(TEST_SETTINGS), *temporal_plugins(spans)])
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"genai-{uuid.uuid4().hex[:10]}"})
     runtime = build_runtime(settings, plugins=[Plugin("none")], providers={"normal": provider})
     async with create_worker(client, runtime, task_queue=settings.task_queue):
