@@ -177,13 +177,13 @@ class MCPToolSources:
         """A connected `mcp.Client` for the server: a stdio process, or streamable HTTP with the headers from
         the worker's environment."""
         require("mcp", f"{MCP_FEATURE} (server '{server.name}')")
-        from mcp import Client, StdioServerParameters
+        from mcp import Client, StdioServerParameters, stdio_client
 
         async with AsyncExitStack() as stack:
             if server.command is not None:
                 env = {name: self._env[name] for name in server.env_from if name in self._env}
-                target: Any = StdioServerParameters(command=server.command, args=list(server.args),
-                                                    env={**env, **server.env} or None, cwd=server.cwd)
+                target: Any = stdio_client(StdioServerParameters(
+                    command=server.command, args=list(server.args), env={**env, **server.env} or None, cwd=server.cwd))
             else:
                 import httpx2  # the MCP SDK's HTTP client (and the provider SDKs')
                 from mcp.client.streamable_http import streamable_http_client

@@ -1,6 +1,7 @@
-"""MCP servers as tool sources, against real MCP servers the tests start (tests/fakes/mcp_server.py, FastMCP,
-over stdio and streamable HTTP; tests/fakes/mcp_raw_server.py for a malformed answer) and a real Temporal
-dev server."""
+"""MCP servers as tool sources, on the MCP SDK 2.x's `mcp.Client`, against real MCP servers the tests start
+(tests/fakes/mcp_server.py, the SDK's MCPServer, over stdio and streamable HTTP, where the client negotiates the
+2026-07-28 protocol; tests/fakes/mcp_raw_server.py, which knows only the 2025-era `initialize` handshake and
+answers with a malformed result) and a real Temporal dev server."""
 
 from __future__ import annotations
 
@@ -162,6 +163,26 @@ async def test_listing_expires_after_its_ttl() -> None:
     await sources.tools(server)
     assert sources.listings_fetched == 2
     await sources.aclose()
+
+
+async def test_a_stateful_server_keeps_its_state_across_rounds_and_prompts_of_a_worker(
+        dev_env: WorkflowEnvironment) -> None:
+    """One server process and one connection per worker: what a server keeps between calls (here a tally in the
+    process) is there for the next call, the next round and the next prompt."""
+    rounds = [tool_calls(("fake.count", {"name": "visits"})), tool_calls(("fake.count", {"name": "visits"}))]
+
+    def script(request: ModelRequest) -> ModelResponse:
+        return rounds[request.round - 1] if request.round <= len(rounds) else text("counted")
+
+    sources = MCPToolSources()
+    async with mcp_worker(dev_env, [stdio_server()], ScriptedModel(script), sources) as (client, _):
+        first = await client.run("count twice")
+        second = await client.run("count twice more")
+    outputs = [o.result.output for p in (first, second) for o in tool_entries(p)  # type: ignore[union-attr]
+               if isinstance(o.result, ToolSuccess)]
+    assert [o["count"] for o in outputs] == [1, 2, 3, 4]  # type: ignore[index]
+    assert len({o["pid"] for o in outputs}) == 1  # type: ignore[index]
+    assert sources.connections_opened == 1
 
 
 async def test_approval_static_by_pattern_and_by_input(dev_env: WorkflowEnvironment) -> None:
