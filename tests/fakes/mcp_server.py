@@ -72,6 +72,13 @@ def whoami(ctx: Context) -> dict[str, str | None]:
     }
 
 
+@server.tool()
+def trace_context(ctx: Context) -> dict[str, str | None]:
+    """The W3C trace context the client sent in `_meta` (a traced server continues that trace)."""
+    meta = ctx.request_context.meta or {}
+    return {"traceparent": meta.get("traceparent")}
+
+
 @server.resource("note://readme")
 def readme() -> str:
     """A note the agent should know."""

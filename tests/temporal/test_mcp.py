@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.activities.mcp_tools import MCPToolSources
@@ -29,6 +30,7 @@ from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval
 from durable_agent.client import AgentClient
+from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.workers import TEST_SETTINGS
 
@@ -94,15 +96,17 @@ def http_server(markers: Path) -> Iterator[HttpServerProcess]:
 
 @asynccontextmanager
 async def mcp_worker(env: WorkflowEnvironment, servers: Sequence[MCPServer], model: ScriptedModel,
-                     sources: MCPToolSources | None = None) -> AsyncIterator[tuple[AgentClient, AgentRuntime]]:
+                     sources: MCPToolSources | None = None, client: Client | None = None,
+                     ) -> AsyncIterator[tuple[AgentClient, AgentRuntime]]:
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}"})
     runtime = build_runtime(settings, plugins=[Plugin("mcp", mcp_servers=servers)],
                             providers={"normal": model, "high": model})
     if sources is not None:
         runtime.mcp = sources
+    client = client or env.client
     try:
-        async with create_worker(env.client, runtime, task_queue=settings.task_queue, settings=settings):
-            yield AgentClient(env.client, settings), runtime
+        async with create_worker(client, runtime, task_queue=settings.task_queue, settings=settings):
+            yield AgentClient(client, settings), runtime
     finally:
         await runtime.mcp.aclose()
 
@@ -183,6 +187,28 @@ async def test_a_stateful_server_keeps_its_state_across_rounds_and_prompts_of_a_
     assert [o["count"] for o in outputs] == [1, 2, 3, 4]  # type: ignore[index]
     assert len({o["pid"] for o in outputs}) == 1  # type: ignore[index]
     assert sources.connections_opened == 1
+
+
+async def test_a_traced_call_carries_the_prompt_trace_to_the_server(dev_env: WorkflowEnvironment) -> None:
+    """With tracing on, the SDK's client span for the call sits under the tool's span in the prompt's trace, and
+    the server receives that trace in `_meta` (SEP-414), so a traced server's spans join the prompt's trace."""
+    from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
+
+    from bench.spans import finished_spans, memory_exporter, of_trace, parent_of, render_tree
+
+    memory_exporter()
+    traced = await Client.connect(dev_env.client.service_client.config.target_host, namespace=dev_env.client.namespace,
+                                  plugins=[DurableAgentPlugin(TEST_SETTINGS), OpenTelemetryPlugin()])
+    model = first_round(("fake.trace_context", {}))
+    async with mcp_worker(dev_env, [stdio_server()], model, client=traced) as (client, _):
+        prompt = await client.run("trace the call")
+    (call,) = tool_entries(prompt)
+    assert isinstance(call.result, ToolSuccess) and prompt.trace_id
+    spans = of_trace(finished_spans(), prompt.trace_id)
+    (sent,) = [s for s in spans if s.name == "MCP send tools/call trace_context"]
+    parent = parent_of(spans, sent)
+    assert parent is not None and parent.name == "execute_tool fake.trace_context", render_tree(spans)
+    assert call.result.output == {"traceparent": f"00-{prompt.trace_id}-{sent.span_id}-01"}
 
 
 async def test_approval_static_by_pattern_and_by_input(dev_env: WorkflowEnvironment) -> None:
