@@ -73,6 +73,8 @@ class _Connection:
                 await self._closing.wait()
         except BaseException as exc:
             failure = exc
+            if self._client.done() and not self._closing.is_set():
+                log.warning("mcp connection lost", server=self.server.name, error=_describe(exc))
             if not isinstance(exc, Exception):
                 raise
         finally:
