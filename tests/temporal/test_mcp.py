@@ -15,14 +15,16 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.activities.mcp_tools import MCPToolSources
+from durable_agent.activities.mcp_tools import MCPCallFailed, MCPToolSources
 from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.agent.context import ToolContext
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
 from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess
@@ -266,6 +268,26 @@ async def test_server_failures_become_tool_errors_the_model_sees(dev_env: Workfl
     assert prompt.state == "completed"
     assert prompt.output[-1].text == (  # type: ignore[union-attr]
         "fake.refuse=ERR | raw.broken=ERR | gone.anything=ERR | fake.crash=ERR | fake.add=OK")
+
+
+async def test_an_error_answer_keeps_the_connection_and_a_malformed_one_replaces_it() -> None:
+    """A JSON-RPC error came over a connection that works: the next call reuses it. A malformed answer leaves it
+    untrusted: the next call opens a new one (a new server process). Against the 2025-era raw server."""
+    server = MCPServer("raw", command=sys.executable, args=("-m", "tests.fakes.mcp_raw_server"), cwd=str(ROOT))
+    sources = MCPToolSources()
+    ctx: ToolContext = SimpleNamespace(idempotency_key="key-1")  # type: ignore[assignment]  # all a call reads
+    try:
+        assert [t.id for t in await sources.tools(server)] == ["raw.broken", "raw.rpc_error", "raw.echo"]
+        with pytest.raises(MCPCallFailed, match=r"^MCP server 'raw' failed during 'rpc_error': MCPError: no such arg"):
+            await sources.call(server, "rpc_error", {}, ctx)
+        assert await sources.call(server, "echo", {"n": 1}, ctx) == '{"n": 1}'
+        assert sources.connections_opened == 1
+        with pytest.raises(MCPCallFailed, match=r"^MCP server 'raw' failed during 'broken': ValidationError"):
+            await sources.call(server, "broken", {}, ctx)
+        assert await sources.call(server, "echo", {"n": 2}, ctx) == '{"n": 2}'
+        assert sources.connections_opened == 2
+    finally:
+        await sources.aclose()
 
 
 async def test_http_server_with_headers_from_the_worker_environment(
