@@ -37,7 +37,8 @@ def request_attributes(provider: ModelProvider, request: ModelRequest, conversat
     g = otel.gen_ai()
     settings = request.settings
     attributes: dict[str, Any] = {
-        g.GEN_AI_OPERATION_NAME: g.GenAiOperationNameValues.CHAT.value, g.GEN_AI_PROVIDER_NAME: provider.name,
+        g.GEN_AI_OPERATION_NAME: g.GenAiOperationNameValues.CHAT.value,
+        g.GEN_AI_PROVIDER_NAME: metric_names.provider_name(provider.name), "dagent.provider": provider.name,
         g.GEN_AI_REQUEST_MODEL: request_model(provider),
         "dagent.prompt.id": request.prompt_id, "dagent.round": request.round,
         "dagent.attempt": activity.info().attempt,
@@ -55,7 +56,7 @@ class ModelCall:
     def __init__(self, span: Span, provider: ModelProvider, record_content: bool) -> None:
         self.span = span
         self.model = request_model(provider)
-        self.provider = provider.name
+        self.provider = metric_names.provider_name(provider.name)
         self.record_content = record_content
         self.response_model = ""
 

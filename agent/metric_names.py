@@ -31,6 +31,19 @@ TOOL_NAME = "gen_ai.tool.name"
 ERROR_TYPE = "error.type"
 
 
+# gen_ai.provider.name by our provider adapters' names: the conventions' well-known values (one per API
+# surface, whatever the wire protocol); an adapter without one (`scripted`, a plugin's own) keeps its name.
+PROVIDER_NAMES = {
+    "openai": "openai", "openai-chat": "openai", "anthropic": "anthropic",
+    "azure": "azure.ai.openai", "azure-chat": "azure.ai.openai",
+    "anthropic-vertex": "gcp.vertex_ai", "anthropic-bedrock": "aws.bedrock",
+}
+
+
+def provider_name(adapter: str) -> str:
+    return PROVIDER_NAMES.get(adapter, adapter)
+
+
 @dataclass(frozen=True)
 class Instrument:
     name: str

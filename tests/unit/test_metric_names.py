@@ -38,6 +38,9 @@ def test_the_genai_metrics_are_the_conventions() -> None:
         gen_ai.GEN_AI_OPERATION_NAME, gen_ai.GEN_AI_PROVIDER_NAME, gen_ai.GEN_AI_REQUEST_MODEL,
         gen_ai.GEN_AI_RESPONSE_MODEL, gen_ai.GEN_AI_TOKEN_TYPE, gen_ai.GEN_AI_TOOL_NAME, error_attributes.ERROR_TYPE)
     assert {v.value for v in gen_ai.GenAiTokenTypeValues} == {"input", "output"}
+    assert set(metric_names.PROVIDER_NAMES.values()) <= {v.value for v in gen_ai.GenAiProviderNameValues}
+    assert metric_names.provider_name("anthropic-bedrock") == "aws.bedrock"
+    assert metric_names.provider_name("scripted") == "scripted", "no well-known value: the adapter's own name"
 
 
 def test_our_own_instruments_are_dotted_and_say_what_they_replace() -> None:
