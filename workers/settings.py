@@ -23,7 +23,7 @@ from durable_agent.workers.durations import parse_duration
 from durable_agent.workers.env_values import model_settings, pem, positive_number, provider_map, tristate, whole_number
 from durable_agent.workers.observability import ObservabilityConfig
 from durable_agent.workers.storage.codec import AESGCMCodec, codec_for
-from durable_agent.workers.storage.converter import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from durable_agent.workers.storage.converter import DEFAULT_PAYLOAD_THRESHOLD, compose_data_converter
 from durable_agent.workers.storage.files import BlobFileStore
 from durable_agent.workers.storage.local import DirectoryObjects
 from durable_agent.workers.storage.objects import ObjectClient
@@ -300,8 +300,10 @@ class Settings(BaseModel):
         return ObservabilityConfig.from_env(self.otel_env, metrics_port=self.metrics_port,
                                             metrics_host=self.metrics_host)
 
-    def data_converter(self) -> DataConverter:
-        return data_converter(self.blob_objects(), threshold=self.payload_threshold, codec=self.codec())
+    def data_converter(self, existing: DataConverter | None = None) -> DataConverter:
+        """Ours, as a function of `existing` (a team's converter: workers/storage/converter.py says what is kept)."""
+        return compose_data_converter(existing, self.blob_objects(), threshold=self.payload_threshold,
+                                      codec=self.codec())
 
     @property
     def workflow_task_slots(self) -> int | None:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import BaseModel
+from temporalio import workflow
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     ListWorkerDeploymentsRequest,
@@ -25,13 +27,14 @@ from temporalio.api.workflowservice.v1 import (
     SetWorkerDeploymentRampingVersionRequest,
 )
 from temporalio.client import Client
-from temporalio.common import WorkerDeploymentVersion
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
 from durable_agent.workers.settings import Settings
 
-__all__ = ["DeploymentError", "DeploymentView", "VersionView", "deployment_config", "describe_deployment",
+__all__ = ["DeploymentError", "DeploymentView", "UnversionedWorkflow", "VersionView", "check_versioning_behaviors",
+           "deployment_config", "describe_deployment",
            "list_deployments", "set_current_version", "set_ramping_version", "wait_for_routing"]
 
 IDENTITY = "dagent deploy"
@@ -52,6 +55,29 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     return WorkerDeploymentConfig(
         version=WorkerDeploymentVersion(deployment_name=settings.deployment_name, build_id=settings.build_id),
         use_worker_versioning=True)
+
+
+class UnversionedWorkflow(ValueError):
+    """A workflow on a versioned worker declares no versioning behavior (one line naming the options)."""
+
+
+def check_versioning_behaviors(workflows: Sequence[type], deployment: WorkerDeploymentConfig) -> None:
+    """Temporal refuses a versioned worker whose workflow declares no versioning behavior; this says so in one
+    line naming both ways out, before the SDK's message (which names neither). A team's workflow keeps the
+    behavior it declares; ours declare theirs (workflows/deployment.py)."""
+    if not deployment.use_worker_versioning or deployment.default_versioning_behavior not in (
+            None, VersioningBehavior.UNSPECIFIED):
+        return
+    for workflow_class in workflows:
+        defn = workflow._Definition.from_class(workflow_class)
+        if defn is None or defn.dynamic_config_fn or defn.versioning_behavior not in (
+                None, VersioningBehavior.UNSPECIFIED):
+            continue
+        raise UnversionedWorkflow(
+            f"workflow {defn.name} declares no versioning behavior and this worker polls as deployment version "
+            f"{deployment.version.deployment_name}.{deployment.version.build_id}: give it "
+            "@workflow.defn(versioning_behavior=VersioningBehavior.PINNED or AUTO_UPGRADE), or pass the Worker a "
+            "deployment_config=WorkerDeploymentConfig(..., default_versioning_behavior=...)")
 
 
 class VersionView(BaseModel):
