@@ -247,7 +247,8 @@ class DurableAgentPlugin(SimplePlugin):
             from durable_agent.workflows.deployment import versioned_workflows
 
             config["workflows"] = versioned_workflows(config.get("workflows") or [])
-            check_versioning_behaviors(config["workflows"], deployment)
+        if not config.get("use_worker_versioning"):  # the legacy build-id versioning has rules of its own
+            check_versioning_behaviors(config.get("workflows") or [], deployment)
         if self.runtime is not None and config.get("tuner") is None:  # a tuner's slots are its own to size
             self.runtime.fits_local_model_calls = tasks_fit_cache(config.get("max_cached_workflows", 0),
                                                                   config.get("max_concurrent_workflow_tasks"))

@@ -61,23 +61,32 @@ class UnversionedWorkflow(ValueError):
     """A workflow on a versioned worker declares no versioning behavior (one line naming the options)."""
 
 
-def check_versioning_behaviors(workflows: Sequence[type], deployment: WorkerDeploymentConfig) -> None:
-    """Temporal refuses a versioned worker whose workflow declares no versioning behavior; this says so in one
-    line naming both ways out, before the SDK's message (which names neither). A team's workflow keeps the
-    behavior it declares; ours declare theirs (workflows/deployment.py)."""
-    if not deployment.use_worker_versioning or deployment.default_versioning_behavior not in (
-            None, VersioningBehavior.UNSPECIFIED):
-        return
+def check_versioning_behaviors(workflows: Sequence[type], deployment: WorkerDeploymentConfig | None) -> None:
+    """Temporal's two rules on versioning behaviors, as one line naming the way out before a worker polls:
+    on a versioned worker every workflow needs a behavior (the SDK refuses, naming no option); on an
+    unversioned one none may have one (the server fails each of its workflow tasks: the workflow is stuck).
+    A team's workflow keeps the behavior it declares; ours declare theirs on versioned workers only
+    (workflows/deployment.py)."""
+    versioned = deployment is not None and deployment.use_worker_versioning
     for workflow_class in workflows:
         defn = workflow._Definition.from_class(workflow_class)
-        if defn is None or defn.dynamic_config_fn or defn.versioning_behavior not in (
-                None, VersioningBehavior.UNSPECIFIED):
+        if defn is None or defn.dynamic_config_fn:
             continue
-        raise UnversionedWorkflow(
-            f"workflow {defn.name} declares no versioning behavior and this worker polls as deployment version "
-            f"{deployment.version.deployment_name}.{deployment.version.build_id}: give it "
-            "@workflow.defn(versioning_behavior=VersioningBehavior.PINNED or AUTO_UPGRADE), or pass the Worker a "
-            "deployment_config=WorkerDeploymentConfig(..., default_versioning_behavior=...)")
+        declared = defn.versioning_behavior not in (None, VersioningBehavior.UNSPECIFIED)
+        if not versioned and declared:
+            raise UnversionedWorkflow(
+                f"workflow {defn.name} declares versioning behavior {defn.versioning_behavior.name} "  # type: ignore[union-attr]
+                "but this worker is not versioned (Temporal would fail every task of it): set "
+                "DAGENT_DEPLOYMENT_NAME and DAGENT_BUILD_ID (Settings.deployment_name, build_id), or pass the "
+                "Worker a deployment_config=WorkerDeploymentConfig(..., use_worker_versioning=True)")
+        if versioned and not declared and deployment.default_versioning_behavior in (  # type: ignore[union-attr]
+                None, VersioningBehavior.UNSPECIFIED):
+            version = deployment.version  # type: ignore[union-attr]
+            raise UnversionedWorkflow(
+                f"workflow {defn.name} declares no versioning behavior and this worker polls as deployment version "
+                f"{version.deployment_name}.{version.build_id}: give it "
+                "@workflow.defn(versioning_behavior=VersioningBehavior.PINNED or AUTO_UPGRADE), or pass the Worker "
+                "a deployment_config=WorkerDeploymentConfig(..., default_versioning_behavior=...)")
 
 
 class VersionView(BaseModel):
