@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from durable_agent.agent.errors import DurableAgentError
 from durable_agent.workers.connection import connect_client
 from durable_agent.workers.observability import flush_traces, metrics_runtime, temporal_plugins
 from durable_agent.workers.resting import WatchedRunner, evict_resting, eviction_door
-from durable_agent.workers.search_attributes import check_search_attributes
+from durable_agent.workers.search_attributes import MissingSearchAttributes, check_search_attributes
 from durable_agent.workers.settings import Settings, WorkflowSandbox, tasks_fit_cache
 from durable_agent.workers.versioning import check_versioning_behaviors, deployment_config
 
@@ -257,9 +258,8 @@ class DurableAgentPlugin(SimplePlugin):
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """See base class. While the worker runs, its prompts waiting for a person beyond the most recent
         `Settings.cached_waiting` leave its workflow cache (workers/resting.py)."""
-        await check_search_attributes(worker.client)
         try:
-            await self._run_worker(worker, next)
+            await self._run_worker(worker, functools.partial(_run_checked, next=next))
         finally:
             flush_traces()  # the worker's spans (and its process's client spans) reach the exporter
 
@@ -281,6 +281,20 @@ class DurableAgentPlugin(SimplePlugin):
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+
+
+async def _run_checked(worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+    """Run the worker while its namespace's search attributes are checked; when one is missing, shut it down and
+    raise the check's one line. (Raising before the worker runs would leave `Worker.shutdown` waiting for ever.)"""
+    running = asyncio.ensure_future(next(worker))
+    try:
+        await check_search_attributes(worker.client)
+    except MissingSearchAttributes:
+        await worker.shutdown()
+        with contextlib.suppress(Exception):
+            await running
+        raise
+    await running
 
 
 def carried_plugin(client: Client) -> DurableAgentPlugin | None:
