@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -16,7 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from durable_agent import DurableAgentPlugin, Settings, check_search_attributes
-from durable_agent.workers.search_attributes import MissingSearchAttributes
+from durable_agent.cli.devserver import SEARCH_ATTRIBUTES
+from durable_agent.workers.search_attributes import MissingSearchAttributes, required_search_attributes
+from tests.support.processes import REPO_ROOT as ROOT
 
 
 async def test_a_namespace_without_our_search_attributes_is_refused_naming_them(
@@ -45,3 +48,16 @@ async def test_a_namespace_without_our_search_attributes_is_refused_naming_them(
         async with Worker(client, task_queue="bare"):
             await asyncio.sleep(1)
     await check_search_attributes(dev_env.client)  # the dev server's namespace has them all: no refusal
+
+
+def test_every_place_lists_the_same_search_attributes() -> None:
+    required = required_search_attributes()
+    assert set(required) == {"PromptState", "UserId", "ConversationId", "ParentPromptId"}
+    assert SEARCH_ATTRIBUTES == required  # `dagent server`, the tests' servers
+    setup = (ROOT / "deploy" / "temporal-setup.sh").read_text()
+    default = re.search(r'SEARCH_ATTRIBUTES="\$\{SEARCH_ATTRIBUTES:-([^}]*)\}"', setup)
+    assert default is not None
+    assert dict(pair.split("=") for pair in default.group(1).split()) == required
+    deploying = (ROOT / "docs" / "deploying.md").read_text()
+    cloud = deploying.split("- **Temporal Cloud with an API key**")[1].split("\n- ")[0]
+    assert [name for name in required if not re.search(rf"\b{name}\b", cloud)] == [], "the Cloud setup misses one"

@@ -1,5 +1,5 @@
-"""The first-deploy snags of issue 40 (shared/reviews/ecosystem-turn4.md §2, §3), each with the check that would
-have caught it: one search-attribute list everywhere, the README's rollout snippet as written."""
+"""A first-deploy snag of issue 40 (shared/reviews/ecosystem-turn4.md §3): the README's rollout snippet as written.
+(One search-attribute list everywhere: tests/temporal/test_search_attribute_check.py.)"""
 
 from __future__ import annotations
 
@@ -7,23 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from durable_agent.cli.devserver import SEARCH_ATTRIBUTES
-from durable_agent.workers.search_attributes import required_search_attributes
-
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_every_place_lists_the_same_search_attributes() -> None:
-    required = required_search_attributes()
-    assert set(required) == {"PromptState", "UserId", "ConversationId", "ParentPromptId"}
-    assert SEARCH_ATTRIBUTES == required  # `dagent server`, the tests' servers
-    setup = (ROOT / "deploy" / "temporal-setup.sh").read_text()
-    default = re.search(r'SEARCH_ATTRIBUTES="\$\{SEARCH_ATTRIBUTES:-([^}]*)\}"', setup)
-    assert default is not None
-    assert dict(pair.split("=") for pair in default.group(1).split()) == required
-    deploying = (ROOT / "docs" / "deploying.md").read_text()
-    cloud = deploying.split("- **Temporal Cloud with an API key**")[1].split("\n- ")[0]
-    assert [name for name in required if not re.search(rf"\b{name}\b", cloud)] == [], "the Cloud setup misses one"
 
 
 def _bash_blocks(markdown: str) -> list[str]:
