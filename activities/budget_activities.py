@@ -2,7 +2,7 @@
 
 Both reach each ledger with update-with-start (USE_EXISTING), so a ledger exists on first use; both are
 idempotent by reservation id, so an activity retry neither reserves nor counts twice. Only prompts whose
-request names budget principals schedule them (workflows/period_budgets.py).
+request names budget principals schedule them (workflows/budget_gate.py).
 """
 
 from __future__ import annotations

@@ -31,22 +31,20 @@ from durable_agent.workflows.names import BUDGET_RESERVE_ACTIVITY, BUDGET_SETTLE
 from durable_agent.workflows.protocol import ApprovalRequirement, PromptRequest, ReadyCall, RoundResult
 from durable_agent.workflows.record import Recorder
 
-PERIOD_BUDGETS_PATCH = "period-budgets"
 BUDGET_TIMEOUT = timedelta(seconds=30)
 BUDGET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                            maximum_attempts=10)
 
 
 class BudgetGate:
-    """`active`: the run goes through its ledgers (it names principals and has PERIOD_BUDGETS_PATCH).
+    """`active`: the run goes through its ledgers (it names principals).
     `ignore(kind, problem)` records what could not be done in the audit."""
 
-    def __init__(self, request: PromptRequest, record: Recorder, desk: ApprovalDesk, *, has: Callable[[str], bool],
+    def __init__(self, request: PromptRequest, record: Recorder, desk: ApprovalDesk, *,
                  ignore: Callable[[str, str], None]) -> None:
         self._request = request
         self._record = record
         self._desk = desk
-        self._has = has
         self._ignore = ignore
         self._reservation: str | None = None  # this round's reservation, until settled
         self._grant: tuple[str, Grant] | None = None  # (principal, extra approved) for the next reserve
@@ -54,7 +52,7 @@ class BudgetGate:
 
     @property
     def active(self) -> bool:
-        return bool(self._request.budgets) and self._has(PERIOD_BUDGETS_PATCH)
+        return bool(self._request.budgets)
 
     @property
     def principals(self) -> list[str]:
@@ -151,4 +149,4 @@ class BudgetGate:
         return True
 
 
-__all__ = ["PERIOD_BUDGETS_PATCH", "BudgetGate"]
+__all__ = ["BudgetGate"]

@@ -303,6 +303,11 @@ def test_the_readme_and_the_architecture_page_draw_the_same_layers() -> None:
     assert drawing(README) == drawing(DOCS / "architecture.md")
     for layer in LAYERS:
         assert f"durable_agent.{layer}" in drawing(README), layer
+    from durable_agent.workflows import names
+
+    wire = {value for key, value in vars(names).items() if key.endswith(("_ACTIVITY", "_WORKFLOW"))}
+    assert len(wire) >= 11, "the scan found every activity and workflow type"
+    assert sorted(name for name in wire if name not in drawing(README)) == []  # every one drawn
 
 
 def _public_functions() -> set[str]:
