@@ -131,7 +131,8 @@ def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: st
     return Worker(client, task_queue=task_queue, activities=[AgentActivities(runtime).model_round],
                   max_concurrent_activities=max_concurrent, max_activities_per_second=worker_rate,
                   max_task_queue_activities_per_second=queue_rate(rate_limit) if rate_limit else None,
-                  interceptors=[PacedCalls()] if rate_limit else [], **options)
+                  interceptors=[*options.pop("interceptors", ()), *([PacedCalls()] if rate_limit else [])],
+                  **options)
 
 
 def create_workers(client: Client, runtime: AgentRuntime, settings: Settings) -> list[Worker]:

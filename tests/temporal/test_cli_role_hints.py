@@ -54,20 +54,21 @@ async def test_the_printed_approve_and_signal_are_accepted_for_a_role_call(dev_e
         prompt_id = re.search(r"^prompt (prompt-\w+)$", run.stdout, re.M).group(1)  # type: ignore[union-attr]
         approve_line = re.search(rf"^  (dagent approve {prompt_id} .*)$", run.stdout, re.M).group(1)  # type: ignore[union-attr]
         assert approve_line.endswith("--role finance"), run.stdout
-        approved = await asyncio.to_thread(_dagent, env, *shlex.split(approve_line)[1:])
-        first = await client.prompt(prompt_id).result()
-
-        run = await asyncio.to_thread(_dagent, env, "run", "--no-interactive", "--user", "ann", "Pay INV-2")
-        second_id = re.search(r"^prompt (prompt-\w+)$", run.stdout, re.M).group(1)  # type: ignore[union-attr]
         signal_line = re.search(r"^  temporal workflow signal .* --input '(.*)'$", run.stdout, re.M)
         assert signal_line is not None, run.stdout
         fields = json.loads(signal_line.group(1))
         assert fields["roles"] == ["finance"] and fields["by"] == LOGIN_USER
-        await client.prompt(second_id).approve(fields["tool_call_id"], by=fields["by"], roles=fields["roles"])
-        second = await client.prompt(second_id).result()
+        approved = await asyncio.to_thread(_dagent, env, *shlex.split(approve_line)[1:])
+        first = await client.prompt(prompt_id).result()
+
+        # The signal's fields, sent as printed, on a second prompt waiting for the same call.
+        second = await client.start("Pay INV-2", user_id="ann")
+        await second.wait_until("waiting_for_approval")
+        await second.approve(fields["tool_call_id"], by=fields["by"], roles=fields["roles"])
+        second_done = await second.result()
 
     assert approved.returncode == 0, approved.stderr
-    for prompt in (first, second):
+    for prompt in (first, second_done):
         call = next(o for o in prompt.output if isinstance(o, ToolOutput))
         assert prompt.state == "completed" and call.decision is not None and call.decision.decision == "approved"
         assert call.decision.by == LOGIN_USER
