@@ -14,7 +14,7 @@ from durable_agent.workflows.names import SEARCH_ATTRIBUTE_KEYS
 __all__ = ["MissingSearchAttributes", "check_search_attributes", "required_search_attributes"]
 
 log = get_logger(__name__)
-_FOUND: set[tuple[str, str]] = set()  # (server, namespace) already found complete: one check per process
+_SETTLED: set[tuple[str, str]] = set()  # (server, namespace) found complete or not checkable: once per process
 
 
 class MissingSearchAttributes(RuntimeError):
@@ -37,7 +37,7 @@ async def check_search_attributes(client: Client) -> None:
     """Raise `MissingSearchAttributes` when the client's namespace lacks any of ours. A server that cannot list
     them (the time-skipping test server; an API key without the permission) is not checked: a warning says so."""
     where = (client.service_client.config.target_host, client.namespace)
-    if where in _FOUND:
+    if where in _SETTLED:
         return
     try:
         listed = await client.operator_service.list_search_attributes(
@@ -45,11 +45,12 @@ async def check_search_attributes(client: Client) -> None:
     except RPCError as exc:
         log.warning("search attributes not checked", namespace=client.namespace, error=exc.message.splitlines()[0]
                     if exc.message else str(exc.status))
+        _SETTLED.add(where)
         return
     present = {*listed.custom_attributes, *listed.system_attributes}
     missing = [name for name in required_search_attributes() if name not in present]
     if not missing:
-        _FOUND.add(where)
+        _SETTLED.add(where)
     else:
         commands = "; ".join(f"temporal operator search-attribute create --namespace {client.namespace} "
                              f"--name {name} --type {required_search_attributes()[name]}" for name in missing)
