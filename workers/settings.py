@@ -150,8 +150,7 @@ class Settings(BaseModel):
         "otherwise), `gzip` or `none`."))
     metrics_port: int | None = Field(default=None, ge=1, le=65535, description=(
         "DAGENT_METRICS_PORT (or `dagent worker --metrics-port`): serve Prometheus metrics on this port."))
-    metrics_host: str = Field(default="127.0.0.1", description=(
-        "DAGENT_METRICS_HOST: the metrics endpoint's address (loopback unless set, e.g. `0.0.0.0` in a container)."))
+    metrics_host: str = Field(default="127.0.0.1", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
     trace_content: bool = Field(default=False, description=(
         "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
     temporal_spans: bool = Field(default=False, description=(
