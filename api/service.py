@@ -181,25 +181,26 @@ class AgentService:
         return found
 
     async def _own_rows(self, rows: list[PendingRow]) -> list[PendingRow]:
-        """Rows of sub-agents' calls as the sub-agents' own prompts list them (`own_call`); a row no sub-agent
-        of its prompt waits for (an invented one) is left out."""
-        tops: dict[str, Prompt | None] = {}
-        own_rows = []
-        for row in rows:
-            if row.call.path:
-                if row.prompt_id not in tops:
-                    try:
-                        tops[row.prompt_id] = await asyncio.wait_for(self.agent.prompt(row.prompt_id).get(),
-                                                                     self.config.pending_query_seconds)
-                    except Exception:  # slow or gone: its sub-agents' calls are not listed this time
-                        tops[row.prompt_id] = None
-                top = tops[row.prompt_id]
-                own = await self.own_call(top, row.call.tool_call_id) if top is not None else None
-                if own is None:
-                    continue
-                row = row.model_copy(update={"call": own})
-            own_rows.append(row)
-        return own_rows
+        """Rows of sub-agents' calls as the sub-agents' own prompts list them (`own_call`, all at once, each
+        bounded by `pending_query_seconds`); a row no sub-agent of its prompt waits for (an invented one), or
+        whose prompts did not answer in time, is left out."""
+        async def own(row: PendingRow) -> PendingApproval | None:
+            try:
+                top = await self.agent.prompt(row.prompt_id).get()
+                return await self.own_call(top, row.call.tool_call_id)
+            except Exception:  # slow or gone: listed again on the next call
+                return None
+
+        async def bounded(row: PendingRow) -> PendingRow | None:
+            if not row.call.path:
+                return row
+            try:
+                call = await asyncio.wait_for(own(row), self.config.pending_query_seconds)
+            except TimeoutError:
+                return None
+            return None if call is None else row.model_copy(update={"call": call})
+
+        return [row for row in await asyncio.gather(*(bounded(r) for r in rows)) if row is not None]
 
     async def approval_contexts(self, rows: list[PendingRow]) -> dict[tuple[str, str], ApprovalContext]:
         """(prompt id, call id) -> the call's context, for the rows whose prompts answered in time. A context
