@@ -159,8 +159,8 @@ class AgentService:
             return identity.may_decide(who, call.approvers, owner=owner, four_eyes=call.four_eyes, approving=approving)
         if principal.id != owner and not principal.sees_everything:
             return f"{principal.id} may not decide this call"
-        if call.four_eyes and approving and principal.id == owner:
-            return identity.FOUR_EYES_REFUSAL
+        if call.four_eyes and approving and owner is not None and principal.id == identity.person_id(owner):
+            return identity.FOUR_EYES_REFUSAL  # the owner by the decider's rule (`user:fin3` is fin3)
         return None
 
     def may_decide(self, principal: Principal, owner: str | None, call: PendingApproval) -> bool:

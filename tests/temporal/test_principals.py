@@ -82,7 +82,8 @@ async def test_four_eyes_knows_the_owner_by_the_deciders_rule(dev_env: WorkflowE
     """§1.10: a prompt whose user is recorded as `user:fin3` (started through the client) cannot be approved by
     fin3 under four-eyes; another finance user can."""
     keys = [ApiKey(principal="fin3", key="fin3-finance-key-0123456789", roles=["finance"]),
-            ApiKey(principal="fin4", key="fin4-finance-key-0123456789", roles=["finance"])]
+            ApiKey(principal="fin4", key="fin4-finance-key-0123456789", roles=["finance"]),
+            ApiKey(principal="apu", key="apu-approver-key-0123456789", roles=["approver"])]
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model(), four_eyes=True) as agent, \
             serve_in_background(create_app(agent, ApiConfig(api_keys=keys))) as url, \
             httpx.AsyncClient(base_url=url, timeout=60) as http:
@@ -95,3 +96,9 @@ async def test_four_eyes_knows_the_owner_by_the_deciders_rule(dev_env: WorkflowE
         other = await http.post(f"/prompts/{handle.id}/approvals/{call_id}/approve",
                                 headers={"Authorization": "Bearer fin4-finance-key-0123456789"})
         assert other.status_code == 200, other.text
+        # A call whose policy names nobody (payment.send over 100): the owner `user:apu`, an approver, is apu.
+        unnamed = await agent.start("pay bob 250", user_id="user:apu")
+        waiting = await unnamed.wait_until("waiting_for_approval")
+        own = await http.post(f"/prompts/{unnamed.id}/approvals/{waiting.output[-1].id}/approve",  # type: ignore[union-attr]
+                              headers={"Authorization": "Bearer apu-approver-key-0123456789"})
+        assert own.status_code == 403 and "four-eyes" in own.json()["detail"], own.text
