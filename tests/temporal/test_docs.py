@@ -277,7 +277,7 @@ def test_the_bare_name_check_catches_them() -> None:
     assert _bare_module_paths("from agent.models import Prompt") == ["agent.models", "from agent.models import Prompt"]
     assert _bare_module_paths("DAGENT_PLUGINS=plugins.demo:plugin") == ["plugins.demo"]
     assert _bare_module_paths("python -m cli run") == ["-m cli"]
-    assert _bare_module_paths("durable_agent.workers.plugin.AgentSandboxedRunner, workers/plugin.py, "
+    assert _bare_module_paths("durable_agent.workers.plugin.DurableAgentPlugin, workers/plugin.py, "
                               "client.start(...), mypkg.plugins:payments") == []
 
 
