@@ -26,6 +26,7 @@ from durable_agent.agent.models import (
     ToolSuccess,
 )
 from durable_agent.workflows import names, versions
+from durable_agent.workflows.details import prompt_summary
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.protocol import (
     ApproveRequest,
@@ -108,7 +109,8 @@ class SubAgents:
             # start + await: the same commands as execute_child_workflow, and the child's run id in between
             handle = await workflow.start_child_workflow(
                 names.PROMPT_WORKFLOW, request, id=child_id, result_type=Prompt,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}")
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}",
+                memo={"summary": f"sub-agent {call.tool}: {prompt_summary(request.user_id, request.input)}"})
             self._children[entry.id].run_id = handle.first_execution_run_id
             child = await handle
         except ChildWorkflowError as exc:
