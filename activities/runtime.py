@@ -22,6 +22,7 @@ from durable_agent.agent.providers.base import ModelProvider
 from durable_agent.agent.tools import Tool
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES = 256_000
+LIVE_DETAILS_EVERY_SECONDS = 0.5  # with stream_text=True: streamed text and tool progress reach watchers this often
 log = get_logger("dagent.runtime")
 
 
@@ -79,6 +80,13 @@ class AgentRuntime:
 
     def __post_init__(self) -> None:
         self.tools = ToolRegistry(self.plugins)
+
+    @property
+    def live_every(self) -> float | None:
+        """How often a running call's streamed text and tool progress go to the heartbeat details watchers read:
+        every `LIVE_DETAILS_EVERY_SECONDS` when streaming text was asked for (`stream_text=True`), otherwise only
+        with the liveness heartbeats (each heartbeat is a billable action; activities/heartbeats.py)."""
+        return LIVE_DETAILS_EVERY_SECONDS if self.stream_text else None
 
     def streams_text(self, provider: ModelProvider) -> bool:
         if not callable(getattr(provider, "stream", None)):
