@@ -6,7 +6,7 @@ loop in the same run, and what watching a prompt costs.
     .venv/bin/python -m bench.realistic --report bench/results/realistic.json
 
 Both sides call the real OpenAI SDK (ours: the `openai:` provider, streaming; the baseline: `responses.create`,
-unstreamed) against `tests/fakes/paced_llm.py`, a fake Responses server that answers after a time to first token
+unstreamed) against `bench/paced_llm.py`, a fake Responses server that answers after a time to first token
 with 60 tokens at 50/s. Workload: the bench's one trivial tool (`bench.echo`), K=5 tool rounds = 6 model calls
 and 5 tool calls per prompt (`bench.scenario`). Actions come from the dev server's own `action` metric (started
 with `--metrics-port`; labels `action_type`, `namespace`), read before and after each prompt once the server has
@@ -48,19 +48,19 @@ import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.actions import HEARTBEAT, settled, since
 from bench.config import BASELINE, PRODUCT, REPO, RESULTS, log
 from bench.measure import cpu_seconds, history_stats
+from bench.paced_llm import FakeCall, Pace, PacedLLM, function_call_outputs_after_last_user, serve_paced_llm
 from bench.scenario import Scenario, next_step
 from bench.sides import BaselineSide, ProductSide, Side, product_settings
 from durable_agent.cli.devserver import DevServer
 from durable_agent.cli.devserver.ports import free_port
 from durable_agent.workers.worker import connect
-from tests.fakes.llm_server import FakeCall
-from tests.fakes.paced_llm import Pace, PacedLLM, function_call_outputs_after_last_user, serve_paced_llm
-from tests.support.actions import HEARTBEAT, settled, since
 
 ROUNDS = 5  # tool rounds per prompt: 6 model calls
 LIVE_TEXT = "durable-agent+live-text"
+NO_STREAM = "durable-agent-unstreamed"  # --unstreamed: DAGENT_STREAM_TEXT=0, the model's answer read whole
 LATENCIES: dict[str, Pace] = {  # 60 tokens at 50/s after the time to first token
     "~0 s": Pace(first_token_seconds=0.0, tokens=60, tokens_per_second=0),
     "2 s": Pace(first_token_seconds=0.8, tokens=60, tokens_per_second=50),
@@ -80,15 +80,14 @@ def respond(body: dict[str, Any]) -> list[FakeCall]:
 
 
 class RealProduct(ProductSide):
-    def __init__(self, client: Client, address: str, workdir: Path, base_url: str, *, live_text: bool) -> None:
+    def __init__(self, client: Client, address: str, workdir: Path, base_url: str, *, stream_text: str) -> None:
         super().__init__(client, address, workdir, {"tool": "", "model_calls": "activity"})
-        self.base_url, self.live_text = base_url, live_text
-        self.name = LIVE_TEXT if live_text else PRODUCT
+        self.base_url, self.stream_text = base_url, stream_text
+        self.name = {"1": LIVE_TEXT, "0": NO_STREAM}.get(stream_text, PRODUCT)
 
     def worker_env(self) -> dict[str, str]:
         return super().worker_env() | {"DAGENT_MODEL_NORMAL": "openai:paced-model", "OPENAI_API_KEY": "sk-bench",
-                                       "OPENAI_BASE_URL": self.base_url,
-                                       "DAGENT_STREAM_TEXT": "1" if self.live_text else "auto"}
+                                       "OPENAI_BASE_URL": self.base_url, "DAGENT_STREAM_TEXT": self.stream_text}
 
 
 class RealBaseline(BaselineSide):
@@ -145,10 +144,10 @@ def summarize(samples: list[Sample]) -> dict[str, Any]:
 async def latencies(sides: Sequence[Side], llm: PacedLLM, metrics: str, server_pid: int,
                     prompts: dict[str, int]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for label, pace in LATENCIES.items():
-        llm.pace = pace
+    for label, count in prompts.items():
+        pace = llm.pace = LATENCIES[label]
         samples: dict[str, list[Sample]] = {side.name: [] for side in sides}
-        for rep in range(prompts[label]):
+        for rep in range(count):
             for side in (sides if rep % 2 == 0 else list(reversed(sides))):
                 samples[side.name].append(await measure_prompt(side, llm, metrics, server_pid))
         out[label] = {"pace": pace.__dict__, "model_call_s": pace.seconds,
@@ -265,14 +264,14 @@ def render(results: dict[str, Any]) -> str:
                      f"**{ours['actions_per_prompt'] / base['actions_per_prompt']:.2f}x** | {_actions(live)} |")
     lines += ["", "By action type, per prompt:", ""]
     for label, row in results["latency"].items():
-        for name in SIDES:
+        for name in [name for name in row if name in (*SIDES, NO_STREAM)]:
             kinds = ", ".join(f"{kind.split('_', 1)[1]} {count:g}"
                               for kind, count in sorted(row[name]["by_type_per_prompt"].items()))
             lines.append(f"- {label}, {name}: {kinds}")
     lines += ["", "| model call | side | wall s | model s | overhead ms (per round) | % of round | history bytes "
                   "| worker CPU ms | server CPU ms |", "|---|---|---|---|---|---|---|---|---|"]
     for label, row in results["latency"].items():
-        for name in SIDES:
+        for name in [name for name in row if name in (*SIDES, NO_STREAM)]:
             r = row[name]
             lines.append(f"| {label} | {name} | {r['wall_s']:.2f} | {r['model_s']:.2f} | {r['overhead_ms']:.0f} "
                          f"({r['overhead_ms_per_round']:.1f}) | {r['overhead_pct_of_round']:.2f} | "
@@ -298,7 +297,7 @@ def _actions(row: dict[str, Any]) -> str:
             f"{row['heartbeats_per_prompt']:.1f} heartbeats")
 
 
-async def run(quick: bool, watch_seconds: float, workdir: Path) -> dict[str, Any]:
+async def run(args: argparse.Namespace, watch_seconds: float, workdir: Path) -> dict[str, Any]:
     metrics_port = free_port()
     server = DevServer(log_file=workdir / "temporal.log", extra_args=["--metrics-port", str(metrics_port)])
     await server.start_async()
@@ -310,17 +309,19 @@ async def run(quick: bool, watch_seconds: float, workdir: Path) -> dict[str, Any
             product_client = await connect(product_settings(server.address, workdir))
             baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
             sides = [RealBaseline(baseline_client, server.address, workdir, base_url),
-                     RealProduct(product_client, server.address, workdir, base_url, live_text=False),
-                     RealProduct(product_client, server.address, workdir, base_url, live_text=True)]
+                     *[RealProduct(product_client, server.address, workdir, base_url, stream_text=stream)
+                       for stream in ("auto", "1", *(("0",) if args.unstreamed else ()))]]
             for side in sides:
                 side.start_worker("realistic")
             for side in sides:  # warm-up: imports, sandbox, the worker learning the tool is fast
                 await asyncio.wait_for(side.run(Scenario(rounds=4)), 120)
             log(f"dev server {server.address}, metrics {metrics}, model {base_url}")
-            prompts = {label: 1 for label in LATENCIES} if quick else PROMPTS
+            chosen = [label.strip() for label in args.latencies.split(",")] if args.latencies else list(LATENCIES)
+            prompts = {label: args.prompts or (1 if args.quick else PROMPTS[label]) for label in chosen}
             results: dict[str, Any] = {"latency": await latencies(sides, llm, metrics, server.pid or 0, prompts)}
-            product = next(s for s in sides if isinstance(s, RealProduct) and not s.live_text)
-            results["watchers"] = await watchers(product, llm, metrics, watch_seconds)
+            product = next(s for s in sides if isinstance(s, RealProduct) and s.name == PRODUCT)
+            if not args.no_watchers:
+                results["watchers"] = await watchers(product, llm, metrics, watch_seconds)
             return results
     finally:
         for side in sides:
@@ -333,6 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one prompt per side and latency, 10 s watches")
     parser.add_argument("--watch-seconds", type=float, help="how long each watcher is counted (default 30)")
+    parser.add_argument("--latencies", help=f"comma-separated subset of {','.join(LATENCIES)}")
+    parser.add_argument("--prompts", type=int, help="prompts per side and latency (default 3 / 2 / 1)")
+    parser.add_argument("--no-watchers", action="store_true", help="skip the watchers' count")
+    parser.add_argument("--unstreamed", action="store_true",
+                        help="also run the project with DAGENT_STREAM_TEXT=0 (the model's answer read whole)")
     parser.add_argument("--out", type=Path, default=RESULTS / "realistic.json")
     parser.add_argument("--report", type=Path, metavar="JSON", help="only print an earlier run's table")
     args = parser.parse_args(argv)
@@ -342,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="dagent-realistic-"))
     started = time.monotonic()
     seconds = args.watch_seconds or (10.0 if args.quick else 30.0)
-    results = asyncio.run(run(args.quick, seconds, workdir))
+    results = asyncio.run(run(args, seconds, workdir))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"created_at": datetime.now(UTC).isoformat(), "quick": args.quick,
                                     "wall_seconds": time.monotonic() - started, "cpus": os.cpu_count(),

@@ -20,15 +20,14 @@ import pytest_asyncio
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
+from bench.actions import HEARTBEAT, settled, since
+from bench.paced_llm import FakeCall, Pace, PacedLLM, function_call_outputs_after_last_user, serve_paced_llm
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.models import ToolOutput
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers import OpenAIResponsesProvider
 from durable_agent.agent.tools import tool
 from durable_agent.workflows.protocol import TextDelta
-from tests.fakes.llm_server import FakeCall
-from tests.fakes.paced_llm import Pace, PacedLLM, function_call_outputs_after_last_user, serve_paced_llm
-from tests.support.actions import HEARTBEAT, settled, since
 from tests.support.workers import agent_worker
 
 TWO_SECOND_CALL = Pace(first_token_seconds=0.8, tokens=60, tokens_per_second=50)  # 2.0 s, streamed

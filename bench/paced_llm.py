@@ -1,5 +1,6 @@
 """A fake OpenAI Responses server that answers at a real model's pace: a time to first token, then tokens at a
-rate, streamed as the Responses API's server-sent events (`tests/fakes/llm_server.py` builds them).
+rate, streamed as the Responses API's server-sent events (the subset the OpenAI SDK needs for text and function
+calls; `tests/fakes/llm_server.py` speaks the whole protocol, and the providers' tests hold it to the SDK).
 
 Unlike `FakeLLMServer`'s queue, the reply is computed from each request (`respond`), so any number of prompts
 can talk to it at once; `pace` can change between requests. Served by uvicorn in the caller's event loop
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +26,67 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from durable_agent.api.server import serve_in_background
-from tests.fakes.llm_server import FakeCall, FakeUsage, responses_body, responses_events
 
 TEXT_DELTA_EVENT = "event: response.output_text.delta"
+
+
+@dataclass(frozen=True)
+class FakeCall:
+    """A function call the model makes."""
+
+    name: str
+    arguments: dict[str, Any]
+    id: str = "call_0"
+
+
+def responses_body(text: str | None, calls: Sequence[FakeCall], output_tokens: int, model: str) -> dict[str, Any]:
+    """`POST /v1/responses`: the response object."""
+    output: list[dict[str, Any]] = []
+    if text is not None:
+        output.append({"type": "message", "id": "msg_paced", "role": "assistant", "status": "completed",
+                       "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    output += [{"type": "function_call", "id": f"fc_{i}", "call_id": call.id, "name": call.name,
+                "arguments": json.dumps(call.arguments), "status": "completed"} for i, call in enumerate(calls)]
+    return {"id": "resp_paced", "object": "response", "created_at": 0, "model": model, "status": "completed",
+            "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": 100 + output_tokens}}
+
+
+def responses_events(body: dict[str, Any]) -> list[str]:
+    """The same response as the Responses API streams it: text word by word, each call's arguments whole."""
+    sequence = itertools.count()
+    events: list[str] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        data = json.dumps({"type": kind, "sequence_number": next(sequence), **fields})
+        events.append(f"event: {kind}\ndata: {data}\n\n")
+
+    pending = {**body, "status": "in_progress", "output": [], "usage": None}
+    emit("response.created", response=pending)
+    emit("response.in_progress", response=pending)
+    for index, item in enumerate(body["output"]):
+        if item["type"] == "message":
+            emit("response.output_item.added", output_index=index, item={**item, "status": "in_progress",
+                                                                          "content": []})
+            part = item["content"][0]
+            where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            emit("response.content_part.added", **where, part={**part, "text": ""})
+            for piece in re.findall(r"\s*\S+\s*|\s+", part["text"]):
+                emit("response.output_text.delta", **where, delta=piece, logprobs=[])
+            emit("response.output_text.done", **where, text=part["text"], logprobs=[])
+            emit("response.content_part.done", **where, part=part)
+        else:
+            emit("response.output_item.added", output_index=index, item={**item, "arguments": "",
+                                                                          "status": "in_progress"})
+            emit("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
+                 delta=item["arguments"])
+            emit("response.function_call_arguments.done", item_id=item["id"], output_index=index,
+                 name=item["name"], arguments=item["arguments"])
+        emit("response.output_item.done", output_index=index, item=item)
+    emit("response.completed", response=body)
+    return events
 
 
 @dataclass(frozen=True)
@@ -65,8 +127,7 @@ class PacedLLM:
         arrived, pace = time.monotonic(), self.pace
         body = await request.json()
         calls = list(self.respond(body))
-        reply = responses_body(pace.text() if pace.tokens else None, calls,
-                               FakeUsage(input_tokens=100, output_tokens=pace.tokens), self.model)
+        reply = responses_body(pace.text() if pace.tokens else None, calls, pace.tokens, self.model)
         if not body.get("stream"):
             await asyncio.sleep(pace.seconds)
             self.calls.append((arrived, time.monotonic() - arrived))
