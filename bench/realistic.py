@@ -5,8 +5,8 @@ loop in the same run, and what watching a prompt costs.
     .venv/bin/python -m bench.realistic --quick    # one prompt per latency, 10 s watches (~4 min)
     .venv/bin/python -m bench.realistic --report bench/results/realistic.json
 
-Both sides call the real OpenAI SDK (ours: the `openai:` provider, streaming; the baseline: `responses.create`,
-unstreamed) against `bench/paced_llm.py`, a fake Responses server that answers after a time to first token
+Both sides call the real OpenAI SDK (ours: the `openai:` provider, streaming with DAGENT_STREAM_TEXT=1; the
+baseline: `responses.create`) against `bench/paced_llm.py`, a fake Responses server that answers after a time to first token
 with 60 tokens at 50/s. Workload: the bench's one trivial tool (`bench.echo`), K=5 tool rounds = 6 model calls
 and 5 tool calls per prompt (`bench.scenario`). Actions come from the dev server's own `action` metric (started
 with `--metrics-port`; labels `action_type`, `namespace`), read before and after each prompt once the server has
@@ -60,7 +60,6 @@ from durable_agent.workers.worker import connect
 
 ROUNDS = 5  # tool rounds per prompt: 6 model calls
 LIVE_TEXT = "durable-agent+live-text"
-NO_STREAM = "durable-agent-unstreamed"  # --unstreamed: DAGENT_STREAM_TEXT=0, the model's answer read whole
 LATENCIES: dict[str, Pace] = {  # 60 tokens at 50/s after the time to first token
     "~0 s": Pace(first_token_seconds=0.0, tokens=60, tokens_per_second=0),
     "2 s": Pace(first_token_seconds=0.8, tokens=60, tokens_per_second=50),
@@ -83,7 +82,7 @@ class RealProduct(ProductSide):
     def __init__(self, client: Client, address: str, workdir: Path, base_url: str, *, stream_text: str) -> None:
         super().__init__(client, address, workdir, {"tool": "", "model_calls": "activity"})
         self.base_url, self.stream_text = base_url, stream_text
-        self.name = {"1": LIVE_TEXT, "0": NO_STREAM}.get(stream_text, PRODUCT)
+        self.name = LIVE_TEXT if stream_text == "1" else PRODUCT
 
     def worker_env(self) -> dict[str, str]:
         return super().worker_env() | {"DAGENT_MODEL_NORMAL": "openai:paced-model", "OPENAI_API_KEY": "sk-bench",
@@ -264,14 +263,14 @@ def render(results: dict[str, Any]) -> str:
                      f"**{ours['actions_per_prompt'] / base['actions_per_prompt']:.2f}x** | {_actions(live)} |")
     lines += ["", "By action type, per prompt:", ""]
     for label, row in results["latency"].items():
-        for name in [name for name in row if name in (*SIDES, NO_STREAM)]:
+        for name in [name for name in row if name in SIDES]:
             kinds = ", ".join(f"{kind.split('_', 1)[1]} {count:g}"
                               for kind, count in sorted(row[name]["by_type_per_prompt"].items()))
             lines.append(f"- {label}, {name}: {kinds}")
     lines += ["", "| model call | side | wall s | model s | overhead ms (per round) | % of round | history bytes "
                   "| worker CPU ms | server CPU ms |", "|---|---|---|---|---|---|---|---|---|"]
     for label, row in results["latency"].items():
-        for name in [name for name in row if name in (*SIDES, NO_STREAM)]:
+        for name in [name for name in row if name in SIDES]:
             r = row[name]
             lines.append(f"| {label} | {name} | {r['wall_s']:.2f} | {r['model_s']:.2f} | {r['overhead_ms']:.0f} "
                          f"({r['overhead_ms_per_round']:.1f}) | {r['overhead_pct_of_round']:.2f} | "
@@ -310,7 +309,7 @@ async def run(args: argparse.Namespace, watch_seconds: float, workdir: Path) -> 
             baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
             sides = [RealBaseline(baseline_client, server.address, workdir, base_url),
                      *[RealProduct(product_client, server.address, workdir, base_url, stream_text=stream)
-                       for stream in ("auto", "1", *(("0",) if args.unstreamed else ()))]]
+                       for stream in ("", "1")]]
             for side in sides:
                 side.start_worker("realistic")
             for side in sides:  # warm-up: imports, sandbox, the worker learning the tool is fast
@@ -337,8 +336,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latencies", help=f"comma-separated subset of {','.join(LATENCIES)}")
     parser.add_argument("--prompts", type=int, help="prompts per side and latency (default 3 / 2 / 1)")
     parser.add_argument("--no-watchers", action="store_true", help="skip the watchers' count")
-    parser.add_argument("--unstreamed", action="store_true",
-                        help="also run the project with DAGENT_STREAM_TEXT=0 (the model's answer read whole)")
     parser.add_argument("--out", type=Path, default=RESULTS / "realistic.json")
     parser.add_argument("--report", type=Path, metavar="JSON", help="only print an earlier run's table")
     args = parser.parse_args(argv)
