@@ -26,7 +26,17 @@ from durable_agent.agent.projection import project_input
 from durable_agent.agent.providers.base import FatalModelError, ModelProvider, RetryableModelError
 from durable_agent.workflows import names
 from durable_agent.workflows.names import MODEL_ROUND_ACTIVITY
-from durable_agent.workflows.protocol import HistoryLink, RoundInput, RoundResult, StreamingText, TextDelta
+from durable_agent.workflows.protocol import (
+    FinalAnswer,
+    HistoryLink,
+    NextStep,
+    RetryForSchema,
+    RoundInput,
+    RoundResult,
+    RunTools,
+    StreamingText,
+    TextDelta,
+)
 
 LIVE_TEXT_TAIL_CHARS = 16_000  # streamed text kept in heartbeat details (watchers joining late see this much)
 LIVE_TEXT_EVERY_SECONDS = 0.2  # how often the streamed text so far is handed to the heartbeat details
@@ -125,7 +135,8 @@ class ModelRoundActivity(RuntimeActivities):
                                                      f"{self.runtime.fallback_after_attempts} attempts")
         logger = logger.bind(model=_spec(provider), fallback=position)
         try:
-            with telemetry.model_call(provider, request, record_content=self.runtime.trace_content) as call:
+            with telemetry.model_call(provider, request, record_content=self.runtime.trace_content,
+                                      conversation_id=prompt.conversation_id) as call:
                 if self.runtime.streams_text(provider):
                     response = await self._stream_model(provider, request, live)
                 else:
@@ -156,12 +167,15 @@ class ModelRoundActivity(RuntimeActivities):
         calls = [plan_call(call, prepared.tools, self.runtime.decision_key, self.runtime.fast_tools.runs_local,
                            four_eyes=self.runtime.four_eyes)
                  for call in response.tool_calls]
-        data, output_error = (schema.check(response.text) if schema and not calls else (None, None))
+        next_step: NextStep = RunTools(calls=calls) if calls else FinalAnswer()
+        if schema is not None and not calls:
+            data, output_error = schema.check(response.text)
+            next_step = RetryForSchema(reason=output_error) if output_error is not None else FinalAnswer(data=data)
         return RoundResult(
-            reasoning=response.reasoning, text=response.text, calls=calls, usage=response.usage,
+            reasoning=response.reasoning, text=response.text, next=next_step, usage=response.usage,
             plugin_state=prepared.plugin_state,
-            model=response.model or provider.name, event_hooks=self.runtime.handles_events, data=data,
-            output_error=output_error, spec=_spec(provider), fallback=position,
+            model=response.model or provider.name, event_hooks=self.runtime.handles_events,
+            spec=_spec(provider), fallback=position,
             settings=request.settings if request.settings != ModelSettings() else None,
         )
 

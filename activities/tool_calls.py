@@ -170,9 +170,7 @@ def _jsonable(value: object, limit: int) -> JsonValue:
 
 
 def _idempotency_key(call: ToolInvocation, info: activity.Info) -> str:
-    """Stable across retries and worker crashes; scoped by run (for runs that say so): a later prompt that
-    reuses the workflow id never gets the key of an earlier run's call."""
-    if call.run_scoped:
-        return f"{info.workflow_id}/{info.workflow_run_id}/{call.id}"
-    return f"{info.workflow_id}/{call.id}"
+    """Stable across retries and worker crashes; scoped by run: a later prompt that reuses the workflow id never
+    gets the key of an earlier run's call."""
+    return f"{info.workflow_id}/{info.workflow_run_id}/{call.id}"
 

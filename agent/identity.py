@@ -7,9 +7,8 @@ approval policy names who may decide in `Approval.approvers`, each entry either 
 - `role:finance` names everyone who holds the role `finance` (never a person whose id is `finance`);
 - a bare name (`alice`) is a user: the same as `user:alice`. Roles must be written `role:...`.
 
-Prompts recorded before typed entries existed keep the old rule (a bare name matched a user id or a role),
-so they replay exactly; `legacy=True` selects it. The record of a decision keeps the person (`Decision.by`)
-and the entry through which they were allowed (`Decision.via`, e.g. `role:finance`).
+The record of a decision keeps the person (`Decision.by`) and the entry through which they were
+allowed (`Decision.via`, e.g. `role:finance`).
 
 Pure functions, no I/O and no Temporal imports: the workflow (through the sandbox), the API, the client's
 pending list and the CLI all call the same ones.
@@ -17,6 +16,7 @@ pending list and the CLI all call the same ones.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -72,6 +72,20 @@ def person_problem(by: str | None) -> str | None:
     return None
 
 
+def principal_problem(principal: str) -> str | None:
+    """Why an authenticated id (an API key's principal, a token's subject) cannot be a principal, or None. Any
+    other string is one person, exactly: but `user:alice` would decide as `alice` and `role:x` reads as a role,
+    so ids with those prefixes are refused where they enter (config load, token verification)."""
+    if not principal:
+        return "a principal id must not be empty"
+    if principal.startswith((USER_PREFIX, ROLE_PREFIX)):
+        return (f"principal id {principal!r} begins with {USER_PREFIX!r} or {ROLE_PREFIX!r}, which name approver "
+                "entries: it would decide as another person")
+    if any(unicodedata.category(char) == "Cc" for char in principal):
+        return f"principal id {principal!r} holds a control character"
+    return None
+
+
 def person_id(by: str | None) -> str | None:
     """The user id `by` names: `user:alice` and `alice` are both `alice`."""
     if by is not None and by.startswith(USER_PREFIX):
@@ -79,17 +93,12 @@ def person_id(by: str | None) -> str | None:
     return by
 
 
-def grant(identity: Identity, approvers: list[str] | None, *, legacy: bool = False) -> str | None:
+def grant(identity: Identity, approvers: list[str] | None) -> str | None:
     """The approver entry through which `identity` may decide (`user:alice`, `role:finance`), `*` when the
     policy names nobody (anyone the front door lets through may decide), or None when they may not."""
     if not approvers:
         return "*"
     person = person_id(identity.id)
-    if legacy:  # runs recorded before typed entries: a bare name matched a user id or a role
-        if person is not None and person in approvers:
-            return f"user:{person}"
-        role = next((r for r in sorted(identity.roles) if r in approvers), None)
-        return f"role:{role}" if role is not None else None
     for entry in approvers:
         approver = parse_approver(entry)
         if approver.kind == "user" and person is not None and approver.name == person:
@@ -108,16 +117,16 @@ def names(identity: Identity, approvers: list[str] | None) -> bool:
 
 
 def may_decide(identity: Identity, approvers: list[str] | None, *, owner: str | None = None,
-               four_eyes: bool = False, approving: bool = True, legacy: bool = False) -> str | None:
+               four_eyes: bool = False, approving: bool = True) -> str | None:
     """Why `identity` may not decide a call with these `approvers`, or None when they may. With `four_eyes`,
     the prompt's own user (`owner`) may reject but not approve."""
     problem = person_problem(identity.id)
-    if problem is not None and not legacy:
+    if problem is not None:
         return problem
-    if grant(identity, approvers, legacy=legacy) is None:
+    if grant(identity, approvers) is None:
         who = identity.id or "an anonymous caller"
         return f"{who} may not decide this call; approvers: {describe(approvers)}"
-    if four_eyes and approving and owner is not None and person_id(identity.id) == owner:
+    if four_eyes and approving and owner is not None and person_id(identity.id) == person_id(owner):
         return FOUR_EYES_REFUSAL
     return None
 

@@ -1,1 +1,1 @@
-"""The `dagent` command line: `python -m cli` or the `dagent` script."""
+"""The `dagent` command line: `python -m durable_agent.cli` or the `dagent` script."""

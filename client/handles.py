@@ -117,7 +117,7 @@ class PromptHandle(_Handle[Prompt]):
     async def result(self, *, raise_on_failure: bool = False) -> Prompt:
         """Wait until the prompt finishes; a failed or cancelled prompt returns its record too. A failed prompt's
         record comes with its workflow's failure, so no worker has to replay the closed workflow (a cancelled
-        one, or one that failed before version 3, is queried). `raise_on_failure`: a failed prompt raises
+        one, or one whose record is too large for the failure, is queried). `raise_on_failure`: a failed prompt raises
         `PromptFailedError` carrying the record (`.prompt`) instead. A queued input's prompt is waited for."""
         await self._started(wait=True)
         try:
@@ -219,11 +219,9 @@ class PromptHandle(_Handle[Prompt]):
         carries the latest state (a `TextDelta` holds the round's text from its `offset` on)."""
         converter = self._client.data_converter.payload_converter
         topics = [EVENTS_TOPIC, DELTAS_TOPIC, PROGRESS_TOPIC]
-        async for offset, topic, item in poller_for(self._client, self.id).subscribe(from_offset, topics):
+        async for offset, _topic, item in poller_for(self._client, self.id).subscribe(from_offset, topics):
             if isinstance(item, TextDelta | ToolProgress):
                 yield offset, item
-            elif topic == DELTAS_TOPIC:  # streamed text published to the stream by older workers
-                yield offset, converter.from_payload(item, TextDelta)
             else:
                 yield offset, converter.from_payload(item, StreamEvent)
 

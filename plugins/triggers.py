@@ -3,21 +3,42 @@
 Creating a trigger needs approval by default: it lets the assistant act later on the user's behalf.
 Scheduling goes through the public API (`ToolContext.schedule_prompt` / `cancel_scheduled_prompt`); the
 conversation holds a durable Temporal timer for each and never reads this plugin's state. The plugin's state
-keeps its own list of what it asked for (for `trigger.list`) in the schema of agent/triggers.py, which
-conversations started before version 4 still schedule from (workflows/legacy.py).
+keeps its own list of what it asked for (`Trigger`), for `trigger.list`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, JsonValue, model_validator
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.strict import StrictModel
 from durable_agent.agent.tools import Approval, tool
-from durable_agent.agent.triggers import TRIGGERS_PLUGIN, Trigger, read_triggers, write_triggers
+
+TRIGGERS_PLUGIN = "triggers"
+
+
+class Trigger(StrictModel):
+    """A trigger as the plugin's state lists it: `requested` or `cancelled` (the conversation's schedule tells
+    which requested ones still wait and which fired)."""
+
+    id: str
+    message: str
+    delay_seconds: float | None = Field(default=None, ge=0)
+    at: datetime | None = None
+    fire_at: datetime | None = None
+    status: Literal["requested", "scheduled", "fired", "cancelled"] = "requested"
+    prompt_id: str | None = Field(default=None, description="The prompt whose call requested it.")
+
+
+def read_triggers(plugin_state: dict[str, JsonValue]) -> list[Trigger]:
+    state = plugin_state.get(TRIGGERS_PLUGIN)
+    items = state.get("triggers", []) if isinstance(state, dict) else []
+    return [Trigger.model_validate(item) for item in items] if isinstance(items, list) else []
 
 
 class CreateTrigger(BaseModel):
@@ -54,14 +75,13 @@ async def create_trigger(args: CreateTrigger, ctx: ToolContext) -> dict[str, obj
     triggers = [t for t in read_triggers({TRIGGERS_PLUGIN: ctx.state}) if t.id != trigger_id]
     triggers.append(Trigger(id=trigger_id, message=args.message, delay_seconds=args.delay_seconds, at=args.at,
                             prompt_id=ctx.prompt_id))
-    _write_legacy(ctx, triggers)
+    _write(ctx, triggers)
     return {"id": trigger_id, "status": "requested"}
 
 
 def _as_now(trigger: Trigger, ctx: ToolContext) -> Trigger:
     """`trigger` with its status as it stands: the plugin writes only `requested` and `cancelled`; the
-    conversation's schedule says which requested ones wait (with their fire time) and which fired. Conversations
-    before version 4 wrote `scheduled` and `fired` into this state themselves."""
+    conversation's schedule says which requested ones wait (with their fire time) and which fired."""
     if trigger.status != "requested":
         return trigger
     waiting = next((s for s in ctx.conversation_schedule if s.id == trigger.id), None)
@@ -90,15 +110,13 @@ async def cancel_trigger(args: TriggerId, ctx: ToolContext) -> str:
     if match.status == "fired":
         raise ValueError(f"trigger {args.id!r} already fired; it cannot be cancelled")
     ctx.cancel_scheduled_prompt(args.id)
-    _write_legacy(ctx, [t.model_copy(update={"status": "cancelled"}) if t.id == args.id else t for t in triggers])
+    _write(ctx, [t.model_copy(update={"status": "cancelled"}) if t.id == args.id else t for t in triggers])
     return f"cancelled {args.id}"
 
 
-def _write_legacy(ctx: ToolContext, triggers: list[Trigger]) -> None:
-    """The plugin's own list, in the schema conversations before version 4 schedule from (workflows/legacy.py)."""
-    state: dict = {TRIGGERS_PLUGIN: ctx.state}
-    write_triggers(state, triggers)
-    ctx.state.update(state[TRIGGERS_PLUGIN])
+def _write(ctx: ToolContext, triggers: list[Trigger]) -> None:
+    """The plugin's own list of what it asked for."""
+    ctx.state["triggers"] = [t.model_dump(mode="json") for t in triggers]
 
 
 plugin = Plugin(TRIGGERS_PLUGIN, tools=[create_trigger, list_triggers, cancel_trigger],

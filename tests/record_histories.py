@@ -1,7 +1,8 @@
 """Record workflow histories for the replay tests: `python -m tests.record_histories [--force]`.
 
-Existing files are kept (they are the proof that histories recorded by older code still replay);
-only missing ones are written. `--force` rewrites them all.
+Existing files are kept (they are the proof that histories recorded by older code still replay); only missing
+ones are written. `--force` rewrites them all: only before a release, or for a history whose path changed by a
+patch's drain (docs/changing-workflows.md). tests/unit/test_replay.py replays every file found here.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ async def _conversation(agent: AgentClient, conversation_id: str, texts: tuple[s
 async def _conversation_with_taken_id(agent: AgentClient) -> WorkflowHandle:  # type: ignore[type-arg]
     """A conversation whose second turn's id someone started first (while the first turn waited for approval):
     the turn runs under a fresh id. Returns the closed conversation's handle."""
-    conversation = await agent.start_conversation(conversation_id="hist-v2-conversation-taken", user_id="u1")
+    conversation = await agent.start_conversation(conversation_id="hist-conversation-taken", user_id="u1")
     first = await conversation.prompt_started((await conversation.send("approval one")).id)
     queued = await conversation.send("approval two")
     await (await agent.start("completed", prompt_id=queued.id, user_id="mallory")).result()
@@ -111,26 +112,6 @@ async def _child_pending(handle: PromptHandle) -> PendingApproval:
         await asyncio.sleep(0.05)
         pending = await handle.pending_approvals()
     return pending[0]
-
-
-async def _record_approved(agent: AgentClient, prompt_id: str, name: str, *, user_id: str, conversation_id: str,
-                           by: str, amount: int) -> None:
-    """An approval prompt whose first pending call `by` approves with a corrected amount, saved as `name`."""
-    approved = await agent.start("approval", prompt_id=prompt_id, user_id=user_id, conversation_id=conversation_id)
-    await approved.approve(await _first_pending(approved), by=by, input={"amount": amount})
-    await approved.result()
-    await _save(name, approved.workflow)
-
-
-async def _record_delegated(agent: AgentClient, prompt_id: str, name: str, by: str) -> None:
-    """A prompt whose sub-agent's call needs an approval, approved by `by`: the parent's history saved as
-    `name`, the sub-agent's as `name`_child."""
-    delegated = await agent.start("delegate", prompt_id=prompt_id)
-    pending = await _child_pending(delegated)
-    await delegated.approve(pending.tool_call_id, by=by)
-    await delegated.result()
-    await _save(name, delegated.workflow)
-    await _save(f"{name}_child", agent.prompt(pending.path[-1]).workflow)
 
 
 async def main() -> None:
@@ -225,15 +206,6 @@ async def main() -> None:
                 await routed.result()
             await _save("prompt_fallback_on_provider_queue", routed.workflow)
 
-            # With the `lean-rounds` patch: lean tool inputs, search attributes upserted only when they change.
-            await _record(agent, "completed", "prompt_lean_rounds_completed", prompt_id="hist-lean-completed",
-                          user_id="u1", conversation_id="c1")
-
-            lean_approved = await agent.start("approval", prompt_id="hist-lean-approved", user_id="u2")
-            await lean_approved.approve(await _first_pending(lean_approved), by="alice")
-            await lean_approved.result()
-            await _save("prompt_lean_rounds_approved", lean_approved.workflow)
-
             await _record(agent, "reasoning", "prompt_with_reasoning", prompt_id="hist-reasoning")
 
             two = ("completed one", "completed two")
@@ -246,8 +218,8 @@ async def main() -> None:
             large = ("large one", "large two", "large three")
             by_reference, first_run = await _conversation(agent, "hist-conversation-refs", large, 2)
             await _save("conversation_history_by_reference", by_reference, run_id=first_run)
-            await _save("prompt_in_conversation_by_reference",
-                        client.get_workflow_handle("hist-conversation-refs-0002"))
+            turns = (await by_reference.result()).prompt_ids
+            await _save("prompt_in_conversation_by_reference", agent.prompt(turns[1]).workflow)
 
             first_given = await agent.start("completed first", prompt_id="hist-given-0")
             given = await agent.start("large given", prompt_id="hist-given-history",
@@ -255,50 +227,17 @@ async def main() -> None:
             await given.result()
             await _save("prompt_with_given_history", given.workflow)
 
-            # Started with a workflow version (AgentClient's default since versions): no patch markers.
-            await _record_approved(agent, "hist-v1-approved", "prompt_v1_approved", user_id="u2",
-                                   conversation_id="c2", by="alice", amount=450)
+            # A start without a workflow version (a raw-SDK client's input): the unversioned path.
+            await _record(agent, "parallel", "prompt_unversioned", prompt_id="hist-unversioned",
+                          workflow_version=None)
 
-            await _record(agent, "parallel", "prompt_v1_parallel_calls", prompt_id="hist-v1-parallel")
-
-            await _record_delegated(agent, "hist-v1-sub-agent", "prompt_v1_sub_agent", by="alice")
-
-            v1_given = await agent.start("large given", prompt_id="hist-v1-given-history",
-                                         history=[await first_given.result()])
-            await v1_given.result()
-            await _save("prompt_v1_with_given_history", v1_given.workflow)
-
-            v1_conversation, first_run = await _conversation(agent, "hist-v1-conversation", large, 2)
-            await _save("conversation_v1_continued_as_new", v1_conversation, run_id=first_run)
-            await _save("prompt_v1_in_conversation", client.get_workflow_handle("hist-v1-conversation-0002"))
-
-            # Workflow inputs and round inputs without their fields at defaults (a parent's child input too).
-            await _record_approved(agent, "hist-v1-lean-payloads", "prompt_v1_lean_payloads_approved", user_id="u3",
-                                   conversation_id="c3", by="bob", amount=120)
-            await _record_delegated(agent, "hist-v1-lean-sub-agent", "prompt_v1_lean_sub_agent", by="bob")
-
-            # Version 2 (secure-decisions): the correction goes to the policy (check_correction) before it is
-            # taken; run-scoped idempotency keys; a sub-agent's reports carry its run id and the parent's nonce.
-            await _record_approved(agent, "hist-v2-approved", "prompt_v2_approved_with_policy_check", user_id="u4",
-                                   conversation_id="c4", by="alice", amount=450)
-            await _record_delegated(agent, "hist-v2-sub-agent", "prompt_v2_sub_agent", by="alice")
-            # Patch `finished-call-outputs`: the widget and file of a call that finished while the rest of its
-            # response waits for approval are recorded at once (by the version, and by a marker without one).
-            for name, version in (("prompt_v2_finished_call_outputs", {}),
-                                  ("prompt_finished_call_outputs_marker", {"workflow_version": None})):
-                held = await agent.start("batch", prompt_id=f"hist-{name.replace('_', '-')}", **version)
-                await held.approve(await _first_pending(held), by="alice", wait=True)
-                await held.result()
-                await _save(name, held.workflow)
-
-            # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local (the
-            # kept file: one call a round, recorded before such a call ran with the next model round; recorded
-            # again, three calls in one round).
-            fast = await agent.start("parallel", prompt_id="hist-v1-fast-tools")
+            # By now this worker has seen demo.echo and demo.pay finish fast many times: fast tools run local
+            # (three calls in one round).
+            fast = await agent.start("parallel", prompt_id="hist-fast-tools")
             await fast.result()
             if b"core_local_activity" not in (await fast.workflow.fetch_history()).to_json().encode():
-                raise SystemExit("hist-v1-fast-tools ran no tool as a local activity")
-            await _save("prompt_v1_fast_tools", fast.workflow)
+                raise SystemExit("hist-fast-tools ran no tool as a local activity")
+            await _save("prompt_fast_tools", fast.workflow)
             # A fast tool's call that is its round's only one runs with the next model round (ReadyCall.fast).
             fused = await agent.start("completed", prompt_id="hist-fast-call-with-next-round")
             await fused.result()
@@ -311,85 +250,47 @@ async def main() -> None:
                 raise SystemExit("hist-fast-call-with-next-round ran a fast call as a local activity")
             await _save("prompt_fast_call_with_next_round", fused.workflow)
 
-            # Version 2: conversation turns get unguessable ids; a turn whose id was taken runs under a fresh one.
-            await _save("conversation_v2_turn_id_taken", await _conversation_with_taken_id(agent))
-            # Version 2: waiting calls kept in the memo as they start and stop waiting (one, a batch, a sub-agent's).
-            await _record_approved(agent, "hist-v2-pending-memo", "prompt_v2_pending_memo_approved", user_id="u4",
-                                   conversation_id="c4", by="alice", amount=90)
-            memo_batch = await agent.start("approvals", prompt_id="hist-v2-pending-memo-batch")
-            await _first_pending(memo_batch)
-            pending = await memo_batch.pending_approvals()
-            while len(pending) < 2:
-                pending = await memo_batch.pending_approvals()
-            await memo_batch.reject(pending[1].tool_call_id, by="bob", reason="too much")
-            await memo_batch.approve(pending[0].tool_call_id, by="alice")
-            await memo_batch.result()
-            await _save("prompt_v2_pending_memo_batch", memo_batch.workflow)
-            await _record_delegated(agent, "hist-v2-pending-memo-sub-agent", "prompt_v2_pending_memo_sub_agent",
-                                    by="carol")
-            # Version 3 (decisions-on-arrival): each decision of a batch is on its call's entry when it arrives
-            # (by the version, and by a marker without one).
-            for name, version in (("prompt_v3_decisions_on_arrival", {}),
-                                  ("prompt_decisions_on_arrival_marker", {"workflow_version": None})):
-                arrived = await agent.start("approvals", prompt_id=f"hist-{name.replace('_', '-')}", **version)
-                await _first_pending(arrived)
-                pending = await arrived.pending_approvals()
-                while len(pending) < 2:
-                    pending = await arrived.pending_approvals()
-                await arrived.approve(pending[1].tool_call_id, by="alice", input={"amount": 250}, wait=True)
-                await arrived.reject(pending[0].tool_call_id, by="bob", reason="too much", wait=True)
-                await arrived.result()
-                await _save(name, arrived.workflow)
-            # Version 3 (failure-carries-record): a failed prompt's workflow failure carries its record.
-            await _record(agent, "fail", "prompt_v3_failed_with_record", prompt_id="hist-v3-failed")
-            await _record(agent, "fail", "prompt_failed_with_record_marker", prompt_id="hist-failed-record-marker",
-                          workflow_version=None)
-            # Round results carry their typed next step (`next`: run_tools / retry_for_schema / final).
-            await _record(agent, "parallel", "prompt_round_result_typed_next", prompt_id="hist-typed-next")
+            # Conversation turns get unguessable ids; a turn whose id was taken runs under a fresh one.
+            await _save("conversation_turn_id_taken", await _conversation_with_taken_id(agent))
             # A token budget stops the loop after the round that reached it (workflows/budgets.py).
-            await _record(agent, "parallel", "prompt_v1_budget_stopped", prompt_id="hist-v1-budget",
+            await _record(agent, "parallel", "prompt_budget_stopped", prompt_id="hist-budget",
                           budget=PromptBudget(max_tokens=1))
-            # Version 3: period budgets (agent/period_budgets.py): a spent user budget stops the prompt; an `ask`
-            # budget waits on a dagent.more_budget call, approved with a correction; a conversation's budget.
+            # Period budgets (agent/period_budgets.py): a spent user budget stops the prompt; an `ask` budget waits
+            # on a dagent.more_budget call, approved with a correction; a conversation's budget.
             await agent.set_budget("user:hist-budget", BudgetLimit(period="month", max_tokens=1))
-            await _record(agent, "parallel", "prompt_v3_budget_stopped", prompt_id="hist-v3-budget",
+            await _record(agent, "parallel", "prompt_period_budget_stopped", prompt_id="hist-period-budget",
                           user_id="hist-budget")
             await agent.set_budget("user:hist-ask", BudgetLimit(period="month", max_tokens=1, on_exhausted="ask",
                                                                 approvers=["role:finance"]))
-            asking = await agent.start("parallel", prompt_id="hist-v3-more-budget", user_id="hist-ask")
+            asking = await agent.start("parallel", prompt_id="hist-more-budget", user_id="hist-ask")
             await asking.approve(await _first_pending(asking), by="bob", roles=["finance"], input={"asking": 100000},
                                  wait=True)
             await asking.result()
-            await _save("prompt_v3_more_budget_approved", asking.workflow)
-            await _save("budget_ledger_v3", agent.client.get_workflow_handle(ledger_id("user:hist-ask")))
-            await agent.set_budget("conversation:hist-v3-conv", BudgetLimit(period="week", max_tokens=1))
-            budget_conversation, _ = await _conversation(agent, "hist-v3-conv", ("completed", "completed"),
+            await _save("prompt_more_budget_approved", asking.workflow)
+            await _save("budget_ledger", agent.client.get_workflow_handle(ledger_id("user:hist-ask")))
+            await agent.set_budget("conversation:hist-conv-budget", BudgetLimit(period="week", max_tokens=1))
+            budget_conversation, _ = await _conversation(agent, "hist-conv-budget", ("completed", "completed"),
                                                          prompts_per_run=10)
-            await _save("conversation_v3_budgets", budget_conversation)
+            await _save("conversation_budgets", budget_conversation)
             turns = (await budget_conversation.result()).prompt_ids
-            await _save("prompt_v3_in_conversation_budget_stopped", agent.prompt(turns[1]).workflow)
-            # Version 4: a conversation schedules what its prompts' tools ask for (Prompt.scheduled): two
-            # scheduled, one cancelled by the next turn, the other fired as a system-initiated prompt.
-            await _save("conversation_v4_scheduled_prompts",
-                        await _conversation_with_scheduled_prompts(agent, "hist-v4-conversation-scheduled"))
-            # Each prompt is given its conversation's schedule (PromptRequest.conversation_schedule) and hands it to
-            # its tools (ToolContext.conversation_schedule): the second turn starts with two prompts scheduled.
-            given = await _conversation_with_scheduled_prompts(agent, "hist-conversation-schedule-given")
-            await _save("conversation_schedule_given_to_prompts", given)
+            await _save("prompt_in_conversation_budget_stopped", agent.prompt(turns[1]).workflow)
+            # A conversation schedules what its prompts' tools ask for (Prompt.scheduled): two scheduled, one
+            # cancelled by the next turn, the other fired as a system-initiated prompt; each prompt is given its
+            # conversation's schedule (PromptRequest.conversation_schedule).
+            scheduled = await _conversation_with_scheduled_prompts(agent, "hist-conversation-scheduled")
+            await _save("conversation_scheduled_prompts", scheduled)
             await _save("prompt_given_conversation_schedule",
-                        agent.prompt((await given.result()).prompt_ids[1]).workflow)
+                        agent.prompt((await scheduled.result()).prompt_ids[1]).workflow)
             # DAGENT_MODEL_CALLS=local (PromptRequest.model_local): model rounds as local activities (markers).
             await _record(agent, "parallel", "prompt_local_model_calls", prompt_id="hist-local-model", model_local=True)
             local_waiting = await agent.start("approval", prompt_id="hist-local-model-approved", model_local=True)
             await local_waiting.approve(await _first_pending(local_waiting), by="alice")
             await local_waiting.result()
             await _save("prompt_local_model_calls_approved", local_waiting.workflow)
-            # Version 5: a round's only regular call and the next model round in one activity (dagent.tool_then_model);
-            # when its model part fails, the workflow calls that round itself; unversioned runs decide by a marker.
-            await _record(agent, "steps", "prompt_v5_tool_then_model", prompt_id="hist-v5-tool-then-model")
-            await _record(agent, "flaky", "prompt_v5_model_round_left_to_workflow", prompt_id="hist-v5-flaky")
-            await _record(agent, "steps", "prompt_tool_then_model_marker", prompt_id="hist-tool-then-model-marker",
-                          workflow_version=None)
+            # A round's only regular call and the next model round in one activity (dagent.tool_then_model); when
+            # its model part fails, the workflow calls that round itself.
+            await _record(agent, "steps", "prompt_tool_then_model", prompt_id="hist-tool-then-model")
+            await _record(agent, "flaky", "prompt_model_round_left_to_workflow", prompt_id="hist-flaky")
     sys.stdout.flush()
     os._exit(0)
 

@@ -37,13 +37,6 @@ from durable_agent.workflows.record import Recorder
 from durable_agent.workflows.refusals import Refusal, applied
 from durable_agent.workflows.sub_agents import SubAgents
 
-# Decisions under the approval policy: a correction is checked by the tool's policy before it is approved;
-# typed approvers (`user:`/`role:`), four-eyes; decision tokens bound to the run, the exact arguments and a
-# one-use nonce; sub-agent reports only from the child this prompt started; run-scoped idempotency keys.
-SECURE_DECISIONS_PATCH = "secure-decisions"
-# A decision goes on its call's record entry (and the stream, the memo, the parent's report) when it arrives, not
-# when the wait for it resumes: mid-batch, and while an approval-requested hook still runs.
-DECISIONS_ON_ARRIVAL_PATCH = "decisions-on-arrival"
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 
 DecisionT = TypeVar("DecisionT", ApproveRequest, RejectRequest)
@@ -75,15 +68,6 @@ class ApprovalDesk:
         self.checks = DecisionChecks(record, children, self.waiting, self.decisions)
         self.event_hooks = False  # the worker's plugins hear of approval requests (set by each model round)
 
-    @property
-    def secure(self) -> bool:
-        """Whether this run decides under the approval policy (SECURE_DECISIONS_PATCH)."""
-        return self.checks.secure
-
-    @secure.setter
-    def secure(self, value: bool) -> None:
-        self.checks.secure = self._children.secure = value
-
     # --- waiting calls -----------------------------------------------------------------------------------
 
     def request(self, entry: ToolOutput, approval: ApprovalRequirement, plugin: str | None = None, *,
@@ -97,6 +81,7 @@ class ApprovalDesk:
         self._record.touch(entry)
         self.waiting[entry.id] = WaitingCall(entry, approval, plugin)
         self._host.metrics.approval_requested(entry.tool)
+        telemetry.log_step("approval requested", self._record.prompt.id, call_id=entry.id, tool=entry.tool)
         if self._record.prompt.state != "waiting_for_approval":
             self._record.set_state("waiting_for_approval")
         self.show_waiting()
@@ -107,7 +92,7 @@ class ApprovalDesk:
 
     async def request_and_wait(self, entry: ToolOutput, approval: ApprovalRequirement,
                                plugin: str | None = None) -> Decision:
-        """One call asks and waits alone (runs without PARALLEL_CALLS_PATCH)."""
+        """One call asks and waits alone (a request for more budget, workflows/budget_gate.py)."""
         self.request(entry, approval, plugin)
         await self.announce(entry, approval)
         return await self.wait(entry, approval)
@@ -144,6 +129,8 @@ class ApprovalDesk:
             if decision.by:
                 span.set_attribute("dagent.approval.decided_by", decision.by)
             self._host.metrics.approval_decided(entry.tool, decision.decision, waited)
+            telemetry.log_step("approval decided", prompt_id, call_id=entry.id, decision=decision.decision,
+                               decided_by=decision.by)
             return decision
 
     async def _decision_for(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
@@ -155,7 +142,7 @@ class ApprovalDesk:
                 decision="superseded", at=self._host.now(), reason="the user sent a new message")
         except TimeoutError:
             decision = Decision(decision="expired", at=self._host.now(), reason="approval expired")
-        if entry.id not in self.waiting:  # settled when it arrived (DECISIONS_ON_ARRIVAL_PATCH)
+        if entry.id not in self.waiting:  # a decision is settled when it arrives (_arrived)
             return self.decisions[entry.id]
         self.settle(entry, decision)
         await self._children.report_to_parent()
@@ -268,22 +255,22 @@ class ApprovalDesk:
         if request.input is not None:  # JSON merge patch (RFC 7396): only the corrected fields change
             original, entry.input = entry.input, merge_patch(entry.input, request.input)
         self.decisions[request.tool_call_id] = Decision(
-            decision="approved", by=self.checks.recorded_by(request, decider), via=decider.via, at=self._host.now(),
+            decision="approved", by=decider.who.id, via=decider.via, at=self._host.now(),
             original_input=original)
         self._arrived(request.tool_call_id)
 
     def _accept_rejection(self, request: RejectRequest) -> None:
         decider = self.checks.taken("reject", request)
         self.decisions[request.tool_call_id] = Decision(
-            decision="rejected", by=self.checks.recorded_by(request, decider), via=decider.via, at=self._host.now(),
+            decision="rejected", by=decider.who.id, via=decider.via, at=self._host.now(),
             reason=request.reason)
         self._arrived(request.tool_call_id)
 
     def _arrived(self, tool_call_id: str) -> None:
-        """A decision was taken: on its entry now, and the parent told (else when the wait for it resumes)."""
-        if self._record.has(DECISIONS_ON_ARRIVAL_PATCH):
-            self.settle(self.waiting[tool_call_id].entry, self.decisions[tool_call_id])
-            self._spawn(self._children.report_to_parent())
+        """A decision was taken: on its entry (and the stream, the memo, the parent's report) now, not when the
+        wait for it resumes: mid-batch, and while an approval-requested hook still runs."""
+        self.settle(self.waiting[tool_call_id].entry, self.decisions[tool_call_id])
+        self._spawn(self._children.report_to_parent())
 
     async def _approve_when_checked(self, request: ApproveRequest) -> None:
         """A signal's approval with a correction: taken once the policy agrees (else audited, still pending)."""

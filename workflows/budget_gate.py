@@ -17,6 +17,8 @@ from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.models import ToolSuccess
 from durable_agent.agent.period_budgets import (
+    MAX_COST,
+    MAX_TOKENS,
     MORE_BUDGET_TOOL,
     BudgetRefusal,
     BudgetRound,
@@ -31,22 +33,21 @@ from durable_agent.workflows.names import BUDGET_RESERVE_ACTIVITY, BUDGET_SETTLE
 from durable_agent.workflows.protocol import ApprovalRequirement, PromptRequest, ReadyCall, RoundResult
 from durable_agent.workflows.record import Recorder
 
-PERIOD_BUDGETS_PATCH = "period-budgets"
 BUDGET_TIMEOUT = timedelta(seconds=30)
+BUSY_PAUSE = timedelta(seconds=1)
 BUDGET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                            maximum_attempts=10)
 
 
 class BudgetGate:
-    """`active`: the run goes through its ledgers (it names principals and has PERIOD_BUDGETS_PATCH).
+    """`active`: the run goes through its ledgers (it names principals).
     `ignore(kind, problem)` records what could not be done in the audit."""
 
-    def __init__(self, request: PromptRequest, record: Recorder, desk: ApprovalDesk, *, has: Callable[[str], bool],
+    def __init__(self, request: PromptRequest, record: Recorder, desk: ApprovalDesk, *,
                  ignore: Callable[[str, str], None]) -> None:
         self._request = request
         self._record = record
         self._desk = desk
-        self._has = has
         self._ignore = ignore
         self._reservation: str | None = None  # this round's reservation, until settled
         self._grant: tuple[str, Grant] | None = None  # (principal, extra approved) for the next reserve
@@ -54,7 +55,7 @@ class BudgetGate:
 
     @property
     def active(self) -> bool:
-        return bool(self._request.budgets) and self._has(PERIOD_BUDGETS_PATCH)
+        return bool(self._request.budgets)
 
     @property
     def principals(self) -> list[str]:
@@ -80,6 +81,9 @@ class BudgetGate:
                     raise
                 self.stop_reason = f"the budget ledger could not be reached: {failure_reason(exc)}"
                 return False
+            if verdict.busy:  # the budget's concurrent rounds all run (the ledger waited 20 s): ask again
+                await workflow.sleep(BUSY_PAUSE, summary="budget busy")
+                continue
             self._grant = None
             self._record_standings(verdict.standings)
             refusal = verdict.refusal
@@ -131,7 +135,8 @@ class BudgetGate:
         schema = {"type": "object", "required": ["asking"],
                   "properties": {**{key: {"const": value} for key, value in fixed.items()},
                                  "asking": {"type": "integer" if unit == "tokens" else "number",
-                                            "exclusiveMinimum": 0}}}
+                                            "exclusiveMinimum": 0,
+                                            "maximum": MAX_TOKENS if unit == "tokens" else MAX_COST}}}
         approval = ApprovalRequirement(
             reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
             approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]
@@ -151,4 +156,4 @@ class BudgetGate:
         return True
 
 
-__all__ = ["PERIOD_BUDGETS_PATCH", "BudgetGate"]
+__all__ = ["BudgetGate"]

@@ -5,12 +5,10 @@ large — carrying the history, plugin state and queued inputs across.
 The history is held by reference: each finished prompt's record goes into a content-addressed chain of
 links in the store (the `store_history` local activity: its input is not written to history), and each
 child prompt and each next run receives one `HistoryRef`, so a turn costs the same at turn 500 as at turn 10.
-Runs recorded before that (no `conversation-history-by-reference` marker) keep passing copies.
 
 Child prompt ids are `<conversation>-<NNNN>-<random>` (the suffix from `workflow.uuid4()`), so nobody can start a
 workflow under a turn's id before the conversation does; should one be taken anyway (any workflow, running or
-closed), the turn runs under a fresh id and the message is kept. Runs before `conversation-unguessable-prompt-ids`
-keep `<conversation>-<NNNN>`.
+closed), the turn runs under a fresh id and the message is kept.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.models import AuditEntry, Conversation, Prompt, ScheduledPrompt, Usage
-    from durable_agent.agent.triggers import Trigger, next_due, read_triggers, schedule_requested, write_triggers
+    from durable_agent.agent.period_budgets import principals_for
     from durable_agent.workflows import names, telemetry, versions
     from durable_agent.workflows.audit import MAX_AUDIT_ENTRIES, record_ignored
     from durable_agent.workflows.details import prompt_static_details, prompt_summary
@@ -42,12 +40,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-HISTORY_REFS_PATCH = "conversation-history-by-reference"
-UNGUESSABLE_IDS_PATCH = "conversation-unguessable-prompt-ids"
-PERIOD_BUDGETS_PATCH = "period-budgets"  # its prompts reserve from the user's and the conversation's budgets
-# Prompts scheduled through `Prompt.scheduled` (ToolContext.schedule_prompt); runs before read the triggers
-# plugin's state (legacy: agent/triggers.py) and hand what it still schedules to the next run at continue-as-new.
-SCHEDULED_PROMPTS_PATCH = "conversation-scheduled-prompts"
 TAKEN_ID_ATTEMPTS = 3  # fresh random ids tried for one turn before it is recorded as failed
 
 
@@ -176,21 +168,15 @@ class ConversationWorkflow:
         self._queue.append(item)
         return item
 
-    def _unguessable_ids(self) -> bool:
-        return versions.has(UNGUESSABLE_IDS_PATCH, self._request.workflow_version)
-
     def _new_prompt_id(self) -> str:
         """The id of the next turn: with a random suffix nobody can guess and start first."""
-        sequential = f"{self._id}-{self._next_sequence:04d}"
-        return f"{sequential}-{workflow.uuid4().hex[:12]}" if self._unguessable_ids() else sequential
+        return f"{self._id}-{self._next_sequence:04d}-{workflow.uuid4().hex[:12]}"
 
     async def _run_prompt(self, item: QueuedInput) -> None:
         request = self._request
         self._starting = item.prompt_id
         instructions = "\n\n".join(p for p in [request.instructions or "", item.instructions or ""] if p) or None
-        by_reference = versions.has(HISTORY_REFS_PATCH, self._request.workflow_version)
-        if by_reference:
-            await self._store_history()  # records carried by value from an earlier run
+        await self._store_history()  # records carried by value from an earlier run
         try:
             try:
                 child, item = await self._start_child(item, instructions)
@@ -203,8 +189,6 @@ class ConversationWorkflow:
                             input=item.input, state="cancelled" if isinstance(exc.cause, CancelledError) else "failed",
                             error=str(exc.cause or exc))
         except WorkflowAlreadyStartedError as exc:  # every fresh id was taken too: the turn fails, the message stays
-            if not self._unguessable_ids():
-                raise  # runs recorded before: the conversation fails, as it did then
             prompt = Prompt(id=item.prompt_id, user_id=item.user_id or request.user_id, conversation_id=self._id,
                             input=item.input, state="failed", error=f"no free prompt id for this turn: {exc}")
         self._running = None
@@ -213,16 +197,14 @@ class ConversationWorkflow:
         if prompt.state != "failed" or prompt.plugin_state:
             self._plugin_state = dict(prompt.plugin_state)
         self._schedule(prompt)
-        if by_reference:
-            await self._store_history()
+        await self._store_history()
 
     async def _start_child(self, item: QueuedInput, instructions: str | None
                            ) -> tuple[workflow.ChildWorkflowHandle[Any, Prompt], QueuedInput]:
-        """Start the turn's child prompt. An id someone else took (possible only for runs with guessable ids,
-        or by an id leaked before the turn started) is replaced by a fresh one, at most TAKEN_ID_ATTEMPTS times."""
+        """Start the turn's child prompt. An id someone else took (by an id leaked before the turn started) is
+        replaced by a fresh one, at most TAKEN_ID_ATTEMPTS times."""
         request = self._request
-        attempts = TAKEN_ID_ATTEMPTS if self._unguessable_ids() else 1
-        for attempt in range(1, attempts + 1):
+        for attempt in range(1, TAKEN_ID_ATTEMPTS + 1):
             try:
                 # The child prompt starts a trace of its own, linked to this span (one trace per prompt).
                 with telemetry.span(telemetry.CONVERSATION_TURN_SPAN, **{"dagent.conversation.id": self._id,
@@ -242,12 +224,11 @@ class ConversationWorkflow:
                         static_summary=prompt_summary(item.user_id or request.user_id, item.input),
                         static_details=prompt_static_details(item.user_id or request.user_id, item.input),
                         memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
-                        **({"id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE}
-                           if self._unguessable_ids() else {}),
+                        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     )
                 return child, item
             except WorkflowAlreadyStartedError:
-                if attempt == attempts:
+                if attempt == TAKEN_ID_ATTEMPTS:
                     raise
                 taken = item.prompt_id
                 item = item.model_copy(update={"prompt_id": f"{taken.rsplit('-', 1)[0]}-{workflow.uuid4().hex[:12]}"})
@@ -258,11 +239,9 @@ class ConversationWorkflow:
         raise AssertionError("unreachable")
 
     def _budgets_for(self, item: QueuedInput) -> list[str]:
-        """The turn's budget principals: the ones its send named, else the conversation's (PERIOD_BUDGETS_PATCH)."""
+        """The turn's budget principals: the ones its send named, else the conversation's."""
         budgets = item.budgets if item.budgets is not None else self._request.budgets
-        if not budgets or not versions.has(PERIOD_BUDGETS_PATCH, self._request.workflow_version):
-            return []
-        return list(budgets)
+        return list(budgets or [])
 
     async def _store_history(self) -> None:
         """Move the records held by value into the stored chain."""
@@ -276,43 +255,23 @@ class ConversationWorkflow:
 
     # --- scheduled prompts --------------------------------------------------------------------------
 
-    def _own_schedule(self) -> bool:
-        """Whether this run keeps its own schedule (SCHEDULED_PROMPTS_PATCH), not the triggers plugin's state."""
-        return versions.has(SCHEDULED_PROMPTS_PATCH, self._request.workflow_version)
-
-    def _next_due(self) -> ScheduledPrompt | Trigger | None:
-        if not self._own_schedule():
-            return next_due(read_triggers(self._plugin_state))  # legacy
+    def _next_due(self) -> ScheduledPrompt | None:
         return min(self._scheduled, key=lambda s: s.fire_at or workflow.now(), default=None)
 
     def _schedule(self, prompt: Prompt) -> None:
         """Take the prompts `prompt`'s tools scheduled or cancelled; a delay counts from now (its end)."""
-        if not self._own_schedule():
-            triggers = read_triggers(self._plugin_state)  # legacy
-            if any(t.status == "requested" for t in triggers):
-                write_triggers(self._plugin_state, schedule_requested(triggers, workflow.now()))
-            return
         for entry in prompt.scheduled:
             self._scheduled = [s for s in self._scheduled if s.id != entry.id]
             if not entry.cancel:
                 fire_at = entry.at or workflow.now() + timedelta(seconds=entry.delay_seconds or 0)
                 self._scheduled.append(entry.model_copy(update={"fire_at": fire_at}))
 
-    def _fire(self, due: ScheduledPrompt | Trigger) -> None:
-        if isinstance(due, ScheduledPrompt):
-            self._scheduled = [s for s in self._scheduled if s.id != due.id]
-        else:  # legacy
-            write_triggers(self._plugin_state, [t.model_copy(update={"status": "fired"}) if t.id == due.id else t
-                                                for t in read_triggers(self._plugin_state)])
-        self._enqueue(None, instructions=f"A scheduled trigger ({due.id}) fired. Its message: {due.message}")
-
-    def _schedule_to_carry(self) -> list[ScheduledPrompt]:
-        """What the next run (always with SCHEDULED_PROMPTS_PATCH) schedules: a run before it hands over the
-        triggers its plugin state still has scheduled."""
-        if self._own_schedule():
-            return self._scheduled
-        return [ScheduledPrompt(id=t.id, message=t.message, delay_seconds=t.delay_seconds, at=t.at, fire_at=t.fire_at)
-                for t in read_triggers(self._plugin_state) if t.status == "scheduled" and t.fire_at is not None]
+    def _fire(self, due: ScheduledPrompt) -> None:
+        self._scheduled = [s for s in self._scheduled if s.id != due.id]
+        # The principals now, not when the conversation started: a budget set since applies (the ledger says yes
+        # when there is none).
+        self._enqueue(None, instructions=f"A scheduled trigger ({due.id}) fired. Its message: {due.message}",
+                      budgets=principals_for(self._request.user_id, self._id))
 
     # --- continue-as-new ----------------------------------------------------------------------------
 
@@ -326,7 +285,7 @@ class ConversationWorkflow:
             "prompt_ids": self._stored_ids, "usage": self._stored_usage, "plugin_state": self._plugin_state,
             "queued": self._queue, "next_sequence": self._next_sequence, "runs": self._request.runs + 1,
             "closing": self._closing, "workflow_version": versions.CURRENT_VERSION,
-            "scheduled": self._schedule_to_carry(),
+            "scheduled": self._scheduled,
         })  # a model, not a RawValue: the next run's decode_input accepts both
 
     def _snapshot(self) -> Conversation:

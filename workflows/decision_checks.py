@@ -23,7 +23,7 @@ from durable_agent.agent.models import Decision, ToolOutput
 from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
 from durable_agent.workflows.audit import record_ignored
 from durable_agent.workflows.corrections import correction_refusal, merge_patch, schema_problem
-from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, may_decide, verify_decision
+from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, verify_decision
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.names import CHECK_CORRECTION_ACTIVITY
 from durable_agent.workflows.protocol import (
@@ -35,7 +35,7 @@ from durable_agent.workflows.protocol import (
     RejectRequest,
 )
 from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.refusals import Refusal, decision_refused, not_allowed
+from durable_agent.workflows.refusals import Refusal, decision_refused
 from durable_agent.workflows.sub_agents import SubAgents
 
 CORRECTION_CHECK_TIMEOUT = timedelta(seconds=30)
@@ -62,8 +62,8 @@ class Decider:
 
 
 class DecisionChecks:
-    """The checks over the desk's `waiting` calls and `decisions` taken (the desk's own dicts, read here).
-    `secure`: this run decides under the approval policy (SECURE_DECISIONS_PATCH, set by the desk)."""
+    """The checks over the desk's `waiting` calls and `decisions` taken (the desk's own dicts, read here), under
+    the approval policy (docs/approvals-policy.md)."""
 
     def __init__(self, record: Recorder, children: SubAgents, waiting: dict[str, WaitingCall],
                  decisions: dict[str, Decision]) -> None:
@@ -73,11 +73,10 @@ class DecisionChecks:
         self._waiting = waiting
         self._decisions = decisions
         self._used_nonces: set[str] = set()  # decision tokens' nonces, each accepted once
-        self.secure = False
 
     def problem(self, kind: DecisionKind, request: ApproveRequest | RejectRequest) -> Refusal | None:
         """Why a decision cannot be accepted now, or None when it can."""
-        tool_call_id, by = request.tool_call_id, request.by
+        tool_call_id = request.tool_call_id
         prompt = self._record.prompt
         if (child := self._children.call(tool_call_id)) is not None:
             return self._forward_problem(kind, request, child[1])
@@ -95,21 +94,16 @@ class DecisionChecks:
             are = "call is" if len(self._waiting) == 1 else "calls are"
             return Refusal("unknown-tool-call", f"unknown tool call {tool_call_id!r}; the pending {are} {pending}")
         decider = self._decider(kind, request, waiting)
-        if isinstance(decider, Refusal):
-            return decider
-        if not self.secure and not may_decide(waiting.requirement.approvers, by, sorted(decider.who.roles)):
-            return not_allowed(by, tool_call_id, waiting.requirement.approvers)
-        return None
+        return decider if isinstance(decider, Refusal) else None
 
     def _decider(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
                  waiting: WaitingCall) -> Decider | Refusal:
         """Who decides, as far as this prompt can tell: with a decision key, the signed token's principal and
-        roles (bound to this run, the exact arguments and a one-use nonce); without, the request's word. Under
-        the approval policy (SECURE_DECISIONS_PATCH) they must be allowed by the call's approvers (and the
-        four-eyes rule)."""
+        roles (bound to this run, the exact arguments and a one-use nonce); without, the request's word. They
+        must be allowed by the call's approvers (and the four-eyes rule)."""
         tool_call_id, by = request.tool_call_id, request.by
         requirement = waiting.requirement
-        roles: list[str] = list(request.roles) if self.secure else []
+        roles: list[str] = list(request.roles)
         nonce = None
         if requirement.decision_key:
             corrected = request.input if isinstance(request, ApproveRequest) else None
@@ -121,13 +115,11 @@ class DecisionChecks:
                     request.token, public_key_pem=requirement.decision_key, prompt_id=self._host.workflow_id,
                     tool_call_id=tool_call_id, decision=kind, by=by, corrected_input=corrected,
                     now=self._host.now(), run_id=self._host.run_id, arguments=arguments,
-                    used_nonces=self._used_nonces, strict=self.secure)
+                    used_nonces=self._used_nonces, tool=waiting.entry.tool)
             if not isinstance(verified, DecisionClaims):
                 return decision_refused(tool_call_id, verified)
             roles, nonce = verified.roles, verified.nonce
-        who = Identity.of(identity.person_id(by) if self.secure else by, roles)
-        if not self.secure:
-            return Decider(who, nonce=nonce)
+        who = Identity.of(identity.person_id(by), roles)
         problem = self._approver_problem(kind, by, roles, requirement.approvers, requirement.four_eyes)
         if problem is not None:
             return decision_refused(tool_call_id, problem)
@@ -144,10 +136,6 @@ class DecisionChecks:
         """Why a decision on a sub-agent's call is not forwarded. The sub-agent's prompt checks the decision
         (and its token) itself when it reaches it; the checks this prompt can make come first."""
         tool_call_id, by = request.tool_call_id, request.by
-        if not self.secure:
-            if not may_decide(pending.approvers, by, []) and not pending.signed_decisions:
-                return not_allowed(by, tool_call_id, pending.approvers)
-            return None
         if pending.signed_decisions:
             if not request.token:
                 return decision_refused(tool_call_id, "a signed decision token is required for this call "
@@ -176,12 +164,9 @@ class DecisionChecks:
             if isinstance(checked, Refusal):
                 raise ValueError(checked.message)
             decider = checked
-        if decider.nonce is not None and self.secure:
+        if decider.nonce is not None:
             self._used_nonces.add(decider.nonce)
         return decider
-
-    def recorded_by(self, request: ApproveRequest | RejectRequest, decider: Decider) -> str | None:
-        return decider.who.id if self.secure else request.by
 
     # --- corrections under the approval policy ---------------------------------------------------------
 
@@ -189,7 +174,7 @@ class DecisionChecks:
         """Whether an approval's correction goes to the tool's policy before it is taken (this prompt's own
         call; a sub-agent's prompt checks its own)."""
         waiting = self._waiting.get(request.tool_call_id)
-        return (self.secure and request.input is not None and waiting is not None
+        return (request.input is not None and waiting is not None
                 and waiting.entry.tool != MORE_BUDGET_TOOL)  # a budget request has no policy: its schema decides
 
     async def checked_correction(self, request: ApproveRequest) -> Decider | Refusal:

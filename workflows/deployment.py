@@ -11,8 +11,8 @@ versioned worker registers the subclasses below in their place (same workflow na
   until it is drained. Its sub-agents (child prompts on the same queue) inherit the parent's build.
 - Conversations are AUTO_UPGRADE: a conversation lives for months and continues-as-new regularly; its own
   code is a small loop over child prompts. It moves to the current build at its next workflow task, so its
-  changes still need `workflow.patched` (tests/test_replay.py keeps guarding them), and each prompt it starts
-  is pinned to the build current at that moment.
+  changes still need a patch (docs/changing-workflows.md; tests/unit/test_replay.py guards them), and each
+  prompt it starts is pinned to the build current at that moment.
 - Budget ledgers are AUTO_UPGRADE for the same reason: one per principal, for ever, continuing as new.
 """
 

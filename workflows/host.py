@@ -16,7 +16,6 @@ from temporalio import workflow
 
 from durable_agent.agent.models import Prompt, Usage
 from durable_agent.workflows import telemetry
-from durable_agent.workflows.legacy import upsert_every_search_attribute
 from durable_agent.workflows.pending_memo import PENDING_MEMO_KEY
 from durable_agent.workflows.protocol import StreamEvent
 from durable_agent.workflows.search_attributes import changed_search_attributes
@@ -44,7 +43,7 @@ class Host(Protocol):
         """A random id that replays identically (`workflow.uuid4()` on a workflow host)."""
         ...
     def publish(self, event: StreamEvent) -> None: ...
-    def upsert_state(self, prompt: Prompt, *, lean: bool) -> None: ...
+    def upsert_state(self, prompt: Prompt) -> None: ...
     def upsert_memo(self, memo: dict[str, Any]) -> None: ...
     def set_details(self, details: str) -> None: ...
 
@@ -73,11 +72,8 @@ class WorkflowHost:
     def publish(self, event: StreamEvent) -> None:
         self._publish(event)
 
-    def upsert_state(self, prompt: Prompt, *, lean: bool) -> None:
-        """The prompt's search attributes: only the changed ones (`lean`), else all (patch `lean-rounds`)."""
-        if not lean:
-            upsert_every_search_attribute(prompt)
-            return
+    def upsert_state(self, prompt: Prompt) -> None:
+        """The prompt's search attributes that changed (none upserted when none did)."""
         changed = changed_search_attributes(prompt, workflow.info().typed_search_attributes)
         if changed:
             workflow.upsert_search_attributes(changed)

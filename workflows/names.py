@@ -53,7 +53,7 @@ BUDGET_SETTLE_ACTIVITY: Final = "dagent.budget_settle"  # after it: the round's 
 
 # --- workflow stream topics (temporalio.contrib.workflow_streams) -------------------------------------
 EVENTS_TOPIC: Final = "events"  # a prompt's live events, published by the workflow
-DELTAS_TOPIC: Final = "deltas"  # model text as it streams (older workers published it here; now heartbeat details)
+DELTAS_TOPIC: Final = "deltas"  # model text as it streams: read from the model activity's heartbeat details
 PROGRESS_TOPIC: Final = "progress"  # tool progress: not a stream topic, read from the tool's heartbeat details
 
 # --- search attributes (registered by cli/devserver/search_attributes.py and deploy/temporal-setup.sh) ---------------

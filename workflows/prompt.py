@@ -31,8 +31,8 @@ with workflow.unsafe.imports_passed_through():
         TextOutput,
         ToolOutput,
     )
-    from durable_agent.workflows import details, names, telemetry, versions
-    from durable_agent.workflows.approvals import SECURE_DECISIONS_PATCH, ApprovalDesk, decision_update, refusal_text
+    from durable_agent.workflows import details, names, telemetry
+    from durable_agent.workflows.approvals import ApprovalDesk, decision_update, refusal_text
     from durable_agent.workflows.audit import record_ignored
     from durable_agent.workflows.budget_gate import BudgetGate
     from durable_agent.workflows.budgets import budget_reached
@@ -80,10 +80,6 @@ with workflow.unsafe.imports_passed_through():
 CANCELLED_WHILE_RUNNING = ("The prompt was cancelled before this call finished: it was stopped while running "
                            "(or before it started), so its side effect may have happened.")
 CANCELLED_WHILE_WAITING = "The prompt was cancelled while this call waited for approval: it never ran."
-PARALLEL_CALLS_PATCH = "parallel-tool-calls"  # calls of one response side by side; approvals as one batch
-# A finished call's side outputs (files, widgets) and state change enter the record when it finishes (after those
-# of the calls before it), not once the rest of its group, or the approvals of its response's batch, are done.
-FINISHED_CALL_OUTPUTS_PATCH = "finished-call-outputs"
 
 ModelT = TypeVar("ModelT", SteerRequest, ApproveRequest, RejectRequest, ChildApprovals)
 Call = tuple[ToolOutput, PlannedCall]
@@ -124,21 +120,16 @@ class PromptWorkflow:
         events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
         guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
         guard_stream_poll(self._stream)
-        self._inputs = RoundInputs(request, self._prompt, self._has, store_history)
-        self._record = Recorder(self._prompt, WorkflowHost(events.publish), self._has, self._inputs.changed)
+        self._inputs = RoundInputs(request, self._prompt, store_history)
+        self._record = Recorder(self._prompt, WorkflowHost(events.publish), self._inputs.changed)
         self._steering = Steering(self._record)  # workflows/steering.py
         self._children = SubAgents(request, self._record, spawn=self._in_background, listed=lambda: self._desk.listed(),
                                    publish_pending=lambda: self._desk.publish_pending())
         self._desk = ApprovalDesk(self._record, self._children, steered=self._steering.arrived,
                                   spawn=self._in_background)
-        self._tools = ToolRunner(request, self._record, self._children, steered=self._steering.arrived,
-                                 secure=lambda: self._desk.secure, has=self._has)
-        self._budgets = BudgetGate(request, self._record, self._desk, has=self._has, ignore=self._ignore)
+        self._tools = ToolRunner(request, self._record, self._children, steered=self._steering.arrived)
+        self._budgets = BudgetGate(request, self._record, self._desk, ignore=self._ignore)
         self._children.budgets = lambda: self._budgets.principals  # a sub-agent spends the same period budgets
-        # Whether this run decides under the approval policy; an unversioned run asks its patch marker when it
-        # starts (no call can be pending before then).
-        version = request.workflow_version
-        self._desk.secure = version is not None and versions.has(SECURE_DECISIONS_PATCH, version)
 
     # --- run --------------------------------------------------------------------------------------
 
@@ -146,9 +137,11 @@ class PromptWorkflow:
     @raw_payloads
     async def run(self, *payloads: object) -> Prompt:
         conversation_child = bool(self._request.conversation_id) and workflow.info().parent is not None
-        with telemetry.prompt_span(self._prompt.id, conversation_child=conversation_child) as span:
+        with telemetry.prompt_span(self._prompt.id, conversation_child=conversation_child,
+                                  conversation_id=self._request.conversation_id) as span:
             self._record.span = span
             self._prompt.trace_id = telemetry.trace_id_of(span)
+            telemetry.log_step("prompt started", self._prompt.id, conversation_id=self._prompt.conversation_id)
             ending = await self._run_traced()
         if ending is not None:
             raise ending
@@ -162,8 +155,8 @@ class PromptWorkflow:
             return ApplicationError(self._input_error, *self._record.failure_details(), type=names.INVALID_INPUT_ERROR,
                                     non_retryable=True)
         self._record.set_state("running")
-        if self._request.workflow_version is None:
-            self._desk.secure = workflow.patched(SECURE_DECISIONS_PATCH)
+        if workflow.memo_value("summary", None) is None:  # started without one (a raw client): listings show it
+            workflow.upsert_memo({"summary": details.prompt_summary(self._prompt.user_id, self._prompt.input)})
         try:
             await self._run_rounds()
         except (ActivityError, ChildWorkflowError, PromptFailedError, asyncio.CancelledError) as exc:
@@ -236,10 +229,10 @@ class PromptWorkflow:
                 self._ask_again_for_schema(reason)
             case RunTools(calls=calls):
                 if (call := fusable(calls, round_number, self._request, self._prompt.usage,
-                                    period_budgets=self._budgets.active, has=self._has)) is not None:
+                                    period_budgets=self._budgets.active)) is not None:
                     self._ahead = await self._run_then_model(call, round_number + 1)
                 else:
-                    await self._run_calls(calls)
+                    await self._process_calls(calls)
         return False
 
     async def _run_then_model(self, call: ReadyCall, next_round: int) -> RoundResult | None:
@@ -259,16 +252,6 @@ class PromptWorkflow:
         self._record.append(MessageOutput(role="system", source="output_validation", text=(
             f"Your final answer did not match the required output schema: {reason}. "
             "Answer again with only a JSON value that matches the schema.")))
-
-    async def _run_calls(self, calls: list[PlannedCall]) -> None:
-        if self._has(PARALLEL_CALLS_PATCH):
-            await self._process_calls(calls)
-            return
-        for index, call in enumerate(calls):
-            if self._steering.arrived():
-                self._steering.skip(calls[index:])
-                return
-            await self._process_call(call)
 
     async def _call_model(self, round_number: int) -> RoundResult:
         failed = self._tools.failed_tools
@@ -290,20 +273,6 @@ class PromptWorkflow:
         self._record.host.metrics.model_round(result.model or self._prompt.model, result.usage)
         self._desk.event_hooks = result.event_hooks
 
-    async def _process_call(self, call: PlannedCall) -> None:
-        entry = self._record.open_call(call)
-        match call:
-            case InvalidCall(error=error):
-                self._record.end_call(entry, error, "invalid")
-                return
-            case CallNeedingApproval(approval=approval):
-                decision = await self._desk.request_and_wait(entry, approval, call.plugin)
-                entry.decision = decision
-                if decision.decision != "approved":
-                    self._record.end_call(entry, refusal_text(decision), decision.decision)
-                    return
-        await self._tools.invoke(entry, call, entry.input)  # the approver may have corrected the input
-
     async def _process_calls(self, calls: list[PlannedCall]) -> None:
         """One response's calls: all recorded at once in the model's order; those needing approval become
         pending together (one batch, decided independently); calls before the first of them run side by side
@@ -324,10 +293,8 @@ class PromptWorkflow:
         for entry, waiting in batch:
             self._desk.request(entry, waiting.approval, waiting.plugin, publish=False)
         self._desk.publish_pending()  # the batch's calls in one memo update
-        on_finish = self._has(FINISHED_CALL_OUTPUTS_PATCH)  # else side outputs wait for the whole group
-        outcomes, _ = await asyncio.gather(self._tools.run_side_by_side(before, on_finish=on_finish),
-                                           self._decide_batch(batch))
-        self._tools.apply_in_order(before, outcomes, recorded=on_finish)
+        outcomes, _ = await asyncio.gather(self._tools.run_side_by_side(before), self._decide_batch(batch))
+        self._tools.fail_in_order(before, outcomes)
         approved: list[Call] = []
         for entry, call in batch:
             decision = self._desk.decisions[entry.id]
@@ -336,8 +303,8 @@ class PromptWorkflow:
                 approved.append((entry, call))
             else:
                 self._record.end_call(entry, refusal_text(decision), decision.decision)
-        await self._tools.run(approved, on_finish=on_finish)
-        await self._tools.run(after, on_finish=on_finish)
+        await self._tools.run(approved)
+        await self._tools.run(after)
 
     async def _decide_batch(self, batch: list[tuple[ToolOutput, CallNeedingApproval]]) -> None:
         if not batch:
@@ -347,9 +314,6 @@ class PromptWorkflow:
         await asyncio.gather(*(self._desk.wait(entry, call.approval) for entry, call in batch))
 
     # --- the workflow's own helpers ---------------------------------------------------------------------
-
-    def _has(self, patch_id: str) -> bool:
-        return versions.has(patch_id, self._request.workflow_version)
 
     def _in_background(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)

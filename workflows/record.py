@@ -25,23 +25,15 @@ from durable_agent.workflows.host import Host
 from durable_agent.workflows.pending_memo import pending_memo
 from durable_agent.workflows.protocol import PendingApproval, PlannedCall, StreamEvent
 
-# Less per round: search attributes upserted only when a value changes (and the tool activity's lean input).
-LEAN_ROUNDS_PATCH = "lean-rounds"
-# The waiting calls kept in the memo, for one visibility query to list them (workflows/pending_memo.py).
-PENDING_MEMO_PATCH = "pending-memo"
-# A failed prompt's workflow failure carries its record: a client reads it there, without a query (which needs a
-# worker to replay the closed workflow).
-FAILURE_RECORD_PATCH = "failure-carries-record"
 MAX_FAILURE_RECORD_CHARS = 256 * 1024  # a failure's details are not stored by reference: a larger record stays out
 
 
 class Recorder:
     """Appends to and updates `prompt.output`; `changed` collects the indices a model round has not seen."""
 
-    def __init__(self, prompt: Prompt, host: Host, has: Callable[[str], bool], changed: set[int]) -> None:
+    def __init__(self, prompt: Prompt, host: Host, changed: set[int]) -> None:
         self.prompt = prompt
         self.host = host
-        self.has = has  # whether this run has a patch's behaviour (workflows/versions.py)
         self.changed = changed
         self.span: telemetry.Span | None = None  # the prompt's span, once it runs
         self._positions: dict[str, int] = {}  # tool call id -> index in the record
@@ -126,16 +118,14 @@ class Recorder:
 
     def set_state(self, state: PromptState) -> None:
         self.prompt.state = state
-        self.host.upsert_state(self.prompt, lean=self.has(LEAN_ROUNDS_PATCH))
+        self.host.upsert_state(self.prompt)
         self.host.publish(StreamEvent(kind=EventKind.STATE_CHANGED, state=state))
 
     def publish_pending(self, waiting: bool, listed: Callable[[], list[PendingApproval]]) -> None:
         """Rewrite the memo's waiting calls when they changed (one `UpsertWorkflowProperties` event): what
         `AgentClient.pending` lists from visibility without asking the workflow. `waiting`: any call waits."""
         if not self._pending_memo and not waiting:
-            return  # nothing was said and nothing waits: no marker, no event
-        if not self.has(PENDING_MEMO_PATCH):
-            return
+            return  # nothing was said and nothing waits: no event
         memo: dict[str, Any] = pending_memo(listed())
         if memo != self._pending_memo:
             self._pending_memo = memo
@@ -143,8 +133,8 @@ class Recorder:
 
     def failure_details(self) -> tuple[Prompt, ...]:
         """The details of the failure that ends a failed prompt's workflow: its record, unless it is too large
-        (then a client queries it) or the run predates FAILURE_RECORD_PATCH."""
-        if not self.has(FAILURE_RECORD_PATCH) or len(self.prompt.model_dump_json()) > MAX_FAILURE_RECORD_CHARS:
+        (then a client queries it)."""
+        if len(self.prompt.model_dump_json()) > MAX_FAILURE_RECORD_CHARS:
             return ()
         return (self.prompt,)
 
@@ -152,7 +142,8 @@ class Recorder:
         """The end, as the Temporal UI, the metrics and the prompt's span tell it."""
         self.host.set_details(details.finished(self.prompt))
         self.host.metrics.prompt_finished(state)
+        telemetry.log_step("prompt finished", self.prompt.id, state=state, rounds=self.prompt.rounds)
         if self.span is not None:
             self.span.set_attributes({"dagent.prompt.state": state, "dagent.prompt.rounds": self.prompt.rounds})
             if state == "failed":
-                telemetry.mark_error(self.span, self.prompt.error or "failed")
+                telemetry.mark_failed(self.span, self.prompt.error or "failed")

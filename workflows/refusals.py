@@ -33,11 +33,6 @@ def decision_refused(tool_call_id: str, reason: str) -> Refusal:
     return Refusal("not-allowed", f"decision on {tool_call_id!r} refused: {reason}")
 
 
-def not_allowed(by: str | None, tool_call_id: str, approvers: list[str] | None) -> Refusal:
-    return Refusal("not-allowed", f"{by or 'an anonymous caller'} may not decide {tool_call_id!r}; "
-                                  f"approvers: {', '.join(approvers or [])}")
-
-
 def applied(step: Callable[[], T]) -> T:
     """Run an update handler's step; a refusal or a bug fails the update, never the workflow task."""
     try:

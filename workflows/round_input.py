@@ -21,8 +21,6 @@ from durable_agent.workflows.names import MODEL_ROUND_ACTIVITY
 from durable_agent.workflows.protocol import HistoryRef, OutputChange, PromptRequest, RoundInput, RoundResult
 from durable_agent.workflows.transcript import change_for
 
-ROUND_REFS_PATCH = "round-input-by-reference"  # large tool outputs and a conversation's history by reference
-HISTORY_STORE_PATCH = "given-history-stored"  # history given by value goes to the store once, then by reference
 MODEL_TIMEOUT = timedelta(minutes=5)
 # A model call on a dead worker is retried after this (the activity heartbeats every 0.5 s from its start; the
 # timeout is not part of replay, so changing it needs no patch).
@@ -39,10 +37,9 @@ StoreHistory = Callable[[HistoryRef | None, list[Prompt], str], Awaitable[Histor
 
 
 class RoundInputs:
-    def __init__(self, request: PromptRequest, prompt: Prompt, has: Callable[[str], bool], store: StoreHistory) -> None:
+    def __init__(self, request: PromptRequest, prompt: Prompt, store: StoreHistory) -> None:
         self._request = request
         self._prompt = prompt
-        self._has = has
         self._store = store
         self.changed: set[int] = set()  # output indices added or changed since the last model round
         self._history_sent = False  # the request's by-value history went with a round input of this run
@@ -97,7 +94,7 @@ class RoundInputs:
         round, with the `store_history` local activity (its input is not written to history): no round input
         carries them again, and a worker without them loads them from the store."""
         request = self._request
-        if self._history_stored is not None or not request.history or not self._has(HISTORY_STORE_PATCH):
+        if self._history_stored is not None or not request.history:
             return
         self._history_stored = await self._store(request.history_ref, request.history,
                                                  f"store {len(request.history)} earlier prompt record(s)")
@@ -112,22 +109,21 @@ class RoundInputs:
     def sent(self, round_input: RoundInput) -> None:
         """A worker has `round_input` (an input built by `ahead`): its changes and history are not sent again."""
         self.changed.difference_update(change.index for change in round_input.changes or [])
-        self._history_sent = self._history_sent or self._has(ROUND_REFS_PATCH)
+        self._history_sent = True
 
     def ahead(self, round_number: int, run_id: str) -> RoundInput:
         """The next round's input, built now but not yet counted as sent (`sent`): for a model round that a tool
         activity runs after its tool, which may not get to it."""
         request = self._request
-        by_reference = self._has(ROUND_REFS_PATCH)
         # Tools run on this queue: with model calls on another queue, no tool output is ever cached where they run.
-        outputs_by_reference = by_reference and not request.model_task_queue and not request.model_routing
+        outputs_by_reference = not request.model_task_queue and not request.model_routing
         output = self._prompt.output
         changes = [change_for(i, output[i]) if outputs_by_reference
                    else OutputChange(index=i, output=output[i]) for i in sorted(self.changed)]
-        history = request.history if by_reference and not self._history_sent and not self._history_stored else []
-        history_ref = self._history_stored or (request.history_ref if by_reference else None)
+        history = request.history if not self._history_sent and not self._history_stored else []
+        history_ref = self._history_stored or request.history_ref
         return RoundInput(
-            prompt=self._header(by_reference), instructions=request.instructions,
+            prompt=self._header(), instructions=request.instructions,
             round=round_number, output_schema=request.output_schema, changes=changes,
             output_count=len(output), history_count=self._history_count(), run_id=run_id,
             context_max_messages=request.context_max_messages, context_max_tokens=request.context_max_tokens,
@@ -137,16 +133,14 @@ class RoundInputs:
         """The round's input with every output and earlier prompt by value (only a conversation's stored
         history stays referenced): for a worker that did not have the rest."""
         self._history_sent = True
-        whole = self._header(self._has(ROUND_REFS_PATCH)).model_copy(update={"output": self._prompt.output})
+        whole = self._header().model_copy(update={"output": self._prompt.output})
         return partial.model_copy(update={"prompt": whole.model_copy(deep=True), "changes": None,
                                           "history": [] if self._history_stored else self._request.history,
                                           "history_ref": partial.history_ref})
 
-    def _header(self, lean: bool) -> Prompt:
-        """The prompt without its outputs; lean: without the lists that grow every round (model rounds, audit),
+    def _header(self) -> Prompt:
+        """The prompt without its outputs and without the lists that grow every round (model rounds, audit),
         which the worker does not use, so a round's input does not grow with the rounds before it."""
-        if not lean:
-            return self._prompt.model_copy(update={"output": []})
         return self._prompt.model_copy(update={"output": [], "model_rounds": [], "audit": []})
 
     def _history_count(self) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent.agent.events import EventKind
@@ -26,6 +26,7 @@ from durable_agent.agent.models import (
     ToolSuccess,
 )
 from durable_agent.workflows import names, versions
+from durable_agent.workflows.details import prompt_summary
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.protocol import (
     ApproveRequest,
@@ -54,9 +55,9 @@ class Child:
 
 
 class SubAgents:
-    """`secure`: the run decides under the approval policy (reports only from the child this prompt started,
-    forwarded decisions stay listed until the sub-agent reports them taken). `listed` gives every call this
-    prompt lists as waiting (its own and its sub-agents'); `publish_pending` rewrites the memo."""
+    """Reports are taken only from the child this prompt started; forwarded decisions stay listed until the
+    sub-agent reports them taken. `listed` gives every call this prompt lists as waiting (its own and its
+    sub-agents'); `publish_pending` rewrites the memo."""
 
     def __init__(self, request: PromptRequest, record: Recorder, *, spawn: Callable[[Awaitable[None]], None],
                  listed: Callable[[], list[PendingApproval]], publish_pending: Callable[[], None]) -> None:
@@ -65,7 +66,6 @@ class SubAgents:
         self._spawn = spawn
         self._listed = listed
         self._publish_pending = publish_pending
-        self.secure = False
         self.reports: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
         self._announced: set[str] = set()  # sub-agents' calls (`<call>/<its call>`) published as approval_requested
         self._children: dict[str, Child] = {}  # by sub-agent call id
@@ -75,14 +75,15 @@ class SubAgents:
     # --- running a sub-agent ---------------------------------------------------------------------------
 
     def child_request(self, entry: ToolOutput, call: PlannedCall, arguments: object,
-                      nonce: str | None) -> PromptRequest:
+                      nonce: str, child_id: str | None = None) -> PromptRequest:
         """The child prompt's input (raises ValueError when the call's arguments cannot make one)."""
         agent = call.agent
         assert agent is not None
         host, own = self._record.host, self._request
         parent_path = [*own.parent.path, own.parent.prompt_id] if own.parent else []
         return PromptRequest(
-            prompt_id=f"{host.workflow_id}.{entry.id}", user_id=self._record.prompt.user_id, model=agent.model,
+            prompt_id=child_id or f"{host.workflow_id}.{entry.id}", user_id=self._record.prompt.user_id,
+            model=agent.model,
             input=arguments.get("task") if isinstance(arguments, dict) else None,  # type: ignore[arg-type]
             instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
             plugins=agent.plugins, fail_workflow_on_error=False,
@@ -93,29 +94,31 @@ class SubAgents:
 
     async def run(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
         """A sub-agent call: a child PromptWorkflow whose final answer (data, or else text) is the result."""
-        child_id = f"{self._record.host.workflow_id}.{entry.id}"
-        nonce = self._record.host.random_id() if self.secure else None  # its reports must carry it
+        # `<prompt>.<call>.<random>`: a call id can be predictable, so nobody can start this id first (agent/ids.py)
+        child_id = f"{self._record.host.workflow_id}.{entry.id}.{self._record.host.random_id()[:8]}"
+        nonce = self._record.host.random_id()  # its reports must carry it
         try:
-            request = self.child_request(entry, call, arguments, nonce)
+            request = self.child_request(entry, call, arguments, nonce, child_id)
         except ValueError as exc:
             return ToolInvocationResult(result=ToolError(error=f"Sub-agent '{call.tool}' cannot start: {exc}"))
         entry.child_prompt_id = child_id
         self._record.touch(entry)
-        if nonce is not None:
-            self._children[entry.id] = Child(workflow_id=child_id, nonce=nonce)
+        self._children[entry.id] = Child(workflow_id=child_id, nonce=nonce)
         failed: str | None = None
         try:
             # start + await: the same commands as execute_child_workflow, and the child's run id in between
             handle = await workflow.start_child_workflow(
                 names.PROMPT_WORKFLOW, request, id=child_id, result_type=Prompt,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}")
-            if nonce is not None:
-                self._children[entry.id].run_id = handle.first_execution_run_id
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}",
+                memo={"summary": f"sub-agent {call.tool}: {prompt_summary(request.user_id, request.input)}"})
+            self._children[entry.id].run_id = handle.first_execution_run_id
             child = await handle
         except ChildWorkflowError as exc:
             if is_cancellation(exc):
                 raise
             failed = f"Sub-agent '{call.tool}' failed: {failure_reason(exc)}"
+        except WorkflowAlreadyStartedError:  # the call's error, never the prompt's failure
+            failed = f"Sub-agent '{call.tool}' cannot start: id-taken: another workflow holds {child_id!r}"
         finally:
             reported = self.reports.pop(entry.id, None)
         if reported is not None:  # not in `finally`: an evicted workflow's coroutine is closed outside its loop
@@ -146,7 +149,7 @@ class SubAgents:
         entry = self._record.tool_call(report.tool_call_id)
         if entry is None or entry.child_prompt_id != report.child_workflow_id or entry.finished_at is not None:
             return f"no running sub-agent call {report.tool_call_id!r}"
-        if self.secure and not self._from_own_child(report):
+        if not self._from_own_child(report):
             return (f"report for sub-agent call {report.tool_call_id!r} refused: it does not come from the "
                     "sub-agent this prompt started (workflow id, run id or nonce differ)")
         for child_call, reason in report.refused.items():
@@ -193,13 +196,11 @@ class SubAgents:
     # --- decisions forwarded to a sub-agent --------------------------------------------------------------
 
     async def forwarded(self, kind: str, request: ApproveRequest | RejectRequest) -> ToolOutput:
-        """An update's decision on a sub-agent's call: forwarded, then (under the approval policy) the sub-agent's
-        verdict awaited, so a refusal there fails this update too."""
-        if self.secure:
-            self._refusals.pop(request.tool_call_id, None)
+        """An update's decision on a sub-agent's call: forwarded, then the sub-agent's verdict awaited, so a
+        refusal there fails this update too."""
+        self._refusals.pop(request.tool_call_id, None)
         forwarded = self.forward(kind, request)
-        if self.secure:
-            await self._verdict(request.tool_call_id)
+        await self._verdict(request.tool_call_id)
         return forwarded
 
     def forward(self, kind: str, request: ApproveRequest | RejectRequest) -> ToolOutput:
@@ -209,10 +210,7 @@ class SubAgents:
         child_request = request.model_copy(update={"tool_call_id": pending.tool_call_id})
         signal = names.APPROVE_SIGNAL if kind == "approve" else names.REJECT_SIGNAL
         self._spawn(_signal(report.child_workflow_id, signal, child_request))
-        if not self.secure:
-            report.pending = [p for p in report.pending if p is not pending]
-            self._publish_pending()
-        # Else the call stays listed until the sub-agent, which verifies the decision, reports it decided.
+        # The call stays listed until the sub-agent, which verifies the decision, reports it decided.
         decision = Decision(decision="approved" if kind == "approve" else "rejected", by=request.by,
                             at=self._record.host.now(), reason=getattr(request, "reason", None))
         return child_entry(request.tool_call_id, pending, decision)
@@ -238,7 +236,7 @@ class SubAgents:
         """A decision the parent forwarded was refused here: tell the parent, whose update waits for it."""
         link = self._request.parent
         own_call = self._record.tool_call(tool_call_id) is not None  # junk ids are only audited here
-        if self.secure and own_call and link is not None and link.report_nonce is not None:
+        if own_call and link is not None and link.report_nonce is not None:
             self._spawn(self.report_to_parent({tool_call_id: problem}))
 
     async def report_to_parent(self, refused: dict[str, str] | None = None) -> None:

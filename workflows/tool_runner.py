@@ -17,7 +17,6 @@ from durable_agent.agent.errors import PromptFailedError
 from durable_agent.agent.models import ScheduledPrompt, ToolError, ToolOutput, ToolSuccess
 from durable_agent.workflows import details, telemetry
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.legacy import LegacyToolInvocation
 from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, TOOL_THEN_MODEL_ACTIVITY
 from durable_agent.workflows.protocol import (
     PlannedCall,
@@ -29,7 +28,7 @@ from durable_agent.workflows.protocol import (
     ToolThenModel,
     ToolThenModelResult,
 )
-from durable_agent.workflows.record import LEAN_ROUNDS_PATCH, Recorder
+from durable_agent.workflows.record import Recorder
 from durable_agent.workflows.round_input import MODEL_TIMEOUT
 from durable_agent.workflows.sub_agents import SubAgents
 
@@ -43,30 +42,27 @@ def fail_if_fatal(call: PlannedCall, outcome: ToolInvocationResult) -> None:
 
 
 class ToolRunner:
-    """`steered`: a user message arrived (calls not started yet are skipped); `secure`: idempotency keys name
-    the run. `failed_tools`: tools whose calls ended in an error since the last model round."""
+    """`steered`: a user message arrived (calls not started yet are skipped). `failed_tools`: tools whose calls
+    ended in an error since the last model round."""
 
     def __init__(self, request: PromptRequest, record: Recorder, children: SubAgents, *,
-                 steered: Callable[[], bool], secure: Callable[[], bool], has: Callable[[str], bool]) -> None:
+                 steered: Callable[[], bool]) -> None:
         self._request = request
         self._record = record
         self._prompt = record.prompt
         self._children = children
         self._steered = steered
-        self._secure = secure
-        self._has = has
         self.failed_tools: list[str] = []
 
-    async def run(self, calls: list[tuple[ToolOutput, PlannedCall]], *, on_finish: bool = False) -> None:
-        """Run calls side by side, then apply their outcomes in the model's order."""
-        self.apply_in_order(calls, await self.run_side_by_side(calls, on_finish=on_finish), recorded=on_finish)
+    async def run(self, calls: list[tuple[ToolOutput, PlannedCall]]) -> None:
+        """Run calls side by side; a failure that fails the prompt is raised in the model's order."""
+        self.fail_in_order(calls, await self.run_side_by_side(calls))
 
-    async def run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]], *,
-                                on_finish: bool = False) -> dict[str, ToolInvocationResult]:
+    async def run_side_by_side(self, calls: list[tuple[ToolOutput, PlannedCall]]) -> dict[str, ToolInvocationResult]:
         """Run calls concurrently (at most `max_parallel_tools` at once; a `sequential` call runs alone).
-        Each entry gets its result in place as it finishes; a steer skips the calls not started yet.
-        `on_finish`: side outputs and state changes enter the record as calls finish, in the model's order
-        (a call's outputs wait for those of the calls before it that still run, never for anything else)."""
+        Each entry gets its result in place as it finishes; a steer skips the calls not started yet. Side
+        outputs and state changes enter the record as calls finish, in the model's order (a call's outputs wait
+        for those of the calls before it that still run, never for anything else)."""
         limit = asyncio.Semaphore(self._request.max_parallel_tools or max(len(calls), 1))
         outcomes: dict[str, ToolInvocationResult] = {}
         ended: set[str] = set()
@@ -86,9 +82,8 @@ class ToolRunner:
                     self._record.end_call(entry, SKIPPED_BY_STEER, "skipped")
                 else:
                     outcomes[entry.id], _ = await self.execute(entry, call, entry.input)
-            if on_finish:
-                ended.add(entry.id)
-                record_finished()
+            ended.add(entry.id)
+            record_finished()
 
         index = 0
         while index < len(calls):
@@ -104,14 +99,11 @@ class ToolRunner:
             index = end
         return outcomes
 
-    def apply_in_order(self, calls: list[tuple[ToolOutput, PlannedCall]],
-                        outcomes: dict[str, ToolInvocationResult], *, recorded: bool = False) -> None:
-        """Side outputs, state changes and failures in the model's order, whatever order the calls finished in
-        (`recorded`: side outputs and state changes are in already, as each call finished)."""
+    @staticmethod
+    def fail_in_order(calls: list[tuple[ToolOutput, PlannedCall]], outcomes: dict[str, ToolInvocationResult]) -> None:
+        """The first call, in the model's order, whose failure fails the prompt, whatever order they finished in."""
         for entry, call in calls:
             if entry.id in outcomes:
-                if not recorded:
-                    self.record_outcome(call, outcomes[entry.id])
                 fail_if_fatal(call, outcomes[entry.id])
 
     async def invoke(self, entry: ToolOutput, call: PlannedCall, arguments: object,
@@ -151,7 +143,7 @@ class ToolRunner:
         next_round: RoundResult | None = None
         try:
             # With the next model round: a regular call, or a fast tool's call that would otherwise run local.
-            if then is not None and isinstance(invocation, ToolInvocation):
+            if then is not None:
                 fused = await workflow.execute_activity(
                     TOOL_THEN_MODEL_ACTIVITY, ToolThenModel(
                         call=invocation, tool_timeout_seconds=timeout.total_seconds(),
@@ -178,19 +170,13 @@ class ToolRunner:
         self._record.resolve(entry, outcome.result)
         return outcome, next_round
 
-    def _tool_invocation(self, entry: ToolOutput, call: PlannedCall,
-                         arguments: object) -> ToolInvocation | LegacyToolInvocation:
+    def _tool_invocation(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocation:
         plugin_state = self._prompt.plugin_state.get(call.plugin) if call.plugin else None
         prompt = self._prompt
-        if not self._has(LEAN_ROUNDS_PATCH):
-            return LegacyToolInvocation(
-                prompt_id=prompt.id, user_id=prompt.user_id, conversation_id=prompt.conversation_id,
-                workflow_id=self._record.host.workflow_id, call=call.model_copy(update={"id": entry.id}),
-                input=arguments, plugin_state=plugin_state)
         return ToolInvocation(
             id=entry.id, tool=call.tool, plugin=call.plugin, input=arguments, user_id=prompt.user_id,  # type: ignore[arg-type]
             conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.max_attempts,
-            prompt_id=None if prompt.id == self._record.host.workflow_id else prompt.id, run_scoped=self._secure(),
+            prompt_id=None if prompt.id == self._record.host.workflow_id else prompt.id,
             conversation_schedule=self._request.conversation_schedule)
 
     def record_outcome(self, call: PlannedCall, outcome: ToolInvocationResult) -> None:

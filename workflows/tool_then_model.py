@@ -11,17 +11,13 @@ call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from durable_agent.agent.models import Usage
 from durable_agent.workflows.budgets import budget_reached
 from durable_agent.workflows.protocol import PlannedCall, PromptRequest, ReadyCall
 
-TOOL_THEN_MODEL_PATCH = "tool-then-model"
-
 
 def fusable(calls: list[PlannedCall], round_number: int, request: PromptRequest, usage: Usage, *,
-            period_budgets: bool, has: Callable[[str], bool]) -> ReadyCall | None:
+            period_budgets: bool) -> ReadyCall | None:
     """The round's only call, when it runs with the next model round in one activity; else None."""
     if (len(calls) != 1 or not isinstance(call := calls[0], ReadyCall) or (call.local and not call.fast)
             or call.agent is not None
@@ -29,4 +25,4 @@ def fusable(calls: list[PlannedCall], round_number: int, request: PromptRequest,
             or request.model_task_queue or request.model_routing is not None
             or budget_reached(usage, request.budget) is not None):
         return None
-    return call if has(TOOL_THEN_MODEL_PATCH) else None
+    return call

@@ -4,15 +4,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    Discriminator,
-    Field,
-    JsonValue,
-    Tag,
-    model_validator,
-)
+from pydantic import Field, JsonValue
 
 from durable_agent.agent.models import (
     FileOutput,
@@ -46,9 +40,8 @@ class ApprovalRequirement(_Model):
 
 
 class _CallBase(_Lean):
-    """A tool call from the model as the worker checked it. Fields at their defaults stay off the wire;
-    round results recorded with every field (`error` and `approval` null where they do not apply) decode
-    the same."""
+    """A tool call from the model as the worker checked it, tagged by `kind`. Fields at their defaults stay off
+    the wire (the tag always goes)."""
 
     id: str
     tool: str
@@ -92,6 +85,7 @@ class _CallBase(_Lean):
 class InvalidCall(_CallBase):
     """Not run: unknown tool, or arguments that do not fit; `error` goes back to the model."""
 
+    kind: Literal["invalid"] = "invalid"
     error: str
     approval: None = None
 
@@ -99,6 +93,7 @@ class InvalidCall(_CallBase):
 class CallNeedingApproval(_CallBase):
     """Runs only after a person approves it."""
 
+    kind: Literal["approval"] = "approval"
     error: None = None
     approval: ApprovalRequirement
 
@@ -106,30 +101,19 @@ class CallNeedingApproval(_CallBase):
 class ReadyCall(_CallBase):
     """Runs now."""
 
+    kind: Literal["ready"] = "ready"
     error: None = None
     approval: None = None
 
 
-def _call_kind(value: Any) -> str:
-    get = value.get if isinstance(value, dict) else lambda name: getattr(value, name, None)
-    if get("error") is not None:
-        return "invalid"
-    return "approval" if get("approval") is not None else "ready"
-
-
-PlannedCall = Annotated[
-    Annotated[InvalidCall, Tag("invalid")] | Annotated[CallNeedingApproval, Tag("approval")]
-    | Annotated[ReadyCall, Tag("ready")],
-    Discriminator(_call_kind),
-]
+PlannedCall = Annotated[InvalidCall | CallNeedingApproval | ReadyCall, Field(discriminator="kind")]
 
 
 class ToolInvocation(_Lean):
     """The tool activity's input: only what the activity cannot derive, each id once. Fields at their
     defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
     come from the activity's info; the call's other policy fields (timeout, failure mode, local, sequential)
-    are the workflow's business. A `LegacyToolInvocation` (workflows/legacy.py), recorded or in flight, is read
-    as well."""
+    are the workflow's business."""
 
     id: str = Field(description="The call's id in the prompt.")
     tool: str
@@ -140,22 +124,8 @@ class ToolInvocation(_Lean):
     prompt_id: str | None = Field(default=None, description="None: the workflow id (a prompt's default id).")
     plugin_state: JsonValue = None
     max_attempts: int = Field(default=1, description="The tool's own attempts (an MCP server that is down).")
-    run_scoped: bool = Field(default=False, description=(
-        "The idempotency key names the workflow's run too (`<workflow id>/<run id>/<call id>`): a later run that "
-        "reuses the workflow id gets other keys. False: `<workflow id>/<call id>` (runs started before)."))
     conversation_schedule: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v,
                                                          description="As the prompt's request gives it.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_legacy(cls, value: Any) -> Any:
-        if not (isinstance(value, dict) and isinstance(value.get("call"), dict)):
-            return value
-        call = value["call"]
-        return {"id": call["id"], "tool": call["tool"], "plugin": call.get("plugin"), "input": value.get("input"),
-                "user_id": value.get("user_id", "anonymous"), "conversation_id": value.get("conversation_id"),
-                "prompt_id": value.get("prompt_id"), "plugin_state": value.get("plugin_state"),
-                "max_attempts": call.get("max_attempts", 1)}
 
 
 SideOutput = Annotated[FileOutput | WidgetOutput | ScheduledPrompt, Field(discriminator="type")]

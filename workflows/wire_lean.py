@@ -22,10 +22,10 @@ from durable_agent.agent.strict import StrictModel as _Model  # the one strict b
 
 def _without_defaults(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
     """`data`, the model's own serialization, without the fields at their defaults (the reader fills them in
-    again). A union member's `type` tag stays: the reader needs it to tell the members apart."""
+    again). A union member's tag (`type`, `kind`) stays: the reader needs it to tell the members apart."""
     fields = type(model).model_fields
     return {key: value for key, value in data.items()
-            if key == "type" or fields[key].is_required() or getattr(model, key) != _default_of(fields[key])}
+            if key in ("type", "kind") or fields[key].is_required() or getattr(model, key) != _default_of(fields[key])}
 
 
 def _default_of(field: Any) -> Any:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import Field, JsonValue
 
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import Prompt, ReasoningOutput, Usage
@@ -72,8 +72,7 @@ NextStep = Annotated[FinalAnswer | RetryForSchema | RunTools, Field(discriminato
 
 class RoundResult(_Lean):
     """A model round's answer and what the prompt does next (`next`, decided by the worker: run tools, accept the
-    answer, or ask again). Results recorded before `next` existed carry it as three bags (`calls`, `data`,
-    `output_error`); the validator reads them into `next`, and so does the activity's keyword construction."""
+    answer, or ask again)."""
 
     reasoning: list[ReasoningOutput] = Field(default_factory=list)
     text: str | None = None
@@ -85,18 +84,6 @@ class RoundResult(_Lean):
     fallback: int = 0
     settings: ModelSettings | None = None
     event_hooks: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_bags(cls, value: Any) -> Any:
-        if not isinstance(value, dict) or not {"calls", "data", "output_error"} & value.keys():
-            return value
-        value = dict(value)
-        calls, data, error = value.pop("calls", None), value.pop("data", None), value.pop("output_error", None)
-        if "next" not in value:
-            value["next"] = (RunTools(calls=calls) if calls else RetryForSchema(reason=error) if error is not None
-                             else FinalAnswer(data=data))
-        return value
 
 
 class ToolThenModel(_Lean):

@@ -775,8 +775,8 @@ def run_harness(seed: int, prompts: int, kills: int, target: Target, workdir: Pa
 
 
 def _call_key(key: str) -> str:
-    """`<prompt>/<call>` of an idempotency key, with or without the run id between (run-scoped since version 2):
-    each prompt id is started once here, so the run id adds nothing to tell calls apart."""
+    """`<prompt>/<call>` of an idempotency key (`<prompt>/<run>/<call>`): each prompt id is started once here, so the
+    run id adds nothing to tell calls apart."""
     return f"{key.split('/', 1)[0]}/{key.rsplit('/', 1)[1]}"
 
 

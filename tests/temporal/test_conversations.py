@@ -219,36 +219,6 @@ async def test_trigger_list_says_what_became_of_each_trigger(skip_env: WorkflowE
     assert "prompt_id" not in as_asked[0]
 
 
-@pytest.mark.parametrize("prompts_per_run", [100, 1], ids=["stays-v3", "continues-as-v4"])
-async def test_a_version_3_conversation_still_fires_triggers(skip_env: WorkflowEnvironment, prompts_per_run: int
-                                                             ) -> None:
-    """A conversation started before version 4 (open when this code deployed) schedules from the triggers plugin's
-    state, which the plugin still writes; at continue-as-new it hands the scheduled trigger to the next run, which
-    keeps its own schedule."""
-    model = ScriptedModel(trigger_script)
-    async with agent_worker(skip_env, plugins=[triggers_plugin], model=model) as client:
-        conversation = await client.start_conversation(user_id="cy", workflow_version=3,
-                                                       prompts_per_run=prompts_per_run)
-        prompt = await conversation.send("remind me tomorrow to stretch")
-        await conversation.prompt_started(prompt.id)
-        call = (await prompt.wait_until("waiting_for_approval")).output[0]
-        await prompt.approve(call.id, by="cy")  # type: ignore[union-attr]
-        await prompt.result()
-        if prompts_per_run > 1:  # (a query racing the continue-as-new can outlast its deadline on this server)
-            before = await conversation.get()
-            status = before.plugin_state["triggers"]["triggers"][0]["status"]  # type: ignore[index]
-            assert status == "scheduled" and before.scheduled == []  # scheduled in the plugin's state, as before
-        after = await _after(skip_env, timedelta(days=1, minutes=1), conversation, prompts=2)
-        system = await client.prompt(after.prompt_ids[1]).result()
-        await conversation.close()
-    assert system.input is None and system.output[-1].text == "Reminder: stretch your legs"  # type: ignore[union-attr]
-    # Run 1 (version 3) marks it fired in the plugin's state; run 2 (version 4) fired it from the schedule run 1
-    # handed over, without reading or writing the plugin's state.
-    status = after.plugin_state["triggers"]["triggers"][0]["status"]  # type: ignore[index]
-    assert (after.runs > 1, status) == ((False, "fired") if prompts_per_run > 1 else (True, "scheduled"))
-    assert after.scheduled == []
-
-
 class Reminder(BaseModel):
     message: str
     hours: float = 0

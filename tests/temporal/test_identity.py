@@ -16,7 +16,6 @@ from durable_agent.agent.tools import Approval
 from durable_agent.api.config import ApiKey
 from durable_agent.client.pending import PendingRow, may_see
 from durable_agent.workflows.corrections import correction_refusal, merge_patch
-from durable_agent.workflows.decision_tokens import may_decide as legacy_may_decide
 from durable_agent.workflows.protocol import PendingApproval
 from tests.support.api import USERS, api_stack
 
@@ -31,9 +30,6 @@ def test_typed_entries_never_confuse_users_and_roles() -> None:
     assert grant(fiona, ["finance"]) is None  # a bare name is never a role
     assert grant(Identity.of("user:alice"), ["user:alice"]) == "user:alice"
     assert grant(Identity.of("anyone"), None) == "*" and grant(Identity.of("anyone"), []) == "*"
-    # Prompts recorded before typed entries keep the old rule (bare = user or role), so they replay.
-    assert grant(fiona, ["finance"], legacy=True) == "role:finance"
-    assert legacy_may_decide(["finance"], "fiona", ["finance"]) and not legacy_may_decide(["x"], "fiona", [])
 
 
 def test_a_role_is_never_a_decider_and_four_eyes_binds_the_owner() -> None:

@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 from pydantic import BaseModel
-from structlog.testing import capture_logs
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -28,6 +27,7 @@ from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, create_worker
 from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, TOOL_THEN_MODEL_ACTIVITY
+from tests.support.logs import capture_logs
 from tests.support.workers import TEST_SETTINGS, agent_worker
 
 TOOL_ROUNDS = 3
@@ -64,30 +64,27 @@ async def _history_of(prompt: PromptHandle) -> tuple[int, list[str], list[str]]:
 
 
 async def test_a_round_costs_one_workflow_task_with_local_model_calls(dev_env: WorkflowEnvironment) -> None:
-    """Against model rounds as activities of their own (workflow version 4), local model calls save a workflow
-    task per model round. The default since version 5 runs each round's only call with the next model round in one
-    activity, which saves one per tool round too, so only the first round's task is left to save."""
+    """Local model calls take one workflow task per round: each model round runs in the task that decided it. The
+    default runs each round's only call with the next model round in one activity, which also costs one task per
+    tool round, so only the first round's task is left to save."""
     async with agent_worker(dev_env, plugins=[calc], model=ScriptedModel(_script)) as agent:
-        apart = await agent.start("count", user_id="u", workflow_version=4)
         fused = await agent.start("count", user_id="u")
         local = await agent.start("count", user_id="u", model_local=True)
-        records = [await apart.result(), await fused.result(), await local.result()]
-        (apart_tasks, apart_scheduled, apart_local), (fused_tasks, fused_scheduled, _), \
-            (local_tasks, local_scheduled, local_local) = [await _history_of(p) for p in (apart, fused, local)]
+        records = [await fused.result(), await local.result()]
+        (fused_tasks, fused_scheduled, _), (local_tasks, local_scheduled, local_local) = \
+            [await _history_of(p) for p in (fused, local)]
 
     def outputs(record: object) -> list[object]:
         return [(o.tool, o.result.output) if isinstance(o, ToolOutput) and isinstance(o.result, ToolSuccess)
                 else o.text if isinstance(o, TextOutput) else type(o).__name__ for o in record.output]  # type: ignore[attr-defined]
 
-    assert outputs(records[0]) == outputs(records[1]) == outputs(records[2])  # the same record every way
-    assert outputs(records[2])[-1] == f"added {TOOL_ROUNDS} times"
-    assert apart_scheduled.count(MODEL_ROUND_ACTIVITY) == TOOL_ROUNDS + 1 and apart_local == []
+    assert outputs(records[0]) == outputs(records[1])  # the same record both ways
+    assert outputs(records[1])[-1] == f"added {TOOL_ROUNDS} times"
     assert fused_scheduled == [MODEL_ROUND_ACTIVITY] + [TOOL_THEN_MODEL_ACTIVITY] * TOOL_ROUNDS
     assert local_scheduled == [INVOKE_TOOL_ACTIVITY] * TOOL_ROUNDS
     assert local_local == [MODEL_ROUND_ACTIVITY] * (TOOL_ROUNDS + 1)
-    assert local_tasks == apart_tasks - (TOOL_ROUNDS + 1)  # one task fewer per model round
-    assert local_tasks == TOOL_ROUNDS + 1
-    assert fused_tasks == apart_tasks - TOOL_ROUNDS == local_tasks + 1  # one task fewer per tool round
+    assert local_tasks == TOOL_ROUNDS + 1  # one task per round
+    assert fused_tasks == local_tasks + 1
 
 
 async def test_a_conversation_gives_its_prompts_local_model_calls(dev_env: WorkflowEnvironment) -> None:

@@ -1,8 +1,7 @@
-"""`AgentClient.pending` (`dagent pending`, the API's inbox) when a waiting prompt that has to be asked (one
-started before prompts kept their waiting calls in their memo: workflow version 1) has no worker: the others
-are listed, that one is named as not answering, and nothing waits for it (real dev server, in-process
-workers on their own task queues). Prompts with the memo are listed without any worker:
-tests/temporal/test_pending_visibility.py."""
+"""`AgentClient.pending` (`dagent pending`, the API's inbox) when a waiting prompt that has to be asked (a call
+too large for its memo: the list asks the prompt for its detail) has no worker: its call is listed without the
+detail and nothing waits for it (real dev server, in-process workers on their own task queues). Prompts whose
+memo says everything are listed without any worker: tests/temporal/test_pending_visibility.py."""
 
 from __future__ import annotations
 
@@ -13,13 +12,14 @@ from tests.support.workers import agent_worker
 
 
 async def test_a_waiting_prompt_without_a_worker_is_named_not_waited_for(dev_env: WorkflowEnvironment) -> None:
-    """A prompt without a memo (started before it) whose worker is gone is asked for at most `timeout` and named
-    in `unanswered`; the list covers its own deployment's task queue only."""
+    """A prompt whose call's detail is too large for its memo, and whose worker is gone, is asked for at most
+    `timeout`: its call is listed without the detail. The list covers its own deployment's task queue only."""
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as gone:
-        orphan = await gone.start("pay bob 250", user_id="alice", workflow_version=1)
+        orphan = await gone.start(f"pay {'b' * 4200} 250", user_id="alice")
         await orphan.wait_until("waiting_for_approval")
     found = await gone.pending(user_id="alice", timeout=1.0)  # its queue has no worker now
-    assert orphan.id in found.unanswered and orphan.id not in {row.prompt_id for row in found.rows}
+    [row] = [row for row in found.rows if row.prompt_id == orphan.id]
+    assert (row.call.tool, row.call.input) == ("payment.send", None) and found.unanswered == []
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as agent:
         live = await agent.start("pay carol 300", user_id="alice")
         await live.wait_until("waiting_for_approval")

@@ -117,20 +117,6 @@ async def test_a_call_too_large_for_the_memo_is_listed_with_the_detail_asked_for
         assert (await prompt.result()).state == "completed"
 
 
-async def test_a_prompt_started_before_the_memo_is_asked_instead(dev_env: WorkflowEnvironment) -> None:
-    """A prompt of workflow version 1 (deployed before the memo) has none: the list asks it, as before."""
-    user = f"vis-{uuid.uuid4().hex[:8]}"
-    async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as agent:
-        prompt = await agent.start("pay dora 180", user_id=user, workflow_version=1)
-        await prompt.wait_until("waiting_for_approval")
-        found = await _eventually(lambda: agent.pending(user_id=user), lambda f: bool(f.rows))
-        assert [(row.prompt_id, row.call.tool) for row in found.rows] == [(prompt.id, "payment.send")]
-        assert await _memo(prompt) is None
-        await prompt.approve(found.rows[0].call.tool_call_id, by=user)
-        assert (await prompt.result()).state == "completed"
-
-
-
 async def test_the_whole_list_reads_every_page(dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pages of two prompts: the whole list follows the page tokens to the end and lists every waiting prompt
     once; one page (`limit`) says how many there are and where the next page starts."""

@@ -103,10 +103,14 @@ async def _history(handle: PromptHandle) -> list[HistoryEvent]:
     return list((await handle.workflow.fetch_history()).events)
 
 
-async def _run(env: WorkflowEnvironment, model: ScriptedModel, **options: Any) -> tuple[Prompt, list[HistoryEvent]]:
+async def _run(env: WorkflowEnvironment, model: ScriptedModel, *, apart: bool = False,
+               **options: Any) -> tuple[Prompt, list[HistoryEvent]]:
     """One prompt on a fresh worker with the steps plugin and `model`, run to its end (at most 30 s): its record
-    and its history."""
+    and its history. `apart`: model rounds named to the worker's own queue as a model queue, which keeps every call
+    and model round an activity of its own (tool_then_model.fusable)."""
     async with agent_worker(env, plugins=[steps], model=model) as client:
+        if apart:
+            options["model_task_queue"] = client.settings.task_queue
         handle = await client.start("go", **options)
         prompt = await asyncio.wait_for(handle.result(), 30)
         return prompt, await _history(handle)
@@ -126,13 +130,13 @@ async def test_one_regular_call_runs_with_the_next_model_round_and_the_record_is
         dev_env: WorkflowEnvironment) -> None:
     """Three rounds of one call each: after the first model round, each call and the model round that reads its
     result are one activity. The record (outputs and the side outputs the second call adds, rounds, usage, plugin
-    state) is the record of the same prompt run as separate activities (workflow version 4), and the model was
+    state) is the record of the same prompt run as separate activities (`apart`), and the model was
     sent the same messages, the file's summary and the widget's text included."""
     _reset()
     script = [tool_calls(("step.run", {"n": 1})), tool_calls(("step.run", {"n": 2}), text="two"), text("done")]
     fused_model, apart_model = ScriptedModel(script), ScriptedModel(script)
     fused_prompt, fused_events = await _run(dev_env, fused_model)
-    apart_prompt, apart_events = await _run(dev_env, apart_model, workflow_version=4)
+    apart_prompt, apart_events = await _run(dev_env, apart_model, apart=True)
     assert RUNS == [1, 2, 1, 2]  # each call ran once in each prompt
     assert _activities(fused_events) == ["dagent.model_round", "dagent.tool_then_model", "dagent.tool_then_model"]
     assert _activities(apart_events) == ["dagent.model_round", "dagent.invoke_tool"] * 2 + ["dagent.model_round"]

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from durable_agent.agent.models import Prompt, Usage
-from durable_agent.workflows import versions
 from durable_agent.workflows.protocol import StreamEvent
 
 
@@ -45,7 +44,7 @@ class PlainHost:
         self.run_id = "run-1"
         self.metrics = CountingMetrics()
         self.events: list[StreamEvent] = []
-        self.states: list[tuple[str, bool]] = []
+        self.states: list[str] = []
         self.memos: list[dict[str, Any]] = []
         self.details: list[str] = []
         self._uuids = 0
@@ -60,19 +59,14 @@ class PlainHost:
     def publish(self, event: StreamEvent) -> None:
         self.events.append(event)
 
-    def upsert_state(self, prompt: Prompt, *, lean: bool) -> None:
-        self.states.append((prompt.state, lean))
+    def upsert_state(self, prompt: Prompt) -> None:
+        self.states.append(prompt.state)
 
     def upsert_memo(self, memo: dict[str, Any]) -> None:
         self.memos.append(memo)
 
     def set_details(self, details: str) -> None:
         self.details.append(details)
-
-
-def current(patch_id: str) -> bool:
-    """A run started with the current version: every patch on, no marker (versions.has is pure then)."""
-    return versions.has(patch_id, versions.CURRENT_VERSION)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import pytest
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Decision, Prompt, ToolPending
-from durable_agent.workflows import versions
 from durable_agent.workflows.approvals import ApprovalDesk, refusal_text
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
@@ -28,13 +27,12 @@ def _closed(work: Awaitable[None]) -> None:
     work.close()  # type: ignore[attr-defined]  # background work needs a workflow: not run here
 
 
-def _desk(host: PlainHost, *, secure: bool = False, version: int = versions.CURRENT_VERSION) -> ApprovalDesk:
-    record = Recorder(Prompt(id="p1", user_id="owner"), host, lambda patch: versions.has(patch, version), set())
+def _desk(host: PlainHost) -> ApprovalDesk:
+    record = Recorder(Prompt(id="p1", user_id="owner"), host, set())
     desk: ApprovalDesk
     children = SubAgents(PromptRequest(), record, spawn=_closed, listed=lambda: desk.listed(),
                          publish_pending=lambda: desk.publish_pending())
     desk = ApprovalDesk(record, children, steered=lambda: False, spawn=_closed)
-    desk.secure = secure
     return desk
 
 
@@ -56,7 +54,7 @@ def test_a_request_makes_the_call_pending_in_place_and_says_so(host: PlainHost) 
     assert host.memos and host.details and ("approval_requested", ("pay",)) in host.metrics.calls
 
 
-def test_an_approval_is_checked_then_taken_with_its_correction(host: PlainHost) -> None:
+def test_an_approval_is_checked_then_taken_and_a_correction_waits_for_the_policy(host: PlainHost) -> None:
     desk = _desk(host)
     _ask(desk, "c1", approvers=["bob"], input_schema=SCHEMA)
     unknown = desk.checks.problem("approve", ApproveRequest(tool_call_id="zz", by="bob"))
@@ -67,9 +65,11 @@ def test_an_approval_is_checked_then_taken_with_its_correction(host: PlainHost) 
     assert bad is not None and bad.kind == "invalid-arguments"
     assert "c1" not in desk.decisions  # refused decisions change nothing
     assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="bob", input={"amount": 3})) is None
+    assert "c1" not in desk.decisions  # a correction is taken once the tool's policy (an activity) agrees
+    assert desk._record.tool_call("c1").input == {"amount": 5}  # type: ignore[union-attr]
+    assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="bob")) is None
     decision = desk.decisions["c1"]
-    assert (decision.decision, decision.by, decision.original_input) == ("approved", "bob", {"amount": 5})
-    assert desk._record.tool_call("c1").input == {"amount": 3}  # type: ignore[union-attr]
+    assert (decision.decision, decision.by, decision.via) == ("approved", "bob", "user:bob")
     again = desk.checks.problem("reject", RejectRequest(tool_call_id="c1", by="bob"))
     assert again is not None and again.kind == "already-decided"
 
@@ -78,26 +78,21 @@ def test_a_decision_is_on_its_entry_when_it_arrives(host: PlainHost) -> None:
     desk = _desk(host)
     _ask(desk, "c1")
     _ask(desk, "c2")
-    assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="alice", input={"amount": 4})) is None
+    assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="alice")) is None
     entry = desk._record.tool_call("c1")
     assert entry is not None and entry.decision is not None and entry.decision.by == "alice"
-    assert isinstance(entry.result, ToolPending) and entry.input == {"amount": 4}  # it runs after the batch
+    assert isinstance(entry.result, ToolPending)  # it runs after the batch
     assert list(desk.waiting) == ["c2"] and [row.tool_call_id for row in desk.listed()] == ["c2"]
     assert host.events[-1].kind == EventKind.OUTPUT_UPDATED and host.events[-1].output == entry
-    before = _desk(PlainHost(), version=2)  # runs before decisions-on-arrival: settled when the wait resumes
-    _ask(before, "c1")
-    before.approve_signal(ApproveRequest(tool_call_id="c1", by="alice"))
-    assert before.waiting["c1"].entry.decision is None and "c1" in before.decisions
 
 
 def test_a_batch_stays_waiting_until_its_last_call_is_settled(host: PlainHost) -> None:
-    desk = _desk(host, version=2)
+    desk = _desk(host)
     _ask(desk, "c1")
     _ask(desk, "c2")
     assert desk.reject_signal(RejectRequest(tool_call_id="c1", by="ann", reason="no")) is None
-    first = desk.waiting["c1"].entry
-    desk.settle(first, desk.decisions["c1"])
-    assert first.decision is not None and first.decision.by == "ann"
+    first = desk._record.tool_call("c1")
+    assert first is not None and first.decision is not None and first.decision.by == "ann"
     assert list(desk.waiting) == ["c2"] and desk._record.prompt.state == "waiting_for_approval"
     assert host.events[-1].kind == EventKind.OUTPUT_UPDATED and host.events[-1].index == 0
     assert [row.tool_call_id for row in desk.listed()] == ["c2"]
@@ -107,7 +102,7 @@ def test_a_batch_stays_waiting_until_its_last_call_is_settled(host: PlainHost) -
 
 
 def test_under_the_policy_the_prompts_own_user_may_not_approve_a_four_eyes_call(host: PlainHost) -> None:
-    desk = _desk(host, secure=True)
+    desk = _desk(host)
     _ask(desk, "c1", approvers=["user:owner", "role:finance"], four_eyes=True)
     own = desk.checks.problem("approve", ApproveRequest(tool_call_id="c1", by="owner"))
     assert own is not None and own.kind == "not-allowed" and "four-eyes" in own.message

@@ -107,7 +107,7 @@ def _module_exists(name: str) -> bool:
 @pytest.mark.parametrize("folder", FOLDERS_OF_OURS)
 def test_every_import_of_ours_names_a_module_that_exists(folder: str) -> None:
     """Also the imports inside functions (the CLI's lazy ones), which nothing else checks before a command runs:
-    after a module moves (`workers/devserver.py` -> `cli/devserver/`), an old path fails here."""
+    after a module moves (the dev server from `workers/` to `cli/devserver/`), an old path fails here."""
     missing = {str(path.relative_to(ROOT)): sorted(m for m in _imported_modules(path) if not _module_exists(m))
                for path in _python_files(folder)}
     assert {path: found for path, found in missing.items() if found} == {}

@@ -8,11 +8,11 @@ from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Prompt, TextOutput, ToolError, ToolPending, ToolSuccess
 from durable_agent.workflows.protocol import PendingApproval, ReadyCall
 from durable_agent.workflows.record import Recorder
-from tests.unit.conftest import PlainHost, current
+from tests.unit.conftest import PlainHost
 
 
-def _recorder(host: PlainHost, has=current) -> Recorder:  # type: ignore[no-untyped-def]
-    return Recorder(Prompt(id="p1", user_id="alice"), host, has, set())
+def _recorder(host: PlainHost) -> Recorder:
+    return Recorder(Prompt(id="p1", user_id="alice"), host, set())
 
 
 def test_calls_get_unique_ids_and_are_found_by_id_without_a_scan(host: PlainHost) -> None:
@@ -61,11 +61,8 @@ def test_interrupt_ends_unfinished_and_waiting_calls_only(host: PlainHost) -> No
 def test_state_goes_to_the_search_attributes_and_the_stream(host: PlainHost) -> None:
     record = _recorder(host)
     record.set_state("running")
-    assert host.states == [("running", True)]
+    assert host.states == ["running"]
     assert (host.events[-1].kind, host.events[-1].state) == (EventKind.STATE_CHANGED, "running")
-    old = _recorder(host, has=lambda patch: False)
-    old.set_state("running")
-    assert host.states[-1] == ("running", False)  # a run without lean-rounds upserts every attribute
 
 
 def test_the_memo_is_written_only_when_the_waiting_calls_change(host: PlainHost) -> None:
@@ -78,6 +75,3 @@ def test_the_memo_is_written_only_when_the_waiting_calls_change(host: PlainHost)
     assert len(host.memos) == 1 and host.memos[0]
     record.publish_pending(False, lambda: [])
     assert len(host.memos) == 2 and host.memos[1] != host.memos[0]  # the memo says nothing waits now
-    before = _recorder(host, has=lambda patch: False)
-    before.publish_pending(True, lambda: [row])
-    assert len(host.memos) == 2  # runs without pending-memo keep no memo

@@ -7,7 +7,6 @@ from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import ModelRound, Prompt, TextOutput
 from durable_agent.workflows.protocol import HistoryRef, PromptRequest
 from durable_agent.workflows.round_input import RoundInputs
-from tests.unit.conftest import current
 
 
 def _no_store(*args: object) -> object:
@@ -15,7 +14,7 @@ def _no_store(*args: object) -> object:
 
 
 def _inputs(request: PromptRequest, prompt: Prompt) -> RoundInputs:
-    return RoundInputs(request, prompt, current, _no_store)  # type: ignore[arg-type]
+    return RoundInputs(request, prompt, _no_store)  # type: ignore[arg-type]
 
 
 def test_a_round_carries_only_the_entries_changed_since_the_last_one() -> None:
@@ -61,7 +60,7 @@ async def test_given_history_is_stored_once_then_only_referenced() -> None:
         stored.append(records)
         return HistoryRef(ref="blob-1", count=len(records))
 
-    inputs = RoundInputs(PromptRequest(input="hi", history=[earlier]), Prompt(id="p", user_id="u"), current, store)
+    inputs = RoundInputs(PromptRequest(input="hi", history=[earlier]), Prompt(id="p", user_id="u"), store)
     await inputs.store_given_history()
     await inputs.store_given_history()
     assert stored == [[earlier]]

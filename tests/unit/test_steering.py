@@ -4,7 +4,6 @@ and the planned calls they outdate recorded as skipped, never run."""
 from __future__ import annotations
 
 from durable_agent.agent.models import MessageOutput, Prompt, ToolError
-from durable_agent.workflows import versions
 from durable_agent.workflows.protocol import ReadyCall, SteerRequest
 from durable_agent.workflows.record import Recorder
 from durable_agent.workflows.steering import Steering
@@ -13,8 +12,7 @@ from tests.unit.conftest import PlainHost
 
 
 def _steering() -> tuple[Steering, Recorder]:
-    record = Recorder(Prompt(id="p1", user_id="owner"), PlainHost(),
-                      lambda patch: versions.has(patch, versions.CURRENT_VERSION), set())
+    record = Recorder(Prompt(id="p1", user_id="owner"), PlainHost(), set())
     record.set_state("running")
     return Steering(record), record
 

@@ -7,19 +7,20 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from durable_agent.agent import messages, models, tools, triggers
+from durable_agent.agent import messages, models, tools
 from durable_agent.agent.context_window import ContextLimit
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.pricing import Price
 from durable_agent.agent.strict import StrictModel
 from durable_agent.api import config, schedules, schemas
+from durable_agent.plugins.triggers import Trigger
 from durable_agent.workflows import decision_tokens, protocol
 from durable_agent.workflows.budgets import PromptBudget
 
 
 @pytest.mark.parametrize("model", [
     models.Usage, models.Prompt, messages.UserMessage, protocol.PromptRequest, protocol.ToolInvocation,
-    config.ApiKey, schemas.StartPrompt, schedules.CreateSchedule, tools.Approval, triggers.Trigger,
+    config.ApiKey, schemas.StartPrompt, schedules.CreateSchedule, tools.Approval, Trigger,
     decision_tokens.DecisionClaims,
 ], ids=lambda m: m.__name__)
 def test_every_strict_model_derives_from_the_one_base(model: type) -> None:

@@ -16,13 +16,13 @@ from durable_agent.workflows.protocol import (
     SubAgentCall,
 )
 from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.sub_agents import SubAgents
-from tests.unit.conftest import PlainHost, current
+from durable_agent.workflows.sub_agents import Child, SubAgents
+from tests.unit.conftest import PlainHost
 
 
 class Harness:
     def __init__(self, host: PlainHost, request: PromptRequest | None = None) -> None:
-        self.record = Recorder(Prompt(id="p1", user_id="u"), host, current, set())
+        self.record = Recorder(Prompt(id="p1", user_id="u"), host, set())
         self.spawned = 0
         self.memo_writes = 0
         self.children = SubAgents(request or PromptRequest(), self.record, spawn=self._spawn,
@@ -36,9 +36,18 @@ class Harness:
         self.memo_writes += 1
 
     def sub_agent_call(self, call_id: str) -> ToolOutput:
+        """A running sub-agent call, with the child this prompt started for it (as `SubAgents.run` notes it)."""
         entry = self.record.open_call(ReadyCall(id=call_id, tool="helper", agent=SubAgentCall(instructions="x")))
         entry.child_prompt_id = f"wf-1.{call_id}"
+        self.children._children[call_id] = Child(workflow_id=entry.child_prompt_id, nonce=f"nonce-{call_id}",
+                                                 run_id=f"run-{call_id}")
         return entry
+
+    @staticmethod
+    def report(call_id: str, pending: list[PendingApproval]) -> ChildApprovals:
+        """What the child started for `call_id` reports."""
+        return ChildApprovals(tool_call_id=call_id, child_workflow_id=f"wf-1.{call_id}", pending=pending,
+                              child_run_id=f"run-{call_id}", nonce=f"nonce-{call_id}")
 
 
 def _waiting(host: PlainHost, call_id: str) -> PendingApproval:
@@ -49,8 +58,7 @@ def _waiting(host: PlainHost, call_id: str) -> PendingApproval:
 def test_a_sub_agents_waiting_calls_are_listed_here_under_its_call(host: PlainHost) -> None:
     harness = Harness(host)
     harness.sub_agent_call("a")
-    report = ChildApprovals(tool_call_id="a", child_workflow_id="wf-1.a",
-                            pending=[_waiting(host, "x"), _waiting(host, "y")])
+    report = harness.report("a", [_waiting(host, "x"), _waiting(host, "y")])
     assert harness.children.accept_report(report) is None
     rows = harness.children.pending_rows()
     assert [(r.tool_call_id, r.path) for r in rows] == [("a/x", ["wf-1.a"]), ("a/y", ["wf-1.a"])]
@@ -68,21 +76,22 @@ def test_reports_for_calls_that_are_no_sub_agents_or_from_strangers_are_refused(
     harness.sub_agent_call("a")
     wrong = ChildApprovals(tool_call_id="a", child_workflow_id="elsewhere", pending=[_waiting(host, "x")])
     assert harness.children.accept_report(wrong) == "no running sub-agent call 'a'"
-    harness.children.secure = True
     forged = ChildApprovals(tool_call_id="a", child_workflow_id="wf-1.a", pending=[_waiting(host, "x")])
     problem = harness.children.accept_report(forged)
     assert problem is not None and "does not come from the sub-agent this prompt started" in problem
     assert harness.children.pending_rows() == []
 
 
-def test_a_forwarded_decision_leaves_the_list_at_once_without_the_policy(host: PlainHost) -> None:
+def test_a_forwarded_decision_stays_listed_until_the_sub_agent_reports_it_taken(host: PlainHost) -> None:
     harness = Harness(host)
     harness.sub_agent_call("a")
-    harness.children.accept_report(ChildApprovals(tool_call_id="a", child_workflow_id="wf-1.a",
-                                                  pending=[_waiting(host, "x")]))
+    harness.children.accept_report(harness.report("a", [_waiting(host, "x")]))
     shown = harness.children.forward("approve", ApproveRequest(tool_call_id="a/x", by="bob"))
     assert shown.id == "a/x" and shown.decision is not None and shown.decision.by == "bob"
-    assert harness.children.pending_rows() == [] and harness.spawned == 2  # the report up, the signal down
+    assert [row.tool_call_id for row in harness.children.pending_rows()] == ["a/x"]  # the sub-agent checks it
+    assert harness.spawned == 2  # the report up, the signal down
+    harness.children.accept_report(harness.report("a", []))
+    assert harness.children.pending_rows() == []
 
 
 def test_a_sub_agents_prompt_names_its_parent_and_uses_the_same_model_queues(host: PlainHost) -> None:

@@ -56,7 +56,7 @@ def test_the_planned_call_carries_the_options_under_their_wire_names() -> None:
 def test_a_default_call_keeps_its_options_off_the_wire() -> None:
     """Recorded planned calls omit options at their defaults: those defaults are the options' defaults."""
     call = ReadyCall(id="c1", tool="t.echo", **ReadyCall.option_fields(DEFAULT_OPTIONS, local=False))
-    assert json.loads(call.model_dump_json()) == {"id": "c1", "tool": "t.echo"}
+    assert json.loads(call.model_dump_json()) == {"id": "c1", "tool": "t.echo", "kind": "ready"}
     assert ReadyCall(id="c1", tool="t.echo").options == DEFAULT_OPTIONS.model_copy(update={"local": False})
 
 

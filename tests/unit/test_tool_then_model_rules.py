@@ -18,7 +18,6 @@ from durable_agent.agent.models import (
     ToolSuccess,
     Usage,
 )
-from durable_agent.workflows import versions
 from durable_agent.workflows.budgets import PromptBudget
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
@@ -35,23 +34,15 @@ from durable_agent.workflows.protocol import (
     ToolInvocationResult,
     ToolThenModel,
 )
-from durable_agent.workflows.tool_then_model import TOOL_THEN_MODEL_PATCH, fusable
+from durable_agent.workflows.tool_then_model import fusable
 
 NOW = datetime(2026, 11, 27, tzinfo=UTC)
 READY = ReadyCall(id="c1", tool="step.run", plugin="steps", input={"n": 1})
 
 
-def _has(patch: str) -> bool:
-    return versions.has(patch, versions.CURRENT_VERSION)
-
-
 def test_the_one_ready_regular_call_of_a_round_that_a_next_round_follows_goes_with_it() -> None:
     request = PromptRequest(input="go")
-    assert fusable([READY], 1, request, Usage(), period_budgets=False, has=_has) is READY
-    # A run without the patch: one started before it (version 4), or unversioned without its marker.
-    assert fusable([READY], 1, request, Usage(), period_budgets=False, has=lambda patch: versions.has(patch, 4)) is None
-    assert fusable([READY], 1, request, Usage(), period_budgets=False,
-                   has=lambda patch: patch != TOOL_THEN_MODEL_PATCH) is None
+    assert fusable([READY], 1, request, Usage(), period_budgets=False) is READY
 
 
 calls = st.lists(st.sampled_from([
@@ -72,7 +63,7 @@ def test_a_call_goes_with_the_next_round_only_when_nothing_is_decided_between_th
                             model_routing=ModelRouting(providers={"scripted": "q"}) if routed else None,
                             budget=PromptBudget(max_tokens=10))
     usage = Usage(input_tokens=10 if budget_spent else 1)
-    chosen = fusable(calls, round_number, request, usage, period_budgets=period_budgets, has=_has)
+    chosen = fusable(calls, round_number, request, usage, period_budgets=period_budgets)
     expected = (len(calls) == 1 and calls[0] is READY and round_number < max_rounds and not period_budgets
                 and not model_local and queue is None and not routed and not budget_spent)
     assert chosen is (READY if expected else None)

@@ -7,16 +7,11 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
-from temporalio.api.common.v1 import Payload
 from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.converter import (
     StorageDriver,
-    StorageDriverClaim,
-    StorageDriverRetrieveContext,
-    StorageDriverStoreContext,
 )
 
 from durable_agent.workers.storage.objects import BlobMissing, ObjectClient, S3Adapter
@@ -79,43 +74,4 @@ class DirectoryObjects(ObjectClient):
         return await asyncio.to_thread(self._path(key).exists)
 
     def payload_driver(self) -> StorageDriver:
-        return _LegacyDirectoryDriver(
-            S3StorageDriver(client=S3Adapter(self), bucket=lambda _c, _p: self.bucket, driver_name=DIR_DRIVER_NAME),
-            self.root)
-
-
-class _LegacyDirectoryDriver(StorageDriver):
-    """The directory driver, still reading references of the earlier flat layout (`root/<sha256>`)."""
-
-    def __init__(self, inner: StorageDriver, root: Path) -> None:
-        self.inner = inner
-        self.root = root
-
-    def name(self) -> str:
-        return DIR_DRIVER_NAME
-
-    def type(self) -> str:
-        return DIR_DRIVER_NAME
-
-    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        return list(await self.inner.store(context, payloads))
-
-    async def retrieve(self, context: StorageDriverRetrieveContext,
-                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
-        if not any("sha256" in claim.claim_data for claim in claims):
-            return list(await self.inner.retrieve(context, claims))
-        return [await self._retrieve_one(context, claim) for claim in claims]
-
-    async def _retrieve_one(self, context: StorageDriverRetrieveContext, claim: StorageDriverClaim) -> Payload:
-        digest = claim.claim_data.get("sha256")
-        if digest is None:
-            return (await self.inner.retrieve(context, [claim]))[0]
-        if not digest.isalnum():
-            raise ValueError(f"not a payload reference of this store: {digest!r}")
-        try:
-            data = await asyncio.to_thread((self.root / digest).read_bytes)
-        except FileNotFoundError:
-            raise BlobMissing(f"no file {self.root / digest}") from None
-        payload = Payload()
-        payload.ParseFromString(data)
-        return payload
+        return S3StorageDriver(client=S3Adapter(self), bucket=lambda _c, _p: self.bucket, driver_name=DIR_DRIVER_NAME)
