@@ -1,18 +1,18 @@
 """Where users pay: Temporal billable actions per prompt at a real model's latency, ours against the hand-rolled
 loop in the same run, and what watching a prompt costs.
 
-    .venv/bin/python -m bench.realistic            # ~0 s, 2 s and 10 s model calls, then the watchers (~8 min)
-    .venv/bin/python -m bench.realistic --quick    # one prompt per latency, 10 s watches (~4 min)
+    .venv/bin/python -m bench.realistic            # ~0 s, 2 s and 10 s model calls, then the watchers (~10 min)
+    .venv/bin/python -m bench.realistic --quick    # one prompt per latency, 10 s watches (~7 min)
     .venv/bin/python -m bench.realistic --report bench/results/realistic.json
 
 Both sides call the real OpenAI SDK (ours: the `openai:` provider, streaming with DAGENT_STREAM_TEXT=1; the
-baseline: `responses.create`) against `bench/paced_llm.py`, a fake Responses server that answers after a time to first token
-with 60 tokens at 50/s. Workload: the bench's one trivial tool (`bench.echo`), K=5 tool rounds = 6 model calls
-and 5 tool calls per prompt (`bench.scenario`). Actions come from the dev server's own `action` metric (started
-with `--metrics-port`; labels `action_type`, `namespace`), read before and after each prompt once the server has
-exported them; one prompt runs at a time. Per side and latency: actions per prompt and per model round by action
-type, the prompt's wall time beyond the model's own (the fake server's time serving its calls), history bytes,
-and worker and server CPU per prompt.
+baseline: `responses.create`) against `bench/paced_llm.py`, a fake Responses server that answers after a time to
+first token with 60 tokens at 50/s. Workload: the bench's one trivial tool (`bench.echo`), K=5 tool rounds = 6
+model calls and 5 tool calls per prompt (`bench.scenario`). Actions come from the dev server's own `action` metric
+(started with `--metrics-port`; labels `action_type`, `namespace`), read before and after each prompt once the
+server has exported them; one prompt runs at a time. Per side and latency: actions per prompt and per model round
+by action type, the prompt's wall time beyond the model's own (the fake server's time serving its calls), history
+bytes, and worker and server CPU per prompt.
 
 Sides: the hand-rolled loop (`bench/baseline.py`: one model activity and one tool activity per round, no
 heartbeats), ours with its defaults, and ours with `DAGENT_STREAM_TEXT=1` (streamed text published to watchers
