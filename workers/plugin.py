@@ -51,9 +51,9 @@ if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their provide
 
 log = get_logger(__name__)
 PLUGIN_NAME = "durable-agent"
-# Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
-# heartbeat's reply) reaches a running tool or model call within about a second, and streamed text and tool
-# progress (heartbeat details) reach watchers within half a second.
+# Our activities pace their heartbeats themselves (each one reaching the server is a billable action: liveness at
+# 0.8 x the heartbeat timeout, live details only when asked for; activities/heartbeats.py). This short throttle
+# only keeps the beats they do send from being held back, e.g. the one that fetches a cancellation.
 HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
 STICKY_TIMEOUT = timedelta(seconds=2)  # a crashed worker's prompts move on after 2 s, not the SDK's 10 s
 T = TypeVar("T")

@@ -120,7 +120,9 @@ class Settings(BaseModel):
         "DAGENT_PLUGINS: comma-separated `module:attribute` plugin paths (empty for none)."))
     file_dir: str = Field(default=".dagent/files", description="DAGENT_FILE_DIR: where tools store files.")
     stream_text: bool | None = Field(default=None, description=(
-        "DAGENT_STREAM_TEXT: stream model text to watchers (1/0; unset or `auto` = when the provider can)."))
+        "DAGENT_STREAM_TEXT: `1` streams model text to watchers live: the text so far and tool progress every 0.5 s "
+        "while they change, one heartbeat (a billable action) each. Unset, `auto` or `0`: answers are read whole, "
+        "a round's text reaches watchers when the round ends, tool progress rides the liveness heartbeats."))
     workflow_sandbox: WorkflowSandbox = Field(default="on", description=(
         "DAGENT_WORKFLOW_SANDBOX: Temporal's workflow sandbox: `on` (default: our package passed through), "
         "`strict` (every test worker and the replay tests) or `off` (opt-in, for those who measured its gain)."))
