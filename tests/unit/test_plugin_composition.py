@@ -25,7 +25,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from durable_agent.workers.plugin import DurableAgentPlugin, compose_runner
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.storage.codec import AESGCMCodec
-from durable_agent.workers.storage.converter import CodecChain, IncompatiblePayloadConverter, PayloadConverter
+from durable_agent.workers.storage.converter import CodecChain, IncompatiblePayloadConverter
 
 KEY = base64.b64encode(b"k" * 32).decode()
 
@@ -64,7 +64,7 @@ def test_the_team_codec_and_failure_converter_are_kept(tmp_path: Path) -> None:
         payload_codec=codec, failure_converter_class=TeamFailureConverter))
     assert converter.payload_codec is codec
     assert converter.failure_converter_class is TeamFailureConverter
-    assert converter.payload_converter_class is PayloadConverter
+    assert converter.payload_converter_class is PydanticPayloadConverter
     assert converter.external_storage is not None, "our blob store is added where the team has none"
 
 
@@ -98,10 +98,10 @@ def test_applied_twice_nothing_is_added_twice(tmp_path: Path) -> None:
     assert twice.payload_codec is once.payload_codec and twice.external_storage is once.external_storage
 
 
-def test_pydantic_converter_is_replaced_and_an_unknown_one_refused_in_one_line(tmp_path: Path) -> None:
+def test_pydantic_converter_is_kept_and_an_unknown_one_refused_in_one_line(tmp_path: Path) -> None:
     plugin = DurableAgentPlugin(_settings(tmp_path))
     assert _client_converter(plugin, DataConverter(payload_converter_class=PydanticPayloadConverter)
-                             ).payload_converter_class is PayloadConverter
+                             ).payload_converter_class is PydanticPayloadConverter
 
     class TeamProtobufOnly(DefaultPayloadConverter):
         pass

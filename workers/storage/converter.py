@@ -8,8 +8,8 @@ use the same store (the same directory, or the same S3/GCS bucket) and the same 
 On a client that already has a data converter (a team's codec, failure converter, external storage),
 `compose_data_converter` builds ours as a function of it and keeps what the team configured:
 
-- the payload converter: Temporal's default or its pydantic converter becomes ours (pydantic JSON); a
-  pydantic converter subclass is kept; any other is refused with one line (our records are pydantic models);
+- the payload converter: Temporal's default becomes its pydantic converter (pydantic JSON); a pydantic
+  converter (or a subclass) is kept; any other is refused with one line (our records are pydantic models);
 - the payload codec: the team's is kept. With DAGENT_CODEC_KEYS set too, both run: ours inside, the team's
   outside (encoding runs ours first, then the team's; decoding the reverse), so every payload that leaves the
   process, a blob-store reference included, is in the team's encoding;
@@ -24,13 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
+from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
-    CompositePayloadConverter,
     DataConverter,
     DefaultPayloadConverter,
     ExternalStorage,
-    JSONPlainPayloadConverter,
     PayloadCodec,
     SerializationContext,
     WithSerializationContext,
@@ -41,23 +39,6 @@ from durable_agent.workers.storage.objects import ObjectClient
 from durable_agent.workers.storage.stores import objects_for
 
 DEFAULT_PAYLOAD_THRESHOLD = 256 * 1024
-
-
-_JSON = PydanticJSONPlainPayloadConverter()
-_CONVERTERS = tuple(_JSON if isinstance(c, JSONPlainPayloadConverter) else c
-                    for c in DefaultPayloadConverter.default_encoding_payload_converters)
-_BY_ENCODING = CompositePayloadConverter(*_CONVERTERS).converters
-
-
-class PayloadConverter(CompositePayloadConverter):
-    """Temporal's pydantic payload converter, all of whose instances share one JSON converter and so its cache
-    of pydantic type adapters. The SDK builds a new payload converter whenever it binds a store context to
-    the data converter (`dataclasses.replace`, about once per payload sequence with external storage on, some
-    30 times a prompt): each `PydanticPayloadConverter` would start with an empty cache and build every type
-    adapter again, and each composite would map its converters by encoding again (7 of its 15 µs)."""
-
-    def __init__(self) -> None:
-        self.converters = _BY_ENCODING  # never mutated: `with_context` gives a new instance its own mapping
 
 
 class IncompatiblePayloadConverter(ValueError):
@@ -87,11 +68,11 @@ class CodecChain(PayloadCodec, WithSerializationContext):
 
 
 def payload_converter_class(existing: type) -> type:
-    """Ours in place of Temporal's default or pydantic converter; a pydantic converter of the team's own (a
-    subclass) is kept; anything else is refused."""
-    if existing in (DefaultPayloadConverter, PydanticPayloadConverter):
-        return PayloadConverter
-    if issubclass(existing, (PayloadConverter, PydanticPayloadConverter)):
+    """Temporal's pydantic converter in place of its default one; a pydantic converter (the SDK's or a subclass
+    of the team's) is kept; anything else is refused."""
+    if existing is DefaultPayloadConverter:
+        return PydanticPayloadConverter
+    if issubclass(existing, PydanticPayloadConverter):
         return existing
     raise IncompatiblePayloadConverter(
         f"DurableAgentPlugin cannot use this client's payload converter {existing.__module__}."
