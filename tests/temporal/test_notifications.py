@@ -1,0 +1,114 @@
+"""Telling approvers on the time-skipping server: a signed webhook per step (verified by `standardwebhooks`), a
+reminder after 1 day, an escalation after 2 that lets the CFO decide, nothing after the decision, expiry after 3;
+and a channel that cannot be reached never holds up or fails the prompt."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.client import DecisionRefused
+from tests.fakes.notify_servers import WEBHOOK_SECRET, WebhookReceiver
+from tests.support.notify import notify_toml, notify_worker, until, wire_plugin
+
+DAY = timedelta(days=1)
+
+
+def _call(prompt: object) -> ToolOutput:
+    entry = prompt.output[0]  # type: ignore[attr-defined]
+    assert isinstance(entry, ToolOutput)
+    return entry
+
+
+async def test_reminder_escalation_to_cfo_and_nothing_after_the_decision(skip_env: WorkflowEnvironment,
+                                                                          tmp_path: Path) -> None:
+    with WebhookReceiver() as hooks:
+        config = notify_toml(tmp_path / "notify.toml", webhook_url=hooks.url, webhook_secret=WEBHOOK_SECRET)
+        async with notify_worker(skip_env, config, plugins=[wire_plugin(["webhook"])]) as client:
+            handle = await client.start("wire 500 to acme", user_id="owner")
+            call = _call(await handle.wait_until("waiting_for_approval"))
+            assert isinstance(call.result, ToolPending)
+            await until(lambda: hooks.steps() == ["requested"], "the first webhook")
+            with pytest.raises(DecisionRefused, match="may not decide"):
+                await handle.approve(call.id, by="carol", roles=["cfo"], wait=True)
+
+            await skip_env.sleep(DAY + timedelta(minutes=1))
+            await until(lambda: hooks.steps() == ["requested", "reminder-1"], "the reminder after a day")
+            with pytest.raises(DecisionRefused, match="may not decide"):  # not yet escalated
+                await handle.approve(call.id, by="carol", roles=["cfo"], wait=True)
+
+            await skip_env.sleep(DAY)
+            await until(lambda: hooks.steps() == ["requested", "reminder-1", "escalated", "reminder-2"],
+                        "the escalation after two days")
+            pending = await handle.pending_approvals()
+            assert pending[0].approvers == ["role:finance", "role:cfo"]
+            decided = await handle.approve(call.id, by="carol", roles=["cfo"], wait=True)
+            assert decided is not None and decided.decision is not None and decided.decision.via == "role:cfo"
+            prompt = await handle.result()
+            await skip_env.sleep(3 * DAY)  # past every step and the expiry: nothing more is sent
+            await asyncio.sleep(0.3)
+    assert prompt.state == "completed"
+    entry = _call(prompt)
+    assert entry.decision is not None and entry.decision.by == "carol"
+    assert hooks.steps() == ["requested", "reminder-1", "escalated", "reminder-2"]
+    assert len(hooks.deliveries) == 4 and hooks.refused == 0
+    events = list(hooks.events.values())
+    assert [e["type"] for e in events] == ["approval.requested", "approval.reminder", "approval.escalated",
+                                           "approval.reminder"]
+    assert events[0]["data"]["input"] == {"to": "acme", "amount": 500, "api_key": "[redacted]"}
+    assert events[0]["data"]["to"] == ["role:finance"] and events[2]["data"]["to"] == ["role:cfo"]
+    assert events[3]["data"]["to"] == ["role:finance", "role:cfo"]
+    assert events[0]["data"]["links"]["approve"] == f"/prompts/{handle.id}/approvals/{call.id}/approve"
+    sent = [(n.step, n.channel, n.ok, n.at - call.result.requested_at) for n in entry.notifications]
+    assert [s[:3] for s in sent] == [("requested", "webhook", True), ("reminder-1", "webhook", True),
+                                     ("escalated", "webhook", True), ("reminder-2", "webhook", True)]
+    assert sent[0][3] < timedelta(minutes=1)
+    assert DAY <= sent[1][3] < DAY + timedelta(minutes=2) and 2 * DAY <= sent[2][3] < 2 * DAY + timedelta(minutes=2)
+
+
+async def test_unanswered_call_expires_after_three_days_with_its_steps(skip_env: WorkflowEnvironment,
+                                                                        tmp_path: Path) -> None:
+    with WebhookReceiver() as hooks:
+        config = notify_toml(tmp_path / "notify.toml", webhook_url=hooks.url, webhook_secret=WEBHOOK_SECRET)
+        async with notify_worker(skip_env, config, plugins=[wire_plugin(["webhook"])]) as client:
+            handle = await client.start("wire 500 to acme", user_id="owner")
+            await handle.wait_until("waiting_for_approval")
+            await until(lambda: hooks.steps() == ["requested"], "the first webhook")
+            for _ in range(2):  # time skips only while nothing runs: a step at a time, then to the expiry
+                count = len(hooks.steps())
+                await skip_env.sleep(DAY + timedelta(minutes=1))
+                await until(lambda count=count: len(hooks.steps()) > count, "the next step")  # type: ignore[misc]
+            prompt = await handle.result()
+            await asyncio.sleep(0.3)
+    entry = _call(prompt)
+    assert entry.decision is not None and entry.decision.decision == "expired"
+    assert hooks.steps() == ["requested", "reminder-1", "escalated", "reminder-2"]  # none at or after the expiry
+
+
+async def test_unreachable_channel_never_holds_up_the_prompt(skip_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    with WebhookReceiver() as hooks:
+        url = hooks.url
+    config = notify_toml(tmp_path / "notify.toml", webhook_url=url, webhook_secret=WEBHOOK_SECRET)  # stopped
+    async with notify_worker(skip_env, config, plugins=[wire_plugin(["webhook"])]) as client:
+        handle = await client.start("wire 500 to acme", user_id="owner")
+        call = _call(await handle.wait_until("waiting_for_approval"))
+        for _ in range(8):  # the retries' backoff (about a minute in all) passes on the skipping clock
+            await skip_env.sleep(timedelta(seconds=20))
+            failed = [n for n in _call(await handle.get()).notifications if not n.ok]
+            if failed:
+                break
+            await asyncio.sleep(0.2)
+        waiting = await handle.get()
+        assert waiting.state == "waiting_for_approval"  # still waiting, not failed
+        assert [(n.step, n.channel) for n in failed] == [("requested", "webhook")]
+        assert "Cannot connect" in (failed[0].error or "") or "connect" in (failed[0].error or "").lower()
+        await handle.approve(call.id, by="fin", roles=["finance"])
+        prompt = await handle.result()
+    assert prompt.state == "completed"
+    entry = _call(prompt)
+    assert entry.decision is not None and entry.decision.decision == "approved"
