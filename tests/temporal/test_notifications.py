@@ -5,6 +5,7 @@ and a channel that cannot be reached never holds up or fails the prompt."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.models import ToolOutput, ToolPending
 from durable_agent.client import DecisionRefused
-from tests.fakes.notify_servers import WEBHOOK_SECRET, WebhookReceiver
+from tests.fakes.notify_servers import SLACK_TOKEN, WEBHOOK_SECRET, FakeSlack, SmtpSink, WebhookReceiver
 from tests.support.notify import notify_toml, notify_worker, until, wire_plugin
 
 DAY = timedelta(days=1)
@@ -112,3 +113,40 @@ async def test_unreachable_channel_never_holds_up_the_prompt(skip_env: WorkflowE
     assert prompt.state == "completed"
     entry = _call(prompt)
     assert entry.decision is not None and entry.decision.decision == "approved"
+
+
+async def test_email_and_slack_messages_and_the_slack_update_when_decided(skip_env: WorkflowEnvironment,
+                                                                          tmp_path: Path) -> None:
+    with FakeSlack() as slack, SmtpSink() as smtp:
+        config = notify_toml(tmp_path / "notify.toml", slack_url=slack.base_url, slack_token=SLACK_TOKEN,
+                             smtp_port=smtp.port)
+        async with notify_worker(skip_env, config, plugins=[wire_plugin(["slack", "email"])]) as client:
+            handle = await client.start("wire 500 to acme", user_id="owner")
+            call = _call(await handle.wait_until("waiting_for_approval"))
+            await until(lambda: len(slack.messages) == 1 and len(smtp.messages) == 1, "the Slack message and e-mail")
+            posted = json.loads(json.dumps(slack.messages[0]))  # as first posted (updated in place below)
+            await handle.approve(call.id, by="fin", roles=["finance"])
+            prompt = await handle.result()
+            await until(lambda: len(slack.updates) == 1, "the Slack message updated in place")
+    assert posted["channel"] == "DUFIN"  # role:finance -> fin -> their Slack id, in direct messages
+    blocks = json.dumps(posted["blocks"])
+    assert "bank.wire" in blocks and "Wires need finance." in blocks and "role:finance" in blocks
+    assert "[redacted]" in blocks and "sk-live-secret" not in blocks and "sk-live-secret" not in posted["text"]
+    actions = next(b for b in posted["blocks"] if b["type"] == "actions")["elements"]
+    assert [a["action_id"] for a in actions] == ["dagent_approve", "dagent_reject", "dagent_open"]
+    assert json.loads(actions[0]["value"]) == {"prompt": handle.id, "call": call.id}
+    assert actions[2]["url"] == f"http://inbox.test/inbox#{handle.id}/{call.id}"
+    updated = slack.messages[0]
+    assert "Approved" in json.dumps(updated["blocks"]) and "by fin" in updated["text"]
+    assert "dagent_approve" not in json.dumps(updated["blocks"])  # no buttons once decided
+    assert slack.updates[0]["ts"] == posted["ts"]
+    mail = smtp.messages[0]
+    assert smtp.envelopes[0] == ("agent@example.test", ["fin@example.test"])
+    body = mail.get_payload()
+    assert f"http://inbox.test/inbox#{handle.id}/{call.id}" in body and "/approve" not in body
+    assert "sk-live-secret" not in body and "[redacted]" in body
+    assert mail["Message-ID"].endswith("@durable-agent>")
+    entry = _call(prompt)
+    steps = [(n.step, n.channel, n.ok) for n in entry.notifications]
+    assert sorted(steps) == [("decided", "slack", True), ("requested", "email", True), ("requested", "slack", True)]
+    assert next(n for n in entry.notifications if n.channel == "email").to == ["fin@example.test"]
