@@ -93,3 +93,8 @@ async def until(check: Callable[[], bool], what: str, wait_s: float = 15.0) -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+# For worker subprocesses (DAGENT_PLUGINS=tests.support.notify:plugin, DAGENT_MODEL_NORMAL=scripted:...:model).
+plugin = wire_plugin(["slack", "webhook"])
+model = wire_model()
