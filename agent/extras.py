@@ -32,7 +32,7 @@ EXTRAS: dict[Extra, tuple[str, ...]] = {
     "s3": ("aioboto3",),
     "gcs": ("gcloud.aio.storage",),
     "bedrock": ("boto3",),
-    "slack": ("slack_sdk",),  # Slack approval messages and buttons (activities/notify.py)
+    "slack": ("slack_sdk",),  # Slack approval messages and buttons (activities/notify.py, api/routes/slack.py)
     "email": ("aiosmtplib",),  # approval e-mails
 }
 

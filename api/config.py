@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from durable_agent.agent.strict import StrictModel
+from durable_agent.api.slack_config import SlackApiConfig
 from durable_agent.workers.env_values import pem
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
@@ -52,6 +53,7 @@ class ApiKey(_Model):
     roles: list[str] = Field(default_factory=list)
     key: str | None = Field(default=None, min_length=16)
     key_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    email: str | None = Field(default=None, description="Matches a Slack user by profile e-mail (api/slack_config.py).")
 
     @model_validator(mode="after")
     def _one_key(self) -> ApiKey:
@@ -95,6 +97,7 @@ class ApiConfig(_Model):
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     public_url: str = Field(default="", description="Where browsers reach the API (for printed links).")
+    slack: SlackApiConfig | None = None  # Slack's Approve/Reject buttons (api/routes/slack.py)
 
     @field_validator("decision_private_key")
     @classmethod
@@ -118,6 +121,9 @@ class ApiConfig(_Model):
         data = tomllib.loads(path.read_text()) if path else {}
         if key := pem(env, "DAGENT_DECISION_PRIVATE_KEY"):
             data["decision_private_key"] = key
+        for key, name in (("signing_secret", "DAGENT_SLACK_SIGNING_SECRET"), ("bot_token", "DAGENT_SLACK_BOT_TOKEN")):
+            if env.get(name) and isinstance(data.get("slack"), dict):
+                data["slack"][key] = env[name]
         if jwks := env.get("DAGENT_OIDC_JWKS_URL"):
             data["oidc"] = {"jwks_url": jwks, "issuer": env.get("DAGENT_OIDC_ISSUER") or None,
                             "audience": env.get("DAGENT_OIDC_AUDIENCE") or None}

@@ -97,6 +97,7 @@ class FakeSlack:
         self.updates: list[dict[str, Any]] = []
         self.users: dict[str, dict[str, Any]] = {}  # users.info answers: id -> user
         self.calls: list[str] = []
+        self.responses: list[dict[str, Any]] = []  # posted to a response_url (ephemeral answers)
         self.hold = _Hold()
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
@@ -108,7 +109,17 @@ class FakeSlack:
     def __enter__(self) -> FakeSlack:
         self.server.start()
         self.server.expect_request(re.compile(r"^/api/[\w.]+$")).respond_with_handler(self._handle)
+        self.server.expect_request(re.compile(r"^/response/\w+$"), method="POST").respond_with_handler(self._respond)
         return self
+
+    def response_url(self, name: str) -> str:
+        """A `response_url` of an interaction: what the app posts there is kept in `responses`."""
+        return self.server.url_for(f"/response/{name}")
+
+    def _respond(self, request: Request) -> Response:
+        with self._lock:
+            self.responses.append(request.get_json())
+        return Response("ok", status=200)
 
     def __exit__(self, *_: object) -> None:
         self.hold.go.set()

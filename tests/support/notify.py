@@ -78,9 +78,10 @@ def notify_toml(path: Path, *, webhook_url: str | None = None, webhook_secret: s
 
 @asynccontextmanager
 async def notify_worker(env: WorkflowEnvironment, config: Path, *, plugins: Sequence[Plugin],
-                        services: Mapping[str, Any] | None = None) -> AsyncIterator[AgentClient]:
+                        services: Mapping[str, Any] | None = None,
+                        decision_key: str | None = None) -> AsyncIterator[AgentClient]:
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}",
-                                                "notify_config": str(config)})
+                                                "notify_config": str(config), "decision_public_key": decision_key})
     model = wire_model()
     runtime = build_runtime(settings, plugins=plugins, providers={"normal": model, "high": model}, services=services)
     async with create_worker(env.client, runtime, task_queue=settings.task_queue, settings=settings):
