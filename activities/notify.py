@@ -203,7 +203,7 @@ async def send_slack(config: NotifyConfig, notice: Notice) -> NoticeResult:
         for ref in notice.refs:
             channel, _, ts = ref.rpartition(":")
             await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
-        return NoticeResult(refs=notice.refs)
+        return NoticeResult(to=[ref.rpartition(":")[0] for ref in notice.refs], refs=notice.refs)
     targets, unreached = config.slack_targets(notice.to)
     refs: list[str] = []
     text, blocks = plain_text(config, notice), slack_blocks(config, notice)

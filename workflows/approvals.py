@@ -185,7 +185,7 @@ class ApprovalDesk:
                                requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
                                approvers=entry.result.approvers, input_schema=requirement.input_schema,
                                signed_decisions=bool(requirement.decision_key), four_eyes=requirement.four_eyes,
-                               run_id=self._host.run_id)
+                               run_id=self._host.run_id, notifications=list(entry.notifications))
 
     def publish_pending(self) -> None:
         self._record.publish_pending(bool(self.waiting) or self._children.waiting(), self.listed)

@@ -53,8 +53,17 @@ DA.start(async (me) => {
       el("span", { class: "muted since" }, `asked by ${item.user_id || "?"} · waiting `, forNode(item.requested_at)),
       item.expires_at ? el("span", { class: "muted", text: ` · expires ${new Date(item.expires_at).toLocaleString()}` }) : null),
     el("p", { class: "reason", text: item.reason }),
+    toldNode(item.notifications || []),
     body, outcome);
     return view;
+  }
+
+  // Who was told of the call (docs/telling-approvers.md); a step that could not be delivered stands out.
+  function toldNode(notices) {
+    if (!notices.length) return null;
+    return el("p", { class: "muted told" }, "Told: ", ...notices.map((n, i) => el("span", {
+      class: n.ok ? "" : "error", text: `${i ? ", " : ""}${n.channel} ${n.step} ${n.ok ? "→ " + (n.to.join(" ") || "-")
+        : "FAILED (" + (n.error || "?") + ")"}` })));
   }
 
   function setOutcome(view, state, kind, ...parts) {

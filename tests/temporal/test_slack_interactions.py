@@ -120,4 +120,6 @@ async def test_slack_buttons_decide_through_the_desk(dev_env: WorkflowEnvironmen
     assert (api_entry["decision"]["decision"], api_entry["decision"]["by"]) == ("approved", "bob")
     assert "by bob" in slack.messages[0]["text"] and "Approved" in json.dumps(slack.messages[0]["blocks"])
     assert shown.returncode == 0, shown.stderr
-    assert "approved" in shown.stdout and "bob" in shown.stdout, shown.stdout
+    assert "approved by bob" in shown.stdout, shown.stdout
+    assert "told    slack requested -> UFIN" in shown.stdout, shown.stdout
+    assert "told    slack decided -> DUFIN" in shown.stdout, shown.stdout  # the message updated in place
