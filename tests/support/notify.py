@@ -32,14 +32,16 @@ class WireInput(BaseModel):
     api_key: str = "sk-live-secret"  # redacted in every message
 
 
-def wire_notify(channels: Sequence[str]) -> Notify:
-    return Notify(channels=list(channels), to=["role:finance"], remind_after=timedelta(days=1),  # type: ignore[arg-type]
-                  max_reminders=5, escalate_after=timedelta(days=2), escalate_to=["role:cfo"])
+def wire_notify(channels: Sequence[str], day: timedelta = timedelta(days=1)) -> Notify:
+    """A reminder every `day`, an escalation to the CFO after two."""
+    return Notify(channels=list(channels), to=["role:finance"], remind_after=day,  # type: ignore[arg-type]
+                  max_reminders=5, escalate_after=2 * day, escalate_to=["role:cfo"])
 
 
-def wire_plugin(channels: Sequence[str], *, four_eyes: bool = False) -> Plugin:
+def wire_plugin(channels: Sequence[str], *, four_eyes: bool = False, day: timedelta = timedelta(days=1)) -> Plugin:
+    """`bank.wire`, approved by finance, expiring after three `day`s."""
     @tool("bank.wire", approval=Approval(reason="Wires need finance.", approvers=["role:finance"],
-                                         expires_after=timedelta(days=3), notify=wire_notify(channels),
+                                         expires_after=3 * day, notify=wire_notify(channels, day),
                                          four_eyes=four_eyes))
     async def wire(args: WireInput, ctx: ToolContext) -> str:
         """Wire money."""
@@ -79,8 +81,8 @@ def notify_toml(path: Path, *, webhook_url: str | None = None, webhook_secret: s
 @asynccontextmanager
 async def notify_worker(env: WorkflowEnvironment, config: Path, *, plugins: Sequence[Plugin],
                         services: Mapping[str, Any] | None = None,
-                        decision_key: str | None = None) -> AsyncIterator[AgentClient]:
-    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}",
+                        decision_key: str | None = None, task_queue: str | None = None) -> AsyncIterator[AgentClient]:
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": task_queue or f"tq-{uuid.uuid4().hex[:10]}",
                                                 "notify_config": str(config), "decision_public_key": decision_key})
     model = wire_model()
     runtime = build_runtime(settings, plugins=plugins, providers={"normal": model, "high": model}, services=services)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -152,3 +153,30 @@ async def test_email_and_slack_messages_and_the_slack_update_when_decided(skip_e
     steps = [(n.step, n.channel, n.ok) for n in entry.notifications]
     assert sorted(steps) == [("decided", "slack", True), ("requested", "email", True), ("requested", "slack", True)]
     assert next(n for n in entry.notifications if n.channel == "email").to == ["fin@example.test"]
+
+
+async def test_steps_survive_a_worker_restart_and_expiry_updates_slack(dev_env: WorkflowEnvironment,
+                                                                      tmp_path: Path) -> None:
+    """On the dev server with a "day" of 2 s: the first worker stops after the first message; the timers are
+    the server's, and a new worker on the same queue sends the later steps and updates every message on
+    expiry."""
+    queue = f"tq-restart-{uuid.uuid4().hex[:8]}"
+    day = timedelta(seconds=2)
+    with FakeSlack() as slack:
+        config = notify_toml(tmp_path / "notify.toml", slack_url=slack.base_url, slack_token=SLACK_TOKEN)
+        plugins = [wire_plugin(["slack"], day=day)]
+        async with notify_worker(dev_env, config, plugins=plugins, task_queue=queue) as client:
+            handle = await client.start("wire 500 to acme", user_id="owner")
+            await handle.wait_until("waiting_for_approval")
+            await until(lambda: len(slack.messages) == 1, "the first Slack message")
+        assert len(slack.messages) == 1
+        async with notify_worker(dev_env, config, plugins=plugins, task_queue=queue) as client:
+            prompt = await client.prompt(handle.id).result()
+            await until(lambda: len(slack.updates) == 5, "every message updated once the call expired")
+    entry = _call(prompt)
+    assert entry.decision is not None and entry.decision.decision == "expired"
+    # requested, reminder-1 (finance), escalated (the CFO), reminder-2 (both, once escalated)
+    assert [m["channel"] for m in slack.messages] == ["DUFIN", "DUFIN", "DUCAROL", "DUFIN", "DUCAROL"]
+    assert all("Expired" in json.dumps(m["blocks"]) for m in slack.messages)
+    decided = [n for n in entry.notifications if n.step == "decided"]
+    assert len(decided) == 1 and len(decided[0].refs) == 5
