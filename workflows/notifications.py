@@ -31,7 +31,8 @@ NOTIFY_TIMEOUT = timedelta(seconds=15)  # a channel's own timeouts are 10 s (act
 NOTIFY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
                            maximum_interval=timedelta(minutes=1), maximum_attempts=6)
 FLUSH_LIMIT = timedelta(seconds=60)  # how long a finished prompt waits for its last messages (the updates)
-UPDATED_CHANNELS: tuple[Channel, ...] = ("slack",)  # channels whose messages are updated when the call is decided
+UPDATED_CHANNELS: tuple[Channel, ...] = ("slack",)
+CALLED_OFF = "not sent: the call was decided first"  # channels whose messages are updated when the call is decided
 
 
 class Notifications:
@@ -44,7 +45,7 @@ class Notifications:
         self._host = record.host
         self._spawn = spawn
         self._widened = widened
-        self._sending = 0
+        self._sending: dict[str, dict[asyncio.Task[None], Channel]] = {}  # call id -> its sends in flight
 
     def follow(self, waiting: WaitingCall, decided: Callable[[], bool]) -> None:
         """Tell the call's addressees now, and remind and escalate on timers until `decided()`."""
@@ -90,17 +91,29 @@ class Notifications:
         self._widened()
 
     async def _step(self, waiting: WaitingCall, plan: NotifyPlan, step: str, to: list[str]) -> None:
-        await asyncio.gather(*(self._send(waiting, channel, step, to) for channel in plan.channels))
+        await asyncio.gather(*(self._start(waiting, channel, step, to) for channel in plan.channels))
+
+    def _start(self, waiting: WaitingCall, channel: Channel, step: str, to: list[str], *,
+               refs: list[str] | None = None) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(self._send(waiting, channel, step, to, refs=refs))
+        sending = self._sending.setdefault(waiting.entry.id, {})
+        sending[task] = channel
+        task.add_done_callback(lambda done: sending.pop(done, None))
+        return task
 
     def decided(self, waiting: WaitingCall) -> None:
-        """The call is decided (or expired, or superseded): its messages that can be are updated in place."""
+        """The call is decided (or expired, or superseded): a step still being sent where it cannot be updated
+        is called off (no reminder after the decision), and its messages that can be are updated in place."""
         entry = waiting.entry
         if entry.decision is None:
             return
+        for task, channel in list(self._sending.get(entry.id, {}).items()):
+            if channel not in UPDATED_CHANNELS:
+                task.cancel()
         for channel in UPDATED_CHANNELS:
             refs = [ref for sent in entry.notifications if sent.channel == channel for ref in sent.refs]
             if refs:
-                self._spawn(self._send(waiting, channel, "decided", [], refs=refs))
+                self._start(waiting, channel, "decided", [], refs=refs)
 
     async def _send(self, waiting: WaitingCall, channel: Channel, step: str, to: list[str], *,
                     refs: list[str] | None = None) -> None:
@@ -114,32 +127,33 @@ class Notifications:
             four_eyes=requirement.four_eyes,
             expires_at=pending.expires_at.isoformat() if pending and pending.expires_at else None,
             decision=entry.decision.model_dump(mode="json") if entry.decision else None, refs=refs or [])
-        self._sending += 1
         try:
             result = await workflow.execute_activity(
                 NOTIFY_ACTIVITY, notice, result_type=NoticeResult, start_to_close_timeout=NOTIFY_TIMEOUT,
                 retry_policy=NOTIFY_RETRY, summary=summary(channel, step, entry, to))
             sent = NoticeSent(step=step, channel=channel, to=result.to, at=self._host.now(), refs=result.refs,
                               unreached=result.unreached)
-        except ActivityError as exc:
-            if is_cancellation(exc):
-                raise
-            reason = failure_reason(exc)
+        except (ActivityError, asyncio.CancelledError) as exc:
+            reason = CALLED_OFF if is_cancellation(exc) else failure_reason(exc)
             workflow.logger.warning("notification %s of %s not delivered on %s: %s", step, entry.id, channel, reason)
             sent = NoticeSent(step=step, channel=channel, to=to, at=self._host.now(), ok=False, error=reason)
-        finally:
-            self._sending -= 1
         entry.notifications.append(sent)
         self._record.touch(entry)
+        if entry.decision is not None and step != "decided" and sent.refs:  # posted after the decision: update it
+            self._start(waiting, channel, "decided-late", [], refs=sent.refs)
+
+    def _updating(self) -> int:
+        return sum(channel in UPDATED_CHANNELS for sending in self._sending.values() for channel in sending.values())
 
     async def flush(self) -> None:
-        """Wait (a while) for messages still being sent: a finished prompt's decided-updates."""
-        if self._sending:
+        """Wait (a while) for the messages still being sent that a decision updates in place, and their updates;
+        a step on another channel still being retried is not waited for."""
+        if self._updating():
             try:
-                await workflow.wait_condition(lambda: not self._sending, timeout=FLUSH_LIMIT,
+                await workflow.wait_condition(lambda: not self._updating(), timeout=FLUSH_LIMIT,
                                               timeout_summary="last notifications")
             except TimeoutError:
-                workflow.logger.warning("%d notification(s) still being sent when the prompt ended", self._sending)
+                workflow.logger.warning("%d notification(s) still being sent when the prompt ended", self._updating())
 
 
 def summary(channel: str, step: str, entry: ToolOutput, to: list[str]) -> str:
