@@ -148,13 +148,20 @@ async def send_email(config: NotifyConfig, notice: Notice) -> NoticeResult:
 # --- Slack (slack_sdk) ------------------------------------------------------------------------------
 
 
+def escaped(text: str) -> str:
+    """Text Slack shows as written: no mentions (`<!channel>`), links or user tags smuggled in by a value."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def slack_blocks(config: NotifyConfig, notice: Notice) -> list[dict[str, Any]]:
-    """The call, its (redacted) arguments, the reason and who may decide; Approve / Reject / Open in inbox."""
+    """The call, its (redacted) arguments, the reason and who may decide; Approve / Reject / Open in inbox. Every
+    value is escaped, and the arguments are plain text: nothing in them can mention or link anyone."""
     value = json.dumps({"prompt": notice.prompt_id, "call": notice.tool_call_id})
-    head = (f"*{title(notice)}*: `{notice.tool}` (`{notice.tool_call_id}`) in prompt `{notice.prompt_id}` "
-            f"of {notice.user_id}\n*Reason:* {notice.reason}\n*Who may decide:* {deciders(notice)}")
+    head = (f"*{title(notice)}*: `{escaped(notice.tool)}` (`{escaped(notice.tool_call_id)}`) in prompt "
+            f"`{escaped(notice.prompt_id)}` of {escaped(notice.user_id)}\n*Reason:* {escaped(notice.reason)}\n"
+            f"*Who may decide:* {escaped(deciders(notice))}")
     if notice.expires_at:
-        head += f"\n*Expires:* {notice.expires_at}"
+        head += f"\n*Expires:* {escaped(notice.expires_at)}"
     buttons: list[dict[str, Any]] = [
         {"type": "button", "action_id": APPROVE_ACTION, "style": "primary", "value": value,
          "text": {"type": "plain_text", "text": "Approve"}},
@@ -164,15 +171,15 @@ def slack_blocks(config: NotifyConfig, notice: Notice) -> list[dict[str, Any]]:
         buttons.append({"type": "button", "action_id": "dagent_open", "url": inbox_link(config, notice),
                         "text": {"type": "plain_text", "text": "Open in inbox"}})
     return [{"type": "section", "text": {"type": "mrkdwn", "text": head}},
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"```{arguments_text(notice)}```"}},
+            {"type": "section", "text": {"type": "plain_text", "text": arguments_text(notice)}},
             {"type": "actions", "block_id": "dagent_decide", "elements": buttons}]
 
 
 def decided_blocks(notice: Notice) -> tuple[str, list[dict[str, Any]]]:
     decision = notice.decision if isinstance(notice.decision, dict) else {}
     outcome, by, at = decision.get("decision"), decision.get("by"), decision.get("at")
-    text = f"{notice.tool} ({notice.tool_call_id}) in prompt {notice.prompt_id}: {outcome}" + (
-        f" by {by}" if by else "") + (f" at {at}" if at else "")
+    text = escaped(f"{notice.tool} ({notice.tool_call_id}) in prompt {notice.prompt_id}: {outcome}" + (
+        f" by {by}" if by else "") + (f" at {at}" if at else ""))
     return text, [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{str(outcome).capitalize()}*: {text}"}}]
 
 
@@ -206,7 +213,7 @@ async def send_slack(config: NotifyConfig, notice: Notice) -> NoticeResult:
         return NoticeResult(to=[ref.rpartition(":")[0] for ref in notice.refs], refs=notice.refs)
     targets, unreached = config.slack_targets(notice.to)
     refs: list[str] = []
-    text, blocks = plain_text(config, notice), slack_blocks(config, notice)
+    text, blocks = escaped(plain_text(config, notice)), slack_blocks(config, notice)
     for target in targets:
         channel = target
         if target.startswith(("U", "W")) and not target.startswith("#"):  # a person: their direct messages
