@@ -33,7 +33,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent.activities.heartbeats import bound_log
 from durable_agent.activities.notify_config import NotifyConfig
-from durable_agent.agent.extras import require
+from durable_agent.agent.extras import MissingExtra, require
 from durable_agent.agent.identity import describe
 from durable_agent.agent.notify import redacted
 from durable_agent.workflows.names import NOTIFY_ACTIVITY
@@ -244,6 +244,9 @@ class NotifyActivity:
             "dagent_notifications", "Approval notifications by channel and outcome")
         try:
             result = await SENDERS[notice.channel](self.config, notice)
+        except MissingExtra as exc:  # retrying cannot install it
+            counter.add(1, {"channel": notice.channel, "outcome": "failed"})
+            raise ApplicationError(str(exc), non_retryable=True) from None
         except Exception as exc:
             counter.add(1, {"channel": notice.channel, "outcome": "failed"})
             logger.warning("notification not delivered", error=type(exc).__name__, detail=str(exc)[:200])
