@@ -1,8 +1,12 @@
 """MCP servers as tool sources, on the worker: list tools (cached with a TTL), call them, read context.
 
-A worker keeps one session per server (a stdio server runs as long as the worker) and opens a new one
-after any failure, so a server that crashed or was restarted costs the calls in flight, not later ones.
-The MCP SDK (the `mcp` extra) is imported when a server is first opened, never by a worker without MCP servers.
+Each server is reached through the MCP SDK's own `mcp.Client` (2.x), which owns the transport (a stdio
+process, or streamable HTTP), the protocol negotiation (`server/discover`, falling back to the `initialize`
+handshake of a 2025-era server) and the requests. A worker keeps one open `Client` per server, so a stdio
+server runs as long as the worker and a stateful server keeps its session, and opens a new one after a failure
+that left the connection unusable: a server that crashed or was restarted costs the calls in flight, not later
+ones. The MCP SDK (the `mcp` extra) is imported when a server is first opened, never by a worker without MCP
+servers.
 """
 
 from __future__ import annotations
@@ -11,13 +15,12 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from pydantic import AnyUrl, JsonValue
+from pydantic import JsonValue
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.extras import require
@@ -26,14 +29,12 @@ from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.tools import Approval, ApprovalPolicy, JsonArguments, Tool, ToolFailed
 
 if TYPE_CHECKING:
-    from mcp import ClientSession
+    from mcp import Client
     from mcp import types as mcp_types
 
 log = get_logger("dagent.mcp")
 MCP_FEATURE = "MCP servers as tools"
-T = TypeVar("T")
-PING_INTERVAL_SECONDS = 2.0  # while a request is in flight, a server that stops answering pings is dead
-PING_TIMEOUT_SECONDS = 10.0
+CLOSE_TIMEOUT_SECONDS = 10.0  # stopping a stdio server can take seconds; a worker's shutdown waits this long
 
 
 class MCPUnavailable(Exception):
@@ -52,67 +53,43 @@ class _Listing:
 
 
 class _Connection:
-    """One open session, owned by a background task: the SDK's transports must be entered and left in the
-    same task, while calls come from many activity tasks."""
+    """One open `mcp.Client`, entered and left by a task of its own: the SDK's transports run in a task group
+    that must be entered and left in the same task, while calls come from many activity tasks."""
 
     def __init__(self, sources: MCPToolSources, server: MCPServer) -> None:
         self.server = server
-        self.session: ClientSession | None = None
         self.dead = False
-        self._error: BaseException | None = None
-        self._ready = asyncio.Event()
+        self._client: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        # an error is retrieved even when every waiter timed out (no "exception was never retrieved")
+        self._client.add_done_callback(lambda done: done.cancelled() or done.exception())
         self._closing = asyncio.Event()
-        self._ended = asyncio.Event()
         self._task = asyncio.create_task(self._own(sources), name=f"mcp-{server.name}")
 
     async def _own(self, sources: MCPToolSources) -> None:
+        failure: BaseException | None = None
         try:
-            async with sources.open_session(self.server) as session:
-                self.session = session
-                self._ready.set()
+            async with sources.open_client(self.server) as client:
+                self._client.set_result(client)
                 await self._closing.wait()
-        except Exception as exc:
-            self._error = exc
+        except BaseException as exc:
+            failure = exc
+            if self._client.done() and not self._closing.is_set():
+                log.warning("mcp connection lost", server=self.server.name, error=_describe(exc))
+            if not isinstance(exc, Exception):
+                raise
         finally:
             self.dead = True
-            self._ready.set()
-            self._ended.set()
+            if not self._client.done():
+                self._client.set_exception(MCPUnavailable(
+                    f"MCP server '{self.server.name}' is unavailable: {_describe(failure)}"))
 
-    async def run(self, request: Awaitable[T]) -> T:
-        """Await a request on this session, failing as soon as the connection is found dead: the owner task
-        ended, or the server stopped answering pings. (The SDK's HTTP transport leaves a request whose
-        response stream broke waiting forever.)"""
-        task = asyncio.ensure_future(request)
-        ended = asyncio.ensure_future(self._ended.wait())
-        watchdog = asyncio.ensure_future(self._ping_until_failure())
-        try:
-            await asyncio.wait({task, ended, watchdog}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in (ended, watchdog, task):
-                if not waiter.done():
-                    waiter.cancel()
-        if task.done() and not task.cancelled():
-            return task.result()
-        reason = _describe(watchdog.exception()) if watchdog.done() and not watchdog.cancelled() \
-            else _describe(self._error)
-        raise MCPUnavailable(f"the connection to MCP server '{self.server.name}' ended: {reason}")
-
-    async def _ping_until_failure(self) -> None:
-        assert self.session is not None
-        while True:
-            await asyncio.sleep(PING_INTERVAL_SECONDS)
-            async with asyncio.timeout(PING_TIMEOUT_SECONDS):
-                await self.session.send_ping()
+    async def client(self) -> Client:
+        """The connected client, once the transport is open and the protocol negotiated."""
+        return await asyncio.shield(self._client)
 
     @property
     def ended(self) -> bool:
-        return self._ended.is_set()
-
-    async def started(self) -> ClientSession:
-        await self._ready.wait()
-        if self.session is None or self.dead:
-            raise MCPUnavailable(f"MCP server '{self.server.name}' is unavailable: {_describe(self._error)}")
-        return self.session
+        return self._task.done()
 
     def close_soon(self) -> None:
         """Start closing (stopping a stdio server can take seconds); `closed` waits for the end."""
@@ -122,12 +99,13 @@ class _Connection:
     async def closed(self) -> None:
         self.close_soon()
         with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(self._task), timeout=10)
+            await asyncio.wait_for(asyncio.shield(self._task), timeout=CLOSE_TIMEOUT_SECONDS)
 
 
 class MCPToolSources:
     """One per worker: a connection per declared MCP server (reopened after a failure), and each server's
-    tools, listed at most once per `list_ttl`."""
+    tools, listed at most once per `list_ttl`. (The `mcp.Client`'s own response cache is off: it lives and dies
+    with one connection, while this listing outlives reconnections and holds the tools already converted.)"""
 
     def __init__(self, env: Mapping[str, str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._env = os.environ if env is None else env
@@ -149,11 +127,10 @@ class MCPToolSources:
         return next((t for t in await self.tools(server) if t.id == tool_id), None)
 
     async def aclose(self) -> None:
-        """Stop every server process and close every session (a worker's shutdown)."""
+        """Stop every server process and close every connection (a worker's shutdown)."""
         connections = [*self._connections.values(), *self._closing]
         self._connections, self._closing = {}, set()
-        for connection in connections:
-            await connection.closed()
+        await asyncio.gather(*(connection.closed() for connection in connections))
 
     async def _listing(self, server: MCPServer) -> _Listing:
         key = server.cache_key()
@@ -164,15 +141,17 @@ class MCPToolSources:
             connection = await self._connection(server)
             try:
                 async with asyncio.timeout(server.connect_timeout.total_seconds()):
-                    session = await connection.started()
-                    listed = await connection.run(_list_all_tools(session))
-                    context = await connection.run(_read_context(server, session))
+                    client = await connection.client()
+                    listed = await _list_all_tools(client)
+                    context = await _read_context(server, client)
             except Exception as exc:
                 self._drop(connection)
+                if isinstance(exc, MCPUnavailable):
+                    raise
                 raise MCPUnavailable(f"MCP server '{server.name}' is unavailable: {_describe(exc)}") from exc
             self.listings_fetched += 1
             tools = [self._tool(server, t) for t in listed if server.offers(t.name)]
-            log.info("mcp tools listed", server=server.name, tools=len(tools))
+            log.info("mcp tools listed", server=server.name, tools=len(tools), protocol=client.protocol_version)
             listing = _Listing(expires_at=self._clock() + server.list_ttl.total_seconds(), tools=tools,
                                context=context)
             self._listings[key] = listing
@@ -196,30 +175,30 @@ class MCPToolSources:
         self._closing = {c for c in self._closing if not c.ended} | {connection}
 
     @asynccontextmanager
-    async def open_session(self, server: MCPServer) -> AsyncIterator[ClientSession]:
+    async def open_client(self, server: MCPServer) -> AsyncIterator[Client]:
+        """A connected `mcp.Client` for the server: a stdio process, or streamable HTTP with the headers from
+        the worker's environment."""
         require("mcp", f"{MCP_FEATURE} (server '{server.name}')")
-        import anyio  # the mcp SDK's (a worker without MCP servers does not load it)
-        import httpx  # the mcp SDK's HTTP client (openai and anthropic use httpx2)
-        from mcp import ClientSession, StdioServerParameters, stdio_client
-        from mcp.client.streamable_http import streamable_http_client
+        from mcp import Client, StdioServerParameters, stdio_client
 
         async with AsyncExitStack() as stack:
             if server.command is not None:
                 env = {name: self._env[name] for name in server.env_from if name in self._env}
-                params = StdioServerParameters(command=server.command, args=list(server.args),
-                                               env={**env, **server.env} or None, cwd=server.cwd)
-                read, write = await stack.enter_async_context(stdio_client(params))
+                target: Any = stdio_client(StdioServerParameters(
+                    command=server.command, args=list(server.args), env={**env, **server.env} or None, cwd=server.cwd))
             else:
+                import httpx2  # the MCP SDK's HTTP client (and the provider SDKs')
+                from mcp.client.streamable_http import streamable_http_client
+
                 assert server.url is not None
-                http = await stack.enter_async_context(httpx.AsyncClient(
+                http = await stack.enter_async_context(httpx2.AsyncClient(
                     headers=self._headers(server), follow_redirects=False,
-                    timeout=httpx.Timeout(server.timeout.total_seconds(),
-                                          connect=server.connect_timeout.total_seconds())))
-                read, write, _ = await stack.enter_async_context(streamable_http_client(server.url, http_client=http))
-            session = await stack.enter_async_context(ClientSession(read, write))
-            with anyio.fail_after(server.connect_timeout.total_seconds()):
-                await session.initialize()
-            yield session
+                    timeout=httpx2.Timeout(server.timeout.total_seconds(),
+                                           connect=server.connect_timeout.total_seconds())))
+                target = streamable_http_client(server.url, http_client=http)
+            async with asyncio.timeout(server.connect_timeout.total_seconds()):
+                client = await stack.enter_async_context(Client(target, cache=None))
+            yield client
 
     def _headers(self, server: MCPServer) -> dict[str, str]:
         missing = [var for var in server.headers_from_env.values() if var not in self._env]
@@ -237,59 +216,65 @@ class MCPToolSources:
             id=server.tool_id(name), description=listed.description or f"{name} (MCP server {server.name})",
             input_model=JsonArguments, fn=call, approval=_dict_policy(server.policy_for(name)),
             options=server.tool_options,
-            input_schema=dict(listed.inputSchema or {"type": "object"}),
+            input_schema=dict(listed.input_schema or {"type": "object"}),
             metadata={"mcp_server": server.name, "mcp_tool": name},
         )
 
     async def call(self, server: MCPServer, tool_name: str, arguments: dict[str, Any], ctx: ToolContext) -> JsonValue:
         """Call one tool. A broken connection, a timeout or a malformed answer raises `MCPCallFailed` (retried
-        per the tool's attempts, on a fresh connection); an `isError` result raises `ToolFailed`, which the
-        model sees as the tool's error without a retry."""
+        per the tool's attempts, on a fresh connection when this one is unusable); an `is_error` result raises
+        `ToolFailed`, which the model sees as the tool's error without a retry."""
         budget = server.timeout.total_seconds() * 0.9  # answer before the activity's own timeout fires
         connection = await self._connection(server)
         try:
             async with asyncio.timeout(budget):
-                session = await connection.started()
-                result = await connection.run(session.call_tool(
-                    tool_name, arguments, read_timeout_seconds=timedelta(seconds=budget),
-                    meta={"idempotency_key": ctx.idempotency_key}))
+                client = await connection.client()
+                result = await client.call_tool(tool_name, arguments, meta={"idempotency_key": ctx.idempotency_key})
         except TimeoutError as exc:
-            self._drop(connection)
+            self._drop(connection)  # a server that stopped answering may be stuck
             raise MCPCallFailed(f"MCP server '{server.name}' timed out during '{tool_name}' "
                                 f"after {budget:g} s") from exc
         except Exception as exc:
-            self._drop(connection)
+            if not _answered_over_a_working_connection(exc):
+                self._drop(connection)
             raise MCPCallFailed(f"MCP server '{server.name}' failed during '{tool_name}': {_describe(exc)}") from exc
-        if result.isError:
+        if result.is_error:
             raise ToolFailed(_content_text(result.content) or f"MCP tool '{tool_name}' reported an error")
-        if result.structuredContent is not None:
-            return result.structuredContent
+        if result.structured_content is not None:
+            return result.structured_content
         return _content_text(result.content)
 
 
-async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    from mcp import types as mcp_types
+def _answered_over_a_working_connection(exc: Exception) -> bool:
+    """A JSON-RPC error response (an unknown tool, a server-side failure) came over a connection that still
+    works, so the next call may reuse it; a closed connection or a request timeout is not such an answer."""
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+    return isinstance(exc, MCPError) and exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+
+
+async def _list_all_tools(client: Client) -> list[mcp_types.Tool]:
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
     while True:
-        page = await session.list_tools(params=mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        page = await client.list_tools(cursor=cursor)
         tools.extend(page.tools)
-        cursor = page.nextCursor
+        cursor = page.next_cursor
         if not cursor:
             return tools
 
 
-async def _read_context(server: MCPServer, session: ClientSession) -> list[str]:
+async def _read_context(server: MCPServer, client: Client) -> list[str]:
     from mcp import types as mcp_types
 
     items: list[str] = []
     for uri in server.resources:
-        read = await session.read_resource(AnyUrl(uri))
+        read = await client.read_resource(uri)
         texts = [c.text for c in read.contents if isinstance(c, mcp_types.TextResourceContents)]
         items.append(f"[{server.name} resource {uri}]\n" + "\n".join(texts))
     for name in server.prompts:
-        prompt = await session.get_prompt(name)
+        prompt = await client.get_prompt(name)
         items.append(f"[{server.name} prompt {name}]\n" + _content_text([m.content for m in prompt.messages]))
     return items
 
@@ -302,7 +287,7 @@ def _content_text(blocks: list[Any]) -> str:
         if isinstance(block, mcp_types.TextContent):
             parts.append(block.text)
         elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
-            parts.append(f"[{block.type} {block.mimeType}, {len(block.data)} base64 characters]")
+            parts.append(f"[{block.type} {block.mime_type}, {len(block.data)} base64 characters]")
         elif isinstance(block, mcp_types.EmbeddedResource):
             inner = block.resource
             parts.append(inner.text if isinstance(inner, mcp_types.TextResourceContents) else f"[resource {inner.uri}]")

@@ -135,7 +135,8 @@ class ModelRoundActivity(RuntimeActivities):
                                                      f"{self.runtime.fallback_after_attempts} attempts")
         logger = logger.bind(model=_spec(provider), fallback=position)
         try:
-            with telemetry.model_call(provider, request, record_content=self.runtime.trace_content) as call:
+            with telemetry.model_call(provider, request, record_content=self.runtime.trace_content,
+                                      conversation_id=prompt.conversation_id) as call:
                 if self.runtime.streams_text(provider):
                     response = await self._stream_model(provider, request, live)
                 else:

@@ -1,7 +1,7 @@
 """MCP servers a plugin declares as tool sources: how to reach them and how their tools may be run.
 
-Declarations only (no I/O, no MCP SDK): the worker's activities list the tools and call them
-(activities/mcp_tools.py). A server's tools become ordinary tools with the id `<name>.<tool>`.
+Declarations only (no I/O, no MCP SDK): the worker's activities list the tools and call them through the
+MCP SDK's client (activities/mcp_tools.py). A server's tools become ordinary tools with the id `<name>.<tool>`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ class MCPServer:
     (fnmatch, e.g. `"delete_*"`) to a policy (an `Approval`, or a function of the arguments dict),
     and the first matching pattern wins over `approval`.
 
-    `resources` (URIs) and `prompts` (names of prompts without required arguments) are read before
-    every model call and added as context items.
+    `resources` (URIs) and `prompts` (names of prompts without required arguments) are read with the
+    tool listing (at most once per `list_ttl`) and added as context items to every model call.
     """
 
     name: str

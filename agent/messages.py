@@ -120,3 +120,5 @@ class ModelResponse(_Model):
     tool_calls: list[ModelToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
+    response_id: str = Field(default="", exclude_if=lambda v: not v,
+                             description="The provider's id of the response (gen_ai.response.id on the span).")

@@ -50,8 +50,12 @@ def require_free_port(host: str, port: int, option: str) -> None:
     import socket
 
     with socket.socket() as sock:
+        # As the server binds (Go sets SO_REUSEADDR): a port whose last connections are in TIME_WAIT after a crash
+        # is free to listen on, while one another process listens on is not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
+            sock.listen()
         except OSError as exc:
             report("error", OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc} — choose another "
                                     f"{option}"))

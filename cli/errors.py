@@ -29,7 +29,9 @@ def one_line(exc: BaseException) -> str:
         text = str(exc) or type(exc).__name__
         cause, depth = exc.__cause__, 0
         while cause is not None and depth < 3:
-            text += f" (caused by {type(cause).__name__}: {cause})"
+            said = " ".join(str(cause).split())
+            if said and said not in " ".join(text.split()):  # each cause once: a re-raise often repeats it
+                text += f" (caused by {type(cause).__name__}: {cause})"
             cause, depth = cause.__cause__, depth + 1
     return " ".join(text.split())
 

@@ -25,9 +25,9 @@ from rich.status import Status
 from rich.text import Text
 
 from durable_agent.agent.models import PromptOutput, ToolOutput, ToolPending
-from durable_agent.cli.render import decision_words, describe_output, short, state_words
+from durable_agent.cli.render import decision_words, describe_output, state_words
 from durable_agent.client import PromptHandle
-from durable_agent.workflows.protocol import PendingApproval, StreamEvent, TextDelta, ToolProgress
+from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgress
 
 STATE_STYLES = {"waiting_for_approval": "bold yellow", "failed": "bold red", "cancelled": "yellow",
                 "completed": "bold green", "running": "cyan"}
@@ -350,6 +350,8 @@ async def follow(handle: PromptHandle, console: Console, *, interactive: bool | 
             view.flush_held()
             if interactive is False and view.waiting:
                 view.stop_spinner()
+                from durable_agent.cli.decision_hints import print_decision_commands
+
                 await print_decision_commands(view, handle)
                 return "waiting_for_approval"
             if asker is not None:
@@ -363,38 +365,3 @@ async def follow(handle: PromptHandle, console: Console, *, interactive: bool | 
         if interactive:
             discard_typed_ahead()
             _STDIN.discard_at_exit = True
-
-
-async def print_decision_commands(view: LiveView, handle: PromptHandle) -> None:
-    """Every call waiting now (the prompt's own list: a batch, a sub-agent's calls) and how to decide it."""
-    try:
-        pending = await handle.pending_approvals()
-    except Exception:  # no worker answers queries: what the events said
-        pending = []
-    if not pending:
-        pending = [PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input,
-                                   reason=entry.result.reason, requested_at=entry.result.requested_at)
-                   for _, entry in sorted(view.waiting.values(), key=lambda item: item[0])
-                   if isinstance(entry.result, ToolPending)]
-    prompt_id = handle.id
-    if len(pending) > 1:
-        view.line(f"The prompt is waiting for {len(pending)} decisions; it goes on once every one is in:",
-                  style="yellow")
-        for call in pending:
-            view.line(f"  {call.tool_call_id}  {call.tool} {short(call.input)} — {call.reason}")
-        view.line("Decide each with one of:", style="yellow")
-        for call in pending:
-            view.line(f"  dagent approve {prompt_id} {call.tool_call_id}")
-    elif pending:
-        view.line("The prompt is waiting for approval. Decide with one of:", style="yellow")
-        view.line(f"  dagent approve {prompt_id} {pending[0].tool_call_id}")
-    if not pending:
-        return
-    first = pending[0].tool_call_id
-    view.line(f"  dagent reject {prompt_id} {first} --reason 'not now'")
-    view.line(f"  temporal workflow signal -w {prompt_id} --name approve "
-              f"--input '{{\"tool_call_id\": \"{first}\"}}'")
-    if len(pending) > 1:
-        view.line("or every call at once:", style="yellow")
-        view.line(f"  dagent approve {prompt_id} --all")
-        view.line(f"  dagent reject {prompt_id} --all --reason 'not now'")

@@ -16,12 +16,21 @@ def say(line: str) -> None:
 
 
 def main() -> None:
+    put_working_directory_on_path()
     from durable_agent.cli.running import load_settings, run_async
     from durable_agent.workers.run import run_worker
 
     settings = load_settings(None)
     ready = os.environ.get("DAGENT_READY_FILE", "").strip()
     run_async(lambda: run_worker(settings, Path(ready) if ready else None, say), settings)
+
+
+def put_working_directory_on_path() -> None:
+    """Plugins (DAGENT_PLUGINS=plugins.finance:plugin) import from the working directory, as `python -m` allows:
+    the bare `dagent worker` runs from the console script, whose sys.path starts at the script's directory."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,18 @@ _EXPORTS: dict[str, str] = {
     "build_runtime": "durable_agent.workers.worker",
     "create_worker": "durable_agent.workers.worker",
     "create_workers": "durable_agent.workers.worker",
+    "drain": "durable_agent.workers.drain",
+    "StopSignals": "durable_agent.workers.drain",
+    "serve_readiness": "durable_agent.workers.readiness",
+    "check_search_attributes": "durable_agent.workers.search_attributes",
+    "register_search_attributes": "durable_agent.cli.devserver.search_attributes",
+    # Scripted models for tests (docs/testing.md; the rest of the kit is `durable_agent.testing`)
+    "tool_calls": "durable_agent.agent.providers.scripted",
+    "text": "durable_agent.agent.providers.scripted",
+    "ModelRequest": "durable_agent.agent.messages",
+    "UserMessage": "durable_agent.agent.messages",
+    "results_since_last_user": "durable_agent.agent.providers.scripted",
+    "prompt_priority": "durable_agent.client.priority",
 }
 
 __all__ = [
@@ -68,6 +80,7 @@ __all__ = [
     "EventKind",
     "MCPServer",
     "MissingExtra",
+    "ModelRequest",
     "Plugin",
     "PrepareContext",
     "Prompt",
@@ -78,6 +91,7 @@ __all__ = [
     "PromptNotStartedError",
     "ScriptedModel",
     "Settings",
+    "StopSignals",
     "SubAgent",
     "Tool",
     "ToolCallInfo",
@@ -86,10 +100,19 @@ __all__ = [
     "ToolInputError",
     "ToolOptions",
     "Usage",
+    "UserMessage",
     "build_runtime",
+    "check_search_attributes",
     "create_worker",
     "create_workers",
+    "drain",
+    "prompt_priority",
+    "register_search_attributes",
+    "results_since_last_user",
+    "serve_readiness",
+    "text",
     "tool",
+    "tool_calls",
 ]
 
 
@@ -122,12 +145,18 @@ if TYPE_CHECKING:
     from durable_agent.agent.events import EventKind, PromptEvent
     from durable_agent.agent.extras import MissingExtra
     from durable_agent.agent.mcp import MCPServer
+    from durable_agent.agent.messages import ModelRequest, UserMessage
     from durable_agent.agent.models import Conversation, Decision, Prompt, Usage
     from durable_agent.agent.plugins import Plugin, PrepareContext, ToolCallInfo
-    from durable_agent.agent.providers.scripted import ScriptedModel
+    from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
     from durable_agent.agent.subagents import SubAgent
     from durable_agent.agent.tools import Approval, Tool, ToolFailed, ToolOptions, tool
+    from durable_agent.cli.devserver.search_attributes import register_search_attributes
     from durable_agent.client import AgentClient, ConversationHandle, PromptHandle, PromptNotFound
+    from durable_agent.client.priority import prompt_priority
+    from durable_agent.workers.drain import StopSignals, drain
     from durable_agent.workers.plugin import DurableAgentPlugin
+    from durable_agent.workers.readiness import serve_readiness
+    from durable_agent.workers.search_attributes import check_search_attributes
     from durable_agent.workers.settings import Settings
     from durable_agent.workers.worker import build_runtime, create_worker, create_workers

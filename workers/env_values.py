@@ -5,12 +5,17 @@ Each parser names the variable in its one-line error, so a bad value stops a pro
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 
 from durable_agent.agent.model_settings import ModelSettings, check_settings_json
 
+T = TypeVar("T")
 _PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")  # the `provider` of a `provider:model` spec
 
 
@@ -75,3 +80,27 @@ def pem(env: Mapping[str, str], name: str) -> str | None:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     return None
+
+
+def named_errors(exc: ValidationError, fields: Mapping[str, FieldInfo]) -> str:
+    """A settings model's validation errors in one line, each naming its environment variable (the field's
+    description starts with it) rather than the field."""
+    def variable(location: tuple[int | str, ...]) -> str:
+        name = str(location[0]) if location else "value"
+        field = fields.get(name)
+        described = (field.description or "").split(":")[0] if field is not None else ""
+        return described.split()[0] if described.startswith(("DAGENT_", "TEMPORAL_")) else name
+
+    return "; ".join(f"{variable(error['loc'])}: {error['msg']}" for error in exc.errors())
+
+
+def naming_variables(read: Callable[..., T]) -> Callable[..., T]:
+    """`read` (a settings model's classmethod body) with its validation errors as one `ValueError` line naming
+    each variable."""
+    @functools.wraps(read)
+    def named(cls: Any, *args: Any, **kwargs: Any) -> T:
+        try:
+            return read(cls, *args, **kwargs)
+        except ValidationError as exc:
+            raise ValueError(named_errors(exc, cls.model_fields)) from None
+    return named

@@ -14,17 +14,20 @@ port, no span is recorded, no metrics are collected and no OpenTelemetry module 
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.common import MetricMeter
 from temporalio.plugin import SimplePlugin
 from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, TelemetryConfig
 
-from durable_agent.agent import otel
+from durable_agent.agent import metric_names, otel
 from durable_agent.agent.extras import import_extra
+from durable_agent.agent.logging import LIBRARY_LOGGER
 
 if TYPE_CHECKING:  # the SDK and exporters are imported only when tracing is configured
     from opentelemetry.sdk.trace import SpanProcessor
@@ -32,6 +35,7 @@ if TYPE_CHECKING:  # the SDK and exporters are imported only when tracing is con
     from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
 
 TraceExporter = Literal["none", "otlp", "console"]
+LogExporter = Literal["none", "otlp", "console"]
 MetricsExporter = Literal["none", "otlp", "prometheus"]
 DEFAULT_SERVICE_NAME = "durable-agent"
 
@@ -48,10 +52,15 @@ class ObservabilityConfig:
     otlp_metrics_url: str = ""
     otlp_metrics_headers: tuple[tuple[str, str], ...] = ()
     service_name: str = "durable-agent"
+    logs: LogExporter = "none"  # OTEL_LOGS_EXPORTER: off unless asked for, whatever the endpoint
+    log_level: str = "INFO"  # our loggers' level when log export is on and the process set none
+    temporal_spans: bool = False  # the Temporal SDK's own spans (StartWorkflow, RunActivity, ...)
+    metrics_interval: timedelta | None = None  # OTEL_METRIC_EXPORT_INTERVAL (ms): how often OTLP metrics go out
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, metrics_port: int | None = None,
-                 metrics_host: str = "0.0.0.0") -> ObservabilityConfig:
+                 metrics_host: str = "0.0.0.0", log_level: str = "INFO",
+                 temporal_spans: bool = False) -> ObservabilityConfig:
         """From the standard OTEL_* variables (`Settings.otel_env`): OTLP when an endpoint is set,
         `OTEL_TRACES_EXPORTER` and `OTEL_METRICS_EXPORTER` (otlp, console/prometheus, none) override; a
         metrics port means Prometheus."""
@@ -66,6 +75,12 @@ class ObservabilityConfig:
             metrics = "prometheus"
         if traces not in ("none", "otlp", "console"):
             raise ValueError(f"OTEL_TRACES_EXPORTER must be otlp, console or none, not {traces!r}")
+        interval = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
+        if interval and not interval.isdigit():
+            raise ValueError(f"OTEL_METRIC_EXPORT_INTERVAL must be milliseconds, not {interval!r}")
+        logs = env.get("OTEL_LOGS_EXPORTER", "").strip().lower() or "none"
+        if logs not in ("none", "otlp", "console"):
+            raise ValueError(f"OTEL_LOGS_EXPORTER must be otlp, console or none, not {logs!r}")
         if metrics not in ("none", "otlp", "prometheus"):
             raise ValueError(f"OTEL_METRICS_EXPORTER must be otlp, prometheus or none, not {metrics!r}")
         protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip() or "http/protobuf"
@@ -80,7 +95,9 @@ class ObservabilityConfig:
                    metrics_bind=f"{metrics_host}:{port if port is not None else 9464}",
                    otlp_protocol=protocol, otlp_endpoint=endpoint,  # type: ignore[arg-type]
                    otlp_metrics_url=metrics_url, otlp_metrics_headers=headers,
-                   service_name=env.get("OTEL_SERVICE_NAME", "").strip() or DEFAULT_SERVICE_NAME)
+                   service_name=env.get("OTEL_SERVICE_NAME", "").strip() or DEFAULT_SERVICE_NAME,
+                   logs=logs, log_level=log_level, temporal_spans=temporal_spans,  # type: ignore[arg-type]
+                   metrics_interval=timedelta(milliseconds=int(interval)) if interval else None)
 
     @property
     def tracing(self) -> bool:
@@ -178,17 +195,83 @@ def installed_provider() -> ReplaySafeTracerProvider | None:
 
 
 def temporal_plugins(config: ObservabilityConfig) -> list[SimplePlugin]:
-    """The Temporal plugins for a client (its workers inherit them): tracing when it is configured."""
+    """The Temporal plugins for a client (its workers inherit them): tracing when it is configured, with the
+    SDK's own spans (StartWorkflow, RunWorkflow, StartActivity, RunActivity) when `temporal_spans` is on. Log
+    export starts here too when OTEL_LOGS_EXPORTER asks for it."""
+    configure_log_export(config)
     if configure_tracing(config) or installed_provider() is not None:
         from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
 
-        return [OpenTelemetryPlugin()]
+        return [OpenTelemetryPlugin(add_temporal_spans=config.temporal_spans)]
     return []
 
 
 def flush_traces(timeout_millis: int = 5000) -> None:
+    """Export the spans (and log records) still buffered: before a short-lived process exits."""
     if (provider := installed_provider()) is not None:
         provider.force_flush(timeout_millis)
+    for logger_provider in _log_providers.values():
+        logger_provider.force_flush(timeout_millis)
+
+
+# --- logs -------------------------------------------------------------------------------------------
+
+
+_log_providers: dict[str, Any] = {}
+
+
+def log_exporter(config: ObservabilityConfig) -> Any:
+    """The log record exporter OTEL_LOGS_EXPORTER asks for (OTLP exporters read OTEL_EXPORTER_OTLP_*)."""
+    if config.logs == "console":
+        return import_extra("opentelemetry.sdk._logs.export", "otel", feature="log export").ConsoleLogRecordExporter()
+    if config.otlp_protocol == "grpc":
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
+        except ImportError as exc:
+            raise ValueError("OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs "
+                             "`pip install opentelemetry-exporter-otlp-proto-grpc`; "
+                             "or use http/protobuf (the default)") from exc
+        return GrpcLogExporter()
+    exporter = import_extra("opentelemetry.exporter.otlp.proto.http._log_exporter", "otel", feature="OTLP log export")
+    return exporter.OTLPLogExporter()
+
+
+def _logging_handler() -> Any:
+    """OpenTelemetry's logging handler: opentelemetry-instrumentation-logging's when installed, else the SDK's
+    (deprecated there since the instrumentation took it over, and the one the `otel` extra brings)."""
+    try:
+        from opentelemetry.instrumentation.logging.handler import LoggingHandler
+    except ImportError:
+        from opentelemetry.sdk._logs import LoggingHandler
+    return LoggingHandler
+
+
+def configure_log_export(config: ObservabilityConfig, exporter: Any = None) -> Any:
+    """When OTEL_LOGS_EXPORTER is otlp or console (or an `exporter` is given): OpenTelemetry's `LoggingHandler`
+    on the `durable_agent` logger, through temporalio's replay-safe logger provider, batching to the exporter.
+    Only our loggers: the process's other logging is left as it is. When that logger has no level of its own,
+    it gets `log_level` (DAGENT_LOG_LEVEL), or the INFO lines would never reach the handler. Once per exporter
+    kind per process; returns the SDK logger provider (None when export is off)."""
+    if config.logs == "none" and exporter is None:
+        return None
+    key = f"{config.logs}:{config.otlp_protocol}" if exporter is None else f"given:{id(exporter)}"
+    if key in _log_providers:
+        return _log_providers[key]
+    import_extra("opentelemetry.sdk", "otel", feature=f"log export (OTEL_LOGS_EXPORTER={config.logs})")
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+    from temporalio.contrib.opentelemetry import ReplaySafeLoggerProvider
+
+    provider = LoggerProvider(resource=Resource.create({"service.name": config.service_name}))
+    provider.add_log_record_processor(BatchLogRecordProcessor(exporter or log_exporter(config)))
+    handler = _logging_handler()(logger_provider=ReplaySafeLoggerProvider(provider))
+    ours = logging.getLogger(LIBRARY_LOGGER)
+    ours.addHandler(handler)
+    if ours.level == logging.NOTSET:
+        ours.setLevel(config.log_level.upper())
+    _log_providers[key] = provider
+    return provider
 
 
 # --- metrics ----------------------------------------------------------------------------------------
@@ -205,12 +288,16 @@ def metrics_runtime(config: ObservabilityConfig) -> Runtime | None:
     if config in _runtimes:
         return _runtimes[config]
     metrics: PrometheusConfig | OpenTelemetryConfig
-    if config.metrics == "prometheus":
+    prometheus = config.metrics == "prometheus"
+    buckets = metric_names.bucket_overrides(prometheus)
+    if prometheus:
+        metric_names.use_prometheus_names()  # the endpoint refuses dotted names: agent/metric_names.py
         metrics = PrometheusConfig(bind_address=config.metrics_bind, counters_total_suffix=True,
-                                   durations_as_seconds=True)
+                                   durations_as_seconds=True, histogram_bucket_overrides=buckets)
     else:
         metrics = OpenTelemetryConfig(url=config.otlp_metrics_url, headers=dict(config.otlp_metrics_headers),
-                                      http=config.otlp_protocol != "grpc", durations_as_seconds=True)
+                                      http=config.otlp_protocol != "grpc", durations_as_seconds=True,
+                                      histogram_bucket_overrides=buckets, metric_periodicity=config.metrics_interval)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=metrics, global_tags={"service_name": config.service_name},
                                                 attach_service_name=False))
     _runtimes[config] = runtime

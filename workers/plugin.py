@@ -9,20 +9,29 @@ It carries the data converter (pydantic JSON + external payload storage), the wo
 failure types. A worker inherits the plugin of the client it is built on (Temporal applies a client's
 plugins to its workers) and must be built on such a client: a worker uses its client's data converter,
 and without external storage it could not read the payloads kept outside history. Applied twice, the
-plugin registers each workflow once. Worker options it sets (runner, cache size) come from `Settings`.
+plugin registers each workflow and activity once. Worker options it sets (runner, cache size, deployment
+version) come from `Settings`.
+
+It composes with what a team already configured, as Temporal's own contrib plugins do: every value it sets is
+a function of the existing one. The data converter keeps the team's codec, failure converter and external
+storage (workers/storage/converter.py); the workflow runner keeps a team's sandbox restrictions and adds our
+passthrough; workflows, activities, interceptors and failure types are appended; a `deployment_config` or
+`max_concurrent_workflow_tasks` given to the `Worker` wins over the settings'.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import structlog
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.plugin import SimplePlugin
@@ -30,10 +39,13 @@ from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowI
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent.agent.errors import DurableAgentError
+from durable_agent.agent.logging import get_logger
 from durable_agent.workers.connection import connect_client
-from durable_agent.workers.observability import metrics_runtime, temporal_plugins
+from durable_agent.workers.observability import flush_traces, metrics_runtime, temporal_plugins
 from durable_agent.workers.resting import WatchedRunner, evict_resting, eviction_door
-from durable_agent.workers.settings import Settings, WorkflowSandbox
+from durable_agent.workers.search_attributes import MissingSearchAttributes, check_search_attributes
+from durable_agent.workers.settings import Settings, WorkflowSandbox, tasks_fit_cache
+from durable_agent.workers.versioning import check_versioning_behaviors, deployment_config
 
 if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
     from temporalio.worker import Worker
@@ -47,7 +59,7 @@ try:  # private to the SDK: used only while `sandbox_instance_fits` says it is w
 except ImportError:  # pragma: no cover - a later SDK moved it; the plain sandboxed runner is used instead
     SandboxedInstance = WorkflowInstance  # type: ignore[misc,assignment]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 PLUGIN_NAME = "durable-agent"
 # Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
 # heartbeat's reply) reaches a running tool or model call within about a second, and streamed text and tool
@@ -129,6 +141,30 @@ def workflow_runner(mode: WorkflowSandbox = "on") -> WorkflowRunner:
     raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
 
 
+def compose_runner(mode: WorkflowSandbox = "on") -> Callable[[WorkflowRunner | None], WorkflowRunner]:
+    """The worker's runner as a function of the one it was given: a `SandboxedWorkflowRunner` keeps its
+    restrictions and runner class (a team's `with_passthrough_modules("mylib")` stays) and, in mode `on`, also
+    passes `durable_agent` through; a runner of another kind is the team's choice and is kept. Mode `off` runs
+    every workflow of the worker unsandboxed, as documented for DAGENT_WORKFLOW_SANDBOX."""
+    def compose(existing: WorkflowRunner | None) -> WorkflowRunner:
+        if isinstance(existing, WatchedRunner):  # the plugin already configured this worker
+            return existing
+        if mode == "off":
+            return UnsandboxedWorkflowRunner()
+        if existing is not None and not isinstance(existing, SandboxedWorkflowRunner):
+            return existing
+        base = existing or SandboxedWorkflowRunner()
+        restrictions = base.restrictions
+        if mode == "on":
+            restrictions = restrictions.with_passthrough_modules("durable_agent")
+        if type(base) in (SandboxedWorkflowRunner, AgentSandboxedRunner):
+            return AgentSandboxedRunner(restrictions=restrictions, runner_class=base.runner_class)
+        return dataclasses.replace(base, restrictions=restrictions)  # a subclass of the team's: its class stays
+    if mode not in ("on", "strict", "off"):
+        raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
+    return compose
+
+
 def _append_missing(items: Sequence[T]) -> Callable[[Sequence[T] | None], Sequence[T]]:
     """Append `items` not already configured, so the plugin can be applied by client and worker both."""
     def append(existing: Sequence[T] | None) -> Sequence[T]:
@@ -144,12 +180,26 @@ def _our_workflows(existing: Sequence[type] | None) -> Sequence[type]:
     return _append_missing(WORKFLOWS)(existing)
 
 
-def _activities(runtime: AgentRuntime | None) -> list[Callable[..., object]] | None:
+def activity_name(function: Callable[..., object]) -> str:
+    """The name an activity function is registered under."""
+    definition = activity._Definition.from_callable(function)
+    return definition.name if definition is not None and definition.name else getattr(function, "__name__", "")
+
+
+def _activities(runtime: AgentRuntime | None) -> Callable[[Sequence[Callable[..., object]] | None],
+                                                          Sequence[Callable[..., object]]] | None:
+    """Our activities appended to the worker's, except those a worker already has under the same name (given to
+    `Worker(activities=...)` by `create_worker`, or by a second application of the plugin)."""
     if runtime is None:
         return None
-    from durable_agent.activities.agent_activities import AgentActivities
 
-    return AgentActivities(runtime).all()
+    def append(existing: Sequence[Callable[..., object]] | None) -> Sequence[Callable[..., object]]:
+        from durable_agent.activities.agent_activities import AgentActivities
+
+        present = list(existing or [])
+        names = {activity_name(function) for function in present}
+        return present + [f for f in AgentActivities(runtime).all() if activity_name(f) not in names]
+    return append
 
 
 class DurableAgentPlugin(SimplePlugin):
@@ -160,10 +210,10 @@ class DurableAgentPlugin(SimplePlugin):
         self.runtime = runtime
         super().__init__(
             PLUGIN_NAME,
-            data_converter=self.settings.data_converter(),
+            data_converter=self.settings.data_converter,
             workflows=_our_workflows,
             activities=_activities(runtime),
-            workflow_runner=workflow_runner(self.settings.workflow_sandbox),
+            workflow_runner=compose_runner(self.settings.workflow_sandbox),
             workflow_failure_exception_types=_append_missing(FAILURE_TYPES),
         )
 
@@ -186,16 +236,34 @@ class DurableAgentPlugin(SimplePlugin):
         slots = self.settings.workflow_task_slots
         if slots is not None and config.get("max_concurrent_workflow_tasks") is None and config.get("tuner") is None:
             config["max_concurrent_workflow_tasks"] = slots
+        if config.get("deployment_config") is None and not config.get("build_id") \
+                and not config.get("use_worker_versioning"):  # a worker given its own versioning keeps it
+            config["deployment_config"] = deployment_config(self.settings)
+        if config.get("deployment_config") is None and not config.get("build_id"):
+            from durable_agent.workers.worker import code_build_id  # a cheap build id, not the SDK's 0.65 s one
+
+            config["build_id"] = code_build_id()
         deployment = config.get("deployment_config")
         if deployment is not None and deployment.use_worker_versioning:
             from durable_agent.workflows.deployment import versioned_workflows
 
             config["workflows"] = versioned_workflows(config.get("workflows") or [])
+        if not config.get("use_worker_versioning"):  # the legacy build-id versioning has rules of its own
+            check_versioning_behaviors(config.get("workflows") or [], deployment)
+        if self.runtime is not None and config.get("tuner") is None:  # a tuner's slots are its own to size
+            self.runtime.fits_local_model_calls = tasks_fit_cache(config.get("max_cached_workflows", 0),
+                                                                  config.get("max_concurrent_workflow_tasks"))
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """See base class. While the worker runs, its prompts waiting for a person beyond the most recent
         `Settings.cached_waiting` leave its workflow cache (workers/resting.py)."""
+        try:
+            await self._run_worker(worker, functools.partial(_run_checked, next=next))
+        finally:
+            flush_traces()  # the worker's spans (and its process's client spans) reach the exporter
+
+    async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         runner = worker.config(active_config=True).get("workflow_runner")
         if not isinstance(runner, WatchedRunner):
             await super().run_worker(worker, next)
@@ -215,12 +283,27 @@ class DurableAgentPlugin(SimplePlugin):
                 await sweeper
 
 
+async def _run_checked(worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+    """Run the worker while its namespace's search attributes are checked; when one is missing, shut it down and
+    raise the check's one line. (Raising before the worker runs would leave `Worker.shutdown` waiting for ever.)"""
+    running = asyncio.ensure_future(next(worker))
+    try:
+        await check_search_attributes(worker.client)
+    except MissingSearchAttributes:
+        await worker.shutdown()
+        with contextlib.suppress(Exception):
+            await running
+        raise
+    await running
+
+
 def carried_plugin(client: Client) -> DurableAgentPlugin | None:
     """The `DurableAgentPlugin` a client was connected with, if any (its workers inherit it)."""
     return next((p for p in client.config()["plugins"] if isinstance(p, DurableAgentPlugin)), None)
 
 
-__all__ = ["FAILURE_TYPES", "PLUGIN_NAME", "STICKY_TIMEOUT", "DurableAgentPlugin", "carried_plugin", "workflow_runner"]
+__all__ = ["FAILURE_TYPES", "PLUGIN_NAME", "STICKY_TIMEOUT", "DurableAgentPlugin", "carried_plugin", "compose_runner",
+           "workflow_runner"]
 
 
 async def connect(settings: Settings, *, metrics: bool = False) -> Client:

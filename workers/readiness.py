@@ -126,15 +126,27 @@ def check_ready(path: Path) -> ReadyState:
 
 
 @asynccontextmanager
-async def serve_readiness(client: Client, workers: Sequence[Worker], path: Path | None, *, address: str,
-                          workflow_queue: str, stopping: asyncio.Event) -> AsyncIterator[None]:
+async def serve_readiness(client: Client, workers: Sequence[Worker], path: Path | None, *,
+                          stopping: asyncio.Event, address: str | None = None,
+                          workflow_queue: str | None = None) -> AsyncIterator[None]:
     """While open: write the ready file at `path` once the server sees every worker poll, remove it when
-    `stopping` is set (the worker drains) and on exit. No `path` (or no worker): nothing."""
+    `stopping` is set (the worker drains) and on exit. No `path` (or no worker): nothing.
+
+    `address` (written in the file) defaults to the client's; `workflow_queue` names the queue whose workflow
+    poller must be seen, by default every worker that has workflows (the others are checked for activities).
+    A team's own worker: `async with serve_readiness(client, [worker], Path("/tmp/ready"), stopping=event):`."""
     if path is None or not workers:
         yield
         return
     ready = ReadyFile(path)
-    polls = [QueuePoll(task_queue=w.task_queue, workflows=w.task_queue == workflow_queue) for w in workers]
+    address = address or client.service_client.config.target_host
+
+    def polls_workflows(worker: Worker) -> bool:
+        if workflow_queue is not None:
+            return worker.task_queue == workflow_queue
+        return bool(worker.config(active_config=True).get("workflows"))
+
+    polls = [QueuePoll(task_queue=w.task_queue, workflows=polls_workflows(w)) for w in workers]
     identity = workers[0].config().get("identity") or client.identity  # the SDK's default: the client's
 
     async def serve() -> None:

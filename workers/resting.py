@@ -28,12 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import decode_typed_search_attributes
 from temporalio.worker import WorkflowInstance, WorkflowRunner
 
+from durable_agent.agent.logging import get_logger
 from durable_agent.workflows.names import PROMPT_STATE
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from temporalio.worker._command_aware_visitor import CommandInfo
     from temporalio.worker._workflow_instance import WorkflowInstanceDetails
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 RESTING_STATE = "waiting_for_approval"
 SWEEP_SECONDS = 0.25

@@ -19,12 +19,14 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
     from durable_agent.workers.durations import format_duration
     from durable_agent.workers.observability import flush_traces
     from durable_agent.workers.readiness import serve_readiness
+    from durable_agent.workers.search_attributes import check_search_attributes
     from durable_agent.workers.storage.stores import check_store
     from durable_agent.workers.worker import build_runtime, connect, create_workers
 
     await check_store(settings.blob_objects())  # refuse to start without a usable store
     runtime = build_runtime(settings)
     client = await connect(settings, metrics=True)
+    await check_search_attributes(client)  # refuse in one line rather than leave sub-agents' prompts stuck
     stop = StopSignals(on_force=lambda: say("second signal: stopping now"))
     try:
         async with AsyncExitStack() as workers:

@@ -18,12 +18,13 @@ from temporalio.envconfig import ClientConfigProfile
 
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.providers.specs import chain_specs, provider_of
+from durable_agent.workers import env_values
 from durable_agent.workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 from durable_agent.workers.durations import parse_duration
 from durable_agent.workers.env_values import model_settings, pem, positive_number, provider_map, tristate, whole_number
 from durable_agent.workers.observability import ObservabilityConfig
 from durable_agent.workers.storage.codec import AESGCMCodec, codec_for
-from durable_agent.workers.storage.converter import DEFAULT_PAYLOAD_THRESHOLD, data_converter
+from durable_agent.workers.storage.converter import DEFAULT_PAYLOAD_THRESHOLD, compose_data_converter
 from durable_agent.workers.storage.files import BlobFileStore
 from durable_agent.workers.storage.local import DirectoryObjects
 from durable_agent.workers.storage.objects import ObjectClient
@@ -81,8 +82,8 @@ class Settings(BaseModel):
         "and workers must share it."))
     payload_threshold: int = Field(default=DEFAULT_PAYLOAD_THRESHOLD, ge=1, description=(
         "DAGENT_PAYLOAD_THRESHOLD: payloads of this many bytes or more go to `payload_dir`."))
-    log_level: str = Field(default="INFO",
-                           description="DAGENT_LOG_LEVEL: structlog level (JSON lines when not on a TTY).")
+    log_level: str = Field(default="INFO", description="DAGENT_LOG_LEVEL: the `durable_agent` loggers' level in "
+                           "our CLI (JSON lines off a TTY) and for OTEL_LOGS_EXPORTER when the process set none.")
 
     # --- client only ---
     ui_url: str = Field(default="http://127.0.0.1:8233", description="DAGENT_UI_URL: links to the Temporal UI.")
@@ -152,6 +153,9 @@ class Settings(BaseModel):
     metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
     trace_content: bool = Field(default=False, description=(
         "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
+    temporal_spans: bool = Field(default=False, description=(
+        "DAGENT_TEMPORAL_SPANS: with tracing on, add the Temporal SDK's own spans (StartWorkflow, RunWorkflow, "
+        "StartActivity, RunActivity, ...) to each prompt's trace (off by default)."))
     fast_tools: bool = Field(default=True, description=(
         "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs a call without approval as a local "
         "activity once this worker has seen it finish fast (docs: Tools and plugins, fast tools); off: always a "
@@ -201,6 +205,7 @@ class Settings(BaseModel):
         "DAGENT_BUILD_ID (worker): this worker's build id within DAGENT_DEPLOYMENT_NAME (e.g. a git sha)."))
 
     @classmethod
+    @env_values.naming_variables  # a bad value is a ValueError whose one line names its variable
     def from_env(cls, env: Mapping[str, str] | None = None, *, profile: str | None = None) -> Settings:
         """Settings from `env`; the Temporal connection from the envconfig profile (`profile` overrides
         TEMPORAL_PROFILE) and its TEMPORAL_* variables, exactly as the `temporal` CLI reads them."""
@@ -214,14 +219,15 @@ class Settings(BaseModel):
             temporal_profile=connection,
             task_queue=env.get("DAGENT_TASK_QUEUE", defaults.task_queue),
             payload_dir=env.get("DAGENT_PAYLOAD_DIR", defaults.payload_dir),
-            payload_threshold=int(env.get("DAGENT_PAYLOAD_THRESHOLD", defaults.payload_threshold)),
+            payload_threshold=whole_number(env, "DAGENT_PAYLOAD_THRESHOLD", defaults.payload_threshold),
             log_level=env.get("DAGENT_LOG_LEVEL", defaults.log_level),
             ui_url=env.get("DAGENT_UI_URL", defaults.ui_url),
             model_normal=env.get("DAGENT_MODEL_NORMAL", defaults.model_normal),
             model_high=env.get("DAGENT_MODEL_HIGH", defaults.model_high),
             model_settings_normal=model_settings(env, "DAGENT_MODEL_SETTINGS_NORMAL"),
             model_settings_high=model_settings(env, "DAGENT_MODEL_SETTINGS_HIGH"),
-            model_fallback_attempts=int(env.get("DAGENT_MODEL_FALLBACK_ATTEMPTS", defaults.model_fallback_attempts)),
+            model_fallback_attempts=whole_number(env, "DAGENT_MODEL_FALLBACK_ATTEMPTS",
+                                                 defaults.model_fallback_attempts),
             model_task_queue=env.get("DAGENT_MODEL_TASK_QUEUE", defaults.model_task_queue),
             model_task_queue_high=env.get("DAGENT_MODEL_TASK_QUEUE_HIGH", defaults.model_task_queue_high),
             model_calls=_one_of(env, "DAGENT_MODEL_CALLS", ModelCalls, defaults.model_calls),
@@ -237,14 +243,15 @@ class Settings(BaseModel):
             stream_text=tristate(env.get("DAGENT_STREAM_TEXT")),
             prices=env.get("DAGENT_PRICES", defaults.prices),
             workflow_sandbox=_one_of(env, "DAGENT_WORKFLOW_SANDBOX", WorkflowSandbox, defaults.workflow_sandbox),
-            max_cached_workflows=int(env.get("DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows)),
+            max_cached_workflows=whole_number(env, "DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows),
             cached_waiting=whole_number(env, "DAGENT_CACHED_WAITING", defaults.cached_waiting),
             max_workflow_tasks=positive_number(env, "DAGENT_MAX_WORKFLOW_TASKS", int),
             grpc_compression=_one_of(env, "DAGENT_GRPC_COMPRESSION", GrpcCompressionMode,
                                       defaults.grpc_compression),
-            metrics_port=int(port) if (port := env.get("DAGENT_METRICS_PORT", "").strip()) else None,
+            metrics_port=positive_number(env, "DAGENT_METRICS_PORT", int),
             metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
             trace_content=tristate(env.get("DAGENT_TRACE_CONTENT")) is True,
+            temporal_spans=tristate(env.get("DAGENT_TEMPORAL_SPANS")) is True,
             fast_tools=tristate(env.get("DAGENT_FAST_TOOLS")) is not False,
             otel_env={name: value for name, value in env.items() if name.startswith("OTEL_")},
             provider_env=env,
@@ -301,12 +308,15 @@ class Settings(BaseModel):
         return codec_for(self.codec_keys.get_secret_value(), self.codec_key_id) if self.codec_keys else None
 
     def observability(self) -> ObservabilityConfig:
-        """Tracing and metrics exporters: the OTEL_* variables plus the metrics port."""
+        """Tracing, metrics and log exporters: the OTEL_* variables plus the metrics port."""
         return ObservabilityConfig.from_env(self.otel_env, metrics_port=self.metrics_port,
-                                            metrics_host=self.metrics_host)
+                                            metrics_host=self.metrics_host, log_level=self.log_level,
+                                            temporal_spans=self.temporal_spans)
 
-    def data_converter(self) -> DataConverter:
-        return data_converter(self.blob_objects(), threshold=self.payload_threshold, codec=self.codec())
+    def data_converter(self, existing: DataConverter | None = None) -> DataConverter:
+        """Ours, as a function of `existing` (a team's converter: workers/storage/converter.py says what is kept)."""
+        return compose_data_converter(existing, self.blob_objects(), threshold=self.payload_threshold,
+                                      codec=self.codec())
 
     @property
     def workflow_task_slots(self) -> int | None:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import BaseModel
+from temporalio import workflow
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     ListWorkerDeploymentsRequest,
@@ -25,13 +27,14 @@ from temporalio.api.workflowservice.v1 import (
     SetWorkerDeploymentRampingVersionRequest,
 )
 from temporalio.client import Client
-from temporalio.common import WorkerDeploymentVersion
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
 from durable_agent.workers.settings import Settings
 
-__all__ = ["DeploymentError", "DeploymentView", "VersionView", "deployment_config", "describe_deployment",
+__all__ = ["DeploymentError", "DeploymentView", "UnversionedWorkflow", "VersionView", "check_versioning_behaviors",
+           "deployment_config", "describe_deployment",
            "list_deployments", "set_current_version", "set_ramping_version", "wait_for_routing"]
 
 IDENTITY = "dagent deploy"
@@ -52,6 +55,38 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     return WorkerDeploymentConfig(
         version=WorkerDeploymentVersion(deployment_name=settings.deployment_name, build_id=settings.build_id),
         use_worker_versioning=True)
+
+
+class UnversionedWorkflow(ValueError):
+    """A workflow on a versioned worker declares no versioning behavior (one line naming the options)."""
+
+
+def check_versioning_behaviors(workflows: Sequence[type], deployment: WorkerDeploymentConfig | None) -> None:
+    """Temporal's two rules on versioning behaviors, as one line naming the way out before a worker polls:
+    on a versioned worker every workflow needs a behavior (the SDK refuses, naming no option); on an
+    unversioned one none may have one (the server fails each of its workflow tasks: the workflow is stuck).
+    A team's workflow keeps the behavior it declares; ours declare theirs on versioned workers only
+    (workflows/deployment.py)."""
+    versioned = deployment is not None and deployment.use_worker_versioning
+    for workflow_class in workflows:
+        defn = workflow._Definition.from_class(workflow_class)
+        if defn is None or defn.dynamic_config_fn:
+            continue
+        declared = defn.versioning_behavior not in (None, VersioningBehavior.UNSPECIFIED)
+        if not versioned and declared:
+            raise UnversionedWorkflow(
+                f"workflow {defn.name} declares versioning behavior {defn.versioning_behavior.name} "  # type: ignore[union-attr]
+                "but this worker is not versioned (Temporal would fail every task of it): set "
+                "DAGENT_DEPLOYMENT_NAME and DAGENT_BUILD_ID (Settings.deployment_name, build_id), or pass the "
+                "Worker a deployment_config=WorkerDeploymentConfig(..., use_worker_versioning=True)")
+        if versioned and not declared and deployment.default_versioning_behavior in (  # type: ignore[union-attr]
+                None, VersioningBehavior.UNSPECIFIED):
+            version = deployment.version  # type: ignore[union-attr]
+            raise UnversionedWorkflow(
+                f"workflow {defn.name} declares no versioning behavior and this worker polls as deployment version "
+                f"{version.deployment_name}.{version.build_id}: give it "
+                "@workflow.defn(versioning_behavior=VersioningBehavior.PINNED or AUTO_UPGRADE), or pass the Worker "
+                "a deployment_config=WorkerDeploymentConfig(..., default_versioning_behavior=...)")
 
 
 class VersionView(BaseModel):

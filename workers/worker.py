@@ -80,11 +80,11 @@ def loaded_code_digest() -> str:
     return f"dagent-{digest.hexdigest()}"
 
 
-def _versioning(options: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """`options` with the worker's deployment version (workers/versioning.py), else a cheap build id."""
-    options.setdefault("deployment_config", deployment_config(settings))
-    if options["deployment_config"] is None and not options.get("build_id"):
-        options["build_id"] = code_build_id()
+def _versioning(options: dict[str, Any], settings: Settings | None) -> dict[str, Any]:
+    """`options` with `settings`' deployment version when the caller gave settings other than the plugin's (the
+    plugin sets its own settings' version on every worker it configures: workers/plugin.py)."""
+    if settings is not None:
+        options.setdefault("deployment_config", deployment_config(settings))
     return options
 
 
@@ -94,24 +94,22 @@ def _with_plugin(client: Client, settings: Settings | None) -> Client:
     return client
 
 
-def _plugin_settings(client: Client) -> Settings:
-    plugin = carried_plugin(client)
-    assert plugin is not None
-    return plugin.settings
-
-
 def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
                   **options: Any) -> Worker:
-    """A worker running every workflow and activity of Durable Agent on `task_queue`.
+    """A worker running every workflow and activity of Durable Agent on `task_queue`: exactly
+    `Worker(client, task_queue=..., activities=[...ours, ...yours])` on a client carrying `DurableAgentPlugin`,
+    which is also how a team runs prompts next to its own workflows (pass `workflows=`, `activities=`).
 
-    The converter, workflows, runner and worker options come from the `DurableAgentPlugin` the client was
-    connected with; a client without one is used through a view carrying one built from `settings`
-    (default: `Settings.from_env()`), sharing its connection. With DAGENT_DEPLOYMENT_NAME / DAGENT_BUILD_ID
+    The converter, workflows, runner, deployment version and worker options come from the `DurableAgentPlugin`
+    the client was connected with; a client without one is used through a view carrying one built from
+    `settings` (default: `Settings.from_env()`), sharing its connection. `runtime`'s activities are registered
+    once, even when the client's plugin was given a runtime too. With DAGENT_DEPLOYMENT_NAME / DAGENT_BUILD_ID
     set, the worker polls as that Worker Deployment version (workers/versioning.py).
     """
     client = _with_plugin(client, settings)
-    options = _versioning(options, settings or _plugin_settings(client))
-    worker = Worker(client, task_queue=task_queue, activities=AgentActivities(runtime).all(), **options)
+    options = _versioning(options, settings)
+    activities = [*options.pop("activities", ()), *AgentActivities(runtime).all()]
+    worker = Worker(client, task_queue=task_queue, activities=activities, **options)
     config = worker.config(active_config=True)
     if config.get("tuner") is None:  # a tuner's slots are its own to size
         runtime.fits_local_model_calls = tasks_fit_cache(config.get("max_cached_workflows", 0),
@@ -132,11 +130,12 @@ def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: st
     (The client's plugin registers the workflows on every worker; no workflow is ever started on a model queue.)
     """
     client = _with_plugin(client, settings)
-    options = _versioning(options, settings or _plugin_settings(client))
+    options = _versioning(options, settings)
     return Worker(client, task_queue=task_queue, activities=[AgentActivities(runtime).model_round],
                   max_concurrent_activities=max_concurrent, max_activities_per_second=worker_rate,
                   max_task_queue_activities_per_second=queue_rate(rate_limit) if rate_limit else None,
-                  interceptors=[PacedCalls()] if rate_limit else [], **options)
+                  interceptors=[*options.pop("interceptors", ()), *([PacedCalls()] if rate_limit else [])],
+                  **options)
 
 
 def create_workers(client: Client, runtime: AgentRuntime, settings: Settings) -> list[Worker]:

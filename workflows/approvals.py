@@ -83,6 +83,7 @@ class ApprovalDesk:
         self._record.touch(entry)
         self.waiting[entry.id] = WaitingCall(entry, approval, plugin)
         self._host.metrics.approval_requested(entry.tool)
+        telemetry.log_step("approval requested", self._record.prompt.id, call_id=entry.id, tool=entry.tool)
         if self._record.prompt.state != "waiting_for_approval":
             self._record.set_state("waiting_for_approval")
         self.show_waiting()
@@ -130,6 +131,8 @@ class ApprovalDesk:
             if decision.by:
                 span.set_attribute("dagent.approval.decided_by", decision.by)
             self._host.metrics.approval_decided(entry.tool, decision.decision, waited)
+            telemetry.log_step("approval decided", prompt_id, call_id=entry.id, decision=decision.decision,
+                               decided_by=decision.by)
             return decision
 
     async def _decision_for(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:

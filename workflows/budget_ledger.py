@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
+    from durable_agent.agent import metric_names
     from durable_agent.agent.period_budgets import (
         BudgetStanding,
         ConfigureRequest,
@@ -227,18 +228,20 @@ class BudgetLedgerWorkflow:
             self._memo = memo
             workflow.upsert_memo({names.BUDGET_MEMO: memo})
         meter = workflow.metric_meter()
-        attributes = {"principal": standing.principal}
-        meter.create_gauge("dagent_budget_spent_tokens", "Tokens spent in the budget's current period").set(
-            standing.spent_tokens, attributes)
-        meter.create_gauge_float("dagent_budget_spent_cost", "Cost spent in the budget's current period").set(
-            standing.spent_cost, attributes)
+        attributes = metric_names.attributes({"dagent.budget.principal": standing.principal})
+
+        def spelled(instrument: metric_names.Instrument) -> tuple[str, str, str]:
+            return metric_names.name_of(instrument), instrument.description, instrument.unit
+
+        meter.create_gauge(*spelled(metric_names.BUDGET_SPENT_TOKENS)).set(standing.spent_tokens, attributes)
+        meter.create_gauge_float(*spelled(metric_names.BUDGET_SPENT_COST)).set(standing.spent_cost, attributes)
         if standing.limit is not None:
             if standing.limit.max_tokens is not None:
-                meter.create_gauge("dagent_budget_limit_tokens", "Token budget per period, extra grants included").set(
+                meter.create_gauge(*spelled(metric_names.BUDGET_LIMIT_TOKENS)).set(
                     standing.limit.max_tokens + standing.extra_tokens, attributes)
             if standing.limit.max_cost is not None:
-                meter.create_gauge_float("dagent_budget_limit_cost", "Cost budget per period, extra grants included"
-                                         ).set(standing.limit.max_cost + standing.extra_cost, attributes)
+                meter.create_gauge_float(*spelled(metric_names.BUDGET_LIMIT_COST)).set(
+                    standing.limit.max_cost + standing.extra_cost, attributes)
 
     def _should_continue_as_new(self) -> bool:
         return self._updates >= self._state.updates_per_run or workflow.info().is_continue_as_new_suggested()

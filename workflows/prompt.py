@@ -137,9 +137,11 @@ class PromptWorkflow:
     @raw_payloads
     async def run(self, *payloads: object) -> Prompt:
         conversation_child = bool(self._request.conversation_id) and workflow.info().parent is not None
-        with telemetry.prompt_span(self._prompt.id, conversation_child=conversation_child) as span:
+        with telemetry.prompt_span(self._prompt.id, conversation_child=conversation_child,
+                                  conversation_id=self._request.conversation_id) as span:
             self._record.span = span
             self._prompt.trace_id = telemetry.trace_id_of(span)
+            telemetry.log_step("prompt started", self._prompt.id, conversation_id=self._prompt.conversation_id)
             ending = await self._run_traced()
         if ending is not None:
             raise ending

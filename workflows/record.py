@@ -142,7 +142,8 @@ class Recorder:
         """The end, as the Temporal UI, the metrics and the prompt's span tell it."""
         self.host.set_details(details.finished(self.prompt))
         self.host.metrics.prompt_finished(state)
+        telemetry.log_step("prompt finished", self.prompt.id, state=state, rounds=self.prompt.rounds)
         if self.span is not None:
             self.span.set_attributes({"dagent.prompt.state": state, "dagent.prompt.rounds": self.prompt.rounds})
             if state == "failed":
-                telemetry.mark_error(self.span, self.prompt.error or "failed")
+                telemetry.mark_failed(self.span, self.prompt.error or "failed")

@@ -16,18 +16,13 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.contrib.workflow_streams import WorkflowStream
-from temporalio.contrib.workflow_streams._types import PollInput, PollResult, PublishInput
+from temporalio.contrib.workflow_streams import PollInput, PollResult, PublishInput, WorkflowStream
 
 from durable_agent.workflows.failures import describe_exception, is_workflow_bug
 from durable_agent.workflows.inputs import raw_payloads
-
-try:
-    from temporalio.contrib.workflow_streams._stream import _POLL as POLL_UPDATE
-    from temporalio.contrib.workflow_streams._stream import _PUBLISH_SIGNAL as PUBLISH_SIGNAL
-except ImportError:  # pragma: no cover - a future SDK may rename them; then the guards are skipped
-    PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
-    POLL_UPDATE = "__temporal_workflow_stream_poll"
+from durable_agent.workflows.sdk_private import STREAM_POLL_UPDATE as POLL_UPDATE
+from durable_agent.workflows.sdk_private import STREAM_PUBLISH_SIGNAL as PUBLISH_SIGNAL
+from durable_agent.workflows.sdk_private import stream_poll_validator
 
 
 def guard_stream_publish(on_refused: Callable[[str], None]) -> None:
@@ -64,8 +59,7 @@ def guard_stream_poll(stream: WorkflowStream) -> None:
     poll = workflow.get_update_handler(POLL_UPDATE)
     if poll is None:
         return
-    validate = getattr(stream, "_validate_poll", None)
-    guarded = _GuardedPoll(poll, validate)
+    guarded = _GuardedPoll(poll, stream_poll_validator(stream))
     workflow.set_update_handler(POLL_UPDATE, guarded.handle, validator=guarded.validate)
 
 

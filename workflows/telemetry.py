@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.agent import otel
+    from durable_agent.agent import metric_names, otel
+    from durable_agent.agent.logging import get_logger
     from durable_agent.agent.models import Usage
 
 if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on (agent/otel.py)
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on (agent/ot
 
 TRACER_NAME = "durable_agent"
 
-PROMPT_SPAN = "dagent.prompt"
+PROMPT_SPAN = "invoke_agent"  # `invoke_agent {agent}`, the agent being the worker's task queue
 ROUND_SPAN = "dagent.round"
 TOOL_SPAN = "dagent.tool_call"
 APPROVAL_SPAN = "dagent.approval"
@@ -142,19 +143,31 @@ def _started(name: str, attributes: dict[str, str | int | float | bool], *,
 
 
 @contextmanager
-def prompt_span(prompt_id: str, *, conversation_child: bool) -> Iterator[Span]:
-    """The prompt's span, from its start to its final state. A prompt a conversation started begins its own
-    trace, linked to the conversation's span (one trace per prompt); otherwise the client's start is its parent."""
-    attributes: dict[str, str | int | float | bool] = {"dagent.prompt.id": prompt_id}
+def prompt_span(prompt_id: str, *, conversation_child: bool, conversation_id: str | None = None) -> Iterator[Span]:
+    """The prompt's span, `invoke_agent {agent}` by the GenAI agent conventions (the agent is the worker's task
+    queue: its plugins and models are the agent), from its start to its final state. A prompt a conversation
+    started begins its own trace, linked to the conversation's span (one trace per prompt); otherwise the
+    client's start is its parent."""
     trace = otel.api()
-    if not conversation_child or trace is None:
-        with _started(PROMPT_SPAN, attributes) as current:
+    if trace is None:
+        yield NO_SPAN
+        return
+    g = otel.gen_ai()
+    agent = workflow.info().task_queue
+    attributes: dict[str, str | int | float | bool] = {
+        g.GEN_AI_OPERATION_NAME: g.GenAiOperationNameValues.INVOKE_AGENT.value, g.GEN_AI_AGENT_NAME: agent,
+        "dagent.prompt.id": prompt_id}
+    if conversation_id:
+        attributes[g.GEN_AI_CONVERSATION_ID] = conversation_id
+    name = f"{PROMPT_SPAN} {agent}"
+    if not conversation_child:
+        with _started(name, attributes) as current:
             yield current
         return
     otel_context = otel.context_api()
     parent = trace.get_current_span().get_span_context()
     links = [trace.Link(parent, {"dagent.link": "conversation"})] if parent.is_valid else []
-    with _started(PROMPT_SPAN, attributes, parent=otel_context.Context(), links=links) as current:
+    with _started(name, attributes, parent=otel_context.Context(), links=links) as current:
         yield current
 
 
@@ -201,43 +214,67 @@ def within(current: Span | None) -> Iterator[None]:
             token.var.reset(token)
 
 
+lifecycle_log = get_logger("durable_agent.prompt")
+
+
+def log_step(event: str, prompt_id: str, **fields: str | int | float | None) -> None:
+    """One INFO line per step of a prompt's life (started, approval requested and decided, finished) with its
+    prompt and run ids and, while tracing, its trace id; skipped while the workflow replays history (the line
+    was written when the step first ran), as temporalio's replay-safe loggers do."""
+    if workflow.in_workflow():
+        if workflow.unsafe.is_replaying_history_events():
+            return
+        fields = {"run_id": workflow.info().run_id, **fields}
+    lifecycle_log.info(event, prompt_id=prompt_id, **{k: v for k, v in fields.items() if v is not None})
+
+
 def mark_error(current: Span, description: str) -> None:
     current.set_status(error_status(description))
 
 
+def mark_failed(current: Span, description: str) -> None:
+    """A failed operation's span: ERROR status and `error.type` (the conventions' `_OTHER`: a prompt's failure
+    is told in words, it has no error class)."""
+    mark_error(current, description)
+    if otel.api() is not None:
+        current.set_attribute(otel.error_type(), "_OTHER")
+
+
 class WorkflowMetrics:
-    """The agent's counters, recorded from workflow code through the replay-safe workflow meter."""
+    """The agent's own instruments (agent/metric_names.py), recorded from workflow code through the replay-safe
+    workflow meter. Tokens and model call durations are the activity's (gen_ai.client.*, per call)."""
 
     def __init__(self) -> None:
         meter = workflow.metric_meter()
-        self._rounds = meter.create_counter("dagent_model_rounds", "Model rounds of prompts")
-        self._tool_calls = meter.create_counter("dagent_tool_calls", "Tool calls by tool and outcome")
-        self._tokens = meter.create_counter("dagent_model_tokens", "Tokens by model and direction")
-        self._cost = meter.create_histogram_float("dagent_model_cost_usd", "Cost per model round in USD (sum: total)")
-        self._approvals_requested = meter.create_counter("dagent_approvals_requested", "Approvals requested")
-        self._approvals_decided = meter.create_counter(
-            "dagent_approvals_decided", "Approvals decided (approved, rejected, expired, superseded)")
-        self._approval_wait = meter.create_histogram_timedelta(
-            "dagent_approval_wait_seconds", "Time from approval request to decision")
-        self._prompts = meter.create_counter("dagent_prompts_finished", "Prompts by final state")
+        self._rounds = meter.create_counter(*_spelled(metric_names.MODEL_ROUNDS))
+        self._tool_calls = meter.create_counter(*_spelled(metric_names.TOOL_CALLS))
+        self._cost = meter.create_histogram_float(*_spelled(metric_names.MODEL_COST))
+        self._approvals_requested = meter.create_counter(*_spelled(metric_names.APPROVAL_REQUESTS))
+        self._approvals_decided = meter.create_counter(*_spelled(metric_names.APPROVAL_DECISIONS))
+        self._approval_wait = meter.create_histogram_float(*_spelled(metric_names.APPROVAL_WAIT))
+        self._prompts = meter.create_counter(*_spelled(metric_names.PROMPTS_FINISHED))
 
     def model_round(self, model: str, usage: Usage) -> None:
-        self._rounds.add(1, {"model": model})
-        for direction, tokens in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-            if tokens > 0:
-                self._tokens.add(tokens, {"model": model, "direction": direction})
+        model_only = metric_names.attributes({metric_names.REQUEST_MODEL: model})
+        self._rounds.add(1, model_only)
         if usage.cost is not None:
-            self._cost.record(usage.cost, {"model": model})
+            self._cost.record(usage.cost, model_only)
 
     def tool_call(self, tool: str, outcome: str) -> None:
-        self._tool_calls.add(1, {"tool": tool, "outcome": outcome})
+        self._tool_calls.add(1, metric_names.attributes({metric_names.TOOL_NAME: tool, "dagent.tool.outcome": outcome}))
 
     def approval_requested(self, tool: str) -> None:
-        self._approvals_requested.add(1, {"tool": tool})
+        self._approvals_requested.add(1, metric_names.attributes({metric_names.TOOL_NAME: tool}))
 
     def approval_decided(self, tool: str, decision: str, waited: timedelta) -> None:
-        self._approvals_decided.add(1, {"tool": tool, "decision": decision})
-        self._approval_wait.record(max(waited, timedelta(0)), {"tool": tool, "decision": decision})
+        labels = metric_names.attributes({metric_names.TOOL_NAME: tool, "dagent.approval.decision": decision})
+        self._approvals_decided.add(1, labels)
+        self._approval_wait.record(max(waited, timedelta(0)).total_seconds(), labels)
 
     def prompt_finished(self, state: str) -> None:
-        self._prompts.add(1, {"state": state})
+        self._prompts.add(1, metric_names.attributes({"dagent.prompt.state": state}))
+
+
+def _spelled(instrument: metric_names.Instrument) -> tuple[str, str, str]:
+    """(name, description, unit) for this process's exporter."""
+    return metric_names.name_of(instrument), instrument.description, instrument.unit

@@ -218,7 +218,7 @@ def parse_response(response: Message, *, names: ToolNameMap) -> ModelResponse:
             calls.append(tool_call(block.id, block.name, block.input, names=names))
     text = "".join(texts)
     return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, usage=parse_usage(response),
-                         model=model)
+                         model=model, response_id=str(response.id or ""))
 
 
 @dataclass
@@ -238,6 +238,7 @@ class AnthropicStreamAccumulator:
     """Rebuilds a message from raw Messages stream events."""
 
     model: str = ""
+    response_id: str = ""
     blocks: dict[int, _Block] = field(default_factory=dict)
     usage: dict[str, int | None] = field(default_factory=dict)
     stopped: bool = False
@@ -249,6 +250,7 @@ class AnthropicStreamAccumulator:
         if kind == "message_start":
             message = event.message
             self.model = str(message.model or "")
+            self.response_id = str(getattr(message, "id", "") or "")
             usage = message.usage
             if usage is not None:
                 self.usage = {
@@ -316,7 +318,7 @@ class AnthropicStreamAccumulator:
                 calls.append(tool_call(block.id, block.name, raw, names=names))
         usage = usage_from(**self.usage) if self.usage else Usage(model_calls=1)
         return ModelResponse(reasoning=reasoning, text="".join(texts) or None, tool_calls=calls, usage=usage,
-                             model=self.model)
+                             model=self.model, response_id=self.response_id)
 
 
 class AnthropicMessagesProvider(SDKProvider):

@@ -148,7 +148,7 @@ def parse_response(response: ChatCompletion, *, names: ToolNameMap) -> ModelResp
                 continue
             calls.append(tool_call(i, call.id, call.function.name, call.function.arguments, names=names))
     return ModelResponse(reasoning=reasoning, text=text, tool_calls=calls, usage=parse_usage(response),
-                         model=str(response.model or ""))
+                         model=str(response.model or ""), response_id=str(response.id or ""))
 
 
 def tool_call(position: int, call_id: str | None, name: str, arguments: object, *,
@@ -170,6 +170,7 @@ class ChatStreamAccumulator:
     """Rebuilds one choice (index 0) of a streamed chat completion from its chunks."""
 
     model: str = ""
+    response_id: str = ""
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: CompletionUsage | None = None
@@ -181,6 +182,8 @@ class ChatStreamAccumulator:
         """Take one chunk in; returns its text delta ("" if none)."""
         if chunk.model and not self.model:
             self.model = str(chunk.model)
+        if chunk.id and not self.response_id:
+            self.response_id = str(chunk.id)
         if chunk.usage is not None:  # the last one wins (some servers repeat running totals)
             self.usage = chunk.usage
         delta_text = ""
@@ -227,7 +230,7 @@ class ChatStreamAccumulator:
                  for i, call in enumerate(self.calls[index] for index in sorted(self.calls))]
         return ModelResponse(reasoning=shown_reasoning("".join(self.reasoning), self.model),
                              text="".join(self.text) or None, tool_calls=calls, usage=usage_from(self.usage),
-                             model=self.model)
+                             model=self.model, response_id=self.response_id)
 
 
 class OpenAIChatProvider(OpenAISDKProvider):

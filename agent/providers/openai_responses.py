@@ -174,7 +174,7 @@ def parse_response(response: Response, *, names: ToolNameMap) -> ModelResponse:
                                        arguments_error=error))
     text = "".join(texts)
     return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, usage=parse_usage(response),
-                         model=str(response.model or ""))
+                         model=str(response.model or ""), response_id=str(response.id or ""))
 
 
 class OpenAISDKProvider(SDKProvider):

@@ -65,6 +65,7 @@ class FakeUsage:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0  # Anthropic's cache_creation_input_tokens (the other protocols report none)
     reasoning_tokens: int = 0
 
 
@@ -190,7 +191,7 @@ def anthropic_body(
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "cache_read_input_tokens": usage.cached_tokens,
-            "cache_creation_input_tokens": 0,
+            "cache_creation_input_tokens": usage.cache_write_tokens,
             "output_tokens_details": {"thinking_tokens": usage.reasoning_tokens},
         },
     }

@@ -1,8 +1,8 @@
-"""A real MCP server for the tests, written with the SDK's FastMCP.
+"""A real MCP server for the tests, written with the MCP SDK 2.x's `MCPServer` (FastMCP's successor).
 
 `python -m tests.fakes.mcp_server stdio` serves over stdio; `... http PORT` serves streamable HTTP on
-127.0.0.1:PORT at /mcp. `MCP_FAKE_MARKERS` (a directory) makes `slow` leave a file when it starts, so a
-test knows the call is in flight before it kills the server.
+127.0.0.1:PORT at /mcp. `MCP_FAKE_MARKERS` (a directory) makes `slow` leave a file when it starts and
+`count` keep its tally there, so a test sees a call in flight and which server process answered.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import os
 import sys
 from pathlib import Path
 
-from mcp.server.fastmcp import Context, FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
-server = FastMCP("fake-tools", host="127.0.0.1", log_level="WARNING")
+server = MCPServer("fake-tools", log_level="WARNING")
+_counts: dict[str, int] = {}
 
 
 @server.tool()
@@ -37,9 +38,10 @@ def refuse(reason: str) -> str:
 
 
 @server.tool()
-def malformed() -> int:
-    """Returns a value that breaks its own output schema."""
-    return "not a number"  # type: ignore[return-value]
+def count(name: str) -> dict[str, int]:
+    """State this server process keeps: how many times `name` was counted here, and the process id."""
+    _counts[name] = _counts.get(name, 0) + 1
+    return {"count": _counts[name], "pid": os.getpid()}
 
 
 @server.tool()
@@ -59,15 +61,22 @@ def crash() -> str:
 
 
 @server.tool()
-def whoami(ctx: Context) -> dict[str, str | None]:  # type: ignore[type-arg]
+def whoami(ctx: Context) -> dict[str, str | None]:
     """What the server saw of the caller: the authorization header, the idempotency key, an env var."""
-    request = ctx.request_context.request
-    meta = ctx.request_context.meta
+    headers = ctx.headers
+    meta = ctx.request_context.meta or {}
     return {
-        "authorization": request.headers.get("authorization") if request is not None else None,
-        "idempotency_key": getattr(meta, "idempotency_key", None) if meta is not None else None,
+        "authorization": headers.get("authorization") if headers is not None else None,
+        "idempotency_key": meta.get("idempotency_key"),
         "fake_env": os.environ.get("MCP_FAKE_ENV"),
     }
+
+
+@server.tool()
+def trace_context(ctx: Context) -> dict[str, str | None]:
+    """The W3C trace context the client sent in `_meta` (a traced server continues that trace)."""
+    meta = ctx.request_context.meta or {}
+    return {"traceparent": meta.get("traceparent")}
 
 
 @server.resource("note://readme")
@@ -85,7 +94,6 @@ def house_style() -> str:
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "http":
-        server.settings.port = int(sys.argv[2])
-        server.run(transport="streamable-http")
+        server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run(transport="stdio")

@@ -43,7 +43,7 @@ async def test_budget_spend_and_limit_are_metrics_and_in_the_record(dev_env: Wor
         [standing] = prompt.budgets
         assert (standing.principal, standing.spent_tokens, standing.reservations) == (f"user:{user}", tokens, 0)
 
-        principal = {"principal": f"user:{user}"}
+        principal = {"dagent_budget_principal": f"user:{user}"}  # dagent.budget.principal on OTLP
 
         def exported() -> bool:
             samples = scrape(port)

@@ -23,9 +23,10 @@ async def test_demo_trace_prints_the_span_tree(tmp_path: Path) -> None:
     names = [line.strip().split("  ")[0] for line in tree if line.startswith("  ")]
     depth = {line.strip().split("  ")[0]: (len(line) - len(line.lstrip())) // 2 for line in tree
              if line.startswith("  ")}
-    assert names[:2] == ["dagent.prompt.start", "dagent.prompt"], text
-    assert depth["dagent.prompt"] == depth["dagent.prompt.start"] + 1
-    assert depth["dagent.round"] == depth["dagent.prompt"] + 1
+    invoke = names[1]
+    assert names[0] == "dagent.prompt.start" and invoke.startswith("invoke_agent "), text
+    assert depth[invoke] == depth["dagent.prompt.start"] + 1
+    assert depth["dagent.round"] == depth[invoke] + 1
     assert depth["dagent.approval"] == depth["dagent.tool_call"] + 1
     assert depth["execute_tool payment.send"] == depth["dagent.tool_call"] + 1
     assert any(n.startswith("chat ") for n in names)

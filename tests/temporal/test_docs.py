@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -237,7 +238,11 @@ async def test_the_readme_example_runs(dev_env: WorkflowEnvironment) -> None:
     (call,) = [o for o in prompt.output if isinstance(o, ToolOutput)]
     assert call.tool == "payment.send" and call.decision and call.decision.by == "alice"
     assert isinstance(call.result, ToolSuccess) and call.result.output["paid"] == 480
-    assert call.result.output["key"].endswith(f"/{call.id}")  # the idempotency key: <workflow id>/<call id>
+    run_id = (await dev_env.client.get_workflow_handle(prompt.id).describe()).run_id
+    assert call.result.output["key"] == f"{prompt.id}/{run_id}/{call.id}"  # the idempotency key, as documented:
+    for page in ("tools-and-plugins.md", "approvals-policy.md"):
+        documented = " ".join((DOCS / page).read_text(encoding="utf-8").split())
+        assert re.search(r"`<workflow id>/<run id>/<(tool )?call id>`", documented), page
     assert len(model.requests) == 2 and "Paid ACME." in str(prompt.output[-1])
 
 
@@ -298,3 +303,41 @@ def test_the_readme_and_the_architecture_page_draw_the_same_layers() -> None:
     assert drawing(README) == drawing(DOCS / "architecture.md")
     for layer in LAYERS:
         assert f"durable_agent.{layer}" in drawing(README), layer
+    from durable_agent.workflows import names
+
+    wire = {value for key, value in vars(names).items() if key.endswith(("_ACTIVITY", "_WORKFLOW"))}
+    assert len(wire) >= 11, "the scan found every activity and workflow type"
+    assert sorted(name for name in wire if name not in drawing(README)) == []  # every one drawn
+
+
+def _public_functions() -> set[str]:
+    """Module-level functions of the product that are not also some class's method (`start_conversation` is both
+    a route and `AgentClient.start_conversation`: a page calling it means the method)."""
+    top, methods = set(), set()
+    for folder in ("agent", "workflows", "activities", "workers", "client", "api", "cli", "plugins", "durable_agent"):
+        for path in (ROOT / folder).rglob("*.py"):
+            source = path.read_text(encoding="utf-8")
+            top |= set(re.findall(r"(?m)^(?:async )?def ([a-z]\w*)\(", source))
+            methods |= set(re.findall(r"(?m)^[ \t]+(?:async )?def ([a-z]\w*)\(", source))
+    return top - methods
+
+
+def _names_without_import_path(text: str, public: set[str], front_door: Sequence[str]) -> list[str]:
+    called = {name for code in _code(text) for name in re.findall(r"(?<![\w.])([a-z]\w*)\(", code)} & public
+    shown = [name for name in called if re.search(rf"def {name}\b|\.{name}\(", text)  # the page's own, a method
+             or re.search(rf"import[^\n]*\b{name}\b|import \([^)]*\b{name}\b|durable_agent(\.\w+)*\.{name}\b", text)
+             or (name in front_door and "from durable_agent import" in text)]
+    return sorted(set(called) - set(shown))
+
+
+def test_every_function_a_page_calls_has_its_import_path_on_the_page() -> None:
+    """A reader can import every function a page shows (`prompt_priority` once had no import path anywhere)."""
+    import durable_agent
+
+    public = _public_functions()
+    assert {"prompt_priority", "create_worker", "queue_rate"} <= public
+    assert _names_without_import_path("`prompt_priority(\"a\")`", public, durable_agent.__all__) == ["prompt_priority"]
+    missing = {page.name: names for page in [README, *sorted(DOCS.rglob("*.md"))]
+               if (names := _names_without_import_path(page.read_text(encoding="utf-8"), public,
+                                                       durable_agent.__all__))}
+    assert missing == {}

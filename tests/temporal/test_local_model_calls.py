@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 from pydantic import BaseModel
-from structlog.testing import capture_logs
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -28,6 +27,7 @@ from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, create_worker
 from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, MODEL_ROUND_ACTIVITY, TOOL_THEN_MODEL_ACTIVITY
+from tests.support.logs import capture_logs
 from tests.support.workers import TEST_SETTINGS, agent_worker
 
 TOOL_ROUNDS = 3

@@ -1,6 +1,7 @@
-"""MCP servers as tool sources, against real MCP servers the tests start (tests/fakes/mcp_server.py, FastMCP,
-over stdio and streamable HTTP; tests/fakes/mcp_raw_server.py for a malformed answer) and a real Temporal
-dev server."""
+"""MCP servers as tool sources, on the MCP SDK 2.x's `mcp.Client`, against real MCP servers the tests start
+(tests/fakes/mcp_server.py, the SDK's MCPServer, over stdio and streamable HTTP, where the client negotiates the
+2026-07-28 protocol; tests/fakes/mcp_raw_server.py, which knows only the 2025-era `initialize` handshake and
+answers with a malformed result) and a real Temporal dev server."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.activities.mcp_tools import MCPToolSources
+from durable_agent.activities.mcp_tools import MCPCallFailed, MCPToolSources
 from durable_agent.activities.runtime import AgentRuntime
+from durable_agent.agent.context import ToolContext
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
 from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess
@@ -28,6 +32,7 @@ from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval
 from durable_agent.client import AgentClient
+from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.workers import TEST_SETTINGS
 
@@ -93,15 +98,17 @@ def http_server(markers: Path) -> Iterator[HttpServerProcess]:
 
 @asynccontextmanager
 async def mcp_worker(env: WorkflowEnvironment, servers: Sequence[MCPServer], model: ScriptedModel,
-                     sources: MCPToolSources | None = None) -> AsyncIterator[tuple[AgentClient, AgentRuntime]]:
+                     sources: MCPToolSources | None = None, client: Client | None = None,
+                     ) -> AsyncIterator[tuple[AgentClient, AgentRuntime]]:
     settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}"})
     runtime = build_runtime(settings, plugins=[Plugin("mcp", mcp_servers=servers)],
                             providers={"normal": model, "high": model})
     if sources is not None:
         runtime.mcp = sources
+    client = client or env.client
     try:
-        async with create_worker(env.client, runtime, task_queue=settings.task_queue, settings=settings):
-            yield AgentClient(env.client, settings), runtime
+        async with create_worker(client, runtime, task_queue=settings.task_queue, settings=settings):
+            yield AgentClient(client, settings), runtime
     finally:
         await runtime.mcp.aclose()
 
@@ -164,6 +171,48 @@ async def test_listing_expires_after_its_ttl() -> None:
     await sources.aclose()
 
 
+async def test_a_stateful_server_keeps_its_state_across_rounds_and_prompts_of_a_worker(
+        dev_env: WorkflowEnvironment) -> None:
+    """One server process and one connection per worker: what a server keeps between calls (here a tally in the
+    process) is there for the next call, the next round and the next prompt."""
+    rounds = [tool_calls(("fake.count", {"name": "visits"})), tool_calls(("fake.count", {"name": "visits"}))]
+
+    def script(request: ModelRequest) -> ModelResponse:
+        return rounds[request.round - 1] if request.round <= len(rounds) else text("counted")
+
+    sources = MCPToolSources()
+    async with mcp_worker(dev_env, [stdio_server()], ScriptedModel(script), sources) as (client, _):
+        first = await client.run("count twice")
+        second = await client.run("count twice more")
+    outputs = [o.result.output for p in (first, second) for o in tool_entries(p)  # type: ignore[union-attr]
+               if isinstance(o.result, ToolSuccess)]
+    assert [o["count"] for o in outputs] == [1, 2, 3, 4]  # type: ignore[index]
+    assert len({o["pid"] for o in outputs}) == 1  # type: ignore[index]
+    assert sources.connections_opened == 1
+
+
+async def test_a_traced_call_carries_the_prompt_trace_to_the_server(dev_env: WorkflowEnvironment) -> None:
+    """With tracing on, the SDK's client span for the call sits under the tool's span in the prompt's trace, and
+    the server receives that trace in `_meta` (SEP-414), so a traced server's spans join the prompt's trace."""
+    from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
+
+    from bench.spans import finished_spans, memory_exporter, of_trace, parent_of, render_tree
+
+    memory_exporter()
+    traced = await Client.connect(dev_env.client.service_client.config.target_host, namespace=dev_env.client.namespace,
+                                  plugins=[DurableAgentPlugin(TEST_SETTINGS), OpenTelemetryPlugin()])
+    model = first_round(("fake.trace_context", {}))
+    async with mcp_worker(dev_env, [stdio_server()], model, client=traced) as (client, _):
+        prompt = await client.run("trace the call")
+    (call,) = tool_entries(prompt)
+    assert isinstance(call.result, ToolSuccess) and prompt.trace_id
+    spans = of_trace(finished_spans(), prompt.trace_id)
+    (sent,) = [s for s in spans if s.name == "MCP send tools/call trace_context"]
+    parent = parent_of(spans, sent)
+    assert parent is not None and parent.name == "execute_tool fake.trace_context", render_tree(spans)
+    assert call.result.output == {"traceparent": f"00-{prompt.trace_id}-{sent.span_id}-01"}
+
+
 async def test_approval_static_by_pattern_and_by_input(dev_env: WorkflowEnvironment) -> None:
     server = stdio_server(
         approval=Approval(reason="Every fake tool needs a look."),
@@ -219,6 +268,26 @@ async def test_server_failures_become_tool_errors_the_model_sees(dev_env: Workfl
     assert prompt.state == "completed"
     assert prompt.output[-1].text == (  # type: ignore[union-attr]
         "fake.refuse=ERR | raw.broken=ERR | gone.anything=ERR | fake.crash=ERR | fake.add=OK")
+
+
+async def test_an_error_answer_keeps_the_connection_and_a_malformed_one_replaces_it() -> None:
+    """A JSON-RPC error came over a connection that works: the next call reuses it. A malformed answer leaves it
+    untrusted: the next call opens a new one (a new server process). Against the 2025-era raw server."""
+    server = MCPServer("raw", command=sys.executable, args=("-m", "tests.fakes.mcp_raw_server"), cwd=str(ROOT))
+    sources = MCPToolSources()
+    ctx: ToolContext = SimpleNamespace(idempotency_key="key-1")  # type: ignore[assignment]  # all a call reads
+    try:
+        assert [t.id for t in await sources.tools(server)] == ["raw.broken", "raw.rpc_error", "raw.echo"]
+        with pytest.raises(MCPCallFailed, match=r"^MCP server 'raw' failed during 'rpc_error': MCPError: no such arg"):
+            await sources.call(server, "rpc_error", {}, ctx)
+        assert await sources.call(server, "echo", {"n": 1}, ctx) == '{"n": 1}'
+        assert sources.connections_opened == 1
+        with pytest.raises(MCPCallFailed, match=r"^MCP server 'raw' failed during 'broken': ValidationError"):
+            await sources.call(server, "broken", {}, ctx)
+        assert await sources.call(server, "echo", {"n": 2}, ctx) == '{"n": 2}'
+        assert sources.connections_opened == 2
+    finally:
+        await sources.aclose()
 
 
 async def test_http_server_with_headers_from_the_worker_environment(

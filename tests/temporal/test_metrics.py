@@ -100,16 +100,19 @@ async def test_prometheus_endpoint_counts_rounds_tools_approvals_tokens_and_payl
         prompt = await handle.result()
         assert prompt.state == "completed", prompt.error
         usage = prompt.usage
+        # The convention names as the Prometheus endpoint spells them (agent/metric_names.py).
+        scripted = {"gen_ai_request_model": "scripted", "gen_ai_operation_name": "chat"}
         expected = {
-            key("dagent_model_rounds_total", model="scripted"): 2,
-            key("dagent_model_tokens_total", model="scripted", direction="input"): usage.input_tokens,
-            key("dagent_model_tokens_total", model="scripted", direction="output"): usage.output_tokens,
-            key("dagent_tool_calls_total", tool="demo.pay", outcome="success"): 1,
-            key("dagent_approvals_requested_total", tool="demo.pay"): 1,
-            key("dagent_approvals_decided_total", tool="demo.pay", decision="approved"): 1,
-            key("dagent_approval_wait_seconds_count", decision="approved"): 1,
-            key("dagent_prompts_finished_total", state="completed"): 1,
-            key("dagent_model_call_seconds_count", model="scripted", outcome="success"): 2,
+            key("dagent_model_rounds_total", gen_ai_request_model="scripted"): 2,
+            key("gen_ai_client_token_usage_sum", **scripted, gen_ai_token_type="input"): usage.input_tokens,
+            key("gen_ai_client_token_usage_sum", **scripted, gen_ai_token_type="output"): usage.output_tokens,
+            key("gen_ai_client_token_usage_count", **scripted, gen_ai_token_type="input"): 2,
+            key("dagent_tool_calls_total", gen_ai_tool_name="demo.pay", dagent_tool_outcome="success"): 1,
+            key("dagent_approval_requests_total", gen_ai_tool_name="demo.pay"): 1,
+            key("dagent_approval_decisions_total", gen_ai_tool_name="demo.pay", dagent_approval_decision="approved"): 1,
+            key("dagent_approval_wait_duration_seconds_count", dagent_approval_decision="approved"): 1,
+            key("dagent_prompt_finished_total", dagent_prompt_state="completed"): 1,
+            key("gen_ai_client_operation_duration_seconds_count", **scripted): 2,
         }
         after: Samples = {}
 
@@ -123,7 +126,11 @@ async def test_prometheus_endpoint_counts_rounds_tools_approvals_tokens_and_payl
     finally:
         worker.kill()
 
-    assert total(after, "dagent_approval_wait_seconds_sum") - total(before, "dagent_approval_wait_seconds_sum") > 0
+    assert total(after, "dagent_approval_wait_duration_seconds_sum") - total(
+        before, "dagent_approval_wait_duration_seconds_sum") > 0
+    bounds = {dict(series).get("le") for (name, series) in after if name == "gen_ai_client_token_usage_bucket"}
+    assert {"1", "4", "16", "67108864"} <= bounds, f"the conventions' token buckets: {sorted(bounds)}"
+    assert not [name for (name, _) in after if name.startswith("dagent_model_tokens")], "the old names are gone"
     stored = total(after, "dagent_payload_stored_bytes_total") - total(before, "dagent_payload_stored_bytes_total")
     assert stored >= PAYLOAD_THRESHOLD, "the worker stored its large payloads externally and counted the bytes"
     assert total(after, "temporal_workflow_completed_total") > total(before, "temporal_workflow_completed_total"), \

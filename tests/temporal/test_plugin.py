@@ -74,3 +74,23 @@ def test_error_type_names_on_the_wire_are_the_error_classes_names() -> None:
     assert names.RETRYABLE_MODEL_ERROR == RetryableModelError.__name__
     assert names.PLUGIN_PREPARE_ERROR == PluginPrepareError.__name__
     assert issubclass(FatalModelError, DurableAgentError) and issubclass(PromptFailedError, DurableAgentError)
+
+
+async def test_the_plugin_with_a_runtime_and_create_worker_register_each_activity_once(
+        dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """docs/configuration.md's two ways together (they failed with `More than one activity named
+    dagent.model_round`): create_worker is `Worker(client, activities=...)` on the plugin's client."""
+    from durable_agent.workers.plugin import activity_name
+    from durable_agent.workers.worker import create_worker
+
+    settings = Settings(task_queue="plugin-and-create-worker", payload_dir=str(tmp_path / "payloads"),
+                        file_dir=str(tmp_path / "files"), workflow_sandbox="strict")
+    runtime = build_runtime(settings, plugins=[Plugin("none")], providers={"normal": ScriptedModel([text("hi")])})
+    client = Client(dev_env.client.service_client, namespace=dev_env.client.namespace,
+                    plugins=[DurableAgentPlugin(settings, runtime=runtime)])
+    async with create_worker(client, runtime, task_queue=settings.task_queue) as worker:
+        names_registered = [activity_name(f) for f in worker.config(active_config=True)["activities"]]
+        prompt = await client.execute_workflow(names.PROMPT_WORKFLOW, {"input": "hello"}, id="plugin-and-create-1",
+                                               task_queue=settings.task_queue, result_type=Prompt)
+    assert len(names_registered) == len(set(names_registered)) and "dagent.model_round" in names_registered
+    assert prompt.state == "completed"

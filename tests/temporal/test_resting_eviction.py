@@ -12,7 +12,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -26,6 +25,7 @@ from durable_agent.workers.resting import WatchedRunner
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests import scenarios
+from tests.support.logs import capture_logs
 from tests.support.workers import TEST_SETTINGS
 
 

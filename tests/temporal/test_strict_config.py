@@ -134,11 +134,10 @@ async def test_worker_with_the_public_key_starts_in_signed_mode(dev_env: Workflo
 
 async def test_a_signing_api_says_when_a_call_accepts_unsigned_decisions(dev_env: WorkflowEnvironment) -> None:
     """The fleet mismatch the worker flag prevents (API signs, the planning worker had no public key) is visible."""
-    from structlog.testing import capture_logs
-
     from durable_agent.api import create_app
     from durable_agent.api.server import serve_in_background
     from tests.support.api import PLUGIN, api_config, auth, web_model
+    from tests.support.logs import capture_logs
     from tests.support.workers import agent_worker
 
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model(), decision_key=None) as agent, \

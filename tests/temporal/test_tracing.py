@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import structlog
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
 from temporalio.testing import WorkflowEnvironment
@@ -63,6 +63,15 @@ def named(spans: list[SpanRecord], name: str) -> list[SpanRecord]:
     return [s for s in spans if s.name == name]
 
 
+def invocation(spans: list[SpanRecord]) -> SpanRecord:
+    """The prompt's span, `invoke_agent {task queue}` by the GenAI agent conventions."""
+    found = [s for s in spans if s.name.startswith("invoke_agent ")]
+    assert len(found) == 1, render_tree(spans)
+    assert found[0].name == f"invoke_agent {found[0].attributes['gen_ai.agent.name']}"
+    assert found[0].attributes["gen_ai.operation.name"] == "invoke_agent"
+    return found[0]
+
+
 async def run_approval_prompt(agent: AgentClient, text: str = "approval please") -> tuple[str, str]:
     """Runs a prompt whose tool call waits for alice's approval; returns its id and trace id."""
     handle = await agent.start(text, user_id="tracer")
@@ -88,7 +97,7 @@ async def test_one_trace_per_prompt_with_tool_and_approval(dev_env: WorkflowEnvi
 
     root = only(spans, "dagent.prompt.start")
     assert root.parent_id is None
-    prompt = only(spans, "dagent.prompt")
+    prompt = invocation(spans)
     assert prompt.parent_id == root.span_id
     assert prompt.attributes["dagent.prompt.state"] == "completed"
     rounds = named(spans, "dagent.round")
@@ -104,7 +113,7 @@ async def test_one_trace_per_prompt_with_tool_and_approval(dev_env: WorkflowEnvi
         assert chat.attributes["gen_ai.response.finish_reasons"] in (("tool_calls",), ("stop",))
         assert chat.attributes["dagent.usage.cost_usd"] > 0  # priced from the worker's price table
     call = only(spans, "dagent.tool_call")
-    assert ancestry(spans, call)[1:] == ["dagent.round", "dagent.prompt", "dagent.prompt.start"], tree
+    assert ancestry(spans, call)[1:] == ["dagent.round", prompt.name, "dagent.prompt.start"], tree
     assert call.attributes["dagent.tool.id"] == "demo.pay"
     assert call.attributes["dagent.tool.outcome"] == "success"
     approval = only(spans, "dagent.approval")
@@ -154,14 +163,16 @@ async def test_conversation_prompts_get_their_own_linked_traces(dev_env: Workflo
     turns = {s.span_id: s for s in every if s.name == "dagent.conversation.prompt"}
     for prompt in (first, second):
         spans = of_trace(every, prompt.trace_id or "")
-        root = only(spans, "dagent.prompt")
+        root = invocation(spans)
+        assert root.attributes["gen_ai.conversation.id"] == prompt.conversation_id
         assert root.parent_id is None, "a conversation's prompt begins its own trace"
         [link] = root.links
         assert turns[link].attributes["dagent.prompt.id"] == prompt.id, "linked to the conversation's turn span"
         assert turns[link].trace_id != prompt.trace_id
 
 
-async def test_log_lines_carry_the_prompt_trace_id(dev_env: WorkflowEnvironment) -> None:
+async def test_the_cli_log_lines_carry_the_prompt_trace_id(dev_env: WorkflowEnvironment) -> None:
+    """Our CLI's logging (JSON lines on stderr) renders the stdlib records of the worker's loggers."""
     captured = io.StringIO()
     real_stderr = sys.stderr
     sys.stderr = captured
@@ -169,13 +180,18 @@ async def test_log_lines_carry_the_prompt_trace_id(dev_env: WorkflowEnvironment)
         configure_logging("DEBUG", json=True)
     finally:
         sys.stderr = real_stderr
+    root = logging.getLogger()
     try:
         async with traced_worker(dev_env) as agent:
             prompt = await agent.run("completed logs", user_id="tracer")
     finally:
-        configure_logging("INFO")
-        structlog.reset_defaults()
+        for handler in [h for h in root.handlers if type(h).__module__ == "durable_agent.agent.logging"]:
+            root.removeHandler(handler)
+        for name in ("", "durable_agent", "temporalio"):
+            logging.getLogger(name).setLevel(logging.WARNING if not name else logging.NOTSET)
     lines = [json.loads(line) for line in captured.getvalue().splitlines() if line.startswith("{")]
     mine = [line for line in lines if line.get("prompt_id") == prompt.id]
     assert mine, f"no log lines for {prompt.id}: {lines[:3]}"
     assert {line.get("trace_id") for line in mine} == {prompt.trace_id}
+    assert {"prompt started", "prompt finished"} <= {line["event"] for line in mine}
+    assert all(line["level"] in ("debug", "info") and line["logger"].startswith("durable_agent") for line in mine)

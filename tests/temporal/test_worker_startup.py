@@ -42,7 +42,7 @@ async def test_a_worker_without_a_deployment_uses_it(dev_env: WorkflowEnvironmen
                         payload_dir=str(tmp_path / "payloads"))
     client = await connect(settings)
     worker = create_worker(client, build_runtime(settings), task_queue=settings.task_queue, settings=settings)
-    config = worker.config()
+    config = worker.config(active_config=True)  # the plugin gives it the build id
     assert config.get("deployment_config") is None and config.get("build_id") == code_build_id()
 
     versioned = settings.model_copy(update={"deployment_name": "startup", "build_id": "v7"})

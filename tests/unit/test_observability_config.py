@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -40,8 +42,20 @@ def test_a_metrics_port_means_prometheus_and_the_standard_selectors_override() -
     assert (off.traces, off.metrics) == ("none", "none")
 
 
+def test_log_export_is_off_unless_asked_for_and_settings_carry_level_and_temporal_spans() -> None:
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
+    assert Settings.from_env(endpoint).observability().logs == "none", "an endpoint alone exports no logs"
+    config = Settings.from_env(endpoint | {"OTEL_LOGS_EXPORTER": "OTLP", "DAGENT_LOG_LEVEL": "DEBUG",
+                                           "DAGENT_TEMPORAL_SPANS": "true",
+                                           "OTEL_METRIC_EXPORT_INTERVAL": "1500"}).observability()
+    assert (config.logs, config.log_level, config.temporal_spans) == ("otlp", "DEBUG", True)
+    assert config.metrics_interval == timedelta(milliseconds=1500)
+    assert Settings.from_env({}).observability().temporal_spans is False
+
+
 @pytest.mark.parametrize("env", [{"OTEL_TRACES_EXPORTER": "zipkin"}, {"OTEL_METRICS_EXPORTER": "statsd"},
-                                 {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}])
+                                 {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, {"OTEL_LOGS_EXPORTER": "syslog"},
+                                 {"OTEL_METRIC_EXPORT_INTERVAL": "5s"}])
 def test_unsupported_choices_fail_clearly(env: dict[str, str]) -> None:
     with pytest.raises(ValueError, match="must be"):
         ObservabilityConfig.from_env(env)

@@ -367,7 +367,7 @@ def test_chat_accumulator_lenient_servers() -> None:
         tool_calls=[ModelToolCall(id="t1", tool="weather.get", arguments={"city": "Oslo"}),
                     ModelToolCall(id="t2", tool="weather.get", arguments={"city": "Bergen"})],
         usage=Usage(input_tokens=3, output_tokens=9, model_calls=1),
-        model="local",
+        model="local", response_id="c",  # the chunks' completion id
     )
 
 

@@ -1,0 +1,59 @@
+"""The search attributes our workflows upsert, checked when a worker starts: a namespace without one of them (a
+Cloud namespace set up by hand) would fail every prompt's workflow task that upserts it, and the prompt would
+wait until someone adds it. The check names every missing one, in one line, before the worker polls."""
+
+from __future__ import annotations
+
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from durable_agent.agent.logging import get_logger
+from durable_agent.workflows.names import SEARCH_ATTRIBUTE_KEYS
+
+__all__ = ["MissingSearchAttributes", "check_search_attributes", "required_search_attributes"]
+
+log = get_logger(__name__)
+_SETTLED: set[tuple[str, str]] = set()  # (server, namespace) found complete or not checkable: once per process
+
+
+class MissingSearchAttributes(RuntimeError):
+    """The namespace lacks search attributes our workflows upsert (one line naming them and the fix)."""
+
+
+def required_search_attributes() -> dict[str, str]:
+    """Name -> Temporal type (`Keyword`, ...) of every search attribute our workflows upsert."""
+    return {key.name: _type_name(key.indexed_value_type) for key in SEARCH_ATTRIBUTE_KEYS}
+
+
+def _type_name(value_type: int) -> str:
+    from temporalio.api.enums.v1 import IndexedValueType
+
+    return "".join(part.capitalize() for part in IndexedValueType.Name(value_type)  # type: ignore[arg-type]
+                   .removeprefix("INDEXED_VALUE_TYPE_").split("_"))
+
+
+async def check_search_attributes(client: Client) -> None:
+    """Raise `MissingSearchAttributes` when the client's namespace lacks any of ours. A server that cannot list
+    them (the time-skipping test server; an API key without the permission) is not checked: a warning says so."""
+    where = (client.service_client.config.target_host, client.namespace)
+    if where in _SETTLED:
+        return
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace), retry=True)
+    except RPCError as exc:
+        log.warning("search attributes not checked", namespace=client.namespace, error=exc.message.splitlines()[0]
+                    if exc.message else str(exc.status))
+        _SETTLED.add(where)
+        return
+    present = {*listed.custom_attributes, *listed.system_attributes}
+    missing = [name for name in required_search_attributes() if name not in present]
+    if not missing:
+        _SETTLED.add(where)
+    else:
+        commands = "; ".join(f"temporal operator search-attribute create --namespace {client.namespace} "
+                             f"--name {name} --type {required_search_attributes()[name]}" for name in missing)
+        raise MissingSearchAttributes(f"namespace {client.namespace} lacks the search attribute"
+                                      f"{'s' if len(missing) > 1 else ''} {', '.join(missing)} that Durable "
+                                      f"Agent's workflows set: {commands}")
