@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
@@ -104,3 +104,13 @@ def naming_variables(read: Callable[..., T]) -> Callable[..., T]:
         except ValidationError as exc:
             raise ValueError(named_errors(exc, cls.model_fields)) from None
     return named
+
+
+def one_of(env: Mapping[str, str], name: str, choices: Any, default: str) -> Any:
+    """A variable whose value is one of a `Literal`'s (case and spaces ignored; unset or empty: `default`), or a
+    one-line ValueError naming them."""
+    allowed: tuple[str, ...] = get_args(choices)
+    value = env.get(name, "").strip().lower() or default
+    if value not in allowed:
+        raise ValueError(f"{name} must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {env.get(name)!r}")
+    return value

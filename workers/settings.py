@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
@@ -46,16 +46,6 @@ def tasks_fit_cache(cached: int, tasks: int | None) -> bool:
     """Whether a worker caching `cached` workflows and running `tasks` workflow tasks at once (None: the SDK's
     default) runs at most half as many tasks as it caches, or caches nothing: what local model calls need."""
     return cached == 0 or (tasks or SDK_WORKFLOW_TASK_SLOTS) * 2 <= cached
-
-
-def _one_of(env: Mapping[str, str], name: str, choices: Any, default: str) -> Any:
-    """A variable whose value is one of a `Literal`'s (case and spaces ignored; unset or empty: `default`), or a
-    one-line ValueError naming them."""
-    allowed: tuple[str, ...] = get_args(choices)
-    value = env.get(name, "").strip().lower() or default
-    if value not in allowed:
-        raise ValueError(f"{name} must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {env.get(name)!r}")
-    return value
 
 
 class Settings(BaseModel):
@@ -230,8 +220,8 @@ class Settings(BaseModel):
                                                  defaults.model_fallback_attempts),
             model_task_queue=env.get("DAGENT_MODEL_TASK_QUEUE", defaults.model_task_queue),
             model_task_queue_high=env.get("DAGENT_MODEL_TASK_QUEUE_HIGH", defaults.model_task_queue_high),
-            model_calls=_one_of(env, "DAGENT_MODEL_CALLS", ModelCalls, defaults.model_calls),
-            worker_queues=_one_of(env, "DAGENT_WORKER_QUEUES", WorkerQueues, defaults.worker_queues),
+            model_calls=env_values.one_of(env, "DAGENT_MODEL_CALLS", ModelCalls, defaults.model_calls),
+            worker_queues=env_values.one_of(env, "DAGENT_WORKER_QUEUES", WorkerQueues, defaults.worker_queues),
             model_concurrency=positive_number(env, "DAGENT_MODEL_CONCURRENCY", int),
             model_rate=positive_number(env, "DAGENT_MODEL_RATE", float),
             model_worker_rate=positive_number(env, "DAGENT_MODEL_WORKER_RATE", float),
@@ -242,11 +232,12 @@ class Settings(BaseModel):
             file_dir=env.get("DAGENT_FILE_DIR", defaults.file_dir),
             stream_text=tristate(env.get("DAGENT_STREAM_TEXT")),
             prices=env.get("DAGENT_PRICES", defaults.prices),
-            workflow_sandbox=_one_of(env, "DAGENT_WORKFLOW_SANDBOX", WorkflowSandbox, defaults.workflow_sandbox),
+            workflow_sandbox=env_values.one_of(env, "DAGENT_WORKFLOW_SANDBOX", WorkflowSandbox,
+                                               defaults.workflow_sandbox),
             max_cached_workflows=whole_number(env, "DAGENT_MAX_CACHED_WORKFLOWS", defaults.max_cached_workflows),
             cached_waiting=whole_number(env, "DAGENT_CACHED_WAITING", defaults.cached_waiting),
             max_workflow_tasks=positive_number(env, "DAGENT_MAX_WORKFLOW_TASKS", int),
-            grpc_compression=_one_of(env, "DAGENT_GRPC_COMPRESSION", GrpcCompressionMode,
+            grpc_compression=env_values.one_of(env, "DAGENT_GRPC_COMPRESSION", GrpcCompressionMode,
                                       defaults.grpc_compression),
             metrics_port=positive_number(env, "DAGENT_METRICS_PORT", int),
             metrics_host=env.get("DAGENT_METRICS_HOST", defaults.metrics_host),
@@ -264,7 +255,7 @@ class Settings(BaseModel):
             codec_cors_origins=tuple(o.strip() for o in env.get("DAGENT_CODEC_CORS_ORIGINS", "").split(",")
                                      if o.strip()),
             decision_public_key=pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
-            decisions=_one_of(env, "DAGENT_DECISIONS", DecisionMode, "open"),
+            decisions=env_values.one_of(env, "DAGENT_DECISIONS", DecisionMode, "open"),
             four_eyes=tristate(env.get("DAGENT_FOUR_EYES")) is True,
             notify_config=env.get("DAGENT_NOTIFY_CONFIG", "").strip() or None,
             graceful_shutdown=parse_duration(env.get("DAGENT_GRACEFUL_SHUTDOWN", "30s"),
