@@ -165,9 +165,8 @@ class Settings(BaseModel):
         "DAGENT_FOUR_EYES (worker): a prompt's own user may not approve its calls, for every policy that leaves "
         "`Approval.four_eyes` unset (docs/approvals-policy.md)."))
     notify_config: str | None = Field(default=None, description=(
-        "DAGENT_NOTIFY_CONFIG (worker): a TOML file saying how approvers are told of waiting calls (Slack, e-mail, "
-        "webhook) and the default for approvals that declare none; secrets may come from DAGENT_SLACK_BOT_TOKEN, "
-        "DAGENT_SMTP_PASSWORD, DAGENT_WEBHOOK_SECRET (docs/telling-approvers.md)."))
+        "DAGENT_NOTIFY_CONFIG (worker): a TOML file saying how approvers are told of waiting calls, and the default "
+        "for approvals that declare none; secrets may come from the environment (docs/telling-approvers.md)."))
 
     # --- the blob store and payload encryption (both client and worker; see docs/deploying.md) ---
     store: str = Field(default="", description=(
