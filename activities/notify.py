@@ -24,7 +24,7 @@ import time
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import aiohttp
 from pydantic import JsonValue
@@ -51,7 +51,7 @@ STEP_TITLES = {"requested": "Approval needed", "escalated": "Approval escalated 
 def inbox_link(config: NotifyConfig, notice: Notice) -> str:
     """The call in the inbox page (it never decides on GET: the page asks and the approver clicks)."""
     base = config.inbox_url.rstrip("/")
-    return f"{base}/inbox#{quote(notice.prompt_id, safe='')}/{quote(notice.tool_call_id, safe='')}"
+    return f"{base}/inbox#" + urlencode({"prompt": notice.prompt_id, "call": notice.tool_call_id})
 
 
 def title(notice: Notice) -> str:

@@ -68,7 +68,7 @@ class ApprovalDesk:
         self.decisions: dict[str, Decision] = {}
         self.checks = DecisionChecks(record, children, self.waiting, self.decisions)
         self.event_hooks = False  # the worker's plugins hear of approval requests (set by each model round)
-        self.notices = Notifications(record, spawn=spawn, widened=self._widened)  # workflows/notifications.py
+        self.notices = Notifications(record, spawn=spawn, relist=self._relist)  # workflows/notifications.py
 
     # --- waiting calls -----------------------------------------------------------------------------------
 
@@ -172,8 +172,8 @@ class ApprovalDesk:
         self._host.set_details(details.waiting_for_approval(
             self._record.prompt, [w.entry for w in waiting], signed=any(w.requirement.decision_key for w in waiting)))
 
-    def _widened(self) -> None:
-        """An escalation added deciders to a waiting call: listed again with them."""
+    def _relist(self) -> None:
+        """A waiting call's listing changed (an escalation added deciders, a step was not delivered)."""
         self.show_waiting()
         self.publish_pending()
 
@@ -188,7 +188,7 @@ class ApprovalDesk:
                                requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
                                approvers=entry.result.approvers, input_schema=requirement.input_schema,
                                signed_decisions=bool(requirement.decision_key), four_eyes=requirement.four_eyes,
-                               run_id=self._host.run_id, notifications=list(entry.notifications))
+                               run_id=self._host.run_id, undelivered=[n for n in entry.notifications if not n.ok])
 
     def publish_pending(self) -> None:
         self._record.publish_pending(bool(self.waiting) or self._children.waiting(), self.listed)

@@ -36,15 +36,15 @@ CALLED_OFF = "not sent: the call was decided first"  # channels whose messages a
 
 
 class Notifications:
-    """`spawn` runs a call's steps in the background; `widened` is the desk's hook once an escalation added
-    deciders (it publishes the listing again)."""
+    """`spawn` runs a call's steps in the background; `relist` is the desk's hook when a waiting call's listing
+    changed: an escalation added deciders, or a step could not be delivered (it publishes the listing again)."""
 
     def __init__(self, record: Recorder, *, spawn: Callable[[Awaitable[None]], None],
-                 widened: Callable[[], None]) -> None:
+                 relist: Callable[[], None]) -> None:
         self._record = record
         self._host = record.host
         self._spawn = spawn
-        self._widened = widened
+        self._relist = relist
         self._sending: dict[str, dict[asyncio.Task[None], Channel]] = {}  # call id -> its sends in flight
 
     def follow(self, waiting: WaitingCall, decided: Callable[[], bool]) -> None:
@@ -88,7 +88,7 @@ class Notifications:
         if isinstance(waiting.entry.result, ToolPending):
             waiting.entry.result.approvers = widened
         self._record.touch(waiting.entry)
-        self._widened()
+        self._relist()
 
     async def _step(self, waiting: WaitingCall, plan: NotifyPlan, step: str, to: list[str]) -> None:
         await asyncio.gather(*(self._start(waiting, channel, step, to) for channel in plan.channels))
@@ -139,6 +139,8 @@ class Notifications:
             sent = NoticeSent(step=step, channel=channel, to=to, at=self._host.now(), ok=False, error=reason)
         entry.notifications.append(sent)
         self._record.touch(entry)
+        if not sent.ok and entry.decision is None:
+            self._relist()  # the inbox and `dagent pending` show what was not delivered
         if entry.decision is not None and step != "decided" and sent.refs:  # posted after the decision: update it
             self._start(waiting, channel, "decided-late", [], refs=sent.refs)
 

@@ -69,8 +69,8 @@ class PendingApproval(_Model):
                             description="The prompt's own user may not approve this call.")
     run_id: str | None = Field(default=None, exclude_if=lambda v: v is None,
                                description="The run of the prompt that waits (decision tokens name it).")
-    notifications: list[NoticeSent] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
-        "Who was told of the call so far, and which steps failed (docs/telling-approvers.md)."))
+    undelivered: list[NoticeSent] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "The steps telling people of the call that could not be delivered (docs/telling-approvers.md)."))
 
 
 ChildApprovals.model_rebuild()

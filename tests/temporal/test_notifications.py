@@ -110,7 +110,7 @@ async def test_unreachable_channel_never_holds_up_the_prompt(skip_env: WorkflowE
         assert [(n.step, n.channel) for n in failed] == [("requested", "webhook")]
         assert "connect" in (failed[0].error or "").lower()
         listed = await handle.pending_approvals()  # what the inbox and GET /approvals show of the call
-        assert [(n.step, n.ok) for n in listed[0].notifications] == [("requested", False)]
+        assert [(n.step, n.ok) for n in listed[0].undelivered] == [("requested", False)]
         await handle.approve(call.id, by="fin", roles=["finance"])
         prompt = await handle.result()
     assert prompt.state == "completed"
@@ -138,15 +138,15 @@ async def test_email_and_slack_messages_and_the_slack_update_when_decided(skip_e
     actions = next(b for b in posted["blocks"] if b["type"] == "actions")["elements"]
     assert [a["action_id"] for a in actions] == ["dagent_approve", "dagent_reject", "dagent_open"]
     assert json.loads(actions[0]["value"]) == {"prompt": handle.id, "call": call.id}
-    assert actions[2]["url"] == f"http://inbox.test/inbox#{handle.id}/{call.id}"
+    assert actions[2]["url"] == f"http://inbox.test/inbox#prompt={handle.id}&call={call.id}"
     updated = slack.messages[0]
     assert "Approved" in json.dumps(updated["blocks"]) and "by fin" in updated["text"]
     assert "dagent_approve" not in json.dumps(updated["blocks"])  # no buttons once decided
     assert slack.updates[0]["ts"] == posted["ts"]
     mail = smtp.messages[0]
     assert smtp.envelopes[0] == ("agent@example.test", ["fin@example.test"])
-    body = mail.get_payload()
-    assert f"http://inbox.test/inbox#{handle.id}/{call.id}" in body and "/approve" not in body
+    body = mail.get_payload(decode=True).decode()  # quoted-printable on the wire
+    assert f"http://inbox.test/inbox#prompt={handle.id}&call={call.id}" in body and "/approve" not in body
     assert "sk-live-secret" not in body and "[redacted]" in body
     assert mail["Message-ID"].endswith("@durable-agent>")
     entry = _call(prompt)
