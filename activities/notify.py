@@ -11,7 +11,8 @@ most of it that it offers:
   one message).
 
 A channel that cannot be reached raises, so Temporal retries it (workflows/notifications.py NOTIFY_RETRY);
-failures are counted in `dagent_notifications{outcome="failed"}` and logged without secrets or arguments.
+failures are counted in `dagent.approval.notifications{dagent.notify.outcome="failed"}` (agent/metric_names.py) and
+logged without secrets or arguments.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent.activities.heartbeats import bound_log
 from durable_agent.activities.notify_config import NotifyConfig
+from durable_agent.agent import metric_names
 from durable_agent.agent.extras import MissingExtra, require
 from durable_agent.agent.identity import describe
+from durable_agent.agent.metric_names import APPROVAL_NOTIFICATIONS
 from durable_agent.agent.notify import redacted
 from durable_agent.workflows.names import NOTIFY_ACTIVITY
 from durable_agent.workflows.wire_notify import Notice, NoticeResult
@@ -232,6 +235,10 @@ async def send_slack(config: NotifyConfig, notice: Notice) -> NoticeResult:
 SENDERS = {"webhook": send_webhook, "email": send_email, "slack": send_slack}
 
 
+def outcome(notice: Notice, result: str) -> dict[str, metric_names.AttributeValue]:
+    return metric_names.attributes({"dagent.notify.channel": notice.channel, "dagent.notify.outcome": result})
+
+
 class NotifyActivity:
     def __init__(self, config: NotifyConfig) -> None:
         self.config = config
@@ -241,16 +248,17 @@ class NotifyActivity:
         logger = bound_log(prompt_id=notice.prompt_id, tool_call_id=notice.tool_call_id, step=notice.step,
                            channel=notice.channel)
         counter = activity.metric_meter().create_counter(
-            "dagent_notifications", "Approval notifications by channel and outcome")
+            metric_names.name_of(APPROVAL_NOTIFICATIONS), APPROVAL_NOTIFICATIONS.description,
+            APPROVAL_NOTIFICATIONS.unit)
         try:
             result = await SENDERS[notice.channel](self.config, notice)
         except MissingExtra as exc:  # retrying cannot install it
-            counter.add(1, {"channel": notice.channel, "outcome": "failed"})
+            counter.add(1, outcome(notice, "failed"))
             raise ApplicationError(str(exc), non_retryable=True) from None
         except Exception as exc:
-            counter.add(1, {"channel": notice.channel, "outcome": "failed"})
+            counter.add(1, outcome(notice, "failed"))
             logger.warning("notification not delivered", error=type(exc).__name__, detail=str(exc)[:200])
             raise
-        counter.add(1, {"channel": notice.channel, "outcome": "sent"})
+        counter.add(1, outcome(notice, "sent"))
         logger.info("notification sent", to=len(result.to), unreached=len(result.unreached))
         return result

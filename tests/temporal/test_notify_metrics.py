@@ -18,6 +18,8 @@ from tests.support.processes import WorkerProcess
 from tests.support.workers import TEST_SETTINGS
 from tests.temporal.test_metrics import Samples, scrape, total, wait_for, worker_env
 
+NAME = "dagent_approval_notifications_total"  # dagent.approval.notifications as Prometheus spells it
+
 
 async def test_sent_and_failed_notifications_are_counted(dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
     with WebhookReceiver() as stopped:
@@ -42,8 +44,8 @@ async def test_sent_and_failed_notifications_are_counted(dev_env: WorkflowEnviro
             def counted() -> bool:
                 nonlocal after
                 after = scrape(port)
-                return (total(after, "dagent_notifications_total", channel="slack", outcome="sent") >= 1
-                        and total(after, "dagent_notifications_total", channel="webhook", outcome="failed") >= 1)
+                return (total(after, NAME, dagent_notify_channel="slack", dagent_notify_outcome="sent") >= 1
+                        and total(after, NAME, dagent_notify_channel="webhook", dagent_notify_outcome="failed") >= 1)
 
             await wait_for(counted, "a sent Slack step and a failed webhook attempt", 30, worker.log)
             assert (await handle.get()).state == "waiting_for_approval"  # a failing channel holds nothing up
@@ -53,7 +55,7 @@ async def test_sent_and_failed_notifications_are_counted(dev_env: WorkflowEnviro
             worker.kill()
     entry = prompt.output[0]
     assert prompt.state == "completed" and isinstance(entry, ToolOutput)
-    assert total(after, "dagent_notifications_total", channel="webhook", outcome="sent") == 0
+    assert total(after, NAME, dagent_notify_channel="webhook", dagent_notify_outcome="sent") == 0
     # The webhook step, still being retried when the call was approved, was called off (no message after the
     # decision), and the prompt did not wait for it; the Slack message was updated.
     assert [(n.step, n.error) for n in entry.notifications if n.channel == "webhook"] == [
