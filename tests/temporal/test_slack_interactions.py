@@ -15,20 +15,28 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
 from durable_agent.agent.models import ToolOutput
+from durable_agent.agent.plugins import Plugin
+from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
+from durable_agent.agent.subagents import SubAgent
 from durable_agent.api import create_app
 from durable_agent.api.config import ApiConfig, ApiKey
 from durable_agent.api.server import serve_in_background
 from durable_agent.api.slack_config import SlackApiConfig
+from durable_agent.client import AgentClient
+from durable_agent.workers.worker import build_runtime, create_worker
 from tests.fakes.notify_servers import SLACK_TOKEN, FakeSlack
 from tests.support.api import key_pair
 from tests.support.notify import notify_toml, notify_worker, until, wire_plugin
+from tests.support.workers import TEST_SETTINGS
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 KEYS = [ApiKey(principal="fin", key="fin-key-0123456789abcdef", roles=["finance"]),
@@ -123,3 +131,53 @@ async def test_slack_buttons_decide_through_the_desk(dev_env: WorkflowEnvironmen
     assert "approved by bob" in shown.stdout, shown.stdout
     assert "told    slack requested -> UFIN" in shown.stdout, shown.stdout
     assert "told    slack decided -> DUFIN" in shown.stdout, shown.stdout  # the message updated in place
+
+
+TREASURER = "You are the treasurer: wire what you are asked to."
+
+
+def _delegating_model() -> ScriptedModel:
+    def script(request: ModelRequest) -> ModelResponse:
+        results = [m.content for m in request.messages if isinstance(m, ToolResultMessage)]
+        if TREASURER in (request.instructions or ""):
+            if request.round == 1:
+                return tool_calls(("bank.wire", {"to": "acme", "amount": 500}))
+            return text("Treasurer: " + " | ".join(results))
+        if request.round == 1:
+            return tool_calls(("treasury.delegate", {"task": "wire 500 to acme"}))
+        return text("Coordinator: " + " | ".join(results))
+
+    return ScriptedModel(script)
+
+
+async def test_a_sub_agents_call_is_announced_and_decided_from_slack(dev_env: WorkflowEnvironment,
+                                                                     tmp_path: Path) -> None:
+    """The sub-agent's own prompt announces its waiting call (once: the parent only lists it); a click decides it
+    on that prompt, the parent's listing drops it, and both prompts complete."""
+    treasurer = SubAgent("treasury.delegate", description="Hand wires to the treasurer.", instructions=TREASURER,
+                         plugins=("bank",), max_rounds=3)
+    plugins = [wire_plugin(["slack"]), Plugin("delegation", tools=[treasurer.tool()])]
+    with FakeSlack() as slack:
+        config = notify_toml(tmp_path / "notify.toml", slack_url=slack.base_url, slack_token=SLACK_TOKEN)
+        api = ApiConfig(api_keys=KEYS, slack=SlackApiConfig(signing_secret=SIGNING_SECRET,  # type: ignore[arg-type]
+                                                            users={"UFIN": "fin"}))
+        settings = TEST_SETTINGS.model_copy(update={"task_queue": f"tq-{uuid.uuid4().hex[:10]}",
+                                                    "notify_config": str(config)})
+        model = _delegating_model()
+        runtime = build_runtime(settings, plugins=plugins, providers={"normal": model, "high": model})
+        async with create_worker(dev_env.client, runtime, task_queue=settings.task_queue, settings=settings):
+            agent = AgentClient(dev_env.client, settings)
+            handle = await agent.start("have the treasurer wire 500 to acme", user_id="owner")
+            await until(lambda: len(slack.messages) == 1, "the sub-agent's Slack message")
+            message = json.loads(json.dumps(slack.messages[0]))
+            target = json.loads(next(b for b in message["blocks"] if b["type"] == "actions")["elements"][0]["value"])
+            assert target["prompt"] != handle.id  # the sub-agent's prompt, which waits
+            async with serve_in_background(create_app(agent, api)) as url, httpx.AsyncClient(base_url=url) as http:
+                body = _click(slack, message, "UFIN", "dagent_approve", "sub")
+                assert (await http.post("/slack/interactions", content=body, headers=_signed(body))).status_code == 200
+                prompt = await handle.result()
+                await until(lambda: len(slack.updates) == 1, "the Slack message updated")
+    assert prompt.state == "completed", prompt.error
+    assert "wired 500 to acme" in prompt.output[-1].text  # type: ignore[union-attr]
+    assert len(slack.messages) == 1 and slack.responses == []  # announced once, decided without a refusal
+    assert "by fin" in slack.messages[0]["text"]
