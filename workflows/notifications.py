@@ -130,7 +130,10 @@ class Notifications:
         try:
             result = await workflow.execute_activity(
                 NOTIFY_ACTIVITY, notice, result_type=NoticeResult, start_to_close_timeout=NOTIFY_TIMEOUT,
-                retry_policy=NOTIFY_RETRY, summary=summary(channel, step, entry, to))
+                retry_policy=NOTIFY_RETRY, summary=summary(channel, step, entry, to),
+                # Called off when the call is decided: an attempt already sending finishes and counts (what it
+                # sent is recorded as sent); one waiting out its retry backoff stops there.
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
             sent = NoticeSent(step=step, channel=channel, to=result.to, at=self._host.now(), refs=result.refs,
                               unreached=result.unreached)
         except (ActivityError, asyncio.CancelledError) as exc:
