@@ -8,7 +8,9 @@ request names budget principals schedule them (workflows/budget_gate.py).
 from __future__ import annotations
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from durable_agent.agent.ids import IdTaken
 from durable_agent.agent.logging import get_logger
 from durable_agent.agent.period_budgets import (
     BudgetRound,
@@ -44,7 +46,14 @@ class BudgetActivities:
     @activity.defn(name=BUDGET_RESERVE_ACTIVITY)
     async def reserve(self, request: BudgetRound) -> BudgetRoundResult:
         """Reserve the round with every principal; the first refusal stops it (the others' reservations are
-        settled at zero, so nothing stays open)."""
+        settled at zero, so nothing stays open). A ledger id held by another workflow stops it at once."""
+        try:
+            return await self._reserve(request)
+        except IdTaken as exc:
+            log.warning("a budget ledger id is taken", workflow_id=exc.workflow_id, found=exc.found)
+            raise ApplicationError(str(exc), type="IdTaken", non_retryable=True) from None
+
+    async def _reserve(self, request: BudgetRound) -> BudgetRoundResult:
         client, queue = activity.client(), activity.info().task_queue
         standings: list[BudgetStanding] = []
         for principal in request.principals:
@@ -52,6 +61,9 @@ class BudgetActivities:
             answer = await ledger_update(client, queue, principal, RESERVE_BUDGET_UPDATE, ReserveRequest(
                 reservation_id=request.reservation_id, prompt_id=request.prompt_id, grant=grant), ReserveResult)
             standings.append(answer.standing)
+            if answer.busy:  # the earlier ledgers keep this round's reservation: the retry reuses it (same id)
+                log.info("budget busy", principal=principal)
+                return BudgetRoundResult(busy=True, standings=standings)
             if answer.refused is not None:
                 for reserved in standings[:-1]:
                     await ledger_update(client, queue, reserved.principal, SETTLE_BUDGET_UPDATE,

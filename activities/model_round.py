@@ -39,7 +39,7 @@ from durable_agent.workflows.protocol import (
 )
 
 LIVE_TEXT_TAIL_CHARS = 16_000  # streamed text kept in heartbeat details (watchers joining late see this much)
-LIVE_TEXT_EVERY_SECONDS = 0.2  # how often the streamed text so far is handed to the heartbeat
+LIVE_TEXT_EVERY_SECONDS = 0.2  # how often the streamed text so far is handed to the heartbeat details
 NO_INPUT_MESSAGE = "(This prompt was started by the system; there is no user message.)"
 UNBOUNDED_LOCAL_CALLS = (
     "model calls run here as local activities (a client set DAGENT_MODEL_CALLS=local), but this worker runs more "
@@ -74,7 +74,7 @@ class ModelRoundActivity(RuntimeActivities):
         `prepare`, the provider call), so a worker that dies anywhere in it is noticed within the model
         activity's heartbeat timeout (seconds) and another worker retries the call, not after 5 minutes."""
         live = LiveDetails()
-        async with heartbeating(live):
+        async with heartbeating(live, self.runtime.live_every):
             return await self._model_round(inp, live)
 
     async def _model_round(self, inp: RoundInput, live: LiveDetails) -> RoundResult:

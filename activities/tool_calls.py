@@ -13,7 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent.activities import telemetry
-from durable_agent.activities.heartbeats import LiveDetails, beat_interval, bound_log, heartbeating
+from durable_agent.activities.heartbeats import LiveDetails, bound_log, heartbeating
 from durable_agent.activities.mcp_tools import MCPUnavailable
 from durable_agent.activities.planning import requirement
 from durable_agent.activities.runtime import RuntimeActivities
@@ -100,7 +100,7 @@ class ToolActivities(RuntimeActivities):
             is_cancelled=activity.is_cancelled, conversation_schedule=list(call.conversation_schedule),
         )
         try:
-            async with heartbeating(live, beat_interval(info.heartbeat_timeout)):
+            async with heartbeating(live, self.runtime.live_every):
                 raw_output = await tool.fn(args, ctx)
         except ToolFailed as exc:
             logger.info("tool reported an error", error=str(exc)[:200])

@@ -3,8 +3,11 @@
 A round whose model asked for one call that runs now costs the prompt two activities and two workflow tasks
 when run apart (a local activity and an activation for a fast tool's call); here it costs one of each. The tool
 runs exactly as `dagent.invoke_tool` runs it (hooks, heartbeats, retries). Its result is then checkpointed in the
-heartbeat details (with the model part's first heartbeat, `CHECKPOINT_AFTER_SECONDS` after the tool), so that a
-retry after a worker dies during the model call returns it without running the tool again. The model part is
+heartbeat details, carried by the activity's next liveness heartbeat (0.8 x its heartbeat timeout after the last),
+so that a retry after a worker dies later in the model call returns it without running the tool again; a worker
+that dies before that beat leaves a retry that runs the tool again (with the same `ctx.idempotency_key`), as a
+crash before any activity's completion is reported does. A checkpoint sent at once would cost every round a
+heartbeat, a billable action: as many as the fused activity saves. The model part is
 best effort: when it cannot run here (this worker lacks the transcript, the model failed, the worker is draining, a
 result too large to checkpoint) the activity returns the tool's result alone and the workflow calls the model
 as it always does, with its own retries and fallbacks.
@@ -36,11 +39,6 @@ CHECKPOINT_KEY = "tool_result"  # the heartbeat detail that holds the finished t
 # Every heartbeat of the model part carries the checkpoint (each replaces the last details): a larger result would
 # weigh on every beat, so its round goes back to the workflow (the result reaches the model by reference).
 CHECKPOINT_MAX_BYTES = 16 * 1024
-# The checkpoint's first heartbeat goes this long after the tool finished, unless the model answered first (the
-# activity's result then carries the tool's result). Sent at once, it cost every round a heartbeat that the
-# activity's completion waited for (0.7 ms a round with a fast model); a worker dying within this moment leaves
-# an attempt that runs the tool again, as a crash just before any activity's completion is reported does.
-CHECKPOINT_AFTER_SECONDS = 0.02
 
 
 class ToolThenModelActivity(ToolActivities, ModelRoundActivity):
@@ -73,7 +71,7 @@ class ToolThenModelActivity(ToolActivities, ModelRoundActivity):
             return ToolThenModelResult(tool=outcome, skipped="the tool's result is too large to checkpoint")
         live = LiveDetails(checkpoint={CHECKPOINT_KEY: checkpoint})
         try:
-            async with heartbeating(live, first_after=CHECKPOINT_AFTER_SECONDS):
+            async with heartbeating(live, self.runtime.live_every):
                 result = await self._model_round(round_input, live)
         except Exception as exc:  # the workflow calls the model itself, with the round activity's retries
             logger.info("model not called after the tool; the workflow calls it", error=str(exc)[:200])

@@ -16,6 +16,7 @@ pending list and the CLI all call the same ones.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -71,6 +72,20 @@ def person_problem(by: str | None) -> str | None:
     return None
 
 
+def principal_problem(principal: str) -> str | None:
+    """Why an authenticated id (an API key's principal, a token's subject) cannot be a principal, or None. Any
+    other string is one person, exactly: but `user:alice` would decide as `alice` and `role:x` reads as a role,
+    so ids with those prefixes are refused where they enter (config load, token verification)."""
+    if not principal:
+        return "a principal id must not be empty"
+    if principal.startswith((USER_PREFIX, ROLE_PREFIX)):
+        return (f"principal id {principal!r} begins with {USER_PREFIX!r} or {ROLE_PREFIX!r}, which name approver "
+                "entries: it would decide as another person")
+    if any(unicodedata.category(char) == "Cc" for char in principal):
+        return f"principal id {principal!r} holds a control character"
+    return None
+
+
 def person_id(by: str | None) -> str | None:
     """The user id `by` names: `user:alice` and `alice` are both `alice`."""
     if by is not None and by.startswith(USER_PREFIX):
@@ -111,7 +126,7 @@ def may_decide(identity: Identity, approvers: list[str] | None, *, owner: str | 
     if grant(identity, approvers) is None:
         who = identity.id or "an anonymous caller"
         return f"{who} may not decide this call; approvers: {describe(approvers)}"
-    if four_eyes and approving and owner is not None and person_id(identity.id) == owner:
+    if four_eyes and approving and owner is not None and person_id(identity.id) == person_id(owner):
         return FOUR_EYES_REFUSAL
     return None
 

@@ -1,14 +1,18 @@
 """Budgets over a period for a principal (a user or a conversation): the models the ledger, the prompt, the
 activities, the client, the CLI and the API share. Pure: no Temporal, no I/O (docs/operations.md, Budgets).
 
-A principal is `user:<id>` or `conversation:<id>`. Its ledger (workflows/budget_ledger.py) holds one
-`BudgetLimit` (tokens and/or cost per UTC calendar day, week or month), what was spent in the current period,
-extra allowance granted in it (an approved request for more), and open reservations (one per model round).
+A principal is `user:<id>` or `conversation:<id>`, the id exactly as authenticated (any string an identity
+provider issues, `auth0|eve` included, is one person; the ledger's workflow id encodes unusual ones). Its
+ledger (workflows/budget_ledger.py) holds one `BudgetLimit` (tokens and/or cost per UTC calendar day, week or
+month), what was spent in the current period, extra allowance granted in it (an approved request for more),
+and open reservations (one per model round).
 """
 
 from __future__ import annotations
 
+import base64
 import re
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -20,23 +24,51 @@ Period = Literal["day", "week", "month"]
 OnExhausted = Literal["stop", "ask"]
 Unit = Literal["tokens", "cost"]
 PRINCIPAL_KINDS = ("user", "conversation")
-_PRINCIPAL = re.compile(r"^(user|conversation):[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$")
-LEDGER_ID_PREFIX = "dagent-budget-"
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}")  # kept verbatim in the ledger's workflow id
+MAX_PRINCIPAL_BYTES = 255  # OpenID Connect: a `sub` is at most 255 ASCII characters
+LEDGER_ID_PREFIX = "dagent-budget-"  # under agent/ids.py's reserved `dagent-`: no caller can take a ledger's id
+ENCODED = "~"  # `dagent-budget-user~<base32 of the id>`: never a plain id's form (no `~` in one)
+MAX_TOKENS = 10**12  # upper bounds on every budget number: big enough for any real budget, finite for the ledger
+MAX_COST = 1e9
 ADJECTIVE: dict[str, str] = {"day": "daily", "week": "weekly", "month": "monthly"}
 MORE_BUDGET_TOOL = "dagent.more_budget"  # the synthetic call an "ask" budget waits on (never sent to the model)
 
 
 def principal_problem(principal: str) -> str | None:
-    """Why `principal` does not name a budget's owner (one line), or None."""
-    if _PRINCIPAL.match(principal):
-        return None
-    return (f"budget principal {principal!r} must be user:<id> or conversation:<id> "
-            "(letters, digits and . _ @ + - ; at most 200 characters)")
+    """Why `principal` does not name a budget's owner (one line), or None. Any id is accepted verbatim (it is
+    one person or conversation, exactly) unless empty, over 255 bytes, or holding a control character."""
+    kind, colon, name = principal.partition(":")
+    if not colon or kind not in PRINCIPAL_KINDS or not name:
+        return f"budget principal {principal!r} must be user:<id> or conversation:<id>"
+    if len(name.encode()) > MAX_PRINCIPAL_BYTES:
+        return f"budget principal {principal[:40]!r}...: the id is over {MAX_PRINCIPAL_BYTES} bytes"
+    if any(unicodedata.category(char) == "Cc" for char in name):
+        return f"budget principal {principal!r}: the id holds a control character"
+    return None
 
 
 def ledger_id(principal: str) -> str:
-    """The workflow id of a principal's ledger (one per principal, for ever)."""
-    return LEDGER_ID_PREFIX + principal
+    """The workflow id of a principal's ledger (one per principal, for ever): `dagent-budget-user:alice`, or for
+    an id with other characters (`auth0|eve`) `dagent-budget-user~<base32 of its UTF-8>` (one id per principal)."""
+    kind, _, name = principal.partition(":")
+    if _PLAIN_ID.fullmatch(name):
+        return LEDGER_ID_PREFIX + principal
+    encoded = base64.b32encode(name.encode()).decode().rstrip("=").lower()
+    return f"{LEDGER_ID_PREFIX}{kind}{ENCODED}{encoded}"
+
+
+def ledger_principal(workflow_id: str) -> str | None:
+    """The principal whose ledger has this workflow id (`ledger_id` reversed), or None for another id."""
+    rest = workflow_id.removeprefix(LEDGER_ID_PREFIX)
+    if rest == workflow_id:
+        return None
+    kind, sep, encoded = rest.partition(ENCODED)
+    if not sep or ":" in kind:
+        return rest
+    try:
+        return f"{kind}:{base64.b32decode(encoded.upper() + '=' * (-len(encoded) % 8)).decode()}"
+    except ValueError:
+        return None
 
 
 def principals_for(user_id: str | None, conversation_id: str | None) -> list[str]:
@@ -65,18 +97,32 @@ def period_end(start: datetime, period: Period) -> datetime:
     return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
 
 
-class BudgetLimit(StrictModel):
+class _Finite(StrictModel):
+    """Every budget number finite: `Infinity` or `NaN` (from a raw signal or update) is refused with a reason."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+class BudgetLimit(_Finite):
     """A principal's budget: per period, tokens and/or cost; what happens when it is spent."""
 
     model_config = ConfigDict(frozen=True)
 
     period: Period = "day"
-    max_tokens: int | None = Field(default=None, gt=0, description="Input plus output tokens per period.")
-    max_cost: float | None = Field(default=None, gt=0, description="In the price table's currency, per period.")
+    max_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="Input plus output tokens per "
+                                                                                 "period.")
+    max_cost: float | None = Field(default=None, gt=0, le=MAX_COST, description="In the price table's currency, "
+                                                                               "per period.")
     on_exhausted: OnExhausted = Field(default="stop", description=(
         "stop: the prompt completes with budget_stop; ask: it waits for an approver to grant more."))
     approvers: list[str] = Field(default_factory=list, description=(
         "Who may grant more (`user:<id>` / `role:<name>`); needed with on_exhausted=ask."))
+    metrics: bool = Field(default=False, description=(
+        "Export this budget's spend and limit as gauges labelled with the principal (user ids on the metrics "
+        "endpoint: off unless asked)."))
+    concurrent_rounds: int = Field(default=4, ge=1, le=1000, description=(
+        "Model rounds under this budget that may run at once (others wait for one to settle): a period's spend "
+        "passes its limit by at most this many rounds."))
 
     @model_validator(mode="after")
     def _complete(self) -> BudgetLimit:
@@ -100,15 +146,15 @@ class BudgetLimit(StrictModel):
         return f"{' and '.join(p for p in parts if p)} per {self.period}"
 
 
-class Grant(StrictModel):
+class Grant(_Finite):
     """Extra allowance an approver granted for the current period (applied once, by id)."""
 
     id: str
     unit: Unit
-    amount: float = Field(gt=0)
+    amount: float = Field(gt=0, le=MAX_TOKENS)
 
 
-class ConfigureRequest(StrictModel):
+class ConfigureRequest(_Finite):
     """Update `configure`: set (or with `limit` None, remove) the principal's budget."""
 
     principal: str
@@ -116,7 +162,7 @@ class ConfigureRequest(StrictModel):
     by: str | None = None
 
 
-class ReserveRequest(StrictModel):
+class ReserveRequest(_Finite):
     """Update `reserve`: one model round of a prompt asks to go ahead."""
 
     reservation_id: str = Field(min_length=1, max_length=300)
@@ -124,15 +170,15 @@ class ReserveRequest(StrictModel):
     grant: Grant | None = None
 
 
-class SettleRequest(StrictModel):
+class SettleRequest(_Finite):
     """Update `settle`: what a reserved round actually spent."""
 
     reservation_id: str = Field(min_length=1, max_length=300)
-    tokens: int = Field(default=0, ge=0)
-    cost: float = Field(default=0.0, ge=0)
+    tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    cost: float = Field(default=0.0, ge=0, le=MAX_COST)
 
 
-class PeriodTotals(StrictModel):
+class PeriodTotals(_Finite):
     """What a period spent, and the extra allowance granted in it (an approved request for more)."""
 
     spent_tokens: int = 0
@@ -196,7 +242,7 @@ class LedgerState(PeriodTotals):
     updates_per_run: int = Field(default=500, ge=1, description="Continue as new after this many updates.")
 
 
-class LedgerView(StrictModel):
+class LedgerView(_Finite):
     """Query `state`: the standing and the finished periods kept."""
 
     standing: BudgetStanding
@@ -205,14 +251,16 @@ class LedgerView(StrictModel):
     runs: int = 1
 
 
-class ReserveResult(StrictModel):
-    """A reservation's answer: `refused` says why the round may not go ahead (one line), else None."""
+class ReserveResult(_Finite):
+    """A reservation's answer: `refused` says why the round may not go ahead (one line), else None; `busy`: every
+    round the budget allows at once is running (ask again shortly)."""
 
     refused: str | None = None
+    busy: bool = False
     standing: BudgetStanding
 
 
-class BudgetRefusal(StrictModel):
+class BudgetRefusal(_Finite):
     """Why a prompt's round may not go ahead: the budget that is spent, and how to ask for more."""
 
     principal: str
@@ -223,7 +271,7 @@ class BudgetRefusal(StrictModel):
     limit: BudgetLimit
 
 
-class BudgetRound(StrictModel):
+class BudgetRound(_Finite):
     """Input of the `dagent.budget_reserve` activity: the prompt's principals and this round's reservation."""
 
     principals: list[str]
@@ -233,13 +281,14 @@ class BudgetRound(StrictModel):
     grant_principal: str | None = None
 
 
-class BudgetRoundResult(StrictModel):
+class BudgetRoundResult(_Finite):
     refusal: BudgetRefusal | None = None
+    busy: bool = Field(default=False, description="A ledger's concurrent rounds are all running: try again.")
     standings: list[BudgetStanding] = Field(default_factory=list)
     decision_key: str | None = Field(default=None, description="The worker's decision key (a refusal only).")
 
 
-class BudgetSettlement(StrictModel):
+class BudgetSettlement(_Finite):
     """Input of the `dagent.budget_settle` activity: one round's actual spend, for every principal."""
 
     principals: list[str]
@@ -258,8 +307,8 @@ def standing_refusal(standing: BudgetStanding) -> BudgetRefusal | None:
                          limit=standing.limit)
 
 
-__all__ = ["LEDGER_ID_PREFIX", "MORE_BUDGET_TOOL", "BudgetLimit", "BudgetRefusal", "BudgetRound",
-           "BudgetRoundResult", "BudgetSettlement", "BudgetStanding", "ConfigureRequest", "Grant", "LedgerState",
-           "LedgerView", "OnExhausted", "Period", "PeriodSpend", "PeriodTotals", "ReserveRequest", "ReserveResult",
-           "SettleRequest", "Unit", "ledger_id", "period_end", "period_start", "principal_problem", "principals_for",
-           "standing_refusal"]
+__all__ = ["LEDGER_ID_PREFIX", "MAX_COST", "MAX_TOKENS", "MORE_BUDGET_TOOL", "BudgetLimit", "BudgetRefusal",
+           "BudgetRound", "BudgetRoundResult", "BudgetSettlement", "BudgetStanding", "ConfigureRequest", "Grant",
+           "LedgerState", "LedgerView", "OnExhausted", "Period", "PeriodSpend", "PeriodTotals", "ReserveRequest",
+           "ReserveResult", "SettleRequest", "Unit", "ledger_id", "ledger_principal", "period_end", "period_start",
+           "principal_problem", "principals_for", "standing_refusal"]

@@ -10,6 +10,7 @@ import jwt
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable_agent.agent.identity import principal_problem
 from durable_agent.agent.logging import get_logger
 from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
@@ -66,7 +67,8 @@ class Authenticator:
             return None
         principal = claims.get(oidc.principal_claim)
         roles = claims.get(oidc.roles_claim) or []
-        if not isinstance(principal, str) or not principal:
+        if not isinstance(principal, str) or principal_problem(principal) is not None:
+            log.info("jwt refused", reason="principal claim is not one person's id")
             return None
         if isinstance(roles, str):
             roles = roles.split()

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from durable_agent.agent.identity import principal_problem
 from durable_agent.agent.strict import StrictModel
 from durable_agent.api.slack_config import SlackApiConfig
 from durable_agent.workers.env_values import pem
@@ -54,6 +55,13 @@ class ApiKey(_Model):
     key: str | None = Field(default=None, min_length=16)
     key_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     email: str | None = Field(default=None, description="Matches a Slack user by profile e-mail (api/slack_config.py).")
+
+    @field_validator("principal")
+    @classmethod
+    def _one_person(cls, principal: str) -> str:
+        if (problem := principal_problem(principal)) is not None:
+            raise ValueError(problem)
+        return principal
 
     @model_validator(mode="after")
     def _one_key(self) -> ApiKey:
@@ -97,6 +105,9 @@ class ApiConfig(_Model):
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     public_url: str = Field(default="", description="Where browsers reach the API (for printed links).")
+    schedules_per_user: int = Field(default=20, ge=0, description="How many schedules a non-admin may have.")
+    min_schedule_interval_seconds: float = Field(default=60.0, ge=1, description=(
+        "The shortest `every` a non-admin may schedule (a cron expression runs at most once a minute)."))
     slack: SlackApiConfig | None = None  # Slack's Approve/Reject buttons (api/routes/slack.py)
 
     @field_validator("decision_private_key")

@@ -14,6 +14,7 @@ from durable_agent.workflows.protocol import TextDelta, ToolProgress
 END_EVENT = "end"
 DELTA_EVENT = "text_delta"
 PROGRESS_EVENT = "tool_progress"
+MAX_OFFSET_DIGITS = 18  # a stream offset fits in 64 bits; `int` refuses strings over 4,300 digits (a 500)
 
 
 def resume_offset(last_event_id: str | None, from_offset: int | None) -> int:
@@ -23,8 +24,9 @@ def resume_offset(last_event_id: str | None, from_offset: int | None) -> int:
     value = (last_event_id or "").strip()
     if not value:
         return from_offset or 0
-    if not (value.isascii() and value.isdigit()):
-        raise Problem("invalid-request", "Last-Event-ID must be the id of an event of this stream (ASCII digits)")
+    if not (value.isascii() and value.isdigit()) or len(value) > MAX_OFFSET_DIGITS:
+        raise Problem("invalid-request", "Last-Event-ID must be the id of an event of this stream (ASCII digits, "
+                                         f"at most {MAX_OFFSET_DIGITS})")
     return int(value) + 1
 
 

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from durable_agent.agent.ids import IdTaken
 from durable_agent.agent.logging import get_logger
 from durable_agent.api.headers import security_headers
 
@@ -96,6 +97,12 @@ def install_problem_handlers(app: FastAPI) -> None:
         return problem_response("id-taken", f"the id {exc.workflow_id!r} is already used by a workflow "
                                             "(running or closed); ids are never reused", request.url.path)
 
+    async def on_squatted(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, IdTaken)
+        log.warning("a derived workflow id is taken", path=request.url.path, workflow_id=exc.workflow_id,
+                    found=exc.found)
+        return problem_response("id-taken", str(exc), request.url.path)
+
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Starlette re-raises after this (so the server logs the traceback); the client sees no internals.
         log.error("unhandled error", path=request.url.path, error_type=type(exc).__name__)
@@ -106,6 +113,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(Problem, on_problem)
     app.add_exception_handler(WorkflowAlreadyStartedError, on_taken)
+    app.add_exception_handler(IdTaken, on_squatted)
     app.add_exception_handler(Exception, on_unexpected)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

@@ -31,7 +31,7 @@ async def prompt_approvals(prompt_id: PathId, caller: Caller, service: Service) 
     """The calls this prompt waits for now (its sub-agents' included, as `<call>/<its call>`), each with the
     tool's input schema; straight from the prompt, so a call its event stream shows waiting is listed here."""
     handle, prompt = await service.prompt(caller, prompt_id)
-    pending = await handle.pending_approvals()
+    pending = await service.own_calls(prompt, await handle.pending_approvals())  # sub-agents': from their own
     settings = service.agent.settings
     links = Links(self=f"/prompts/{prompt_id}", events=f"/prompts/{prompt_id}/events",
                   temporal_ui=settings.workflow_url(prompt_id) if settings.ui_url else None)

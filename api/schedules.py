@@ -1,8 +1,11 @@
 """HTTP routes for recurring prompts on Temporal Schedules (client/schedules.py): each schedule's runs start
-as the principal who created it; only that principal or an admin may see, trigger, pause or delete it."""
+as the principal who created it; only that principal or an admin may see, trigger, pause or delete it. A caller
+without the admin role has a quota of schedules (`schedules_per_user`) and a shortest interval
+(`min_schedule_interval_seconds`; a cron expression runs at most once a minute)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -11,6 +14,7 @@ from pydantic import Field
 from durable_agent.agent.models import ModelTier
 from durable_agent.agent.strict import StrictModel
 from durable_agent.api.auth import Principal, current_principal
+from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
 from durable_agent.api.service import AgentService
 from durable_agent.client.schedules import (
@@ -22,6 +26,7 @@ from durable_agent.client.schedules import (
     schedule_handle,
     view_schedule,
 )
+from durable_agent.workers.durations import format_duration, parse_duration
 
 router = APIRouter(tags=["schedules"])
 Caller = Annotated[Principal, Depends(current_principal)]
@@ -34,6 +39,14 @@ def _service(request: Request) -> AgentService:
 
 
 Service = Annotated[AgentService, Depends(_service)]
+
+
+def _config(request: Request) -> ApiConfig:
+    config: ApiConfig = request.app.state.config
+    return config
+
+
+Config = Annotated[ApiConfig, Depends(_config)]
 
 
 class CreateSchedule(StrictModel):
@@ -60,9 +73,29 @@ async def _own(service: AgentService, caller: Principal, schedule_id: str) -> Sc
     return view
 
 
+async def _within_limits(body: CreateSchedule, caller: Principal, service: AgentService, config: ApiConfig) -> None:
+    """A non-admin's quota and shortest interval (422 problems)."""
+    if caller.is_admin:
+        return
+    shortest = timedelta(seconds=config.min_schedule_interval_seconds)
+    if body.every:
+        try:
+            interval = parse_duration(body.every, what="interval")
+        except (ValueError, OverflowError) as exc:
+            raise Problem("invalid-request", str(exc)) from None
+        if interval < shortest:
+            raise Problem("invalid-request", f"interval must be at least {format_duration(shortest)} (only an admin "
+                                             f"may schedule more often), not {body.every!r}")
+    own = await list_schedules(service.agent, user_id=caller.id)
+    if len(own) >= config.schedules_per_user:
+        raise Problem("invalid-request", f"{caller.id} has {len(own)} schedules, the most a user may have "
+                                         f"({config.schedules_per_user}); delete one first")
+
+
 @router.post("/schedules", status_code=201, response_model=ScheduleView)
-async def create(body: CreateSchedule, caller: Caller, service: Service) -> ScheduleView:
-    """A schedule whose runs start prompts as the caller."""
+async def create(body: CreateSchedule, caller: Caller, service: Service, config: Config) -> ScheduleView:
+    """A schedule whose runs start prompts as the caller (within the caller's quota and shortest interval)."""
+    await _within_limits(body, caller, service, config)
     try:
         await create_schedule(service.agent, body.id, body.input, user_id=caller.id, cron=body.cron, every=body.every,
                               offset=body.offset, jitter=body.jitter, time_zone=body.time_zone,
@@ -74,8 +107,8 @@ async def create(body: CreateSchedule, caller: Caller, service: Service) -> Sche
 
 @router.get("/schedules", response_model=list[ScheduleView])
 async def list_all(caller: Caller, service: Service) -> list[ScheduleView]:
-    """The caller's schedules (an admin: everyone's)."""
-    return [v for v in await list_schedules(service.agent) if caller.is_admin or v.user_id == caller.id]
+    """The caller's schedules (an admin: everyone's). Only those are described."""
+    return await list_schedules(service.agent, user_id=None if caller.is_admin else caller.id)
 
 
 @router.get("/schedules/{schedule_id}", response_model=ScheduleView)

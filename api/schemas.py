@@ -7,11 +7,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, JsonValue
 
+from durable_agent.agent.ids import CALLER_ID_PATTERN
 from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptState
 from durable_agent.agent.strict import StrictModel
 from durable_agent.workflows.protocol import MAX_INPUT_CHARS, PendingApproval
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
+ID_PATTERN = rf"^{CALLER_ID_PATTERN}$"  # pydantic's (Rust) `$` is the end of the text; in Python use re.fullmatch
 CALL_PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}(/[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}){0,15}$"
 Identifier = Annotated[str, Field(pattern=ID_PATTERN)]
 
@@ -32,7 +33,9 @@ class StartPrompt(_Body):
 
 
 class StartConversation(_Body):
-    conversation_id: Identifier | None = None
+    conversation_id: Identifier | None = Field(default=None, description=(
+        "Attach to (or start) the caller's conversation with this id; omit for a server-assigned one. Ids "
+        "beginning with `dagent-` or `temporal-sys` are refused (422): the system's own workflows live there."))
     model: ModelTier = "normal"
     instructions: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
 

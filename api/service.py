@@ -159,8 +159,8 @@ class AgentService:
             return identity.may_decide(who, call.approvers, owner=owner, four_eyes=call.four_eyes, approving=approving)
         if principal.id != owner and not principal.sees_everything:
             return f"{principal.id} may not decide this call"
-        if call.four_eyes and approving and principal.id == owner:
-            return identity.FOUR_EYES_REFUSAL
+        if call.four_eyes and approving and owner is not None and principal.id == identity.person_id(owner):
+            return identity.FOUR_EYES_REFUSAL  # the owner by the decider's rule (`user:fin3` is fin3)
         return None
 
     def may_decide(self, principal: Principal, owner: str | None, call: PendingApproval) -> bool:
@@ -175,9 +175,32 @@ class AgentService:
         holding the list."""
         found = await self.agent.pending(user_id=None, timeout=self.config.pending_query_seconds, limit=limit,
                                          cursor=cursor)
+        found.rows = await self._own_rows(found.rows)
         who = identity.Identity.of(principal.id, principal.roles)
         found.rows = [row for row in found.rows if may_see(row, who, sees_everything=principal.sees_everything)]
         return found
+
+    async def _own_rows(self, rows: list[PendingRow]) -> list[PendingRow]:
+        """Rows of sub-agents' calls as the sub-agents' own prompts list them (`own_call`, all at once, each
+        bounded by `pending_query_seconds`); a row no sub-agent of its prompt waits for (an invented one), or
+        whose prompts did not answer in time, is left out."""
+        async def own(row: PendingRow) -> PendingApproval | None:
+            try:
+                top = await self.agent.prompt(row.prompt_id).get()
+                return await self.own_call(top, row.call.tool_call_id)
+            except Exception:  # slow or gone: listed again on the next call
+                return None
+
+        async def bounded(row: PendingRow) -> PendingRow | None:
+            if not row.call.path:
+                return row
+            try:
+                call = await asyncio.wait_for(own(row), self.config.pending_query_seconds)
+            except TimeoutError:
+                return None
+            return None if call is None else row.model_copy(update={"call": call})
+
+        return [row for row in await asyncio.gather(*(bounded(r) for r in rows)) if row is not None]
 
     async def approval_contexts(self, rows: list[PendingRow]) -> dict[tuple[str, str], ApprovalContext]:
         """(prompt id, call id) -> the call's context, for the rows whose prompts answered in time. A context
@@ -206,6 +229,48 @@ class AgentService:
         return {key: self._contexts[key] for row in rows if (key := (row.prompt_id, row.call.tool_call_id))
                 in self._contexts}
 
+    # --- sub-agents' calls, from their own prompts ---------------------------------------------------
+
+    async def _chain(self, top: Prompt, tool_call_id: str) -> list[str] | None:
+        """The sub-agent prompts from `top` down to the one that waits for `tool_call_id` (`<call>/<its call>`,
+        nested), each found in its parent's own record (the child id the parent started), never in a report a
+        child sends up (which anyone who can read the child's input could forge); None when one is not running."""
+        chain, record = [], top
+        for segment in tool_call_id.split("/")[:-1]:
+            entry = record.tool_call(segment)
+            if entry is None or entry.child_prompt_id is None or entry.finished_at is not None:
+                return None
+            chain.append(entry.child_prompt_id)
+            record = await self.agent.prompt(entry.child_prompt_id).get()
+        return chain
+
+    async def own_call(self, top: Prompt, tool_call_id: str) -> PendingApproval | None:
+        """A sub-agent's pending call as the sub-agent's own prompt lists it (its tool, arguments, reason,
+        approvers, run): what the API shows and signs, addressed from `top`. None when it does not wait there."""
+        chain = await self._chain(top, tool_call_id)
+        if not chain:
+            return None
+        own_id = tool_call_id.rsplit("/", 1)[-1]
+        waiting = await self.agent.prompt(chain[-1]).pending_approvals()
+        found = next((p for p in waiting if p.tool_call_id == own_id and not p.path), None)
+        return None if found is None else found.model_copy(update={"tool_call_id": tool_call_id, "path": chain})
+
+    async def own_calls(self, top: Prompt, calls: list[PendingApproval]) -> list[PendingApproval]:
+        """`calls` (a prompt's pending list) with every sub-agent's call replaced by its own prompt's view, and
+        every call its running sub-agents wait for (a forged report can neither hide, invent nor relabel one)."""
+        own = [call for call in calls if not call.path]
+        for entry in top.output:
+            if isinstance(entry, ToolOutput) and entry.child_prompt_id and entry.finished_at is None:
+                child = self.agent.prompt(entry.child_prompt_id)
+                try:
+                    record, waiting = await child.get(), await child.pending_approvals()
+                except RPCError:
+                    continue
+                for call in await self.own_calls(record, waiting):
+                    own.append(call.model_copy(update={"tool_call_id": f"{entry.id}/{call.tool_call_id}",
+                                                       "path": [entry.child_prompt_id, *call.path]}))
+        return own
+
     # --- deciding --------------------------------------------------------------------------------
 
     async def decide(self, principal: Principal, prompt_id: str, tool_call_id: str, kind: DecisionKind, *,
@@ -213,19 +278,20 @@ class AgentService:
         # Not `self.prompt`: a person the call's approvers name may decide it without seeing the whole prompt.
         handle = self.agent.prompt(prompt_id)
         prompt = await temporal_call(handle.get, missing="unknown-prompt", detail=f"no prompt {prompt_id!r}")
+        sub_agent_call = "/" in tool_call_id  # a sub-agent's call, listed and decided through this prompt
+        # A sub-agent's call as its own prompt has it, never the copy a (forgeable) report gave this prompt.
+        pending = await self.own_call(prompt, tool_call_id) if sub_agent_call else next(
+            (p for p in await handle.pending_approvals() if p.tool_call_id == tool_call_id), None)
         named_somewhere = prompt.user_id == principal.id or principal.sees_everything
         if not named_somewhere:
-            pending_calls = await handle.pending_approvals()
             who = identity.Identity.of(principal.id, principal.roles)
-            if not any(p.tool_call_id == tool_call_id and identity.names(who, p.approvers) for p in pending_calls):
+            if pending is None or not identity.names(who, pending.approvers):
                 raise Problem("not-allowed", f"prompt {prompt_id!r} belongs to another user")
         entry = prompt.tool_call(tool_call_id)
-        sub_agent_call = "/" in tool_call_id  # a sub-agent's call, listed and decided through this prompt
         if entry is None and not sub_agent_call:
             raise Problem("unknown-tool-call", f"prompt {prompt_id!r} has no tool call {tool_call_id!r}")
         if entry is not None and entry.decision is not None:
             raise _already_decided(entry)
-        pending = next((p for p in await handle.pending_approvals() if p.tool_call_id == tool_call_id), None)
         if pending is None or (entry is not None and not isinstance(entry.result, ToolPending)):
             # Someone may have decided it since the record was read: say so rather than "not pending".
             latest = (await handle.get()).tool_call(tool_call_id)
@@ -254,12 +320,16 @@ class AgentService:
         waiting_prompt = pending.path[-1] if pending.path else prompt_id
         token = self._token(principal, waiting_prompt, tool_call_id.rsplit("/", 1)[-1], kind, corrected, pending)
         roles = sorted(principal.roles)  # counted by the prompt only without decision keys (else the token's)
+        # A sub-agent's call is decided on the sub-agent's own prompt (which checks it), not through this prompt's
+        # copy of its report: a forged report cannot hide it from its approvers.
+        target, own_id = (self.agent.prompt(waiting_prompt), tool_call_id.rsplit("/", 1)[-1]) if sub_agent_call \
+            else (handle, tool_call_id)
         try:
             if kind == "approve":
-                resolved = await handle.approve(tool_call_id, by=principal.id, input=corrected, wait=True, token=token,
+                resolved = await target.approve(own_id, by=principal.id, input=corrected, wait=True, token=token,
                                                 roles=roles)
             else:
-                resolved = await handle.reject(tool_call_id, by=principal.id, reason=reason, wait=True, token=token,
+                resolved = await target.reject(own_id, by=principal.id, reason=reason, wait=True, token=token,
                                                roles=roles)
         except DecisionRefused as exc:
             if exc.kind == "already-decided":  # lost a race: name who won when the record says
@@ -268,7 +338,7 @@ class AgentService:
                     raise _already_decided(latest) from exc
             raise Problem(exc.kind, str(exc)) from exc
         assert resolved is not None
-        return resolved
+        return resolved.model_copy(update={"id": tool_call_id})
 
     def _token(self, principal: Principal, prompt_id: str, tool_call_id: str, kind: DecisionKind,
                corrected: dict[str, JsonValue] | None, pending: PendingApproval) -> str | None:
@@ -280,5 +350,5 @@ class AgentService:
                                 decision=kind, input_sha256=input_digest(corrected),
                                 exp=int(time.time()) + self.config.decision_token_seconds,
                                 run=pending.run_id, args_sha256=json_digest(arguments),
-                                nonce=secrets.token_urlsafe(16))
+                                nonce=secrets.token_urlsafe(16), tool=pending.tool)
         return sign_decision(claims, self.config.decision_private_key)

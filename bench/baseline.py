@@ -7,16 +7,20 @@ carries the earlier turns' transcript (``history``), as the previous turn return
 logic and same trivial tool as the Durable Agent side (``bench.scenario``), same pydantic data converter and
 the SDK's default worker options (sandboxed workflow runner, 1,000 cached workflows).
 
-Run a worker with ``python -m bench.baseline --address HOST:PORT --task-queue Q`` (until SIGTERM).
+Run a worker with ``python -m bench.baseline --address HOST:PORT --task-queue Q`` (until SIGTERM). With
+``BENCH_OPENAI_BASE_URL`` set, its model activity calls that OpenAI Responses endpoint instead (``bench.realistic``:
+the same real model for both sides), unstreamed, as a hand-rolled loop would.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import signal
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from temporalio import activity, workflow
@@ -26,7 +30,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from bench.scenario import Scenario, current_turn, next_step, tool_output
+    from bench.scenario import TOOL_ID, Scenario, current_turn, next_step, tool_output
 
 WORKFLOW_NAME = "BaselineWorkflow"
 # The same Keyword attribute the dev server registers for the project, so that waiting prompts can be
@@ -68,8 +72,39 @@ class BaselineState(BaseModel):
     transcript: list[Message]
 
 
+OPENAI_BASE_URL = os.environ.get("BENCH_OPENAI_BASE_URL")
+_openai: Any = None
+
+
+async def _openai_model(inp: ModelInput) -> ModelOutput:
+    """One call to the OpenAI Responses API with the whole transcript, as a hand-rolled loop makes it."""
+    global _openai
+    if _openai is None:
+        from openai import AsyncOpenAI
+
+        _openai = AsyncOpenAI(base_url=OPENAI_BASE_URL, api_key="sk-bench", timeout=300)
+    items: list[dict[str, Any]] = []
+    for m in inp.transcript:
+        if m.role in ("user", "assistant"):
+            items.append({"role": m.role, "content": m.content})
+        elif m.role == "tool_call":
+            items.append({"type": "function_call", "call_id": m.call_id, "name": TOOL_ID,
+                          "arguments": json.dumps(m.arguments)})
+        else:
+            items.append({"type": "function_call_output", "call_id": m.call_id, "output": m.content})
+    tool = {"type": "function", "name": TOOL_ID, "description": "Return size bytes of text.",
+            "parameters": {"type": "object", "properties": {"seq": {"type": "integer"}, "size": {"type": "integer"},
+                                                            "approve": {"type": "boolean"}}}}
+    response = await _openai.responses.create(model="paced-model", input=items, tools=[tool])
+    calls = [ToolCall(id=item.call_id, arguments=json.loads(item.arguments))
+             for item in response.output if item.type == "function_call"]
+    return ModelOutput(text=response.output_text or None, calls=calls)
+
+
 @activity.defn(name="baseline.model")
 async def model_activity(inp: ModelInput) -> ModelOutput:
+    if OPENAI_BASE_URL:
+        return await _openai_model(inp)
     user, done = current_turn(inp.transcript, lambda m: m.role == "user", lambda m: m.role == "tool_result")
     step = next_step(Scenario.parse(user.content if user else None), done)
     if step.arguments is None:

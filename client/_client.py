@@ -15,8 +15,15 @@ from temporalio.client import (
     Client,
     ScheduleHandle,
 )
-from temporalio.common import Priority, SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.common import (
+    Priority,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 
+from durable_agent.agent.ids import reserved_problem
 from durable_agent.agent.models import Conversation, ModelTier, Prompt
 from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
 from durable_agent.client.budgets import BudgetRow, applying_budgets, list_budgets, set_budget, show_budget
@@ -91,10 +98,15 @@ class AgentClient:
                     prompt_id: str | None = None, conversation_id: str | None = None,
                     instructions: str | None = None, max_rounds: int | None = None,
                     history: list[Prompt] | None = None, priority: Priority | None = None,
+                    id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     **options: Any) -> PromptHandle:
         """Start a prompt. `options` are further `PromptRequest` fields (output_schema, output_retries,
         context_max_messages, context_max_tokens, plugin_state, visible). `priority`: Temporal task priority
-        (client/priority.py); default: fairness by `user_id`, the server's default priority."""
+        (client/priority.py); default: fairness by `user_id`, the server's default priority. A `prompt_id` given
+        must be a caller's id (agent/ids.py: no reserved prefix) that no prompt ever had: a closed prompt's id is
+        refused (`WorkflowAlreadyStartedError`) unless `id_reuse_policy` says otherwise."""
+        if prompt_id is not None and (problem := reserved_problem("prompt_id", prompt_id)):
+            raise ValueError(problem)
         prompt_id = prompt_id or new_prompt_id()
         priority = priority or prompt_priority(user_id)
         if max_rounds is not None:
@@ -121,7 +133,7 @@ class AgentClient:
                 # With a worker for the queue in this process (on this client), its first workflow task comes
                 # back in the start reply; otherwise the SDK leaves the request out. Not with worker versioning:
                 # an eager start skips the deployment's routing and pins the prompt to this process's build.
-                request_eager_start=not self.settings.deployment_name,
+                request_eager_start=not self.settings.deployment_name, id_reuse_policy=id_reuse_policy,
                 priority=priority,  # its model calls, tools and sub-agents inherit it
             )
         return PromptHandle(handle, self.client)
@@ -135,7 +147,10 @@ class AgentClient:
                                  **options: Any) -> ConversationHandle:
         """Start (or attach to, if it runs already) a conversation. `options`: further
         `ConversationRequest` fields (instructions, max_rounds, prompts_per_run, plugin_state). `priority`:
-        as for `start`; the conversation's prompts inherit it."""
+        as for `start`; the conversation's prompts inherit it. A `conversation_id` given must be a caller's id
+        (agent/ids.py: no reserved prefix)."""
+        if conversation_id is not None and (problem := reserved_problem("conversation_id", conversation_id)):
+            raise ValueError(problem)
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
         options = self._run_options(model) | options
         if "budgets" not in options:

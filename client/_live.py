@@ -2,8 +2,10 @@
 
 The prompt's stream (`temporalio.contrib.workflow_streams`) answers a read-only *query* with the items
 from an offset on. Queries are never recorded in history, unlike the stream's long-poll *update*, so
-watching a prompt adds nothing to it however many watch. One `StreamPoller` per prompt and client polls
-that query and fans the items out to every local subscriber; each subscriber gets every event from its
+watching a prompt adds nothing to it however many watch. A query is a billable action, though, so the poller
+sends one only when the prompt's history grew (its length read with describe, which is not billed): a quiet or
+waiting prompt costs its watchers no action. One `StreamPoller` per prompt and client fans the items out to
+every local subscriber; each subscriber gets every event from its
 own offset on, in order, once.
 
 Streamed model text and tool progress are not events: the activities keep them in their heartbeat
@@ -16,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import bisect
-import time
 from collections.abc import AsyncIterator, Sequence
 
 from temporalio.api.common.v1 import Payload
@@ -41,9 +42,8 @@ from durable_agent.workflows.protocol import (
 )
 
 POLL_QUERY = "__temporal_workflow_stream_poll"
-FASTEST_POLL = 0.05  # seconds between queries while items keep coming
+FASTEST_POLL = 0.05  # seconds between looks at the history's length while items keep coming
 SLOWEST_POLL = 0.5  # ... backing off to this while the prompt is quiet (e.g. waiting for a person)
-STATUS_CHECK_EVERY = 3.0  # describe the execution this often: notices a terminated prompt
 RETRY_PAUSE = 1.0  # after a transient failure (no worker yet, server restarting)
 LIVE_DETAILS_POLL = 0.3  # how often streamed text and tool progress are read from pending activities
 LIVE_ACTIVITIES = (MODEL_ROUND_ACTIVITY, INVOKE_TOOL_ACTIVITY, TOOL_THEN_MODEL_ACTIVITY)  # live details
@@ -78,7 +78,8 @@ class StreamPoller:
         self._side_version = 0
         self._task: asyncio.Task[None] | None = None
         self._side_task: asyncio.Task[None] | None = None
-        self.queries = 0  # for tests and benchmarks: how many stream queries this poller sent
+        self.queries = 0  # for tests and benchmarks: how many stream queries (billable actions) this poller sent
+        self.describes = 0  # ... and how many describes (not billable) told it whether to query
 
     async def subscribe(self, from_offset: int,
                         topics: Sequence[str]) -> AsyncIterator[tuple[int | None, str, Payload | SideItem]]:
@@ -153,37 +154,61 @@ class StreamPoller:
             self._base = from_offset
 
     async def _run(self) -> None:
+        """Query the stream only when the prompt's history grew since the last query: every item is published
+        by a workflow task, and every workflow task adds events. A query is a billable action; the describe
+        that reads the history's length is not, so a quiet or waiting prompt costs its watchers nothing."""
         pause = FASTEST_POLL
-        quiet_since = time.monotonic()
+        queried_at_length = -1  # the history length the last successful query saw
         try:
             while True:
+                length, closed = await self._history_length()
+                if length is None:  # no answer (server restarting): keep trying
+                    await asyncio.sleep(RETRY_PAUSE)
+                    continue
+                if length == queried_at_length:
+                    if closed:  # a terminated or timed-out prompt publishes no final state
+                        await self._finish()
+                        return
+                    pause = min(pause * 1.5, SLOWEST_POLL)
+                    await asyncio.sleep(pause)
+                    continue
                 try:
                     result = await self._query(self._next)
                 except RPCError as exc:
                     if exc.status == RPCStatusCode.NOT_FOUND:
                         raise PromptNotFound(self._workflow_id) from exc
-                    result = None  # no worker yet, or the server restarting: keep trying
-                finished = result is not None and await self._record(result)
-                if result is not None and (result.items or result.more_ready):
-                    quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since > STATUS_CHECK_EVERY:
-                    finished = await self._closed_without_terminal_event()
-                    quiet_since = time.monotonic()
-                if finished:
-                    async with self._changed:
-                        self._done = True
-                        self._changed.notify_all()
-                    return
-                if result is not None and result.more_ready:
+                    await asyncio.sleep(RETRY_PAUSE)  # no worker yet: keep trying
                     continue
-                pause = FASTEST_POLL if result is not None and result.items else min(pause * 1.5, SLOWEST_POLL)
-                await asyncio.sleep(pause if result is not None else RETRY_PAUSE)
+                queried_at_length = -1 if result.more_ready else length
+                if await self._record(result):
+                    await self._finish()
+                    return
+                pause = FASTEST_POLL
+                if not result.more_ready:
+                    await asyncio.sleep(pause)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             async with self._changed:
                 self._error = exc
                 self._changed.notify_all()
+
+    async def _finish(self) -> None:
+        async with self._changed:
+            self._done = True
+            self._changed.notify_all()
+
+    async def _history_length(self) -> tuple[int | None, bool]:
+        """The prompt's history length and whether it has closed (describe: not a billable action)."""
+        try:
+            description = await self._client.get_workflow_handle(self._workflow_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise PromptNotFound(self._workflow_id) from exc
+            return None, False
+        self.describes += 1
+        closed = description.status not in (None, WorkflowExecutionStatus.RUNNING)
+        return description.raw_description.workflow_execution_info.history_length, closed
 
     async def _record(self, result: PollResult) -> bool:
         """Keep the new items; True once the prompt's terminal state event has been read."""
@@ -243,17 +268,6 @@ class StreamPoller:
                         self._side[key] = (self._side_version, topic, item)
                 self._changed.notify_all()
             await asyncio.sleep(LIVE_DETAILS_POLL)
-
-    async def _closed_without_terminal_event(self) -> bool:
-        """A terminated or timed-out prompt publishes no final state: notice it from its status."""
-        try:
-            description = await self._client.get_workflow_handle(self._workflow_id).describe()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                raise PromptNotFound(self._workflow_id) from exc
-            return False
-        return description.status not in (None, WorkflowExecutionStatus.RUNNING)
-
 
 _POLLERS: dict[tuple[int, str], StreamPoller] = {}
 

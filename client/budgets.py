@@ -13,15 +13,18 @@ from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent.agent.ids import IdTaken
 from durable_agent.agent.period_budgets import (
     BudgetLimit,
+    BudgetStanding,
     ConfigureRequest,
     LedgerView,
     ledger_id,
+    ledger_principal,
     principal_problem,
     principals_for,
 )
-from durable_agent.workflows.ledger_access import ledger_update
+from durable_agent.workflows.ledger_access import check_ledger, ledger_update
 from durable_agent.workflows.names import (
     BUDGET_LEDGER_WORKFLOW,
     BUDGET_MEMO,
@@ -65,8 +68,16 @@ def budget_limit(**fields: object) -> BudgetLimit:
 
 async def set_budget(agent: AgentClient, principal: str, limit: BudgetLimit | None, *,
                      by: str | None = None) -> LedgerView:
-    """Set (`limit` None: remove) the principal's budget; applies from the next round of any prompt under it."""
+    """Set (`limit` None: remove) the principal's budget; applies from the next round of any prompt under it.
+    Removing a budget that was never set starts no ledger."""
     check_principal(principal)
+    if limit is None:
+        try:
+            await agent.client.get_workflow_handle(ledger_id(principal)).describe()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return LedgerView(standing=BudgetStanding(principal=principal))
     try:
         return await ledger_update(agent.client, agent.settings.task_queue, principal, CONFIGURE_BUDGET_UPDATE,
                                    ConfigureRequest(principal=principal, limit=limit, by=by), LedgerView)
@@ -75,7 +86,8 @@ async def set_budget(agent: AgentClient, principal: str, limit: BudgetLimit | No
 
 
 async def show_budget(agent: AgentClient, principal: str) -> LedgerView:
-    """The principal's budget and spend in the current period (`BudgetError` when it has no ledger)."""
+    """The principal's budget and spend in the current period (`BudgetError` when it has no ledger, `IdTaken`
+    when another workflow holds its id)."""
     check_principal(principal)
     handle = agent.client.get_workflow_handle(ledger_id(principal))
     try:
@@ -83,6 +95,9 @@ async def show_budget(agent: AgentClient, principal: str) -> LedgerView:
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise BudgetError(f"no budget for {principal}") from None
+        raise
+    except Exception:
+        await check_ledger(agent.client, principal)
         raise
     return view
 
@@ -94,15 +109,16 @@ async def list_budgets(agent: AgentClient) -> list[BudgetRow]:
     async for execution in agent.client.list_workflows(query):
         memo = await execution.memo()
         limit = memo.get(BUDGET_MEMO)
-        if limit:
-            rows.append(BudgetRow(principal=execution.id.removeprefix(ledger_id("")),
-                                  limit=BudgetLimit.model_validate(limit)))
+        principal = ledger_principal(execution.id)
+        if limit and principal is not None:
+            rows.append(BudgetRow(principal=principal, limit=BudgetLimit.model_validate(limit)))
     return sorted(rows, key=lambda row: row.principal)
 
 
 async def applying_budgets(client: Client, user_id: str | None, conversation_id: str | None) -> list[str]:
     """The principals (the user's, the conversation's) whose ledger runs with a budget right now: one describe
-    each (a conversation's user, when not given, from its `UserId` search attribute)."""
+    each (a conversation's user, when not given, from its `UserId` search attribute). `IdTaken` when another
+    workflow runs at a ledger's id: the prompt would otherwise run without the budget."""
     if user_id is None and conversation_id:
         try:
             conversation = await client.get_workflow_handle(conversation_id).describe()
@@ -118,6 +134,10 @@ async def applying_budgets(client: Client, user_id: str | None, conversation_id:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 continue
             raise
-        if description.status == WorkflowExecutionStatus.RUNNING and await description.memo_value(BUDGET_MEMO, None):
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            continue
+        if description.workflow_type != BUDGET_LEDGER_WORKFLOW:
+            raise IdTaken(description.id, f"budget ledger of {principal}", description.workflow_type)
+        if await description.memo_value(BUDGET_MEMO, None):
             found.append(principal)
     return found

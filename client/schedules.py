@@ -1,6 +1,7 @@
 """Recurring agents on Temporal Schedules: a schedule starts an ordinary prompt on a cron or interval spec.
 
-Each run is a `PromptWorkflow` with its own id (`<schedule id>-<time>`, set by Temporal) and its own record,
+Each run is a `PromptWorkflow` with its own id (`dagent-run-<schedule id>-<time>`: Temporal appends the nominal
+time, and the reserved `dagent-` prefix keeps every caller's id off it, agent/ids.py) and its own record,
 listed like any prompt and searchable by schedule (Temporal sets `TemporalScheduledById` on every run:
 `scheduled_prompts`). The Temporal server owns the timing (time zone, jitter, overlap, catch-up after an
 outage); Durable Agent adds nothing to it. Runs start without a workflow version, so a schedule created long
@@ -28,6 +29,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
 
+from durable_agent.agent.ids import reserved_problem, schedule_run_id
 from durable_agent.agent.models import ModelTier
 from durable_agent.agent.period_budgets import principals_for
 from durable_agent.client.priority import prompt_priority
@@ -50,6 +52,8 @@ OVERLAP_POLICIES: dict[str, ScheduleOverlapPolicy] = {
 }
 
 
+MAX_INTERVAL = timedelta(days=3660)  # ten years
+MAX_JITTER = timedelta(days=366)
 SPEC_MEMO = "dagent_spec"  # the spec as given, shown by `dagent schedule ls`
 USER_MEMO = "dagent_user"  # who the runs start as (the HTTP API lets only them or an admin change it)
 
@@ -84,17 +88,17 @@ def schedule_spec(*, cron: str | None = None, every: str | None = None, offset: 
         except (ZoneInfoNotFoundError, ValueError):
             raise ScheduleError(f"unknown time zone {time_zone!r} (use an IANA name such as Europe/Paris)") from None
     try:
-        jitter_value = parse_duration(jitter, what="jitter") if jitter else None
+        jitter_value = _bounded(jitter, "jitter", MAX_JITTER) if jitter else None
         if every:
-            interval = parse_duration(every, what="interval")
+            interval = _bounded(every, "interval", MAX_INTERVAL)
             if interval < timedelta(seconds=1):
                 raise ScheduleError(f"interval must be at least 1s, not {every!r}")
-            intervals = [ScheduleIntervalSpec(every=interval,
-                                              offset=parse_duration(offset, what="offset") if offset else None)]
+            offset_value = _bounded(offset, "offset", interval) if offset else None
+            intervals = [ScheduleIntervalSpec(every=interval, offset=offset_value)]
             return ScheduleSpec(intervals=intervals, jitter=jitter_value, time_zone_name=time_zone)
     except ScheduleError:
         raise
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise ScheduleError(str(exc)) from None
     assert cron is not None
     fields = cron.split()
@@ -103,6 +107,17 @@ def schedule_spec(*, cron: str | None = None, every: str | None = None, offset: 
     if offset:
         raise ScheduleError("--offset applies to an interval (--every), not to a cron expression")
     return ScheduleSpec(cron_expressions=[cron], jitter=jitter_value, time_zone_name=time_zone)
+
+
+def _bounded(text: str, what: str, most: timedelta) -> timedelta:
+    """A duration no longer than `most` (an overflowing one is refused too, never a 500)."""
+    try:
+        value = parse_duration(text, what=what)
+    except OverflowError:
+        value = timedelta.max
+    if value > most:
+        raise ScheduleError(f"{what} must be at most {format_interval(most)}, not {text!r}")
+    return value
 
 
 async def create_schedule(agent: AgentClient, schedule_id: str, input: str | None, *, user_id: str = "scheduler",
@@ -114,6 +129,8 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
     """A schedule that starts a prompt with `input` (None: a system-initiated prompt) as `user_id` on `spec`.
     `overlap`: what a run due while the previous one still runs (e.g. waits for approval) does: `skip` it
     (default), `buffer_one`, `buffer_all`, `cancel_other`, `terminate_other` or `allow_all`."""
+    if (problem := reserved_problem("schedule id", schedule_id)) is not None:
+        raise ScheduleError(problem)
     spec = schedule_spec(cron=cron, every=every, offset=offset, jitter=jitter, time_zone=time_zone)
     if overlap not in OVERLAP_POLICIES:
         raise ScheduleError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}")
@@ -126,7 +143,7 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
     options.setdefault("budgets", principals_for(user_id, None))
     request = PromptRequest(user_id=user_id, model=model, input=input, instructions=instructions, **options)
     action = ScheduleActionStartWorkflow(
-        PROMPT_WORKFLOW, request, id=schedule_id, task_queue=agent.settings.task_queue,
+        PROMPT_WORKFLOW, request, id=schedule_run_id(schedule_id), task_queue=agent.settings.task_queue,
         static_summary=prompt_summary(user_id, input), static_details=prompt_static_details(user_id, input),
         typed_search_attributes=TypedSearchAttributes([SearchAttributePair(PROMPT_STATE, "running"),
                                                        SearchAttributePair(USER_ID, user_id)]),
@@ -172,12 +189,15 @@ async def view_schedule(agent: AgentClient, schedule_id: str) -> ScheduleView:
                                      if hasattr(a.action, "workflow_id")])
 
 
-async def list_schedules(agent: AgentClient) -> list[ScheduleView]:
-    """Every schedule of the namespace that starts prompts."""
+async def list_schedules(agent: AgentClient, *, user_id: str | None = None) -> list[ScheduleView]:
+    """Every schedule of the namespace that starts prompts (with `user_id`, only those whose runs start as that
+    user: the others are not described)."""
     views: list[ScheduleView] = []
     async for entry in await agent.client.list_schedules():
         action = entry.schedule.action if entry.schedule else None
         if action is not None and getattr(action, "workflow", None) != PROMPT_WORKFLOW:
+            continue
+        if user_id is not None and await entry.memo_value(USER_MEMO, None) != user_id:
             continue
         views.append(await view_schedule(agent, entry.id))
     return views

@@ -48,6 +48,10 @@ _EXPORTS: dict[str, str] = {
     "PromptHandle": "durable_agent.client",
     "ConversationHandle": "durable_agent.client",
     "PromptNotFound": "durable_agent.client",
+    # Prompts from your own workflows (workflows/agent_call.py)
+    "PromptRequest": "durable_agent.workflows.protocol",
+    "run_prompt": "durable_agent.workflows.agent_call",
+    "start_prompt": "durable_agent.workflows.agent_call",
     # Running workers
     "Settings": "durable_agent.workers.settings",
     "DurableAgentPlugin": "durable_agent.workers.plugin",
@@ -89,6 +93,7 @@ __all__ = [
     "PromptHandle",
     "PromptNotFound",
     "PromptNotStartedError",
+    "PromptRequest",
     "ScriptedModel",
     "Settings",
     "StopSignals",
@@ -109,7 +114,9 @@ __all__ = [
     "prompt_priority",
     "register_search_attributes",
     "results_since_last_user",
+    "run_prompt",
     "serve_readiness",
+    "start_prompt",
     "text",
     "tool",
     "tool_calls",
@@ -160,3 +167,5 @@ if TYPE_CHECKING:
     from durable_agent.workers.search_attributes import check_search_attributes
     from durable_agent.workers.settings import Settings
     from durable_agent.workers.worker import build_runtime, create_worker, create_workers
+    from durable_agent.workflows.agent_call import run_prompt, start_prompt
+    from durable_agent.workflows.protocol import PromptRequest

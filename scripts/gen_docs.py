@@ -1,4 +1,5 @@
-"""Write the generated parts of the docs: the settings table of docs/configuration.md and docs/cli.md.
+"""Write the generated parts of the docs: the settings table of docs/configuration.md, docs/cli.md and the
+every-module table of docs/code-map.md.
 
     .venv/bin/python scripts/gen_docs.py           # rewrite them
     .venv/bin/python scripts/gen_docs.py --check   # exit 1 and name the pages that drifted
@@ -6,7 +7,8 @@
 The settings table comes from the `Settings` pydantic model (workers/settings.py): one row per field, the
 variable(s) and the text from the field's description (`"DAGENT_X: what it does"`), the default from the
 field, grouped by the `# --- ... ---` comments of the class body. The CLI reference is typer's own Markdown
-(`typer.cli.get_docs_for_click`, what `typer ... utils docs` prints) for the `dagent` app (cli/app.py).
+(`typer.cli.get_docs_for_click`, what `typer ... utils docs` prints) for the `dagent` app (cli/app.py). The
+module table lists every product module with the first sentence of its docstring (a module without one fails).
 tests/temporal/test_docs.py fails when a committed page differs from what this script writes.
 """
 
@@ -27,6 +29,10 @@ CONFIGURATION_PAGE = ROOT / "docs" / "configuration.md"
 CLI_PAGE = ROOT / "docs" / "cli.md"
 BEGIN = "<!-- BEGIN GENERATED: settings (scripts/gen_docs.py; do not edit by hand) -->"
 END = "<!-- END GENERATED: settings -->"
+CODE_MAP_PAGE = ROOT / "docs" / "code-map.md"
+MODULES_BEGIN = "<!-- BEGIN GENERATED: modules (scripts/gen_docs.py; do not edit by hand) -->"
+MODULES_END = "<!-- END GENERATED: modules -->"
+PRODUCT = ("agent", "plugins", "workflows", "activities", "workers", "client", "api", "cli", "durable_agent")
 
 # A description starts with the variable(s) it is read from: "DAGENT_X: ...", "DAGENT_X (worker): ...",
 # "DAGENT_X (PEM) or DAGENT_X_FILE: ...", "DAGENT_LOG_LEVEL." -- everything before the first ": " or ".".
@@ -163,10 +169,41 @@ def _cli_page_as_documented() -> str:
     return done.stdout
 
 
+def _first_sentence(docstring: str) -> str:
+    paragraph = " ".join(docstring.strip().split("\n\n")[0].split())
+    end = re.search(r"[.:;](\s|$)", paragraph)
+    return paragraph[:end.start() + 1].rstrip(":;") if end else paragraph
+
+
+def module_table(root: Path = ROOT) -> str:
+    """Every product module (an `__init__.py` only when it has a docstring) and what its docstring says first."""
+    import ast
+
+    rows = []
+    for folder in PRODUCT:
+        for path in sorted((root / folder).rglob("*.py")):
+            docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+            if not docstring:
+                if path.name == "__init__.py":
+                    continue
+                raise ValueError(f"{path.relative_to(root)} has no docstring to describe it")
+            rows.append(f"| `{path.relative_to(root).as_posix()}` | {_cell(_first_sentence(docstring))} |")
+    return "\n".join(["| module | what it is |", "|---|---|", *rows])
+
+
+def code_map_page(current: str) -> str:
+    if MODULES_BEGIN not in current or MODULES_END not in current:
+        raise ValueError(f"{CODE_MAP_PAGE.name} lacks the markers {MODULES_BEGIN!r} ... {MODULES_END!r}")
+    head, rest = current.split(MODULES_BEGIN, 1)
+    _, tail = rest.split(MODULES_END, 1)
+    return f"{head}{MODULES_BEGIN}\n{module_table()}\n{MODULES_END}{tail}"
+
+
 def pages() -> Iterator[tuple[Path, str]]:
     """Each generated page and the text it should have."""
     yield CONFIGURATION_PAGE, configuration_page(CONFIGURATION_PAGE.read_text(encoding="utf-8"))
     yield CLI_PAGE, _cli_page_as_documented()
+    yield CODE_MAP_PAGE, code_map_page(CODE_MAP_PAGE.read_text(encoding="utf-8"))
 
 
 def main(argv: list[str] | None = None) -> int:

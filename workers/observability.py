@@ -46,7 +46,7 @@ class ObservabilityConfig:
 
     traces: TraceExporter = "none"
     metrics: MetricsExporter = "none"
-    metrics_bind: str = "0.0.0.0:9464"  # the Prometheus endpoint's address (host:port)
+    metrics_bind: str = "127.0.0.1:9464"  # the Prometheus endpoint's address (host:port)
     otlp_protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
     otlp_endpoint: str = ""
     otlp_metrics_url: str = ""
@@ -59,7 +59,7 @@ class ObservabilityConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, metrics_port: int | None = None,
-                 metrics_host: str = "0.0.0.0", log_level: str = "INFO",
+                 metrics_host: str = "127.0.0.1", log_level: str = "INFO",
                  temporal_spans: bool = False) -> ObservabilityConfig:
         """From the standard OTEL_* variables (`Settings.otel_env`): OTLP when an endpoint is set,
         `OTEL_TRACES_EXPORTER` and `OTEL_METRICS_EXPORTER` (otlp, console/prometheus, none) override; a

@@ -25,17 +25,13 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from temporalio import activity
 from temporalio.client import Client
-from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowInstance, WorkflowRunner
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent.agent.errors import DurableAgentError
@@ -46,78 +42,22 @@ from durable_agent.workers.resting import WatchedRunner, evict_resting, eviction
 from durable_agent.workers.search_attributes import MissingSearchAttributes, check_search_attributes
 from durable_agent.workers.settings import Settings, WorkflowSandbox, tasks_fit_cache
 from durable_agent.workers.versioning import check_versioning_behaviors, deployment_config
+from durable_agent.workflows.sdk_private import activity_name
 
 if TYPE_CHECKING:  # clients (CLI, API) never load the activities, their providers and the MCP SDK
     from temporalio.worker import Worker
-    from temporalio.worker._command_aware_visitor import CommandInfo
-    from temporalio.worker._workflow_instance import WorkflowInstanceDetails
 
     from durable_agent.activities.runtime import AgentRuntime
 
-try:  # private to the SDK: used only while `sandbox_instance_fits` says it is what _ContextsByCall expects
-    from temporalio.worker.workflow_sandbox._runner import _Instance as SandboxedInstance
-except ImportError:  # pragma: no cover - a later SDK moved it; the plain sandboxed runner is used instead
-    SandboxedInstance = WorkflowInstance  # type: ignore[misc,assignment]
-
 log = get_logger(__name__)
 PLUGIN_NAME = "durable-agent"
-# Heartbeats leave the worker at most this long after an activity beats: a cancellation (delivered in a
-# heartbeat's reply) reaches a running tool or model call within about a second, and streamed text and tool
-# progress (heartbeat details) reach watchers within half a second.
+# Our activities pace their heartbeats themselves (each one reaching the server is a billable action: liveness at
+# 0.8 x the heartbeat timeout, live details only when asked for; activities/heartbeats.py). This short throttle
+# only keeps the beats they do send from being held back, e.g. the one that fetches a cancellation.
 HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
 STICKY_TIMEOUT = timedelta(seconds=2)  # a crashed worker's prompts move on after 2 s, not the SDK's 10 s
 T = TypeVar("T")
 FAILURE_TYPES: tuple[type[BaseException], ...] = (DurableAgentError,)
-
-
-def sandbox_instance_fits(instance_class: type[Any] = SandboxedInstance) -> bool:
-    """The version guard of `_ContextsByCall`: whether the SDK's private sandboxed instance still is built
-    from (details, runner class, restrictions) and answers the two context questions by exec'ing a call on
-    `__temporal_in_sandbox` in `globals_and_locals` (true of temporalio 1.35). When a later release changes
-    that, workers use Temporal's own `SandboxedWorkflowRunner` instances: slower, never wrong."""
-    if instance_class is WorkflowInstance or not issubclass(instance_class, WorkflowInstance):
-        return False
-    try:
-        parameters = list(inspect.signature(instance_class.__init__).parameters)[1:]
-        sources = [inspect.getsource(getattr(instance_class, name))
-                   for name in ("__init__", "get_serialization_context", "get_external_store_context")]
-    except (AttributeError, OSError, TypeError, ValueError):
-        return False
-    return (parameters == ["instance_details", "runner_class", "restrictions"]
-            and "self.globals_and_locals" in sources[0]
-            and all("__temporal_in_sandbox.get_" in source for source in sources[1:]))
-
-
-SANDBOX_INSTANCE_FITS = sandbox_instance_fits()
-
-
-class _ContextsByCall(SandboxedInstance):  # type: ignore[misc,valid-type]
-    """The sandbox's workflow instance, answering the payload visitor's context questions by a plain call.
-
-    Encoding a workflow task's commands and decoding its activation ask the instance, for every payload
-    sequence, which serialization context and external-storage context apply. The SDK's sandboxed instance
-    answers each question by compiling and exec'ing a snippet under its import hook (about 60 times per
-    3-round prompt, ~20 ms of worker CPU). The answer is a lookup in the instance's pending commands that
-    imports nothing and runs no workflow code, so calling the in-sandbox instance directly gives the same
-    context without the hook. Relies on the sandbox runner's private `_Instance`, behind the version guard
-    `sandbox_instance_fits` (tests/temporal/test_sandbox_runner.py compares every answer with the SDK's own)."""
-
-    def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
-        return self.globals_and_locals["__temporal_in_sandbox"].get_serialization_context(command_info)  # type: ignore[no-any-return,attr-defined]
-
-    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
-        return self.globals_and_locals["__temporal_in_sandbox"].get_external_store_context(command_info)  # type: ignore[no-any-return,attr-defined]
-
-
-@dataclass(frozen=True)
-class AgentSandboxedRunner(SandboxedWorkflowRunner):
-    """Temporal's sandboxed runner whose instances answer context questions by a plain call (`_ContextsByCall`);
-    workflow code runs exactly as under `SandboxedWorkflowRunner`."""
-
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        if not SANDBOX_INSTANCE_FITS:
-            return super().create_instance(det)
-        return _ContextsByCall(det, self.runner_class, self.restrictions)
 
 
 def workflow_runner(mode: WorkflowSandbox = "on") -> WorkflowRunner:
@@ -132,10 +72,11 @@ def workflow_runner(mode: WorkflowSandbox = "on") -> WorkflowRunner:
     workflow code without the sandbox, saving its per-activation cost but losing its guard in production.
     """
     if mode == "strict":
-        return AgentSandboxedRunner()
+        return SandboxedWorkflowRunner()
     if mode == "on":
         # The whole package: the workflows' failure types import agent.errors, re-imported per workflow run otherwise.
-        return AgentSandboxedRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("durable_agent"))
+        passed = SandboxRestrictions.default.with_passthrough_modules("durable_agent")
+        return SandboxedWorkflowRunner(restrictions=passed)
     if mode == "off":
         return UnsandboxedWorkflowRunner()
     raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
@@ -157,8 +98,6 @@ def compose_runner(mode: WorkflowSandbox = "on") -> Callable[[WorkflowRunner | N
         restrictions = base.restrictions
         if mode == "on":
             restrictions = restrictions.with_passthrough_modules("durable_agent")
-        if type(base) in (SandboxedWorkflowRunner, AgentSandboxedRunner):
-            return AgentSandboxedRunner(restrictions=restrictions, runner_class=base.runner_class)
         return dataclasses.replace(base, restrictions=restrictions)  # a subclass of the team's: its class stays
     if mode not in ("on", "strict", "off"):
         raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
@@ -178,12 +117,6 @@ def _our_workflows(existing: Sequence[type] | None) -> Sequence[type]:
     from durable_agent.workflows import WORKFLOWS
 
     return _append_missing(WORKFLOWS)(existing)
-
-
-def activity_name(function: Callable[..., object]) -> str:
-    """The name an activity function is registered under."""
-    definition = activity._Definition.from_callable(function)
-    return definition.name if definition is not None and definition.name else getattr(function, "__name__", "")
 
 
 def _activities(runtime: AgentRuntime | None) -> Callable[[Sequence[Callable[..., object]] | None],

@@ -26,7 +26,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
@@ -35,13 +35,14 @@ from temporalio.worker import WorkflowInstance, WorkflowRunner
 
 from durable_agent.agent.logging import get_logger
 from durable_agent.workflows.names import PROMPT_STATE
+from durable_agent.workflows.sdk_private import workflow_eviction
 
 if TYPE_CHECKING:
     import temporalio.workflow
     from temporalio.converter import SerializationContext, StorageDriverStoreContext
-    from temporalio.worker import Worker
-    from temporalio.worker._command_aware_visitor import CommandInfo
-    from temporalio.worker._workflow_instance import WorkflowInstanceDetails
+    from temporalio.worker import Worker, WorkflowInstanceDetails
+
+    from durable_agent.workflows.sdk_private import CommandInfo, WorkflowDefinition
 
 log = get_logger(__name__)
 
@@ -165,7 +166,7 @@ class WatchedRunner(WorkflowRunner):
         self.inner = inner
         self.runs = runs if runs is not None else RestingRuns()
 
-    def prepare_workflow(self, defn: temporalio.workflow._Definition) -> None:
+    def prepare_workflow(self, defn: WorkflowDefinition) -> None:
         self.inner.prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
@@ -177,9 +178,7 @@ class WatchedRunner(WorkflowRunner):
 
 def eviction_door(worker: Worker) -> Callable[[str], None] | None:
     """The worker core's `request_workflow_eviction`, where temporalio 1.35 has it; None on an SDK without it."""
-    bridge: Any = getattr(worker, "_bridge_worker", None)
-    request = getattr(bridge, "request_workflow_eviction", None)
-    return request if callable(request) else None
+    return workflow_eviction(worker)
 
 
 @dataclass

@@ -120,7 +120,9 @@ class Settings(BaseModel):
         "DAGENT_PLUGINS: comma-separated `module:attribute` plugin paths (empty for none)."))
     file_dir: str = Field(default=".dagent/files", description="DAGENT_FILE_DIR: where tools store files.")
     stream_text: bool | None = Field(default=None, description=(
-        "DAGENT_STREAM_TEXT: stream model text to watchers (1/0; unset or `auto` = when the provider can)."))
+        "DAGENT_STREAM_TEXT: `1` streams model text to watchers live: the text so far and tool progress every 0.5 s "
+        "while they change, one heartbeat (a billable action) each. Unset, `auto` or `0`: answers are read whole, "
+        "a round's text reaches watchers when the round ends, tool progress rides the liveness heartbeats."))
     workflow_sandbox: WorkflowSandbox = Field(default="on", description=(
         "DAGENT_WORKFLOW_SANDBOX: Temporal's workflow sandbox: `on` (default: our package passed through), "
         "`strict` (every test worker and the replay tests) or `off` (opt-in, for those who measured its gain)."))
@@ -140,7 +142,7 @@ class Settings(BaseModel):
         "otherwise), `gzip` or `none`."))
     metrics_port: int | None = Field(default=None, ge=1, le=65535, description=(
         "DAGENT_METRICS_PORT (or `dagent worker --metrics-port`): serve Prometheus metrics on this port."))
-    metrics_host: str = Field(default="0.0.0.0", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
+    metrics_host: str = Field(default="127.0.0.1", description="DAGENT_METRICS_HOST: the metrics endpoint's address.")
     trace_content: bool = Field(default=False, description=(
         "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
     temporal_spans: bool = Field(default=False, description=(
@@ -164,9 +166,7 @@ class Settings(BaseModel):
     four_eyes: bool = Field(default=False, description=(
         "DAGENT_FOUR_EYES (worker): a prompt's own user may not approve its calls, for every policy that leaves "
         "`Approval.four_eyes` unset (docs/approvals-policy.md)."))
-    notify_config: str | None = Field(default=None, description=(
-        "DAGENT_NOTIFY_CONFIG (worker): a TOML file saying how approvers are told of waiting calls, and the default "
-        "for approvals that declare none; secrets may come from the environment (docs/telling-approvers.md)."))
+    notify_config: str | None = Field(default=None, description="DAGENT_NOTIFY_CONFIG (worker): telling approvers.")
 
     # --- the blob store and payload encryption (both client and worker; see docs/deploying.md) ---
     store: str = Field(default="", description=(

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import BaseModel
-from temporalio import workflow
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     ListWorkerDeploymentsRequest,
@@ -32,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
 from durable_agent.workers.settings import Settings
+from durable_agent.workflows.sdk_private import workflow_definition
 
 __all__ = ["DeploymentError", "DeploymentView", "UnversionedWorkflow", "VersionView", "check_versioning_behaviors",
            "deployment_config", "describe_deployment",
@@ -69,7 +69,7 @@ def check_versioning_behaviors(workflows: Sequence[type], deployment: WorkerDepl
     (workflows/deployment.py)."""
     versioned = deployment is not None and deployment.use_worker_versioning
     for workflow_class in workflows:
-        defn = workflow._Definition.from_class(workflow_class)
+        defn = workflow_definition(workflow_class)
         if defn is None or defn.dynamic_config_fn:
             continue
         declared = defn.versioning_behavior not in (None, VersioningBehavior.UNSPECIFIED)

@@ -17,6 +17,8 @@ from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.models import ToolSuccess
 from durable_agent.agent.period_budgets import (
+    MAX_COST,
+    MAX_TOKENS,
     MORE_BUDGET_TOOL,
     BudgetRefusal,
     BudgetRound,
@@ -32,6 +34,7 @@ from durable_agent.workflows.protocol import ApprovalRequirement, PromptRequest,
 from durable_agent.workflows.record import Recorder
 
 BUDGET_TIMEOUT = timedelta(seconds=30)
+BUSY_PAUSE = timedelta(seconds=1)
 BUDGET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                            maximum_attempts=10)
 
@@ -78,6 +81,9 @@ class BudgetGate:
                     raise
                 self.stop_reason = f"the budget ledger could not be reached: {failure_reason(exc)}"
                 return False
+            if verdict.busy:  # the budget's concurrent rounds all run (the ledger waited 20 s): ask again
+                await workflow.sleep(BUSY_PAUSE, summary="budget busy")
+                continue
             self._grant = None
             self._record_standings(verdict.standings)
             refusal = verdict.refusal
@@ -129,7 +135,8 @@ class BudgetGate:
         schema = {"type": "object", "required": ["asking"],
                   "properties": {**{key: {"const": value} for key, value in fixed.items()},
                                  "asking": {"type": "integer" if unit == "tokens" else "number",
-                                            "exclusiveMinimum": 0}}}
+                                            "exclusiveMinimum": 0,
+                                            "maximum": MAX_TOKENS if unit == "tokens" else MAX_COST}}}
         approval = ApprovalRequirement(
             reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
             approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]

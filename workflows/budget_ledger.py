@@ -40,6 +40,8 @@ with workflow.unsafe.imports_passed_through():
 PAST_PERIODS_KEPT = 12
 SETTLED_IDS_KEPT = 200  # a retried settle of one of these is not counted twice
 STALE_RESERVATION = timedelta(days=1)  # a reservation never settled (its prompt was terminated) is dropped
+RESERVE_WAIT = timedelta(seconds=20)  # a reserve waits this long for a free round, then answers busy
+ROUND_SLOT = timedelta(minutes=10)  # an open reservation older than this no longer holds a concurrent round
 
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
@@ -104,13 +106,22 @@ class BudgetLedgerWorkflow:
                      description="A model round asks to go ahead; refused (with why) once the period's budget is "
                                  'spent. Payload: {"reservation_id": "…", "grant": {"id", "unit", "amount"}?}')
     @raw_payloads
-    def reserve_budget(self, *payloads: object) -> ReserveResult:
+    async def reserve_budget(self, *payloads: object) -> ReserveResult:
         request = self._updating(payloads, ReserveRequest)
         if request.grant is not None:
             self._grant(request.grant)
+        if not self._has_round(request.reservation_id):  # the budget's concurrent rounds all run: wait for one
+            try:
+                await workflow.wait_condition(lambda: self._has_round(request.reservation_id), timeout=RESERVE_WAIT,
+                                              timeout_summary="a free round of this budget")
+            except TimeoutError:
+                return ReserveResult(busy=True, standing=self._standing())
+            self._roll()
         refused = self._standing().refusal()
         if refused is None:
             self._state.reservations.setdefault(request.reservation_id, workflow.now())
+            if request.reservation_id in self._state.settled:  # reserved again after a zero settle: its real
+                self._state.settled.remove(request.reservation_id)  # settle must count
         self._changed()
         return ReserveResult(refused=refused, standing=self._standing())
 
@@ -169,6 +180,16 @@ class BudgetLedgerWorkflow:
         state.spent_tokens += request.tokens
         state.spent_cost += request.cost
 
+    def _has_round(self, reservation_id: str) -> bool:
+        """Whether a round may reserve now: fewer than the limit's `concurrent_rounds` are open (a retry of an
+        open one always may); this bounds how far concurrent prompts can pass the limit."""
+        state = self._state
+        if state.limit is None or reservation_id in state.reservations:
+            return True
+        now = workflow.now()
+        running = sum(1 for at in state.reservations.values() if now - at < ROUND_SLOT)
+        return running < state.limit.concurrent_rounds
+
     def _grant(self, grant: Grant) -> None:
         """An approved request for more budget raises this period's limit, once per grant."""
         state = self._state
@@ -221,12 +242,15 @@ class BudgetLedgerWorkflow:
         return self._view()
 
     def _publish(self) -> None:
-        """The limit in the memo (listings) and the spend as metrics (replay-safe meter)."""
+        """The limit in the memo (listings) and, when the budget asks for it (`metrics`: the principal becomes a
+        label), the spend as metrics (replay-safe meter)."""
         standing = self._standing()
         memo = standing.limit.model_dump(mode="json") if standing.limit else None
         if memo != self._memo:
             self._memo = memo
             workflow.upsert_memo({names.BUDGET_MEMO: memo})
+        if standing.limit is None or not standing.limit.metrics:
+            return
         meter = workflow.metric_meter()
         attributes = metric_names.attributes({"dagent.budget.principal": standing.principal})
 
@@ -235,7 +259,7 @@ class BudgetLedgerWorkflow:
 
         meter.create_gauge(*spelled(metric_names.BUDGET_SPENT_TOKENS)).set(standing.spent_tokens, attributes)
         meter.create_gauge_float(*spelled(metric_names.BUDGET_SPENT_COST)).set(standing.spent_cost, attributes)
-        if standing.limit is not None:
+        if standing.limit is not None:  # always, here: kept for the type checker
             if standing.limit.max_tokens is not None:
                 meter.create_gauge(*spelled(metric_names.BUDGET_LIMIT_TOKENS)).set(
                     standing.limit.max_tokens + standing.extra_tokens, attributes)

@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.models import AuditEntry, Conversation, Prompt, ScheduledPrompt, Usage
+    from durable_agent.agent.period_budgets import principals_for
     from durable_agent.workflows import names, telemetry, versions
     from durable_agent.workflows.audit import MAX_AUDIT_ENTRIES, record_ignored
     from durable_agent.workflows.details import prompt_static_details, prompt_summary
@@ -267,7 +268,10 @@ class ConversationWorkflow:
 
     def _fire(self, due: ScheduledPrompt) -> None:
         self._scheduled = [s for s in self._scheduled if s.id != due.id]
-        self._enqueue(None, instructions=f"A scheduled trigger ({due.id}) fired. Its message: {due.message}")
+        # The principals now, not when the conversation started: a budget set since applies (the ledger says yes
+        # when there is none).
+        self._enqueue(None, instructions=f"A scheduled trigger ({due.id}) fired. Its message: {due.message}",
+                      budgets=principals_for(self._request.user_id, self._id))
 
     # --- continue-as-new ----------------------------------------------------------------------------
 

@@ -115,7 +115,7 @@ class DecisionChecks:
                     request.token, public_key_pem=requirement.decision_key, prompt_id=self._host.workflow_id,
                     tool_call_id=tool_call_id, decision=kind, by=by, corrected_input=corrected,
                     now=self._host.now(), run_id=self._host.run_id, arguments=arguments,
-                    used_nonces=self._used_nonces)
+                    used_nonces=self._used_nonces, tool=waiting.entry.tool)
             if not isinstance(verified, DecisionClaims):
                 return decision_refused(tool_call_id, verified)
             roles, nonce = verified.roles, verified.nonce

@@ -8,9 +8,9 @@ roles, the prompt, the call, the decision and a hash of the corrected arguments,
 checked against `workflow.now()`, so verification is deterministic and replays exactly.
 
 A token is good for one decision only (docs/approvals-policy.md, "Decision tokens"): it also binds the run
-of the prompt (`run`: a new run that reuses the prompt id refuses it), the exact arguments the call will run
-with once corrected (`args_sha256`: a token for other arguments is refused) and a random `nonce` that the
-workflow accepts once; a token without them is refused.
+of the prompt (`run`: a new run that reuses the prompt id refuses it), the tool (`tool`: the approver was shown
+this tool's name), the exact arguments the call will run with once corrected (`args_sha256`: a token for other
+arguments is refused) and a random `nonce` that the workflow accepts once; a token without them is refused.
 
 Pure functions, no I/O: imported by workflow code (passed through the sandbox) and by the API that signs.
 jwt and cryptography load on the first token signed or checked, not with the workflows: a worker without a
@@ -48,6 +48,7 @@ class DecisionClaims(StrictModel):
     args_sha256: str | None = Field(default=None, description="Hash of the exact arguments the call runs with "
                                                               "(the model's, merged with any correction).")
     nonce: str | None = Field(default=None, description="Random; the workflow accepts each nonce once.")
+    tool: str | None = Field(default=None, description="The tool of the call (as the approver was shown it).")
 
 
 def input_digest(value: JsonValue) -> str | None:
@@ -64,11 +65,11 @@ def sign_decision(claims: DecisionClaims, private_key_pem: str) -> str:
 def verify_decision(token: str | None, *, public_key_pem: str, prompt_id: str, tool_call_id: str,
                     decision: DecisionKind, by: str | None, corrected_input: JsonValue,
                     now: datetime, run_id: str | None = None, arguments: JsonValue = None,
-                    used_nonces: Collection[str] = ()) -> DecisionClaims | str:
+                    used_nonces: Collection[str] = (), tool: str | None = None) -> DecisionClaims | str:
     """The verified claims, or why the decision must be refused. Only the signature is checked by the JWS
     library; every claim (including the expiry, against the workflow's clock) is checked here: the token must
-    also name this run (`run_id`), the exact `arguments` the call will run with, and a nonce not in
-    `used_nonces`."""
+    also name this run (`run_id`), the call's `tool`, the exact `arguments` the call will run with, and a nonce
+    not in `used_nonces`."""
     if not token:
         return "a signed decision token is required for this call (decide through the API)"
     import jwt
@@ -91,6 +92,8 @@ def verify_decision(token: str | None, *, public_key_pem: str, prompt_id: str, t
         return "the decision token has expired"
     if claims.run is None or claims.run != run_id:
         return "the decision token was issued for another run of this prompt"
+    if claims.tool is None or claims.tool != tool:
+        return "the decision token was issued for another tool"
     if claims.args_sha256 is None or claims.args_sha256 != json_digest(arguments):
         return "the decision token was issued for other arguments"
     if not claims.nonce:

@@ -155,6 +155,8 @@ class PromptWorkflow:
             return ApplicationError(self._input_error, *self._record.failure_details(), type=names.INVALID_INPUT_ERROR,
                                     non_retryable=True)
         self._record.set_state("running")
+        if workflow.memo_value("summary", None) is None:  # started without one (a raw client): listings show it
+            workflow.upsert_memo({"summary": details.prompt_summary(self._prompt.user_id, self._prompt.input)})
         try:
             await self._run_rounds()
         except (ActivityError, ChildWorkflowError, PromptFailedError, asyncio.CancelledError) as exc:

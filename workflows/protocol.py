@@ -1,7 +1,10 @@
 """Payloads at the workflow's boundaries: its input, its signals/updates, and its activities.
 
-Every workflow, signal, update and activity takes one model, so fields can be added later without
-breaking running workflows. The models live in smaller modules, one per boundary; this module is the one
+Every workflow, signal, update and activity takes one model, so a field with a default can be added later
+without breaking the replay of running workflows (recorded payloads lack it and read as the default). The
+models are strict (agent/strict.py): a worker refuses a field it does not know, so a new field reaches only
+workers that know it — upgrade every worker of a queue before new workflows send it
+(docs/changing-workflows.md). The models live in smaller modules, one per boundary; this module is the one
 place to import them from:
 - wire_inputs.py: the workflows' inputs (PromptRequest, ConversationRequest) and history references;
 - wire_decisions.py: steering, decisions, a sub-agent's report, the waiting-call listing;

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent.agent.events import EventKind
@@ -26,6 +26,7 @@ from durable_agent.agent.models import (
     ToolSuccess,
 )
 from durable_agent.workflows import names, versions
+from durable_agent.workflows.details import prompt_summary
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.protocol import (
     ApproveRequest,
@@ -74,14 +75,15 @@ class SubAgents:
     # --- running a sub-agent ---------------------------------------------------------------------------
 
     def child_request(self, entry: ToolOutput, call: PlannedCall, arguments: object,
-                      nonce: str) -> PromptRequest:
+                      nonce: str, child_id: str | None = None) -> PromptRequest:
         """The child prompt's input (raises ValueError when the call's arguments cannot make one)."""
         agent = call.agent
         assert agent is not None
         host, own = self._record.host, self._request
         parent_path = [*own.parent.path, own.parent.prompt_id] if own.parent else []
         return PromptRequest(
-            prompt_id=f"{host.workflow_id}.{entry.id}", user_id=self._record.prompt.user_id, model=agent.model,
+            prompt_id=child_id or f"{host.workflow_id}.{entry.id}", user_id=self._record.prompt.user_id,
+            model=agent.model,
             input=arguments.get("task") if isinstance(arguments, dict) else None,  # type: ignore[arg-type]
             instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
             plugins=agent.plugins, fail_workflow_on_error=False,
@@ -92,10 +94,11 @@ class SubAgents:
 
     async def run(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
         """A sub-agent call: a child PromptWorkflow whose final answer (data, or else text) is the result."""
-        child_id = f"{self._record.host.workflow_id}.{entry.id}"
+        # `<prompt>.<call>.<random>`: a call id can be predictable, so nobody can start this id first (agent/ids.py)
+        child_id = f"{self._record.host.workflow_id}.{entry.id}.{self._record.host.random_id()[:8]}"
         nonce = self._record.host.random_id()  # its reports must carry it
         try:
-            request = self.child_request(entry, call, arguments, nonce)
+            request = self.child_request(entry, call, arguments, nonce, child_id)
         except ValueError as exc:
             return ToolInvocationResult(result=ToolError(error=f"Sub-agent '{call.tool}' cannot start: {exc}"))
         entry.child_prompt_id = child_id
@@ -106,13 +109,16 @@ class SubAgents:
             # start + await: the same commands as execute_child_workflow, and the child's run id in between
             handle = await workflow.start_child_workflow(
                 names.PROMPT_WORKFLOW, request, id=child_id, result_type=Prompt,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}")
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}",
+                memo={"summary": f"sub-agent {call.tool}: {prompt_summary(request.user_id, request.input)}"})
             self._children[entry.id].run_id = handle.first_execution_run_id
             child = await handle
         except ChildWorkflowError as exc:
             if is_cancellation(exc):
                 raise
             failed = f"Sub-agent '{call.tool}' failed: {failure_reason(exc)}"
+        except WorkflowAlreadyStartedError:  # the call's error, never the prompt's failure
+            failed = f"Sub-agent '{call.tool}' cannot start: id-taken: another workflow holds {child_id!r}"
         finally:
             reported = self.reports.pop(entry.id, None)
         if reported is not None:  # not in `finally`: an evicted workflow's coroutine is closed outside its loop

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from durable_agent.agent.ids import caller_id_problem
 from durable_agent.agent.models import Conversation
 from durable_agent.api.problems import Problem
 from durable_agent.api.routes.common import Caller, PathId, Service, links
@@ -18,6 +19,8 @@ router = APIRouter(tags=["conversations"])
 async def start_conversation(body: StartConversation, caller: Caller, service: Service) -> ConversationRecord:
     """Start a conversation as the caller, or attach to the caller's conversation with that id."""
     if body.conversation_id is not None:
+        if (problem := caller_id_problem(body.conversation_id, "conversation_id")) is not None:
+            raise Problem("invalid-request", problem)
         await service.require_kind(body.conversation_id, CONVERSATION_WORKFLOW, "conversation")
         try:
             existing = await service.conversation(caller, body.conversation_id)

@@ -12,12 +12,13 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 from sse_starlette import EventSourceResponse
 
+from durable_agent.agent.ids import CALLER_ID_PATTERN, caller_id_problem
 from durable_agent.api.agui import agui_run
 from durable_agent.api.events import prompt_events, resume_offset
 from durable_agent.api.problems import Problem
 from durable_agent.api.routes.common import Caller, Config, PathId, Service
 from durable_agent.api.routes.conversations import start_conversation
-from durable_agent.api.schemas import ID_PATTERN, StartConversation
+from durable_agent.api.schemas import StartConversation
 
 router = APIRouter(tags=["events"])
 
@@ -40,13 +41,13 @@ async def agui(body: RunAgentInput, caller: Caller, service: Service) -> Streami
     user message becomes a prompt; with `resume`, the entries decide the interrupted calls of the prompt
     named by `forwarded_props.prompt_id` and the run continues. Tool approvals arrive as an interrupt."""
     thread_id = body.thread_id
-    if not re.match(ID_PATTERN, thread_id):
-        raise Problem("invalid-request", f"threadId must match {ID_PATTERN}")
+    if (problem := caller_id_problem(thread_id, "threadId")) is not None:
+        raise Problem("invalid-request", problem)
     props = body.forwarded_props if isinstance(body.forwarded_props, dict) else {}
     if body.resume:
         prompt_id = props.get("prompt_id")
-        if not isinstance(prompt_id, str):
-            raise Problem("invalid-request", "resuming needs forwarded_props.prompt_id")
+        if not isinstance(prompt_id, str) or not re.fullmatch(CALLER_ID_PATTERN, prompt_id):
+            raise Problem("invalid-request", "resuming needs forwarded_props.prompt_id (a prompt id)")
         handle, _ = await service.prompt(caller, prompt_id)
         last = None
         for entry in body.resume:

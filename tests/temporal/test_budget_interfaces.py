@@ -58,8 +58,7 @@ async def test_dagent_budget_set_show_ls(dev_env: WorkflowEnvironment) -> None:
         # Bad specs: one line on stderr, exit code 2, nothing set.
         for args, message in [
             (("set", "alice", "--tokens", "5"), "error: budget principal 'alice' must be user:<id> or "
-                                                "conversation:<id> (letters, digits and . _ @ + - ; at most 200 "
-                                                "characters)\n"),
+                                                "conversation:<id>\n"),
             (("set", f"user:{name}", "--tokens", "0"), "error: max_tokens: Input should be greater than 0\n"),
             (("set", f"user:{name}", "--period", "year", "--tokens", "5"),
              "error: period: Input should be 'day', 'week' or 'month'\n"),
@@ -123,6 +122,12 @@ async def test_http_budgets_admin_sets_users_read_and_approvers_grant_more(dev_e
             call = item["tool_call_id"]
             own = await owner.post(f"/prompts/{prompt.id}/approvals/{call}/approve")
             assert own.status_code == 403, own.text  # not an approver of their own budget
+            for huge in ("1" + "0" * 400, "1e400", "1000000000001"):  # over the schema's maximum: refused, the
+                # call stays pending (issue 41: a grant of 10^400 failed the prompt in float(amount))
+                over = await fiona.post(f"/prompts/{prompt.id}/approvals/{call}/approve",
+                                        content='{"input": {"asking": ' + huge + "}}",
+                                        headers={"content-type": "application/json"})
+                assert over.status_code == 422, (huge, over.text)
             granted = await fiona.post(f"/prompts/{prompt.id}/approvals/{call}/approve",
                                        json={"input": {"asking": 9999}})
             assert granted.status_code == 200, granted.text

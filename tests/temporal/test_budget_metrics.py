@@ -36,7 +36,9 @@ async def test_budget_spend_and_limit_are_metrics_and_in_the_record(dev_env: Wor
         settings = TEST_SETTINGS.model_copy(update={"task_queue": queue, "temporal_address": address,
                                                     "payload_dir": str(tmp_path / "payloads")})
         client = await AgentClient.connect(settings)
-        await client.set_budget(f"user:{user}", BudgetLimit(period="month", max_tokens=100_000, max_cost=50))
+        await client.set_budget(f"user:{user}", BudgetLimit(period="month", max_tokens=100_000, max_cost=50,
+                                                            metrics=True))
+        await client.set_budget(f"user:{user}-quiet", BudgetLimit(max_tokens=5))  # not asked: no series
         prompt = await asyncio.wait_for(client.run("parallel", user_id=user), 60)
         tokens = prompt.usage.input_tokens + prompt.usage.output_tokens
         assert prompt.state == "completed" and tokens > 0
@@ -51,6 +53,8 @@ async def test_budget_spend_and_limit_are_metrics_and_in_the_record(dev_env: Wor
 
         await wait_for(exported, "budget spend exported", 30, worker.log)
         samples = scrape(port)
+        assert not any(value == f"user:{user}-quiet" for _, series in samples for _, value in series), \
+            "a principal exported unasked"
         assert total(samples, "dagent_budget_limit_tokens", **principal) == 100_000
         assert total(samples, "dagent_budget_limit_cost", **principal) == 50
         assert total(samples, "dagent_budget_spent_cost", **principal) == 0  # the scenarios' model has no price

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from temporalio.client import WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.models import ToolOutput
@@ -52,7 +53,8 @@ async def test_a_captured_token_is_refused_on_a_new_run_with_the_same_prompt_id(
         [captured] = await _captured_tokens(stack.agent.client, prompt_id, first_run)
         assert captured["token"] and captured["by"] == "alice"
         # The same prompt id again, the same model arguments (so the same call id and argument digest).
-        second = await stack.agent.start("pay acme 50", user_id="mallory", prompt_id=prompt_id)
+        second = await stack.agent.start("pay acme 50", user_id="mallory", prompt_id=prompt_id,
+                                         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE)
         waiting = await second.wait_until("waiting_for_approval")
         assert waiting.output[0].id == call_id  # type: ignore[union-attr]
         raw = stack.agent.client.get_workflow_handle(prompt_id)
@@ -62,9 +64,11 @@ async def test_a_captured_token_is_refused_on_a_new_run_with_the_same_prompt_id(
         assert sum(1 for to, amount, _ in LEDGER if to == "acme" and amount == 50) >= 1
 
 
-def _token(stack: Any, prompt_id: str, run_id: str, call_id: str, args: Any, nonce: str, by: str = "alice") -> str:
+def _token(stack: Any, prompt_id: str, run_id: str, call_id: str, args: Any, nonce: str, by: str = "alice",
+           tool: str = "pay.send") -> str:
     claims = DecisionClaims(sub=by, roles=[], prompt=prompt_id, call=call_id, decision="approve",
-                            exp=int(time.time()) + 120, run=run_id, args_sha256=json_digest(args), nonce=nonce)
+                            exp=int(time.time()) + 120, run=run_id, args_sha256=json_digest(args), nonce=nonce,
+                            tool=tool)
     return sign_decision(claims, stack.private_pem)
 
 
@@ -87,6 +91,10 @@ async def test_a_nonce_is_accepted_once_and_a_token_binds_the_exact_arguments(de
                             secrets.token_urlsafe(12))
         assert "other arguments" in await _refused(
             raw, {"tool_call_id": second.id, "by": "alice", "token": other_args})
+        other_tool = _token(stack, handle.id, run_id, second.id, second.input, secrets.token_urlsafe(12),
+                            tool="weather.get")  # the approver was shown another tool (issue 41)
+        assert "another tool" in await _refused(
+            raw, {"tool_call_id": second.id, "by": "alice", "token": other_tool})
         no_run = sign_decision(DecisionClaims(sub="alice", prompt=handle.id, call=second.id, decision="approve",
                                               exp=int(time.time()) + 120), stack.private_pem)  # an old-style token
         assert "another run" in await _refused(raw, {"tool_call_id": second.id, "by": "alice", "token": no_run})
@@ -139,7 +147,8 @@ async def test_idempotency_keys_differ_between_runs_that_reuse_a_workflow_id(dev
         prompt_id = f"reuse-{secrets.token_hex(4)}"
         keys = []
         for _ in range(2):
-            done = await (await stack.agent.start("pay shop 5", user_id="olga", prompt_id=prompt_id)).result()
+            done = await (await stack.agent.start("pay shop 5", user_id="olga", prompt_id=prompt_id,
+                                                  id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE)).result()
             run_id = (await stack.agent.client.get_workflow_handle(prompt_id).describe()).run_id
             assert done.state == "completed"
             [key] = [k for to, _, k in LEDGER if k.startswith(f"{prompt_id}/{run_id}/")]
@@ -164,3 +173,72 @@ async def test_a_sub_agent_refusal_fails_the_parents_update_and_keeps_the_call_l
         done = await asyncio.wait_for(handle.result(), 60)
         assert done.state == "completed" and ("acme", 45.0) in [(to, a) for to, a, _ in LEDGER]
         assert not [e for e in LEDGER if e[0] == "mallory-offshore"]
+
+
+async def _nonce(client: Any, child_id: str) -> str:
+    """The report nonce a history reader (no codec) copies from the sub-agent's start event."""
+    history = await client.get_workflow_handle(child_id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    return str(json.loads(started.input.payloads[0].data)["parent"]["report_nonce"])
+
+
+async def test_a_report_forged_with_the_nonce_can_neither_relabel_hide_nor_invent_a_call(
+        dev_env: WorkflowEnvironment) -> None:
+    """Review 1.13: with the nonce copied from history, a forged `child_approvals` used to show the approver
+    another tool and reason for the real arguments (then the real call ran), empty the prompt's list, or add
+    rows. The API shows and signs a sub-agent's call from the sub-agent's own prompt, and the token names the
+    tool, so what the approver approves is what runs."""
+    async with policy_stack(dev_env) as stack:
+        handle = await stack.agent.start("delegate pay acme 33", user_id="olga")
+        [real] = await _parent_pending(handle, 1)
+        sub_call, child_call = real.tool_call_id.split("/")
+        child_id = real.path[-1]
+        raw = stack.agent.client.get_workflow_handle(handle.id)
+        child_run = (await stack.agent.client.get_workflow_handle(child_id).describe()).run_id
+        report = {"tool_call_id": sub_call, "child_workflow_id": child_id, "child_run_id": child_run,
+                  "nonce": await _nonce(stack.agent.client, child_id)}
+        relabelled = {**real.model_dump(mode="json", exclude={"path"}), "tool_call_id": child_call,
+                      "tool": "weather.get", "reason": "Harmless: look up the weather"}
+        invented = {**relabelled, "tool_call_id": "call_invented"}
+
+        async def shown(user: str, path: str) -> list[dict[str, Any]]:
+            async with stack.http(user) as http:
+                response = await http.get(path)
+            assert response.status_code == 200, response.text
+            return [item for item in response.json() if item["prompt_id"] in (handle.id, child_id)]
+
+        for forged in ([relabelled, invented], []):  # relabel and invent; then hide
+            await raw.signal(names.CHILD_APPROVALS_SIGNAL, {**report, "pending": forged})
+            wanted = [("weather.get", real.tool_call_id), ("weather.get", f"{sub_call}/call_invented")][:len(forged)]
+            for _ in range(100):  # the forged report reached the parent's own list
+                if [(p.tool, p.tool_call_id) for p in await handle.pending_approvals()] == wanted:
+                    break
+                await asyncio.sleep(0.05)
+            assert [(p.tool, p.tool_call_id) for p in await handle.pending_approvals()] == wanted
+            on_prompt = await shown("root", f"/prompts/{handle.id}/approvals")
+            assert [(i["tool_call_id"], i["tool"], i["reason"]) for i in on_prompt] == \
+                [(real.tool_call_id, "pay.send", real.reason)], on_prompt
+            # The inbox: once, as pay.send (addressed from the top prompt, or from the sub-agent when hidden).
+            inbox = await shown("alice", "/approvals")
+            assert [(i["tool_call_id"].rsplit("/", 1)[-1], i["tool"], i["reason"]) for i in inbox] == \
+                [(child_call, "pay.send", real.reason)], inbox
+        async with stack.http("alice") as alice:
+            call = real.tool_call_id.replace("/", "%2F")
+            approved = await alice.post(f"/prompts/{handle.id}/approvals/{call}/approve")
+            assert approved.status_code == 200, approved.text
+            assert approved.json()["tool"] == "pay.send"
+        done = await asyncio.wait_for(handle.result(), 60)
+        child = await stack.agent.prompt(child_id).get()
+    assert done.state == "completed"
+    [paid] = [o for o in child.output if isinstance(o, ToolOutput) and o.tool == "pay.send"]
+    assert paid.decision is not None and paid.decision.by == "alice"
+    tokens = await _captured_tokens(stack.agent.client, child_id, child_run)
+    claims = json.loads(_jws_payload(tokens[-1]["token"]))
+    assert claims["tool"] == "pay.send" and claims["call"] == child_call and claims["prompt"] == child_id
+
+
+def _jws_payload(token: str) -> str:
+    import base64
+
+    body = token.split(".")[1]
+    return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()

@@ -82,6 +82,16 @@ def test_the_configuration_page_is_the_settings_model() -> None:
             assert f"`{variable.group(0)}`" in committed, name
 
 
+def test_the_code_map_lists_every_module() -> None:
+    gen = _gen_docs()
+    committed = gen.CODE_MAP_PAGE.read_text(encoding="utf-8")
+    assert gen.code_map_page(committed) == committed, (
+        "docs/code-map.md differs from the modules: run .venv/bin/python scripts/gen_docs.py")
+    modules = [path for folder in gen.PRODUCT for path in (ROOT / folder).rglob("*.py") if path.name != "__init__.py"]
+    assert len(modules) > 150, "the scan found the product"
+    assert [str(m) for m in modules if f"`{m.relative_to(ROOT).as_posix()}`" not in committed] == []
+
+
 def test_a_changed_setting_is_drift() -> None:
     gen = _gen_docs()
 
@@ -277,7 +287,7 @@ def test_the_bare_name_check_catches_them() -> None:
     assert _bare_module_paths("from agent.models import Prompt") == ["agent.models", "from agent.models import Prompt"]
     assert _bare_module_paths("DAGENT_PLUGINS=plugins.demo:plugin") == ["plugins.demo"]
     assert _bare_module_paths("python -m cli run") == ["-m cli"]
-    assert _bare_module_paths("durable_agent.workers.plugin.AgentSandboxedRunner, workers/plugin.py, "
+    assert _bare_module_paths("durable_agent.workers.plugin.DurableAgentPlugin, workers/plugin.py, "
                               "client.start(...), mypkg.plugins:payments") == []
 
 

@@ -80,8 +80,8 @@ async def test_the_plugin_with_a_runtime_and_create_worker_register_each_activit
         dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
     """docs/configuration.md's two ways together (they failed with `More than one activity named
     dagent.model_round`): create_worker is `Worker(client, activities=...)` on the plugin's client."""
-    from durable_agent.workers.plugin import activity_name
     from durable_agent.workers.worker import create_worker
+    from durable_agent.workflows.sdk_private import activity_name
 
     settings = Settings(task_queue="plugin-and-create-worker", payload_dir=str(tmp_path / "payloads"),
                         file_dir=str(tmp_path / "files"), workflow_sandbox="strict")

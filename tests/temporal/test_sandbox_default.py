@@ -16,9 +16,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agent.client import AgentClient, DecisionRefused
-from durable_agent.workers.plugin import AgentSandboxedRunner, DurableAgentPlugin, workflow_runner
+from durable_agent.workers.plugin import DurableAgentPlugin, workflow_runner
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, create_worker
 from durable_agent.workflows.corrections import merge_patch
@@ -39,7 +40,7 @@ def _default_settings(**update: object) -> Settings:
 def test_the_default_is_the_sandbox_with_our_package_passed_through() -> None:
     assert Settings().workflow_sandbox == "on" and _default_settings().workflow_sandbox == "on"
     runner = workflow_runner(Settings().workflow_sandbox)
-    assert isinstance(runner, AgentSandboxedRunner)
+    assert type(runner) is SandboxedWorkflowRunner
     assert "durable_agent" in runner.restrictions.passthrough_modules
     assert isinstance(workflow_runner(Settings.from_env({"DAGENT_WORKFLOW_SANDBOX": "off"}).workflow_sandbox),
                       UnsandboxedWorkflowRunner)
@@ -107,7 +108,7 @@ async def test_a_default_worker_checks_a_signed_corrected_approval(dev_env: Work
         claims = DecisionClaims(sub="signer", prompt=prompt_id, call=call.tool_call_id, decision="approve",
                                 input_sha256=input_digest(corrected), exp=int(time.time()) + 120, run=call.run_id,
                                 args_sha256=json_digest(merge_patch(call.input, corrected)),
-                                nonce=secrets.token_urlsafe(12))
+                                nonce=secrets.token_urlsafe(12), tool=call.tool)
         return sign_decision(claims, private_pem)
 
     with warnings.catch_warnings(record=True) as warned:

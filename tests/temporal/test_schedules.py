@@ -51,7 +51,7 @@ async def test_a_triggered_schedule_runs_an_ordinary_prompt(dev_env: WorkflowEnv
         await handle.trigger()
         (prompt_id,) = await _runs(client, schedule_id, 1)
         prompt = await asyncio.wait_for(client.prompt(prompt_id).result(), 30)
-        assert prompt_id.startswith(f"{schedule_id}-") and prompt.id == prompt_id
+        assert prompt_id.startswith(f"dagent-run-{schedule_id}-") and prompt.id == prompt_id
         assert prompt.state == "completed" and prompt.user_id == "ops" and prompt.input == "yesterday's orders"
         assert prompt.output[-1].text == "report for yesterday's orders"  # type: ignore[union-attr]
         listed = await client.list_prompts(user_id="ops")

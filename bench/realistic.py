@@ -1,0 +1,359 @@
+"""Where users pay: Temporal billable actions per prompt at a real model's latency, ours against the hand-rolled
+loop in the same run, and what watching a prompt costs.
+
+    .venv/bin/python -m bench.realistic            # ~0 s, 2 s and 10 s model calls, then the watchers (~10 min)
+    .venv/bin/python -m bench.realistic --quick    # one prompt per latency, 10 s watches (~7 min)
+    .venv/bin/python -m bench.realistic --report bench/results/realistic.json
+
+Both sides call the real OpenAI SDK (ours: the `openai:` provider, streaming with DAGENT_STREAM_TEXT=1; the
+baseline: `responses.create`) against `bench/paced_llm.py`, a fake Responses server that answers after a time to
+first token with 60 tokens at 50/s. Workload: the bench's one trivial tool (`bench.echo`), K=5 tool rounds = 6
+model calls and 5 tool calls per prompt (`bench.scenario`). Actions come from the dev server's own `action` metric
+(started with `--metrics-port`; labels `action_type`, `namespace`), read before and after each prompt once the
+server has exported them; one prompt runs at a time. Per side and latency: actions per prompt and per model round
+by action type, the prompt's wall time beyond the model's own (the fake server's time serving its calls), history
+bytes, and worker and server CPU per prompt.
+
+Sides: the hand-rolled loop (`bench/baseline.py`: one model activity and one tool activity per round, no
+heartbeats), ours with its defaults, and ours with `DAGENT_STREAM_TEXT=1` (streamed text published to watchers
+every 0.5 s while the model streams).
+
+Watchers (`--watch-seconds`, default 30): with one prompt running (a 10-minute model call) and one waiting for
+approval, each of these runs alone while the actions are counted, scaled to a minute, less what the two prompts
+cost by themselves in the same time (measured first): `dagent watch` of each prompt (the CLI, a subprocess),
+`dagent pending` (one run), the chat page's stream of each prompt (`GET /prompts/{id}/events`, what chat.js
+opens: replayed over HTTP with httpx, no browser) and the inbox's (`GET /approvals/events`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from bench.actions import HEARTBEAT, settled, since
+from bench.config import BASELINE, PRODUCT, REPO, RESULTS, log
+from bench.measure import cpu_seconds, history_stats
+from bench.paced_llm import FakeCall, Pace, PacedLLM, function_call_outputs_after_last_user, serve_paced_llm
+from bench.scenario import Scenario, next_step
+from bench.sides import BaselineSide, ProductSide, Side, product_settings
+from durable_agent.cli.devserver import DevServer
+from durable_agent.cli.devserver.ports import free_port
+from durable_agent.workers.worker import connect
+
+ROUNDS = 5  # tool rounds per prompt: 6 model calls
+LIVE_TEXT = "durable-agent+live-text"
+LATENCIES: dict[str, Pace] = {  # 60 tokens at 50/s after the time to first token
+    "~0 s": Pace(first_token_seconds=0.0, tokens=60, tokens_per_second=0),
+    "2 s": Pace(first_token_seconds=0.8, tokens=60, tokens_per_second=50),
+    "10 s": Pace(first_token_seconds=8.8, tokens=60, tokens_per_second=50),
+}
+PROMPTS = {"~0 s": 3, "2 s": 2, "10 s": 1}  # per side
+API_KEY = "bench-realistic-key-0123456789"
+
+
+def respond(body: dict[str, Any]) -> list[FakeCall]:
+    """The scenario's model, from the request itself: one call of the request's tool per round, then text."""
+    text, results = function_call_outputs_after_last_user(body)
+    step = next_step(Scenario.parse(text), results)
+    tools = body.get("tools") or []
+    name = tools[0].get("name") if tools else "bench.echo"
+    return [FakeCall(name, dict(arguments), id=f"call_{results}_{i}") for i, arguments in enumerate(step.calls)]
+
+
+class RealProduct(ProductSide):
+    def __init__(self, client: Client, address: str, workdir: Path, base_url: str, *, stream_text: str) -> None:
+        super().__init__(client, address, workdir, {"tool": "", "model_calls": "activity"})
+        self.base_url, self.stream_text = base_url, stream_text
+        self.name = LIVE_TEXT if stream_text == "1" else PRODUCT
+
+    def worker_env(self) -> dict[str, str]:
+        return super().worker_env() | {"DAGENT_MODEL_NORMAL": "openai:paced-model", "OPENAI_API_KEY": "sk-bench",
+                                       "OPENAI_BASE_URL": self.base_url, "DAGENT_STREAM_TEXT": self.stream_text}
+
+
+class RealBaseline(BaselineSide):
+    def __init__(self, client: Client, address: str, workdir: Path, base_url: str) -> None:
+        super().__init__(client, address, workdir, {})
+        self.base_url = base_url
+
+    def worker_env(self) -> dict[str, str]:
+        return super().worker_env() | {"BENCH_OPENAI_BASE_URL": self.base_url}
+
+
+@dataclass
+class Sample:
+    actions: Counter[str]
+    wall_s: float
+    model_s: float
+    history_bytes: int
+    worker_cpu_s: float
+    server_cpu_s: float
+
+
+async def measure_prompt(side: Side, llm: PacedLLM, metrics: str, server_pid: int) -> Sample:
+    assert side.worker is not None
+    before = await settled(metrics)
+    worker0, server0, t0 = cpu_seconds(side.worker.pid), cpu_seconds(server_pid), time.monotonic()
+    run = await side.start(Scenario(rounds=ROUNDS))
+    await side.finish(run)
+    wall = time.monotonic() - t0
+    worker1, server1 = cpu_seconds(side.worker.pid), cpu_seconds(server_pid)
+    actions = since(await settled(metrics), before)
+    history = await history_stats(run.wf)
+    return Sample(actions, wall, llm.model_seconds(since=t0), int(history["bytes"]), worker1 - worker0,
+                  server1 - server0)
+
+
+def summarize(samples: list[Sample]) -> dict[str, Any]:
+    kinds = sorted({kind for sample in samples for kind in sample.actions})
+    per_prompt = {kind: statistics.mean(s.actions[kind] for s in samples) for kind in kinds}
+    total = sum(per_prompt.values())
+    overhead = statistics.median(s.wall_s - s.model_s for s in samples)
+    wall = statistics.median(s.wall_s for s in samples)
+    return {
+        "prompts": len(samples), "actions_per_prompt": total, "actions_per_round": total / (ROUNDS + 1),
+        "by_type_per_prompt": per_prompt, "heartbeats_per_prompt": per_prompt.get(HEARTBEAT, 0.0),
+        "wall_s": wall, "model_s": statistics.median(s.model_s for s in samples),
+        "overhead_ms": overhead * 1000, "overhead_ms_per_round": overhead * 1000 / (ROUNDS + 1),
+        "overhead_pct_of_round": 100 * overhead / wall if wall else 0.0,
+        "history_bytes": statistics.median(s.history_bytes for s in samples),
+        "worker_cpu_ms": 1000 * statistics.median(s.worker_cpu_s for s in samples),
+        "server_cpu_ms": 1000 * statistics.median(s.server_cpu_s for s in samples),
+    }
+
+
+async def latencies(sides: Sequence[Side], llm: PacedLLM, metrics: str, server_pid: int,
+                    prompts: dict[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, count in prompts.items():
+        pace = llm.pace = LATENCIES[label]
+        samples: dict[str, list[Sample]] = {side.name: [] for side in sides}
+        for rep in range(count):
+            for side in (sides if rep % 2 == 0 else list(reversed(sides))):
+                samples[side.name].append(await measure_prompt(side, llm, metrics, server_pid))
+        out[label] = {"pace": pace.__dict__, "model_call_s": pace.seconds,
+                      **{name: summarize(found) for name, found in samples.items()}}
+        log(f"  {label}: " + ", ".join(f"{name} {out[label][name]['actions_per_prompt']:.1f} actions/prompt"
+                                       for name in samples))
+    return out
+
+
+# --- watchers ----------------------------------------------------------------------------------------------
+
+
+async def _count_for(metrics: str, seconds: float, work: Any = None) -> Counter[str]:
+    """Actions while `work` (an async context manager, or None: nothing) runs for `seconds`."""
+    before = await settled(metrics)
+    async with (work if work is not None else contextlib.nullcontext()):
+        await asyncio.sleep(seconds)
+    return since(await settled(metrics), before)
+
+
+@contextlib.asynccontextmanager
+async def cli_watch(env: dict[str, str], prompt_id: str) -> AsyncIterator[None]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "durable_agent.cli", "watch", prompt_id, env=env, cwd=REPO,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 20)
+
+
+@contextlib.asynccontextmanager
+async def sse(url: str) -> AsyncIterator[None]:
+    """Hold a server-sent events stream open, reading it, as chat.js / inbox.js do (no browser)."""
+    async def read() -> None:
+        async with httpx.AsyncClient(timeout=None) as http, \
+                http.stream("GET", url, headers={"Authorization": f"Bearer {API_KEY}"}) as response:
+            async for _ in response.aiter_lines():
+                pass
+
+    task = asyncio.create_task(read())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+            await task
+
+
+async def watchers(product: RealProduct, llm: PacedLLM, metrics: str, seconds: float) -> dict[str, Any]:
+    from durable_agent.api import create_app
+    from durable_agent.api.config import ApiConfig, ApiKey
+    from durable_agent.api.server import serve_in_background
+
+    llm.pace = Pace(first_token_seconds=0, tokens=1, tokens_per_second=0)
+    waiting = await product.agent.start(Scenario(rounds=1, approve=1).text(), user_id="bench", max_rounds=2)
+    await waiting.wait_until("waiting_for_approval")
+    # each count gets a fresh running prompt (its model call must outlast the count, within the provider's 120 s
+    # timeout), started before the count begins and terminated after it
+    llm.pace = Pace(first_token_seconds=min(110.0, seconds + 60), tokens=1, tokens_per_second=50)
+
+    async def count(work: Any, prompt: str) -> Counter[str]:
+        running = await product.agent.start("bench rounds=1", user_id="bench", max_rounds=2)
+        await asyncio.sleep(2)  # its model call is under way
+        try:
+            return await _count_for(metrics, seconds, work(running.id if prompt == "running" else waiting.id))
+        finally:
+            await running.workflow.terminate("bench: count over")
+
+    per_minute = 60 / seconds
+    out: dict[str, Any] = {"seconds": seconds}
+    idle = await count(lambda _: None, "running")
+    out["the two prompts alone"] = {k: v * per_minute for k, v in idle.items()}
+
+    def less_idle(counts: Counter[str]) -> dict[str, float]:
+        return {k: (counts[k] - idle[k]) * per_minute for k in counts if counts[k] - idle[k] > 0}
+
+    cli_env = product.worker_env() | {"DAGENT_TASK_QUEUE": product.task_queue}
+    for label in ("running", "waiting"):
+        out[f"dagent watch ({label})"] = less_idle(await count(lambda pid: cli_watch(cli_env, pid), label))
+    before = await settled(metrics)
+    pending = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "durable_agent.cli", "pending", "--json", env=cli_env, cwd=REPO,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if await asyncio.wait_for(pending.wait(), 60) != 0:
+        raise RuntimeError("dagent pending failed")
+    out["dagent pending (one run)"] = dict(since(await settled(metrics), before))
+    config = ApiConfig(api_keys=[ApiKey(principal="bench", key=API_KEY, roles=["admin", "approver"])])
+    async with serve_in_background(create_app(product.agent, config)) as url:
+        for label in ("running", "waiting"):
+            out[f"chat page stream ({label})"] = less_idle(
+                await count(lambda pid: sse(f"{url}/prompts/{pid}/events"), label))
+        out["inbox stream"] = less_idle(await count(lambda _: sse(f"{url}/approvals/events"), "running"))
+    with contextlib.suppress(Exception):
+        await waiting.workflow.terminate("bench over")
+    return out
+
+
+# --- report ------------------------------------------------------------------------------------------------
+
+SIDES = (BASELINE, PRODUCT, LIVE_TEXT)
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = ["Actions per prompt (K=5 tool rounds = 6 model calls), per round in brackets; heartbeats of them",
+             "",
+             "| model call | hand-rolled | Durable Agent (defaults) | ours / hand-rolled "
+             "| ours + live text (DAGENT_STREAM_TEXT=1) |",
+             "|---|---|---|---|---|"]
+    for label, row in results["latency"].items():
+        base, ours, live = (row[name] for name in SIDES)
+        lines.append(f"| {label} ({row['model_call_s']:.1f} s) | {_actions(base)} | {_actions(ours)} | "
+                     f"**{ours['actions_per_prompt'] / base['actions_per_prompt']:.2f}x** | {_actions(live)} |")
+    lines += ["", "By action type, per prompt:", ""]
+    for label, row in results["latency"].items():
+        for name in [name for name in row if name in SIDES]:
+            kinds = ", ".join(f"{kind.split('_', 1)[1]} {count:g}"
+                              for kind, count in sorted(row[name]["by_type_per_prompt"].items()))
+            lines.append(f"- {label}, {name}: {kinds}")
+    lines += ["", "| model call | side | wall s | model s | overhead ms (per round) | % of round | history bytes "
+                  "| worker CPU ms | server CPU ms |", "|---|---|---|---|---|---|---|---|---|"]
+    for label, row in results["latency"].items():
+        for name in [name for name in row if name in SIDES]:
+            r = row[name]
+            lines.append(f"| {label} | {name} | {r['wall_s']:.2f} | {r['model_s']:.2f} | {r['overhead_ms']:.0f} "
+                         f"({r['overhead_ms_per_round']:.1f}) | {r['overhead_pct_of_round']:.2f} | "
+                         f"{r['history_bytes']:.0f} | {r['worker_cpu_ms']:.0f} | {r['server_cpu_ms']:.0f} |")
+        ratio = row[PRODUCT]["overhead_ms"] / row[BASELINE]["overhead_ms"] if row[BASELINE]["overhead_ms"] else 0
+        lines.append(f"| {label} | ours / hand-rolled overhead | | | **{ratio:.2f}x** | | | | |")
+    watch = results.get("watchers")
+    if watch:
+        lines += ["", f"Watchers: actions per minute (watched {watch['seconds']:.0f} s, less the prompts' own)", "",
+                  "| watcher | actions / minute | by type |", "|---|---|---|"]
+        for name, counts in watch.items():
+            if name == "seconds":
+                continue
+            total = sum(counts.values())
+            kinds = ", ".join(f"{k.split('_', 1)[1]} {v:.1f}" for k, v in sorted(counts.items())) or "none"
+            unit = "actions" if "one run" in name else "/ minute"
+            lines.append(f"| {name} | {total:.1f} {unit} | {kinds} |")
+    return "\n".join(lines)
+
+
+def _actions(row: dict[str, Any]) -> str:
+    return (f"{row['actions_per_prompt']:.1f} ({row['actions_per_round']:.2f}); "
+            f"{row['heartbeats_per_prompt']:.1f} heartbeats")
+
+
+async def run(args: argparse.Namespace, watch_seconds: float, workdir: Path) -> dict[str, Any]:
+    metrics_port = free_port()
+    server = DevServer(log_file=workdir / "temporal.log", extra_args=["--metrics-port", str(metrics_port)])
+    await server.start_async()
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    llm = PacedLLM(respond, pace=LATENCIES["~0 s"])
+    sides: list[Side] = []
+    try:
+        async with serve_paced_llm(llm) as base_url:
+            product_client = await connect(product_settings(server.address, workdir))
+            baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            sides = [RealBaseline(baseline_client, server.address, workdir, base_url),
+                     *[RealProduct(product_client, server.address, workdir, base_url, stream_text=stream)
+                       for stream in ("", "1")]]
+            for side in sides:
+                side.start_worker("realistic")
+            for side in sides:  # warm-up: imports, sandbox, the worker learning the tool is fast
+                await asyncio.wait_for(side.run(Scenario(rounds=4)), 120)
+            log(f"dev server {server.address}, metrics {metrics}, model {base_url}")
+            chosen = [label.strip() for label in args.latencies.split(",")] if args.latencies else list(LATENCIES)
+            prompts = {label: args.prompts or (1 if args.quick else PROMPTS[label]) for label in chosen}
+            results: dict[str, Any] = {"latency": await latencies(sides, llm, metrics, server.pid or 0, prompts)}
+            product = next(s for s in sides if isinstance(s, RealProduct) and s.name == PRODUCT)
+            if not args.no_watchers:
+                results["watchers"] = await watchers(product, llm, metrics, watch_seconds)
+            return results
+    finally:
+        for side in sides:
+            side.stop_worker()
+        await server.stop_async()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.realistic", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one prompt per side and latency, 10 s watches")
+    parser.add_argument("--watch-seconds", type=float, help="how long each watcher is counted (default 30)")
+    parser.add_argument("--latencies", help=f"comma-separated subset of {','.join(LATENCIES)}")
+    parser.add_argument("--prompts", type=int, help="prompts per side and latency (default 3 / 2 / 1)")
+    parser.add_argument("--no-watchers", action="store_true", help="skip the watchers' count")
+    parser.add_argument("--out", type=Path, default=RESULTS / "realistic.json")
+    parser.add_argument("--report", type=Path, metavar="JSON", help="only print an earlier run's table")
+    args = parser.parse_args(argv)
+    if args.report:
+        print(render(json.loads(args.report.read_text())["results"]))
+        return 0
+    workdir = Path(tempfile.mkdtemp(prefix="dagent-realistic-"))
+    started = time.monotonic()
+    seconds = args.watch_seconds or (10.0 if args.quick else 30.0)
+    results = asyncio.run(run(args, seconds, workdir))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"created_at": datetime.now(UTC).isoformat(), "quick": args.quick,
+                                    "wall_seconds": time.monotonic() - started, "cpus": os.cpu_count(),
+                                    "results": results}, indent=2, default=str))
+    print(render(results))
+    log(f"raw results: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
