@@ -16,6 +16,7 @@ from durable_agent.activities.budget_activities import BudgetActivities
 from durable_agent.activities.heartbeats import bound_log
 from durable_agent.activities.history import HistoryActivity
 from durable_agent.activities.model_round import ModelRoundActivity
+from durable_agent.activities.notify import NotifyActivity
 from durable_agent.activities.runtime import AgentRuntime, RuntimeActivities
 from durable_agent.activities.tool_calls import ToolActivities
 from durable_agent.activities.tool_then_model import ToolThenModelActivity
@@ -37,7 +38,8 @@ class AgentActivities(RuntimeActivities):
 
     def all(self) -> list[Any]:
         return [self.model_round, self.invoke_tool, self.tool_then_model, self.emit_event, self.store_history,
-                self.check_correction, *BudgetActivities(self.runtime.decision_key).all()]
+                self.check_correction, NotifyActivity(self.runtime.notify_config).notify,
+                *BudgetActivities(self.runtime.decision_key).all()]
 
     @activity.defn(name=EMIT_EVENT_ACTIVITY)
     async def emit_event(self, delivery: EventDelivery) -> None:

@@ -165,7 +165,7 @@ class ModelRoundActivity(RuntimeActivities):
               prepared: PreparedRound, schema: OutputSchema | None) -> RoundResult:
         """What the workflow does next: the tool calls planned, or the final answer checked against the schema."""
         calls = [plan_call(call, prepared.tools, self.runtime.decision_key, self.runtime.fast_tools.runs_local,
-                           four_eyes=self.runtime.four_eyes)
+                           four_eyes=self.runtime.four_eyes, notify=self.runtime.notify)
                  for call in response.tool_calls]
         next_step: NextStep = RunTools(calls=calls) if calls else FinalAnswer()
         if schema is not None and not calls:

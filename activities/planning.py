@@ -8,6 +8,7 @@ from typing import Any
 
 from durable_agent.agent.errors import ToolInputError
 from durable_agent.agent.messages import ModelToolCall
+from durable_agent.agent.notify import Notify
 from durable_agent.agent.subagents import sub_agent_of
 from durable_agent.agent.tools import Approval, Tool
 from durable_agent.workflows.protocol import (
@@ -18,6 +19,7 @@ from durable_agent.workflows.protocol import (
     ReadyCall,
     SubAgentCall,
 )
+from durable_agent.workflows.wire_notify import NotifyPlan
 
 
 def sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
@@ -30,16 +32,20 @@ def sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
 
 
 def requirement(tool: Tool[Any], approval: Approval, decision_key: str | None,
-                 four_eyes: bool) -> ApprovalRequirement:
+                four_eyes: bool, notify: Notify | None = None) -> ApprovalRequirement:
+    """`notify`: the deployment's default, for a policy that declares none."""
     expires = approval.expires_after.total_seconds() if approval.expires_after else None
+    told = approval.notify or notify
     return ApprovalRequirement(
         reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,
         input_schema=tool.parameters_schema(), decision_key=decision_key,
-        four_eyes=approval.four_eyes if approval.four_eyes is not None else four_eyes)
+        four_eyes=approval.four_eyes if approval.four_eyes is not None else four_eyes,
+        notify=NotifyPlan.of(told) if told else None)
 
 
 def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], decision_key: str | None,
-               runs_local: Callable[[Tool[Any]], bool], *, four_eyes: bool = False) -> PlannedCall:
+               runs_local: Callable[[Tool[Any]], bool], *, four_eyes: bool = False,
+              notify: Notify | None = None) -> PlannedCall:
     found = tools.get(call.tool)
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
@@ -61,8 +67,9 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
         # Fail closed: a policy that cannot decide leaves the decision to a human.
         return CallNeedingApproval(**fields, approval=ApprovalRequirement(
             reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
-            input_schema=tool.parameters_schema(), decision_key=decision_key, four_eyes=four_eyes))
+            input_schema=tool.parameters_schema(), decision_key=decision_key, four_eyes=four_eyes,
+            notify=NotifyPlan.of(notify) if notify else None))
     if approval is None:
         local = runs_local(tool) and fields["agent"] is None
         return ReadyCall(**{**fields, "local": local, "fast": local and tool.options.local is None})
-    return CallNeedingApproval(**fields, approval=requirement(tool, approval, decision_key, four_eyes))
+    return CallNeedingApproval(**fields, approval=requirement(tool, approval, decision_key, four_eyes, notify))

@@ -9,6 +9,7 @@ from typing import Any
 
 from durable_agent.activities.fast_tools import FastTools
 from durable_agent.activities.mcp_tools import MCPToolSources, MCPUnavailable
+from durable_agent.activities.notify_config import NotifyConfig
 from durable_agent.activities.transcripts import TranscriptCache
 from durable_agent.agent.context import DirectoryFileStore, FileStore, Services, copy_state
 from durable_agent.agent.errors import PluginPrepareError
@@ -16,6 +17,7 @@ from durable_agent.agent.logging import get_logger
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import Prompt
+from durable_agent.agent.notify import Notify
 from durable_agent.agent.plugins import Plugin, PrepareContext
 from durable_agent.agent.pricing import PriceTable
 from durable_agent.agent.providers.base import ModelProvider
@@ -71,6 +73,8 @@ class AgentRuntime:
     trace_content: bool = False  # prompt and completion text on model spans (Settings.trace_content)
     decision_key: str | None = None  # Ed25519 public key (PEM): decisions must carry a token it verifies
     four_eyes: bool = False  # the default of `Approval.four_eyes`: a prompt's user may not approve its calls
+    notify: Notify | None = None  # the default of `Approval.notify`: who is told of a waiting call, and when
+    notify_config: NotifyConfig = field(default_factory=NotifyConfig)  # how they are reached (DAGENT_NOTIFY_CONFIG)
     # The workflow worker runs at most half as many workflow tasks at once as it caches (set by `create_worker` from
     # the worker it built); a local model call on a worker that does not is warned about once (model_round.py).
     fits_local_model_calls: bool = True

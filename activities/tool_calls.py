@@ -147,7 +147,7 @@ class ToolActivities(RuntimeActivities):
         if approval is None:
             return CorrectionVerdict()
         return CorrectionVerdict(requirement=requirement(tool, approval, self.runtime.decision_key,
-                                                          self.runtime.four_eyes))
+                                                          self.runtime.four_eyes, self.runtime.notify))
 
 
 def _error(message: str, side_outputs: ToolContext | None = None) -> ToolInvocationResult:

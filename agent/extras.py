@@ -21,7 +21,7 @@ from typing import Literal
 __all__ = ["EXTRAS", "Extra", "MissingExtra", "explain_missing", "import_extra", "install_hint", "missing_modules",
            "require"]
 
-Extra = Literal["api", "mcp", "otel", "server", "s3", "gcs", "bedrock", "testing"]
+Extra = Literal["api", "mcp", "otel", "server", "s3", "gcs", "bedrock", "testing", "slack", "email"]
 
 # The top-level modules each extra installs (checked without importing them).
 EXTRAS: dict[Extra, tuple[str, ...]] = {
@@ -33,6 +33,8 @@ EXTRAS: dict[Extra, tuple[str, ...]] = {
     "gcs": ("gcloud.aio.storage",),
     "bedrock": ("boto3",),
     "testing": ("pytest_asyncio",),  # and the test server's binary (durable_agent/testing.py looks for it)
+    "slack": ("slack_sdk",),  # Slack approval messages and buttons (activities/notify.py, api/routes/slack.py)
+    "email": ("aiosmtplib",),  # approval e-mails
 }
 
 

@@ -80,6 +80,9 @@ BUDGET_LIMIT_TOKENS = Instrument("dagent.budget.limit.tokens", "gauge", "{token}
                                  "Token budget per period, extra grants included", "dagent_budget_limit_tokens")
 BUDGET_LIMIT_COST = Instrument("dagent.budget.limit.cost", "gauge", "{USD}",
                                "Cost budget per period, extra grants included", "dagent_budget_limit_cost")
+# New in 0.1.0, so not in INSTRUMENTS (which maps the renamed ones): approval notifications (activities/notify.py).
+APPROVAL_NOTIFICATIONS = Instrument("dagent.approval.notifications", "counter", "{attempt}",
+                                    "Attempts to tell approvers of a waiting call, by channel and outcome")
 
 INSTRUMENTS = (TOKEN_USAGE, OPERATION_DURATION, MODEL_ROUNDS, MODEL_COST, TOOL_CALLS, APPROVAL_REQUESTS,
                APPROVAL_DECISIONS, APPROVAL_WAIT, PROMPTS_FINISHED, BUDGET_SPENT_TOKENS, BUDGET_SPENT_COST,

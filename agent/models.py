@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, JsonValue
 
 from durable_agent.agent.model_settings import ModelSettings
+from durable_agent.agent.notify import NoticeSent
 from durable_agent.agent.period_budgets import BudgetStanding
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 
@@ -109,6 +110,8 @@ class ToolOutput(_Model):
     finished_at: datetime | None = None
     decision: Decision | None = None
     child_prompt_id: str | None = Field(default=None, description="The sub-agent's prompt, for a sub-agent call.")
+    notifications: list[NoticeSent] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "Who was told of the waiting call, through which channel, when (agent/notify.py)."))
 
 
 class FileOutput(_Model):

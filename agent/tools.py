@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.errors import ToolInputError
+from durable_agent.agent.notify import Notify
 from durable_agent.agent.strict import StrictModel
 
 InputT = TypeVar("InputT", bound=BaseModel)
@@ -32,6 +33,9 @@ class Approval(StrictModel):
     four_eyes: bool | None = Field(default=None, description=(
         "True: the prompt's own user may not approve the call (they may reject it); None: the worker's "
         "default (DAGENT_FOUR_EYES, off unless set)."))
+    notify: Notify | None = Field(default=None, description=(
+        "Who is told, through which channels, and when (reminders, escalation); None: the deployment's default "
+        "(agent/notify.py, docs/telling-approvers.md)."))
 
 
 class ToolOptions(StrictModel):

@@ -21,7 +21,7 @@ from durable_agent.api.headers import SecurityHeadersMiddleware
 from durable_agent.api.limits import BodyLimitMiddleware
 from durable_agent.api.problems import install_problem_handlers
 from durable_agent.api.prompt_approvals import router as prompt_approval_routes
-from durable_agent.api.routes import approvals, conversations, events, pages, prompts
+from durable_agent.api.routes import approvals, conversations, events, pages, prompts, slack
 from durable_agent.api.routes.common import STATIC
 from durable_agent.api.schedules import router as schedule_routes
 from durable_agent.api.service import AgentService
@@ -41,6 +41,7 @@ ROUTERS: list[APIRouter] = [
     budget_routes,  # /budgets (api/budgets.py)
     conversations.router,  # /conversations
     events.router,  # /prompts/{id}/events, /agui
+    slack.router,  # /slack/interactions: Slack's Approve / Reject buttons (not in the schema)
 ]
 
 

@@ -35,6 +35,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from durable_agent.agent.identity import principal_problem
 from durable_agent.agent.strict import StrictModel
+from durable_agent.api.slack_config import SlackApiConfig
 from durable_agent.workers.env_values import pem
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
@@ -53,6 +54,7 @@ class ApiKey(_Model):
     roles: list[str] = Field(default_factory=list)
     key: str | None = Field(default=None, min_length=16)
     key_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    email: str | None = Field(default=None, description="Matches a Slack user by profile e-mail (api/slack_config.py).")
 
     @field_validator("principal")
     @classmethod
@@ -106,6 +108,7 @@ class ApiConfig(_Model):
     schedules_per_user: int = Field(default=20, ge=0, description="How many schedules a non-admin may have.")
     min_schedule_interval_seconds: float = Field(default=60.0, ge=1, description=(
         "The shortest `every` a non-admin may schedule (a cron expression runs at most once a minute)."))
+    slack: SlackApiConfig | None = None  # Slack's Approve/Reject buttons (api/routes/slack.py)
 
     @field_validator("decision_private_key")
     @classmethod
@@ -129,6 +132,9 @@ class ApiConfig(_Model):
         data = tomllib.loads(path.read_text()) if path else {}
         if key := pem(env, "DAGENT_DECISION_PRIVATE_KEY"):
             data["decision_private_key"] = key
+        for key, name in (("signing_secret", "DAGENT_SLACK_SIGNING_SECRET"), ("bot_token", "DAGENT_SLACK_BOT_TOKEN")):
+            if env.get(name) and isinstance(data.get("slack"), dict):
+                data["slack"][key] = env[name]
         if jwks := env.get("DAGENT_OIDC_JWKS_URL"):
             data["oidc"] = {"jwks_url": jwks, "issuer": env.get("DAGENT_OIDC_ISSUER") or None,
                             "audience": env.get("DAGENT_OIDC_AUDIENCE") or None}

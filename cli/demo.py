@@ -13,7 +13,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from durable_agent.activities.notify_config import NotifyConfig
+from durable_agent.activities.runtime import AgentRuntime
 from durable_agent.agent.extras import install_hint, missing_modules
+from durable_agent.cli.demo_webhooks import demo_webhooks
 from durable_agent.cli.devserver import DevServer, free_port
 from durable_agent.cli.follow import follow
 from durable_agent.cli.render import describe_prompt
@@ -54,7 +57,8 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
                             task_queue=f"durable-agent-demo-{uuid.uuid4().hex[:6]}")
         client = await connect(settings)
         agent = AgentClient(client, settings)
-        async with create_worker(client, build_runtime(settings), task_queue=settings.task_queue), \
+        async with demo_webhooks(console) as told, \
+                create_worker(client, _telling(build_runtime(settings), told), task_queue=settings.task_queue), \
                 _web_api(agent, console):
             console.print("Worker running (plugin plugins.demo, offline scripted model).")
             handle = await agent.start(input_text, user_id="quickstart")
@@ -87,6 +91,12 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
         forget_server(server.address, server.pid)
         await server.stop_async()
     return 0 if state == "completed" else 1
+
+
+def _telling(runtime: AgentRuntime, told: NotifyConfig) -> AgentRuntime:
+    """Every approval of the demo tells the terminal's webhook receiver (cli/demo_webhooks.py)."""
+    runtime.notify, runtime.notify_config = told.default, told
+    return runtime
 
 
 @asynccontextmanager

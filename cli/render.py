@@ -9,6 +9,7 @@ from pydantic import JsonValue
 
 from durable_agent.agent import models as m
 from durable_agent.agent.models import Decision, Prompt, PromptOutput
+from durable_agent.agent.notify import NoticeSent
 
 MAX_VALUE_CHARS = 160
 
@@ -117,13 +118,24 @@ def describe_output(entry: PromptOutput, undecided: int | None = None) -> str:
     return ""
 
 
+def notice_line(sent: NoticeSent) -> str:
+    """Who was told of a waiting call (docs/telling-approvers.md): `told    slack reminder-1 -> UFIN at 09:00:00`."""
+    whom = ", ".join(sent.to) or "nobody"
+    outcome = f" -> {whom}" if sent.ok else f" FAILED: {sent.error}"
+    unreached = f" (not reached: {', '.join(sent.unreached)})" if sent.unreached else ""
+    return f"told    {sent.channel} {sent.step}{outcome} at {sent.at:%Y-%m-%d %H:%M:%S}{unreached}"
+
+
 def describe_prompt(prompt: Prompt) -> list[str]:
     lines = [
         f"prompt  {prompt.id}  state={state_words(prompt.state)}  user={prompt.user_id}  rounds={prompt.rounds}",
         f"input   {prompt.input if prompt.input is not None else '(none: system-initiated)'}",
     ]
     undecided = undecided_calls(prompt)
-    lines += [describe_output(o, undecided) for o in prompt.output]
+    for output in prompt.output:
+        lines.append(describe_output(output, undecided))
+        if isinstance(output, m.ToolOutput):
+            lines += [notice_line(sent) for sent in output.notifications]
     usage = prompt.usage
     lines.append(f"usage   {usage.model_calls} model calls, {usage.input_tokens} in / {usage.output_tokens} out "
                  f"tokens" + (f", ${usage.cost:.4f}" if usage.cost is not None else ""))

@@ -166,6 +166,7 @@ class Settings(BaseModel):
     four_eyes: bool = Field(default=False, description=(
         "DAGENT_FOUR_EYES (worker): a prompt's own user may not approve its calls, for every policy that leaves "
         "`Approval.four_eyes` unset (docs/approvals-policy.md)."))
+    notify_config: str | None = Field(default=None, description="DAGENT_NOTIFY_CONFIG (worker): telling approvers.")
 
     # --- the blob store and payload encryption (both client and worker; see docs/deploying.md) ---
     store: str = Field(default="", description=(
@@ -255,6 +256,7 @@ class Settings(BaseModel):
             decision_public_key=pem(env, "DAGENT_DECISION_PUBLIC_KEY"),
             decisions=env_values.one_of(env, "DAGENT_DECISIONS", DecisionMode, "open"),
             four_eyes=tristate(env.get("DAGENT_FOUR_EYES")) is True,
+            notify_config=env.get("DAGENT_NOTIFY_CONFIG", "").strip() or None,
             graceful_shutdown=parse_duration(env.get("DAGENT_GRACEFUL_SHUTDOWN", "30s"),
                                              what="DAGENT_GRACEFUL_SHUTDOWN"),
             deployment_name=env.get("DAGENT_DEPLOYMENT_NAME", "").strip() or None,

@@ -21,6 +21,7 @@ from durable_agent.agent.plugins import Plugin, load_plugins
 from durable_agent.agent.pricing import PriceTable
 from durable_agent.agent.providers.base import ModelProvider
 from durable_agent.agent.providers.registry import resolve_chain
+from durable_agent.workers.notify_config import load_notify_config
 from durable_agent.workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
 from durable_agent.workers.rate_limits import PacedCalls, queue_rate
 from durable_agent.workers.settings import Settings, tasks_fit_cache
@@ -42,6 +43,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
     for plugin in loaded:
         if plugin.mcp_servers:  # refuse to start (one line) rather than fail every round's listing
             require("mcp", f"plugin '{plugin.name}' (MCP server '{plugin.mcp_servers[0].name}')")
+    notify = load_notify_config(settings.notify_config, settings.provider_env)
     return AgentRuntime(
         plugins=loaded,
         providers=dict(providers), model_settings=settings.tier_settings, services=Services(services),
@@ -49,6 +51,7 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
         stream_text=settings.stream_text, fallback_after_attempts=settings.model_fallback_attempts,
         trace_content=settings.trace_content,
         decision_key=settings.decision_public_key, four_eyes=settings.four_eyes,
+        notify=notify.default, notify_config=notify,
         fast_tools=FastTools(enabled=settings.fast_tools),
     )
 

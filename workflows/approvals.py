@@ -25,6 +25,7 @@ from durable_agent.workflows.decision_tokens import DecisionKind
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.inputs import decode_payloads, raw_payloads
 from durable_agent.workflows.names import EMIT_EVENT_ACTIVITY
+from durable_agent.workflows.notifications import Notifications
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
     ApproveRequest,
@@ -67,6 +68,7 @@ class ApprovalDesk:
         self.decisions: dict[str, Decision] = {}
         self.checks = DecisionChecks(record, children, self.waiting, self.decisions)
         self.event_hooks = False  # the worker's plugins hear of approval requests (set by each model round)
+        self.notices = Notifications(record, spawn=spawn, relist=self._relist)  # workflows/notifications.py
 
     # --- waiting calls -----------------------------------------------------------------------------------
 
@@ -135,6 +137,8 @@ class ApprovalDesk:
 
     async def _decision_for(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
         expires_in = timedelta(seconds=approval.expires_after_seconds) if approval.expires_after_seconds else None
+        if (waiting := self.waiting.get(entry.id)) is not None:
+            self.notices.follow(waiting, lambda: entry.id not in self.waiting)
         try:
             await workflow.wait_condition(lambda: entry.id in self.decisions or self._steered(),
                                           timeout=expires_in, timeout_summary=f"approval expiry {entry.tool}")
@@ -152,7 +156,9 @@ class ApprovalDesk:
         """The call is decided: on its record entry, no longer waiting, and said so."""
         self.decisions[entry.id] = decision
         entry.decision = decision
-        self.waiting.pop(entry.id, None)
+        waiting = self.waiting.pop(entry.id, None)
+        if waiting is not None:
+            self.notices.decided(waiting)
         self._host.publish(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=self._record.index(entry), output=entry))
         if not self.waiting:
             self._record.set_state("running")
@@ -166,6 +172,11 @@ class ApprovalDesk:
         self._host.set_details(details.waiting_for_approval(
             self._record.prompt, [w.entry for w in waiting], signed=any(w.requirement.decision_key for w in waiting)))
 
+    def _relist(self) -> None:
+        """A waiting call's listing changed (an escalation added deciders, a step was not delivered)."""
+        self.show_waiting()
+        self.publish_pending()
+
     def listed(self) -> list[PendingApproval]:
         """Every call waiting for a decision: this prompt's own, then its sub-agents'."""
         return [self._pending(waiting) for waiting in self.waiting.values()] + self._children.pending_rows()
@@ -177,7 +188,7 @@ class ApprovalDesk:
                                requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
                                approvers=entry.result.approvers, input_schema=requirement.input_schema,
                                signed_decisions=bool(requirement.decision_key), four_eyes=requirement.four_eyes,
-                               run_id=self._host.run_id)
+                               run_id=self._host.run_id, undelivered=[n for n in entry.notifications if not n.ok])
 
     def publish_pending(self) -> None:
         self._record.publish_pending(bool(self.waiting) or self._children.waiting(), self.listed)

@@ -50,6 +50,7 @@ CHECK_CORRECTION_ACTIVITY: Final = "dagent.check_correction"  # an approval poli
 STORE_HISTORY_ACTIVITY: Final = "dagent.store_history"  # a conversation's local activity: prompt records -> blobs
 BUDGET_RESERVE_ACTIVITY: Final = "dagent.budget_reserve"  # before a model round of a prompt under period budgets
 BUDGET_SETTLE_ACTIVITY: Final = "dagent.budget_settle"  # after it: the round's actual spend
+NOTIFY_ACTIVITY: Final = "dagent.notify"  # one step's message about a waiting call on one channel
 
 # --- workflow stream topics (temporalio.contrib.workflow_streams) -------------------------------------
 EVENTS_TOPIC: Final = "events"  # a prompt's live events, published by the workflow

@@ -172,6 +172,7 @@ class PromptWorkflow:
             # A bug in this workflow's code: fail the prompt with the reason rather than retry the task forever.
             self._record.interrupt("The prompt failed before this call finished.")
             self._finish("failed", error=f"internal error: {describe_exception(exc)}")
+        await self._desk.notices.flush()  # a decided call's messages updated in place (workflows/notifications.py)
         self._stream.detach_pollers()  # a poll waiting for an offset never reached must not hold the end
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:

@@ -19,6 +19,7 @@ from durable_agent.agent.strict import StrictModel as _Model  # the one strict b
 from durable_agent.agent.tools import DEFAULT_OPTIONS, FailureMode, ToolOptions
 from durable_agent.workflows.wire_inputs import SubAgentCall
 from durable_agent.workflows.wire_lean import Lean as _Lean
+from durable_agent.workflows.wire_notify import NotifyPlan
 
 
 class ApprovalRequirement(_Model):
@@ -33,6 +34,8 @@ class ApprovalRequirement(_Model):
                                                                "the decision; from the worker's configuration.")
     four_eyes: bool = Field(default=False, exclude_if=lambda v: not v,
                             description="The prompt's own user may not approve the call.")
+    notify: NotifyPlan | None = Field(default=None, exclude_if=lambda v: v is None,
+                                      description="Who is told, and when (workflows/notifications.py).")
 
     @property
     def expires_after(self) -> timedelta | None:

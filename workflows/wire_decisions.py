@@ -11,6 +11,7 @@ from pydantic import (
     JsonValue,
 )
 
+from durable_agent.agent.notify import NoticeSent
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 from durable_agent.workflows.wire_inputs import MAX_INPUT_CHARS
 
@@ -68,6 +69,8 @@ class PendingApproval(_Model):
                             description="The prompt's own user may not approve this call.")
     run_id: str | None = Field(default=None, exclude_if=lambda v: v is None,
                                description="The run of the prompt that waits (decision tokens name it).")
+    undelivered: list[NoticeSent] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "The steps telling people of the call that could not be delivered (docs/telling-approvers.md)."))
 
 
 ChildApprovals.model_rebuild()

@@ -53,8 +53,29 @@ DA.start(async (me) => {
       el("span", { class: "muted since" }, `asked by ${item.user_id || "?"} · waiting `, forNode(item.requested_at)),
       item.expires_at ? el("span", { class: "muted", text: ` · expires ${new Date(item.expires_at).toLocaleString()}` }) : null),
     el("p", { class: "reason", text: item.reason }),
+    undeliveredNode(item.undelivered || []),
     body, outcome);
+    if (linked(item)) {
+      view.node.classList.add("linked");
+      setTimeout(() => view.node.scrollIntoView({ block: "center" }));
+    }
     return view;
+  }
+
+  // A message's link names the call it is about (#prompt=<id>&call=<id>: the prompt that waits, its own call id;
+  // docs/telling-approvers.md): that card is marked and scrolled to. The link only shows it; deciding is a click.
+  function linked(item) {
+    const prompt = DA.hashParam("prompt");
+    const call = DA.hashParam("call");
+    return Boolean(prompt && call) && ((item.prompt_id === prompt && item.tool_call_id === call)
+      || (waitingPrompt(item) === prompt && ownId(item) === call));
+  }
+
+  // Steps telling people of the call that could not be delivered (docs/telling-approvers.md): nobody may know.
+  function undeliveredNode(notices) {
+    if (!notices.length) return null;
+    return el("p", { class: "undelivered" }, el("strong", { text: "Not delivered: " }),
+      notices.map((n) => `${n.channel} ${n.step} (${n.error || "?"})`).join(", "));
   }
 
   function setOutcome(view, state, kind, ...parts) {

@@ -32,3 +32,5 @@ async def test_demo_trace_prints_the_span_tree(tmp_path: Path) -> None:
     assert any(n.startswith("chat ") for n in names)
     assert "decided_by=quickstart-approver" in text and "outcome=success" in text
     assert "Paris trip" not in "\n".join(tree), "no prompt text in the spans"
+    assert "webhook approval.requested: payment.send" in text and "(signature verified)" in text  # telling approvers
+    assert "told    webhook requested -> role:approver" in text
