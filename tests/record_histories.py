@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
 from durable_agent.agent.messages import ModelRequest, ModelResponse, UserMessage
 from durable_agent.agent.period_budgets import BudgetLimit, ledger_id
@@ -24,6 +25,8 @@ from durable_agent.workers.worker import build_runtime, connect, create_model_wo
 from durable_agent.workflows.budgets import PromptBudget
 from durable_agent.workflows.protocol import ModelRouting, PendingApproval
 from tests import scenarios
+from tests.fakes.notify_servers import WEBHOOK_SECRET, WebhookReceiver
+from tests.support.notify import notify_toml, until, wire_model, wire_plugin
 
 OUT = Path(__file__).resolve().parent / "histories"
 
@@ -112,6 +115,22 @@ async def _child_pending(handle: PromptHandle) -> PendingApproval:
         await asyncio.sleep(0.05)
         pending = await handle.pending_approvals()
     return pending[0]
+
+
+async def _record_notified(client: Client, settings: Settings) -> None:
+    with WebhookReceiver() as hooks:
+        config = notify_toml(Path("/tmp/dagent-rec-notify.toml"), webhook_url=hooks.url, webhook_secret=WEBHOOK_SECRET)
+        notified = settings.model_copy(update={"task_queue": "record-histories-notify", "notify_config": str(config)})
+        runtime = build_runtime(notified, plugins=[wire_plugin(["webhook"], day=timedelta(seconds=1))],
+                                providers={"normal": wire_model()})
+        async with create_worker(client, runtime, task_queue=notified.task_queue, settings=notified):
+            agent = AgentClient(client, notified)
+            handle = await agent.start("wire 500 to acme", prompt_id="hist-notified", user_id="owner")
+            call = await _first_pending(handle)
+            await until(lambda: "escalated" in hooks.steps(), "the escalation")
+            await handle.approve(call, by="carol", roles=["cfo"], wait=True)
+            await handle.result()
+            await _save("prompt_notified_reminded_escalated", handle.workflow)
 
 
 async def main() -> None:
@@ -291,6 +310,9 @@ async def main() -> None:
             # its model part fails, the workflow calls that round itself.
             await _record(agent, "steps", "prompt_tool_then_model", prompt_id="hist-tool-then-model")
             await _record(agent, "flaky", "prompt_model_round_left_to_workflow", prompt_id="hist-flaky")
+        # Telling approvers (workflows/notifications.py): a signed webhook per step on workflow timers, a reminder
+        # after a "day" of one second, an escalation after two that lets the CFO decide.
+        await _record_notified(client, settings)
     sys.stdout.flush()
     os._exit(0)
 
