@@ -14,6 +14,7 @@ port, no span is recorded, no metrics are collected and no OpenTelemetry module 
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from collections.abc import Mapping, Sequence
@@ -150,13 +151,7 @@ def span_exporter(config: ObservabilityConfig) -> SpanExporter | None:
     if config.traces != "otlp":
         return None
     if config.otlp_protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-        except ImportError as exc:
-            raise ValueError("OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs "
-                             "`pip install opentelemetry-exporter-otlp-proto-grpc`; "
-                             "or use http/protobuf (the default)") from exc
-        return GrpcExporter()  # type: ignore[no-any-return]
+        return _grpc_exporter("trace_exporter", "OTLPSpanExporter")
     exporter = import_extra("opentelemetry.exporter.otlp.proto.http.trace_exporter", "otel",
                             feature="OTLP trace export")
     return exporter.OTLPSpanExporter()  # type: ignore[no-any-return]
@@ -220,18 +215,22 @@ def flush_traces(timeout_millis: int = 5000) -> None:
 _log_providers: dict[str, Any] = {}
 
 
+def _grpc_exporter(module: str, name: str) -> Any:
+    """An OTLP/gRPC exporter (OTEL_EXPORTER_OTLP_PROTOCOL=grpc), or a one-line error naming the package it needs."""
+    try:
+        exporter = importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{module}")
+    except ImportError as exc:
+        raise ValueError("OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs `pip install opentelemetry-exporter-otlp-proto-grpc`; "
+                         "or use http/protobuf (the default)") from exc
+    return getattr(exporter, name)()
+
+
 def log_exporter(config: ObservabilityConfig) -> Any:
     """The log record exporter OTEL_LOGS_EXPORTER asks for (OTLP exporters read OTEL_EXPORTER_OTLP_*)."""
     if config.logs == "console":
         return import_extra("opentelemetry.sdk._logs.export", "otel", feature="log export").ConsoleLogRecordExporter()
     if config.otlp_protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
-        except ImportError as exc:
-            raise ValueError("OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs "
-                             "`pip install opentelemetry-exporter-otlp-proto-grpc`; "
-                             "or use http/protobuf (the default)") from exc
-        return GrpcLogExporter()
+        return _grpc_exporter("_log_exporter", "OTLPLogExporter")
     exporter = import_extra("opentelemetry.exporter.otlp.proto.http._log_exporter", "otel", feature="OTLP log export")
     return exporter.OTLPLogExporter()
 

@@ -59,3 +59,13 @@ def test_log_export_is_off_unless_asked_for_and_settings_carry_level_and_tempora
 def test_unsupported_choices_fail_clearly(env: dict[str, str]) -> None:
     with pytest.raises(ValueError, match="must be"):
         ObservabilityConfig.from_env(env)
+
+
+def test_grpc_export_without_its_package_names_the_package_for_spans_and_logs() -> None:
+    from durable_agent.workers.observability import log_exporter, span_exporter
+
+    config = ObservabilityConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp",
+                                           "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    for exporter in (span_exporter, log_exporter):  # the grpc exporter is not among the test dependencies
+        with pytest.raises(ValueError, match="pip install opentelemetry-exporter-otlp-proto-grpc"):
+            exporter(config)
