@@ -6,7 +6,9 @@ many more wait. The answer is sent for exactly the call asked (an update, so a r
 When someone else decides the call on screen, the question goes away saying who decided and how; what was
 typed for it is discarded, so it never answers the next question nor reaches the shell. A sub-agent's call
 (`<call>/<its call>`) is decided in the sub-agent's prompt, so its question reads that prompt while it is
-on screen and goes away the same way as soon as the decision is there.
+on screen and goes away the same way as soon as the decision is there. The answer line is the program's
+(cli/follow.py `owned_answer_line`): a line printed while the person types asks the question again with what
+was typed, so the answer applied is the one on screen.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from rich.text import Text
 
 from durable_agent.agent.models import ToolOutput, ToolPending
 from durable_agent.cli import api_decisions
-from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_line
+from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_answer
 from durable_agent.cli.render import decision_words, short
 from durable_agent.client import DecisionRefused, PromptHandle
 from durable_agent.workflows.protocol import StreamEvent
@@ -101,7 +103,7 @@ class Asker:
         view.question = f"Approve {entry.tool}? [y/N]: "
         view.console.print(Text(view.question, style="bold"), end="")
         self.current = entry.id
-        self.reading = asyncio.create_task(read_line())
+        self.reading = asyncio.create_task(read_answer(view.console.file))
         # A sub-agent's call is decided in the sub-agent's prompt: its decision is not an event of this one
         # (this prompt hears only when the call ends), so the question watches that prompt while it is asked.
         watching = asyncio.create_task(self._watch_sub_agent(entry.id)) if "/" in entry.id else None
@@ -171,18 +173,15 @@ class Asker:
 
     async def _watch_sub_agent(self, call_id: str) -> None:
         """While the question about a sub-agent's call (`<call>/<its call>`) is on screen, read the prompt that
-        waits for it (queries: nothing is written) until someone decides it there or through this prompt."""
-        try:
-            path = next((p.path for p in await self.handle.pending_approvals() if p.tool_call_id == call_id), [])
-        except Exception:  # no worker answers: the question stays until the call ends (its event)
-            return
-        if not path:
-            return
-        waiting = self.handle.other(path[-1])
-        own_id = call_id.rsplit("/", 1)[-1]
+        waits for it (queries: nothing is written) until someone decides it there or through this prompt —
+        perhaps before the question was even asked."""
+        *path, own_id = call_id.split("/")
+        waiting: PromptHandle | None = None
         while self.current == call_id:
             try:
-                found = (await waiting.get()).tool_call(own_id)
+                if waiting is None:
+                    waiting = await self._sub_agent_prompt(path)
+                found = (await waiting.get()).tool_call(own_id) if waiting is not None else None
             except Exception:  # a moment without a worker: ask again
                 found = None
             if found is not None and found.decision is not None:
@@ -191,7 +190,29 @@ class Asker:
                 return
             await asyncio.sleep(SUB_AGENT_POLL_SECONDS)
 
+    async def _sub_agent_prompt(self, path: list[str]) -> PromptHandle | None:
+        """The prompt of the sub-agent that `path` (this prompt's call, its sub-agent's call, ...) leads to."""
+        handle = self.handle
+        for call in path:
+            entry = (await handle.get()).tool_call(call)
+            if entry is None or entry.child_prompt_id is None:
+                return None
+            handle = handle.other(entry.child_prompt_id)
+        return handle
+
+    def gone(self) -> None:
+        """The call on screen no longer waits (its sub-agent's call ended, say): take the question away."""
+        if self.current is not None and self.current not in self.view.waiting \
+                and self.reading is not None and not self.reading.done():
+            self.current = None
+            self.view.question = None
+            self.view.console.print()  # end the question's line
+            self.view.line("no answer needed: the call no longer waits", style="magenta")
+            self.reading.cancel()
+
     async def close(self) -> None:
+        if self.current is not None and self.reading is not None and not self.reading.done():
+            self.view.console.print()  # end the question's line: what follows is not its answer
         for task in (self.reading, self.task):
             if task is not None and not task.done():
                 task.cancel()
