@@ -36,7 +36,7 @@ from durable_agent.client import PromptHandle
 from durable_agent.workflows.protocol import PendingApproval, StreamEvent, TextDelta, ToolProgress
 
 STATE_STYLES = {"waiting_for_approval": "bold yellow", "failed": "bold red", "cancelled": "yellow",
-                "completed": "bold green", "running": "cyan"}
+                "completed": "bold green", "stopped": "bold yellow", "running": "cyan"}
 
 __all__ = ["STATE_STYLES", "LiveView", "decision_words", "discard_at_exit", "discard_typed_ahead", "follow",
            "read_answer", "read_line"]

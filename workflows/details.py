@@ -150,6 +150,8 @@ def finished(prompt: Prompt) -> str:
         rounds = f"after {prompt.rounds} round{'s' if prompt.rounds != 1 else ''}"
         answer = next((o.text for o in reversed(prompt.output) if isinstance(o, TextOutput)), None)
         return f"Completed {rounds}" + (f": {cut_at_word(answer, 300)}" if answer else ".")
+    if prompt.state == "stopped":
+        return prompt.stop.words() if prompt.stop else "Stopped before its work was done."
     if prompt.state == "failed":
         return f"Failed: {prompt.error or 'unknown error'}"
     if prompt.state == "cancelled":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         TextOutput,
         ToolOutput,
     )
+    from durable_agent.agent.stops import PromptStop, budget_stop, rounds_stop
     from durable_agent.workflows import details, names, telemetry
     from durable_agent.workflows.approvals import ApprovalDesk, decision_update, refusal_text
     from durable_agent.workflows.audit import record_ignored
@@ -190,14 +191,19 @@ class PromptWorkflow:
                 self._stop_for_budget(reason)
                 return
         self._prompt.force_completed = True
-        self._finish("completed")
+        self._stop(rounds_stop(self._prompt.rounds), source="limit")
 
     def _stop_for_budget(self, reason: str) -> None:
-        """No further model call: complete with why (workflows/budgets.py)."""
-        self._record.append(MessageOutput(role="system", source="budget", text=f"Stopped: {reason}."))
+        """No further model call (workflows/budgets.py)."""
         self._prompt.budget_stop = reason
         self._prompt.force_completed = True
-        self._finish("completed")
+        self._stop(budget_stop(reason, self._prompt.budgets), source="budget")
+
+    def _stop(self, stop: PromptStop, source: Literal["budget", "limit"]) -> None:
+        """End `stopped`, its work not done, saying why and how to go on (agent/stops.py)."""
+        self._record.append(MessageOutput(role="system", source=source, text=stop.words()))
+        self._prompt.stop = stop
+        self._finish("stopped")
 
     async def _round(self, round_number: int) -> bool:
         """One model call and the tool calls it asks for; True when the answer is final."""

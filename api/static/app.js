@@ -23,7 +23,7 @@ const DA = (() => {
   // What people read instead of the wire names of prompt states.
   const STATES = {
     running: "working", waiting_for_approval: "waiting for approval", completed: "done",
-    failed: "failed", cancelled: "cancelled",
+    stopped: "stopped, not finished", failed: "failed", cancelled: "cancelled",
   };
   const stateLabel = (state) => STATES[state] || String(state || "").replace(/_/g, " ");
 

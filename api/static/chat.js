@@ -178,6 +178,17 @@ DA.start(async (me) => {
       header.replaceChildren(el("span", { class: "state", "data-state": prompt.stateName, text: stateLabel(prompt.stateName) }),
         " · ", el("a", { href: prompt.ui || "#", target: "_blank", rel: "noopener", class: "temporal-ui",
           text: `workflow ${promptId}` }));
+      if (prompt.stateName === "stopped") {
+        if (prompt.stop) header.append(el("div", { class: "stop-note", role: "status", text: prompt.stop }));
+        else if (!prompt.askedStop) {  // why it stopped and how to go on: the record's `stop`
+          prompt.askedStop = true;
+          api("GET", `/prompts/${encodeURIComponent(promptId)}`).then((record) => {
+            const stop = record.prompt.stop;
+            prompt.stop = stop ? `Stopped: ${stop.reason}. ${stop.next_step}` : "Stopped before the work was done.";
+            render();
+          }).catch(() => { prompt.askedStop = false; });
+        }
+      }
       askSchemas();
     }
 

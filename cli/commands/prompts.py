@@ -13,6 +13,7 @@ from durable_agent.cli.common import AddressOption, ProfileOption, console, err_
 from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 
 if TYPE_CHECKING:
+    from durable_agent.agent.stops import PromptStop
     from durable_agent.client import PromptHandle
 
 app = typer.Typer()
@@ -85,13 +86,18 @@ def run(
         from durable_agent.cli.render import state_words
 
         console.print(f"state: {state_words(prompt.state)}")
-        return _ended_badly(handle.id, prompt.state, prompt.error)
+        return _ended_badly(handle.id, prompt.state, prompt.error, prompt.stop)
 
     common.run_async(main, settings)
 
 
-def _ended_badly(prompt_id: str, state: str, error: str | None) -> int:
-    """Exit code of a followed prompt: 1, with one line on stderr, when it failed or was cancelled."""
+def _ended_badly(prompt_id: str, state: str, error: str | None, stop: PromptStop | None = None) -> int:
+    """Exit code of a followed prompt: 1, with one line on stderr, when it failed, was cancelled or stopped
+    with its work not done."""
+    if state == "stopped":
+        why = stop.words().removeprefix("Stopped: ") if stop else "its work is not done"
+        report("error", RuntimeError(f"prompt {prompt_id} stopped: {why}"))
+        return REFUSED
     if state not in ("failed", "cancelled"):
         return 0
     why = f": {error}" if error else f" (`dagent show {prompt_id}` says why)" if state == "failed" else ""
