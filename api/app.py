@@ -21,6 +21,7 @@ from durable_agent.api.headers import SecurityHeadersMiddleware
 from durable_agent.api.limits import BodyLimitMiddleware
 from durable_agent.api.problems import install_problem_handlers
 from durable_agent.api.prompt_approvals import router as prompt_approval_routes
+from durable_agent.api.prompt_files import router as prompt_file_routes
 from durable_agent.api.routes import approvals, conversations, events, pages, prompts
 from durable_agent.api.routes.common import STATIC
 from durable_agent.api.schedules import router as schedule_routes
@@ -38,6 +39,7 @@ ROUTERS: list[APIRouter] = [
     prompts.router,  # /me, /prompts
     approvals.router,  # /approvals, deciding
     prompt_approval_routes,  # /prompts/{id}/approvals: one prompt's waiting calls (api/prompt_approvals.py)
+    prompt_file_routes,  # /prompts/{id}/files/{index}: attached files, downloaded (api/prompt_files.py)
     budget_routes,  # /budgets (api/budgets.py)
     conversations.router,  # /conversations
     events.router,  # /prompts/{id}/events, /agui

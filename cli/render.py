@@ -103,7 +103,7 @@ def describe_output(entry: PromptOutput, undecided: int | None = None) -> str:
                 case "pending":
                     return f"{head} → waiting for approval: {result.reason}"
         case m.FileOutput():
-            return f"file    {entry.name} ({entry.media_type}, {entry.size} bytes) {entry.content_ref}"
+            return f"file    {entry.name} ({entry.media_type}, {entry.size} bytes): {entry.summary}"
         case m.WidgetOutput():
             return f"widget  {entry.widget}: {entry.fallback_text or short(entry.data)}"
         case m.DataOutput():

@@ -395,8 +395,35 @@ const DA = (() => {
     await page(me);
   }
 
+  // A file a tool attached, as a link: the download needs the API key (a header), so the click fetches it and
+  // hands the browser a blob to save under the file's name (GET /prompts/{id}/files/{index}, an attachment).
+  function fileLink(promptId, index, entry) {
+    const link = el("a", { href: `/prompts/${encodeURIComponent(promptId)}/files/${index}`, class: "file-link",
+      download: entry.name, "aria-label": `Download ${entry.name}`, text: `Download ${entry.name}` });
+    link.addEventListener("click", async (event) => {
+      event.preventDefault();
+      link.setAttribute("aria-busy", "true");
+      try {
+        const response = await fetch(link.getAttribute("href"), { headers: { Authorization: "Bearer " + token() } });
+        if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+        const url = URL.createObjectURL(await response.blob());
+        const save = el("a", { href: url, download: entry.name, hidden: true });
+        document.body.append(save);
+        save.click();
+        save.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 60000);
+        link.dataset.downloaded = "true";
+      } catch (err) {
+        link.after(el("span", { class: "error", role: "alert", text: ` could not download: ${err.message}` }));
+      } finally {
+        link.removeAttribute("aria-busy");
+      }
+    });
+    return link;
+  }
+
   return {
-    api, stream, el, ago, agoNode, forNode, argumentsForm, argumentsList, decisionControls, mayDecide, hashParam,
+    fileLink, api, stream, el, ago, agoNode, forNode, argumentsForm, argumentsList, decisionControls, mayDecide, hashParam,
     setHashParam, start, stateLabel, diffText, resultText, fieldInfo, PAST,
   };
 })();

@@ -98,14 +98,15 @@ DA.start(async (me) => {
     return node;
   }
 
-  function renderOutput(prompt, entry) {
+  function renderOutput(prompt, entry, index) {
     switch (entry.type) {
       case "text": return el("div", { class: "card msg assistant", text: entry.text });
       case "message": return el("div", { class: "card msg " + entry.role, text: entry.text });
       case "widget": return el("div", { class: "card widget", "data-widget": entry.widget },
         el("strong", { text: entry.widget }), el("pre", { text: JSON.stringify(entry.data, null, 2) }));
       case "file": return el("div", { class: "card file" }, el("strong", { text: entry.name }),
-        el("span", { class: "muted", text: ` ${entry.media_type}, ${entry.size} bytes — ${entry.summary}` }));
+        el("span", { class: "muted", text: ` ${entry.media_type}, ${entry.size} bytes — ${entry.summary} ` }),
+        DA.fileLink(prompt.id, index, entry));
       case "data": return el("div", { class: "card data" }, el("pre", { text: JSON.stringify(entry.data, null, 2) }));
       case "reasoning": return entry.summary ? el("details", { class: "card reasoning" },
         el("summary", { class: "muted", text: "reasoning" }), el("p", { text: entry.summary })) : el("span");
@@ -164,7 +165,7 @@ DA.start(async (me) => {
         const sig = signature(prompt, entry);
         const known = prompt.rendered[index];
         if (known && known.sig === sig) return;
-        const node = renderOutput(prompt, entry);
+        const node = renderOutput(prompt, entry, index);
         if (known) known.node.replaceWith(node);
         else {
           const next = prompt.rendered.slice(index + 1).find(Boolean);

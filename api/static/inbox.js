@@ -57,14 +57,29 @@ DA.start(async (me) => {
     return view;
   }
 
+  // The files the call attached when it ran (its `file` outputs), as download links under its outcome.
+  function showFiles(view) {
+    view.filesAsked = true;
+    const prompt = waitingPrompt(view.item);
+    DA.api("GET", `/prompts/${encodeURIComponent(prompt)}`).then((record) => {
+      record.prompt.output.forEach((entry, index) => {
+        if (entry.type === "file" && entry.tool_call_id === ownId(view.item)) {
+          view.fileLinks = [...(view.fileLinks || []), " ", DA.fileLink(prompt, index, entry)];
+          view.outcome.append(...view.fileLinks.slice(-2));
+        }
+      });
+    }).catch(() => { view.filesAsked = false; });
+  }
+
   function setOutcome(view, state, kind, ...parts) {
     view.state = state;
     view.node.dataset.state = state;
     view.node.dataset.outcome = kind;
     view.outcome.hidden = false;
     view.outcome.className = "outcome " + kind;
-    view.outcome.replaceChildren(...parts);
+    view.outcome.replaceChildren(...parts, ...(view.fileLinks || []));
     if (state === "done" || state === "decided") view.body.hidden = true;
+    if (state === "done" && kind !== "lost" && !view.filesAsked) showFiles(view);
     view.node.querySelector(".since").hidden = state !== "checking";
     refresh();
   }
