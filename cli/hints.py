@@ -74,3 +74,21 @@ def no_worker(settings: Settings) -> str:
     return (f"no worker is polling task queue {settings.task_queue!r} — start one with `dagent worker` "
             "(the prompt waits and runs as soon as one starts)")
 
+
+def refused_roles(refusal: str) -> list[str]:
+    """The roles named by a refusal because the decider is not among the approvers (`approvers: role:finance`)."""
+    import re
+
+    if "may not decide this call" not in refusal:
+        return []
+    return list(dict.fromkeys(re.findall(r"\brole:([^\s,;]+)", refusal.split("approvers:", 1)[-1])))
+
+
+def role_hint(refusal: str) -> str:
+    """How to say the role a refusal names (` — if you hold that role, add --role finance`); '' if none."""
+    roles = refused_roles(refusal)
+    if not roles:
+        return ""
+    flags = " or ".join(f"--role {role}" for role in roles)
+    return f" — if you hold {'that role' if len(roles) == 1 else 'one of those roles'}, add {flags}"
+

@@ -21,6 +21,7 @@ from rich.text import Text
 from durable_agent.agent.models import ToolOutput, ToolPending
 from durable_agent.cli import api_decisions
 from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_answer
+from durable_agent.cli.hints import refused_roles
 from durable_agent.cli.render import decision_words, short
 from durable_agent.client import DecisionRefused, PromptHandle
 from durable_agent.workflows.protocol import StreamEvent
@@ -132,7 +133,11 @@ class Asker:
                 decided = await api_decisions.reject(self.handle, entry.id, by=self.approver,
                                                      reason=REJECTED_AT_THE_TERMINAL, warn=self._warn)
         except (DecisionRefused, ValueError) as exc:  # ValueError: DAGENT_API_URL without DAGENT_API_KEY, or so
-            self.view.line(f"your answer was not applied: {exc}", style="yellow")
+            roles = refused_roles(str(exc))
+            as_role = "".join(f" --role {role}" for role in roles[:1])
+            hint = (f"; if you hold the {roles[0]} role: `dagent approve {self.handle.id} {entry.id} "
+                    f"--by {self.approver}{as_role}`") if roles else ""
+            self.view.line(f"your answer was not applied: {exc}{hint}", style="yellow")
             if getattr(exc, "kind", None) not in DECIDED_ALREADY:  # else its decision event follows
                 self.view.not_yours.add(entry.id)
             self.view.refresh()  # the spinner says the call still waits (and for whom)

@@ -363,11 +363,12 @@ class PromptWorkflow:
         names.APPROVE_SIGNAL, ApproveRequest, lambda self: self._desk.approve_signal,
         description="Approve the pending tool call (no reply; a wrong call id is ignored and recorded "
         "in the audit). Prefer the approve_call update. "
-        'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
+        'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance", …your roles, when the call\'s approvers '
+        'name a role], "input": {…corrected args, optional}}')
     reject = _delegated_signal(
         names.REJECT_SIGNAL, RejectRequest, lambda self: self._desk.reject_signal,
         description="Reject the pending tool call; the model sees the reason (no reply; prefer the "
-        'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
+        'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "roles": [optional], "reason": "…"}')
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
@@ -377,11 +378,14 @@ class PromptWorkflow:
         names.APPROVE_CALL_UPDATE, ApproveRequest, decide=ApprovalDesk.approve_call,
         description="Approve the pending tool call, checked first: a wrong call id or approver is "
         "refused with the reason. Returns the call once it has run. "
-        'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
+        'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance"], "input": {…corrected args}}; '
+        '"roles": the roles you act in, needed when the call\'s approvers name a role (role:finance), '
+        '"input" optional.')
     reject_call = decision_update(
         names.REJECT_CALL_UPDATE, RejectRequest, decide=ApprovalDesk.reject_call,
         description="Reject the pending tool call, checked first; the model sees the reason. "
-        'Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
+        'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance"], "reason": "…"}; "roles": the roles '
+        "you act in, needed when the call's approvers name a role (role:finance).")
 
     @workflow.query(name=names.GET_PROMPT_QUERY,
                     description="The whole prompt record: state, outputs, usage, decisions.")
