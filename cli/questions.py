@@ -19,6 +19,8 @@ import contextlib
 from rich.text import Text
 
 from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
+from durable_agent.agent.stops import people_words
 from durable_agent.cli import api_decisions
 from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_answer
 from durable_agent.cli.hints import refused_roles
@@ -57,7 +59,25 @@ class Asker:
 
     def _next(self) -> tuple[int, ToolOutput] | None:
         unasked = [item for call_id, item in self.view.waiting.items() if call_id not in self.asked]
+        for index, entry in sorted(unasked, key=lambda item: item[0]):
+            if entry.tool == MORE_BUDGET_TOOL:  # never asked here: see _not_for_you
+                self._not_for_you(index, entry)
+        unasked = [item for item in unasked if item[1].id not in self.asked]
         return min(unasked, key=lambda item: item[0]) if unasked else None
+
+    def _not_for_you(self, index: int, entry: ToolOutput) -> None:
+        """A request for more budget is never asked at the terminal: the person there is the prompt's own user,
+        whom the four-eyes rule never lets grant their own budget. Say whom the prompt waits for instead."""
+        self.asked.add(entry.id)
+        self.view.not_yours.add(entry.id)
+        pending = entry.result
+        approvers = list(pending.approvers or ()) if isinstance(pending, ToolPending) else []
+        reason = pending.reason if isinstance(pending, ToolPending) else ""
+        self.view.line(Text.assemble(
+            ("budget spent: ", "bold yellow"), (f"[{index}] ", "dim"), f"{reason}. ",
+            ("waiting for ", "yellow"), (people_words(approvers) or "an approver", "bold"),
+            (" to grant more (nobody grants their own budget); they decide with ", "yellow"),
+            f"`dagent approve {self.handle.id} {entry.id}` or in the inbox"))
 
     async def _run(self) -> None:
         while (following := self._next()) is not None:

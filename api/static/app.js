@@ -200,6 +200,14 @@ const DA = (() => {
       const type = info.type || typeof (input || {})[name];
       const value = (input || {})[name];
       const id = "f-" + Math.random().toString(36).slice(2);
+      const fixed = props[name] && Object.prototype.hasOwnProperty.call(props[name], "const");
+      if (fixed) { // a fact of the request (the schema allows one value): shown, never offered for editing
+        form.append(el("div", { class: "field fact", "data-field": name },
+          el("span", { class: "label", text: info.label + ": " }),
+          el("span", { class: "value", text: typeof value === "string" ? value : JSON.stringify(value) }),
+          info.description ? el("small", { class: "help", text: info.description }) : null));
+        continue;
+      }
       let field;
       if (type === "boolean") {
         field = el("input", { id, type: "checkbox", name, checked: !!value });

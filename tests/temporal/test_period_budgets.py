@@ -127,7 +127,7 @@ async def test_ask_for_more_budget_through_the_approval_machinery(dev_env: Workf
         [pending] = await handle.pending_approvals()
         assert pending.tool == MORE_BUDGET_TOOL
         assert pending.input == {"budget": principal, "period": "day", "unit": "tokens", "allowance": 1000.0,
-                                 "spent": 1000.0, "asking": 1000}
+                                 "spent": 1000.0, "asking": 500}  # nothing over the allowance, plus one round
         assert pending.reason.startswith(f"{principal} daily budget reached: 1000 tokens used of 1000")
         assert pending.approvers == ["role:finance"] and pending.four_eyes
 
