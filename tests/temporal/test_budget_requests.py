@@ -73,3 +73,33 @@ async def test_run_never_asks_the_owner_for_more_budget_and_one_default_grant_go
             assert run.returncode == 1 and "stopped: round limit reached after 3 rounds" in err.decode(), err
         finally:
             await client.set_budget(f"user:{user}", None)
+
+
+async def test_a_sub_agents_budget_request_waits_on_its_top_prompt(dev_env: WorkflowEnvironment) -> None:
+    """The parent's first round spends the whole budget; its sub-agent's round asks for more. The top prompt
+    lists it as `<its call>/more-budget` (as a sub-agent's payment) and takes the grant."""
+    from durable_agent.agent.plugins import Plugin
+    from tests.temporal.test_period_budgets import _delegating, helper
+
+    user = f"m-{uuid.uuid4().hex[:8]}"
+    plugins = [PLUGIN, Plugin("helpers", tools=[helper.tool()])]
+    async with agent_worker(dev_env, plugins=plugins, model=ScriptedModel(_delegating)) as client:
+        await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=500, on_exhausted="ask",
+                                                            approvers=["user:alice"]))
+        try:
+            handle = await client.start("go", user_id=user)
+            for _ in range(1200):  # the sub-agent reports its request to the top prompt (as for its payments)
+                pending = await handle.pending_approvals()
+                if pending:
+                    break
+                await asyncio.sleep(0.05)
+            [asking] = pending
+            assert (asking.tool_call_id, asking.tool) == ("call_r1_0/more-budget", MORE_BUDGET_TOOL)
+            assert asking.path and asking.approvers == ["user:alice"] and asking.four_eyes
+            assert asking.reason.startswith(f"user:{user} daily budget reached: 500 tokens used of 500")
+            await handle.approve(asking.tool_call_id, by="alice", input={"asking": 2000},  # enough for both
+                                 wait=True)  # through the top prompt
+            done = await asyncio.wait_for(handle.result(), LINE_SECONDS)
+            assert done.state == "completed" and done.usage.model_calls == 3, done.output
+        finally:
+            await client.set_budget(f"user:{user}", None)
