@@ -289,14 +289,24 @@ const DA = (() => {
 
   // Approve / correct-and-approve / reject controls for one pending call. `onSettled(outcome)` gets
   // {kind, resolved, correction} after a decision was applied, or {kind, error} when it was refused.
+  // A button's visible word plus, for screen readers, which call it decides: "Approve payment.send to bob …".
+  function labelled(button, visible, call) {
+    const which = ` ${call.tool} ${argumentsText(call.input)} (${call.tool_call_id})`;
+    button.replaceChildren(visible, el("span", { class: "sr-only", text: which }));
+  }
+  const argumentsText = (input) => Object.entries(input || {}).slice(0, 3)
+    .map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ");
+
   function decisionControls(promptId, call, schema, { onSettled, onStart } = {}) {
-    const approveButton = el("button", { type: "button", class: "approve", text: "Approve" });
+    const approveButton = el("button", { type: "button", class: "approve" });
+    labelled(approveButton, "Approve", call);
     const form = argumentsForm(call.input, schema, (change) => {
-      approveButton.textContent = change ? "Approve with correction" : "Approve";
+      labelled(approveButton, change ? "Approve with correction" : "Approve", call);
     });
     const reason = el("input", { type: "text", name: "reason", placeholder: "reason (for a rejection)",
-      "aria-label": "reason for a rejection" });
-    const rejectButton = el("button", { type: "button", class: "reject", text: "Reject" });
+      "aria-label": `reason for rejecting ${call.tool} (${call.tool_call_id})` });
+    const rejectButton = el("button", { type: "button", class: "reject" });
+    labelled(rejectButton, "Reject", call);
     const status = el("div", { class: "decision-status", role: "status" });
     const base = `/prompts/${encodeURIComponent(promptId)}/approvals/${encodeURIComponent(call.tool_call_id)}`;
     let busy = false;

@@ -76,7 +76,7 @@ DA.start(async (me) => {
     if (pending) {
       node.append(el("p", { class: "reason", text: pending.reason }));
       if (mayDecide(me, prompt.user_id, pending.approvers)) {
-        const controls = decisionControls(prompt.id, { tool_call_id: entry.id, input: entry.input }, schema, {
+        const controls = decisionControls(prompt.id, { tool_call_id: entry.id, tool: entry.tool, input: entry.input }, schema, {
           onSettled: (outcome) => {
             if (outcome.error && outcome.error.status === 409) { prompt.notes.set(entry.id, outcome.error); prompt.render(); }
           },
@@ -194,6 +194,7 @@ DA.start(async (me) => {
     }
 
     function onEvent(kind, data) {
+      announce(kind, data);
       if (kind === "text_delta") {
         if (data.kind !== "reasoning") prompt.streaming = prompt.streaming.slice(0, data.offset) + data.text;
       } else if (kind === "tool_progress") {
@@ -219,6 +220,21 @@ DA.start(async (me) => {
         onEnd: (end) => { prompt.stateName = end.state; prompt.streaming = ""; prompt.progress.clear(); render(); },
       });
     })();
+  }
+
+  // Arrivals and decisions, said once in the live region (screen readers hear them; the text streams silently).
+  function announce(kind, data) {
+    const live = document.getElementById("live");
+    const entry = data && data.output;
+    let said = "";
+    if (kind === "approval_requested" && entry) said = `${entry.tool} waits for approval`;
+    else if (entry && entry.type === "tool" && entry.decision && (!entry.result || entry.result.type === "pending")) {
+      said = `${entry.tool} ${entry.decision.decision} by ${entry.decision.by || "someone"}`;
+    } else if (kind === "output_added" && entry && entry.type === "text") said = "The agent answered.";
+    else if (kind === "state_changed" && data.state && data.state !== "running") said = `The prompt is ${stateLabel(data.state)}.`;
+    if (!said || !live) return;
+    live.append(el("span", { text: said + " " }));
+    while (live.childElementCount > 5) live.firstElementChild.remove();  // the latest few, newest last
   }
 
   async function retry(fn) {
