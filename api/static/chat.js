@@ -7,12 +7,32 @@
 DA.start(async (me) => {
   const { api, stream, el, agoNode, forNode, argumentsList, decisionControls, mayDecide, stateLabel } = DA;
   const list = document.getElementById("prompts");
-  let conversationId = DA.hashParam("conversation");
-  if (!conversationId) {
-    conversationId = (await api("POST", "/conversations", {})).conversation.id;
-    DA.setHashParam("conversation", conversationId);
+  // The conversation: the one in the address, else the one this person had open last (kept in this browser),
+  // else a new one. "New conversation" starts another.
+  const remembered = `dagent.chat.conversation.${me.id}`;
+  let conversationId = DA.hashParam("conversation") || localStorage.getItem(remembered);
+  if (conversationId && !DA.hashParam("conversation")) {
+    try { await api("GET", `/conversations/${encodeURIComponent(conversationId)}`); } catch { conversationId = null; }
   }
+  if (!conversationId) conversationId = (await api("POST", "/conversations", {})).conversation.id;
+  DA.setHashParam("conversation", conversationId);
+  localStorage.setItem(remembered, conversationId);
+  const newConversation = el("button", { type: "button", class: "link new-conversation", text: "New conversation" });
+  newConversation.addEventListener("click", async () => {
+    const fresh = (await api("POST", "/conversations", {})).conversation.id;
+    localStorage.setItem(remembered, fresh);
+    DA.setHashParam("conversation", fresh);
+    location.reload();
+  });
   document.getElementById("conversation").textContent = `conversation ${conversationId}`;
+  document.getElementById("conversation").after(el("p", { class: "small" }, newConversation));
+
+  // Approvers as people read them: "alice", "anyone with the finance role".
+  function people(approvers) {
+    const words = (approvers || []).map((a) => a.startsWith("role:") ? `anyone with the ${a.slice(5)} role`
+      : a.replace(/^user:/, ""));
+    return words.length <= 1 ? (words[0] || "an approver") : `${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}`;
+  }
 
   // A call decided while others of its batch still wait for their decisions has no result yet: it neither runs
   // nor waits for a decision of its own. How many decisions it waits for (null: not such a call).
@@ -84,7 +104,7 @@ DA.start(async (me) => {
         node.append(controls.node);
       } else {
         node.append(argumentsList(entry.input, schema), el("p", { class: "muted", text:
-          `Waiting for ${(pending.approvers || []).join(", ") || "an approver"}.` }));
+          `Waiting for ${people(pending.approvers)}.` }));
       }
     } else {
       node.append(argumentsList(entry.input, schema));
@@ -179,6 +199,35 @@ DA.start(async (me) => {
       header.replaceChildren(el("span", { class: "state", "data-state": prompt.stateName, text: stateLabel(prompt.stateName) }),
         " · ", el("a", { href: prompt.ui || "#", target: "_blank", rel: "noopener", class: "temporal-ui",
           text: `workflow ${promptId}` }));
+      const running = ["running", "waiting_for_approval"].includes(prompt.stateName);
+      if (running && prompt.user_id === me.id) {  // the owner may cancel it (POST /prompts/{id}/cancel)
+        const cancel = el("button", { type: "button", class: "cancel", text: "Cancel",
+          "aria-label": `Cancel the prompt ${promptId}` });
+        cancel.addEventListener("click", () => {
+          cancel.disabled = true;
+          api("POST", `/prompts/${encodeURIComponent(promptId)}/cancel`).catch((err) => {
+            cancel.disabled = false;
+            header.append(el("span", { class: "error", role: "alert", text: ` could not cancel: ${err.message}` }));
+          });
+        });
+        header.append(" · ", cancel);
+      }
+      const decidable = prompt.outputs.filter((e) => e && e.type === "tool" && e.result && e.result.type === "pending"
+        && !e.decision && mayDecide(me, prompt.user_id, e.result.approvers));
+      if (decidable.length > 1) {  // a batch: every call this person may decide, approved one after the other
+        const all = el("button", { type: "button", class: "approve approve-all", text: `Approve all ${decidable.length}`,
+          "aria-label": `Approve all ${decidable.length}: ${decidable.map((e) => e.tool).join(", ")}` });
+        all.addEventListener("click", async () => {
+          all.disabled = true;
+          for (const e of decidable) {
+            try {
+              await api("POST", `/prompts/${encodeURIComponent(promptId)}/approvals/${encodeURIComponent(e.id)}/approve`, {});
+            } catch (err) { prompt.notes.set(e.id, err); }
+          }
+          render();
+        });
+        header.append(" · ", all);
+      }
       if (prompt.stateName === "stopped") {
         if (prompt.stop) header.append(el("div", { class: "stop-note", role: "status", text: prompt.stop }));
         else if (!prompt.askedStop) {  // why it stopped and how to go on: the record's `stop`
