@@ -71,7 +71,10 @@ async def worker_polling(client: Client, settings: Settings) -> bool:
 
 
 def no_worker(settings: Settings) -> str:
-    return (f"no worker is polling task queue {settings.task_queue!r} — start one with `dagent worker` "
+    default = Settings.model_fields["task_queue"].default
+    start = "`dagent worker`" if settings.task_queue == default else \
+        f"`DAGENT_TASK_QUEUE={settings.task_queue} dagent worker` (a worker on that queue)"
+    return (f"no worker is polling task queue {settings.task_queue!r} — start one with {start} "
             "(the prompt waits and runs as soon as one starts)")
 
 

@@ -182,13 +182,31 @@ def show(
     settings = common.load_settings(address, profile)
 
     async def main() -> int:
-        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        import contextlib
+
+        from temporalio.client import WorkflowExecutionStatus
+
+        from durable_agent.cli import hints
+
+        client = await AgentClient.connect(settings)
+        handle = client.prompt(prompt_id)
         problem = await handle.task_problem()
         if problem is not None:
             err_console.print(f"prompt {prompt_id} is stuck: its workflow task failed {problem.attempt} times: "
                               f"{problem.reason}", markup=False)
             return 1
-        prompt = await handle.get()
+        description = await handle.workflow.describe()
+        queue = settings.model_copy(update={"task_queue": description.task_queue})
+        if description.status == WorkflowExecutionStatus.RUNNING \
+                and not await hints.worker_polling(client.client, queue):
+            err_console.print(f"error: prompt {prompt_id} cannot be read: its record is asked of a worker, and "
+                              f"{hints.no_worker(queue)}", markup=False)
+            return 1
+        prompt = None
+        if description.status != WorkflowExecutionStatus.RUNNING:  # its result is the record: no worker needed
+            with contextlib.suppress(Exception):
+                prompt = await handle.result()
+        prompt = prompt or await handle.get()
         if as_json:
             console.print_json(prompt.model_dump_json())
         else:
