@@ -73,3 +73,40 @@ async def test_chat_cancel_approvers_in_words_kept_conversation_and_a_stop(dev_e
             await asyncio.to_thread(scenario)
         finally:
             await stack.agent.set_budget(f"user:{spender}", None)
+
+
+async def test_the_inbox_shows_a_budget_requests_facts_as_facts_and_only_the_grant_editable(
+        dev_env: WorkflowEnvironment) -> None:
+    from tests.temporal.test_pages_a11y import _axe
+
+    spender = f"asker-{uuid.uuid4().hex[:8]}"
+    key = ApiKey(principal=spender, key=f"{spender}-key-0123456789abcdef", roles=[])
+    async with api_stack(dev_env, extra_api_keys=[key]) as stack:
+        await stack.agent.set_budget(f"user:{spender}", BudgetLimit(period="day", max_tokens=1, on_exhausted="ask",
+                                                                    approvers=["user:ann"]))
+        try:
+            def scenario() -> None:
+                with browser() as chat, browser() as inbox:
+                    chat.get(f"{stack.url}/chat#key={key.key}")
+                    _conversation(chat)
+                    _send(chat, "pay bob 50")
+                    waiting = wait_for(chat, lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, ".tool")
+                                                        if "Waiting for" in e.text], "the request for more")
+                    assert "Waiting for ann." in waiting[-1], waiting
+                    inbox.get(f"{stack.url}/inbox#key={USERS['ann'][0]}")
+                    card = wait_for(inbox, lambda d: next(iter(d.find_elements(
+                        By.CSS_SELECTOR, '.call[data-tool="dagent.more_budget"]')), None), "the budget card")
+                    facts = {f.get_attribute("data-field"): " ".join(f.text.split())
+                             for f in card.find_elements(By.CSS_SELECTOR, ".fact")}
+                    assert set(facts) == {"budget", "period", "unit", "allowance", "spent"}, facts
+                    assert facts["budget"] == f"Budget: user:{spender}" and facts["period"] == "Period: day"
+                    editable = [i.get_attribute("name") for i in card.find_elements(By.CSS_SELECTOR, ".args input")]
+                    assert editable == ["asking"], editable
+                    assert _axe(inbox) == []
+                    card.find_element(By.CSS_SELECTOR, "button.approve").click()
+                    wait_for(chat, lambda d: "approved by ann" in " ".join(e.text for e in d.find_elements(
+                        By.CSS_SELECTOR, ".tool")), "the grant shown in the chat")
+
+            await asyncio.to_thread(scenario)
+        finally:
+            await stack.agent.set_budget(f"user:{spender}", None)
