@@ -58,13 +58,16 @@ class LiveView:
         self.waiting_since = time.monotonic()
         self.question: str | None = None  # the question on screen (lines printed meanwhile repeat it)
         self.not_yours: set[str] = set()  # calls whose answer here was not applied: someone else must decide
+        self.tools: dict[str, str] = {}  # call id -> tool, of the calls printed (a sub-agent's question names it)
 
     # --- spinner ----------------------------------------------------------------------------------
 
     def _status_text(self) -> str:
         if self.waiting:
             elapsed = int(time.monotonic() - self.waiting_since)
-            doing = f" · {self.step}" if self.step.startswith("running") else ""
+            running = self.step.removeprefix("running ")
+            doing = f" · {self.step}" if self.step.startswith("running") and all(
+                entry.tool != running for _, entry in self.waiting.values()) else ""
             return f"{self.waiting_words()} ({elapsed}s){doing}"
         elapsed = int(time.monotonic() - self.step_since)
         progress = f" · {self.progress}" if self.progress else ""
@@ -145,6 +148,7 @@ class LiveView:
         text = Text(f"[{index}] ", style="dim")
         rendered = describe_output(entry)
         if isinstance(entry, ToolOutput):
+            self.tools[entry.id] = entry.tool
             result = entry.result
             style = ("red" if result is not None and result.type == "error" else
                      "yellow" if isinstance(result, ToolPending) else "")

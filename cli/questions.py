@@ -35,7 +35,8 @@ SUB_AGENT_POLL_SECONDS = 0.5  # how often a question about a sub-agent's call re
 
 
 def _listed(calls: list[tuple[int, ToolOutput]]) -> str:
-    return ", ".join(f"[{i}] {call.tool} {short(call.input, OTHERS_ARGS_CHARS)}" for i, call in calls)
+    return ", ".join(f"{f'[{i}] ' if '/' not in call.id else ''}{call.tool} {short(call.input, OTHERS_ARGS_CHARS)}"
+                     + (f" ({call.id})" if "/" in call.id else "") for i, call in calls)
 
 
 class Asker:
@@ -110,8 +111,11 @@ class Asker:
         view.stop_spinner()
         discard_typed_ahead()  # keys typed before the question was on screen are not its answer
         reason = entry.result.reason if isinstance(entry.result, ToolPending) else ""
-        view.line(Text.assemble(("approval needed: ", "bold yellow"), (f"[{index}] ", "dim"), f"{entry.tool} ",
-                                short(entry.input), (f" — {reason}", "yellow")))
+        parent = entry.id.split("/", 1)[0] if "/" in entry.id else None
+        asker = (f" (asked by the {view.tools.get(parent, 'sub-agent')} sub-agent of [{index}], call {entry.id})"
+                 if parent else "")
+        view.line(Text.assemble(("approval needed: ", "bold yellow"), ("" if parent else f"[{index}] ", "dim"),
+                                f"{entry.tool} ", short(entry.input), (f" — {reason}", "yellow"), (asker, "dim")))
         others = view.others_waiting(entry.id)
         after = [(i, other) for i, other in others if other.id not in self.asked]  # asked next, in this order
         also = [(i, other) for i, other in others if other.id in self.asked]  # asked already, answer not applied

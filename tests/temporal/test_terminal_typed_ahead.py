@@ -118,6 +118,9 @@ def test_a_sub_agents_question_keeps_what_the_screen_shows(
     screen = terminal.screen()
     answers = [a.rstrip() for a in re.findall(ANSWER_LINE, screen, re.M)]
     assert answers == ["yes", ""], screen  # the second question (Globex, decided by bob) was withdrawn unanswered
+    assert re.search(r'approval needed: payment\.send \{"to": "ACME Corp", "amount": 480\} — Sending \$480 requires '
+                     r"approval\. \(asked by the desk\.delegate sub-agent of \[1\], call call_r1_0/call_r1_0\)",
+                     screen), screen  # which sub-agent asks; [1] is its call in this prompt
     assert re.search(r"answered elsewhere: payment\.send rejected by bob at \d\d:\d\d:\d\d: not yet — no answer needed",
                      screen), screen
     assert "EXIT=0" in screen and "LEFT=[]" in screen, screen
