@@ -87,7 +87,22 @@ async def test_a_sub_agents_budget_request_waits_on_its_top_prompt(dev_env: Work
         await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=500, on_exhausted="ask",
                                                             approvers=["user:alice"]))
         try:
-            handle = await client.start("go", user_id=user)
+            env = {**os.environ, "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+                   "DAGENT_TASK_QUEUE": client.settings.task_queue}
+            env.pop("DAGENT_API_URL", None)
+            run = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "durable_agent.cli", "run", "go", "--user", user, "--interactive", env=env,
+                cwd=REPO_ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE)
+            assert run.stdout is not None
+            seen: list[str] = []
+            while not any("budget spent:" in line for line in seen):  # the top prompt's terminal says it
+                line = await asyncio.wait_for(run.stdout.readline(), LINE_SECONDS)
+                assert line, "".join(seen)
+                seen.append(line.decode())
+            said = next(line for line in seen if "budget spent:" in line)
+            assert "waiting for alice to grant more" in said and "call_r1_0/more-budget" in said, said
+            handle = client.prompt(next(line.split()[1] for line in seen if line.startswith("prompt ")))
             for _ in range(1200):  # the sub-agent reports its request to the top prompt (as for its payments)
                 pending = await handle.pending_approvals()
                 if pending:
@@ -101,5 +116,7 @@ async def test_a_sub_agents_budget_request_waits_on_its_top_prompt(dev_env: Work
                                  wait=True)  # through the top prompt
             done = await asyncio.wait_for(handle.result(), LINE_SECONDS)
             assert done.state == "completed" and done.usage.model_calls == 3, done.output
+            out, _ = await asyncio.wait_for(run.communicate(), LINE_SECONDS)
+            assert run.returncode == 0 and "state: completed" in out.decode()
         finally:
             await client.set_budget(f"user:{user}", None)
