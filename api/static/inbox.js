@@ -142,7 +142,7 @@ DA.start(async (me) => {
     const lost = view.state === "decided" && view.node.dataset.outcome === "lost";
     const head = el("strong", { text: `${lost ? "Already " : ""}${decision.decision} by ${byMe ? "you (elsewhere)" : by} ` });
     const parts = [head, agoNode(decision.at), correction ? ` with ${correction}` : "",
-      decision.reason ? ` (“${decision.reason}”)` : "", final ? ran : " — running…"];
+      decision.reason ? ` (“${decision.reason}”)` : "", final ? ran : notYet(item, decision)];
     if (lost) parts.unshift(el("strong", { text: "Not applied: " }));
     setOutcome(view, final ? "done" : "decided", lost ? "lost" : "elsewhere", ...parts);
     if (!view.announced && !lost) {
@@ -150,6 +150,15 @@ DA.start(async (me) => {
       announce(el("strong", { text: by }), ` ${decision.decision} ${item.tool} (asked by ${item.user_id || "?"}) `,
         agoNode(decision.at));
     }
+  }
+
+  // A decided call with no result yet: it runs now, or (a call of a batch) once every call of it is decided.
+  function notYet(item, decision) {
+    const batch = (item.context && item.context.batch) || [];
+    if (decision.decision !== "approved") {
+      return batch.length > 1 ? " — the model hears of it once the rest of its batch is decided." : "";
+    }
+    return batch.length > 1 ? " — runs once every call of its batch is decided." : " — running…";
   }
 
   function follow(view) {

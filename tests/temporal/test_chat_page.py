@@ -110,3 +110,31 @@ async def test_the_inbox_shows_a_budget_requests_facts_as_facts_and_only_the_gra
             await asyncio.to_thread(scenario)
         finally:
             await stack.agent.set_budget(f"user:{spender}", None)
+
+
+async def test_the_inbox_says_a_call_decided_elsewhere_waits_for_its_batch_not_running(
+        dev_env: WorkflowEnvironment) -> None:
+    """root approves the second call of a batch of three while ann's inbox shows it: her card says who decided
+    and that it runs once every call of the batch is decided — not "running…" (it does not run yet)."""
+    from tests.support.pages import wait_for_text
+    from tests.temporal.test_pages_truth import _call, _open, _start, _wait_pending, truth_stack
+
+    async with truth_stack(dev_env) as stack:
+        prompt_id = await _start(stack, "alice", "batch: pay both invoices and email ACME")
+        calls = await _wait_pending(stack, prompt_id, 3)
+
+        def scenario() -> None:
+            with browser() as ann:
+                _open(ann, f"{stack.url}/inbox", "ann")
+                _call(ann, "email.send")
+
+                async def root_approves() -> None:
+                    async with stack.http("root") as http:
+                        url = f"/prompts/{prompt_id}/approvals/{calls[1]}/approve"
+                        (await http.post(url, json={})).raise_for_status()
+
+                asyncio.run(root_approves())
+                said = wait_for_text(ann, ".call .outcome", "approved by root", "who decided")
+                assert "runs once every call of its batch is decided" in said and "running" not in said, said
+
+        await asyncio.to_thread(scenario)
