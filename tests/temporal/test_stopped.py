@@ -10,6 +10,7 @@ import re
 import subprocess
 import uuid
 
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.period_budgets import BudgetLimit
@@ -64,6 +65,8 @@ async def test_the_api_says_stopped_with_who_may_grant_and_when_the_period_reset
                 assert stop["next_step"].startswith(
                     "The work is not finished: carol or anyone with the finance role may grant more, or ask again "
                     "after the budget resets at ")
+                metadata = await handle.workflow.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+                assert metadata.current_details == f"Stopped: {stop['reason']}. {stop['next_step']}"  # Temporal UI
                 listed: list[dict[str, object]] = []
                 for _ in range(100):  # visibility is eventually consistent
                     listed = (await http.get("/prompts", params={"state": "stopped"})).json()
