@@ -55,3 +55,12 @@ async def test_a_worker_without_the_clients_codec_key_names_it(dev_env: Workflow
     assert prompt.error == ("cannot read the PromptRequest input: the payload is encrypted with codec key 'k2' and "
                             "this worker has no codec key: start the worker with the client's DAGENT_CODEC_KEYS "
                             "(and DAGENT_CODEC_KEY_ID)"), prompt.error
+
+
+def test_ls_refuses_a_limit_below_one() -> None:
+    """`dagent ls --limit -3` printed "no prompts" and exited 0; it is a bad option, said before connecting."""
+    ran = subprocess.run([sys.executable, "-m", "durable_agent.cli", "ls", "--limit", "-3"], cwd=REPO_ROOT,
+                         env={**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1"}, capture_output=True, text=True,
+                         timeout=60, stdin=subprocess.DEVNULL, check=False)
+    assert ran.returncode == 2 and ran.stdout == "", ran.stdout
+    assert "--limit" in ran.stderr and ">= 1" in ran.stderr.replace("greater than or equal to", ">="), ran.stderr
