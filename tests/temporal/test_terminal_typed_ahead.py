@@ -18,7 +18,7 @@ import time
 import pytest
 
 from tests.support.processes import REPO_ROOT
-from tests.temporal.test_cli import cli_env, dagent  # noqa: F401 - fixtures
+from tests.temporal.test_cli import cli_env, dagent, worker_process  # noqa: F401 - fixtures
 from tests.temporal.test_terminal import Terminal, terminal_factory  # noqa: F401 - fixtures
 from tests.temporal.test_terminal_batch import (  # noqa: F401 - fixtures
     QUESTION,
@@ -128,3 +128,28 @@ def test_a_sub_agents_question_keeps_what_the_screen_shows(
     child = _record(_calls(top)["call_r1_0"]["child_prompt_id"], desk_env)
     decided = [(c["input"]["to"], c["decision"]["decision"], c["decision"]["by"]) for c in _calls(child).values()]
     assert decided == [("ACME Corp", "approved", "termuser"), ("Globex", "rejected", "bob")], decided
+
+
+def test_chat_at_a_terminal_types_normally_between_prompts_and_owns_the_line_for_questions(
+        cli_env: dict[str, str], worker_process: subprocess.Popen[bytes],  # noqa: F811
+        terminal_factory: list[Terminal]) -> None:  # noqa: F811
+    """`dagent chat`: the message line is the terminal's own (echoed by it), the question's line is dagent's;
+    after the prompt the terminal echoes again, and an empty line ends the session."""
+    command = (f"cd {shlex.quote(str(REPO_ROOT))}; {shlex.quote(sys.executable)} -m durable_agent.cli chat "
+               "--user termuser")
+    terminal = Terminal(command, cli_env)
+    terminal_factory.append(terminal)
+    terminal.wait_for(r"^you> $")
+    terminal.keys("Plan my trip")
+    terminal.wait_for(r"^you> Plan my trip$")  # the terminal echoes the message as typed
+    terminal.keys("Enter")
+    terminal.wait_for(r"Approve payment\.send\? \[y/N\]: *$")
+    terminal.keys("y")
+    terminal.wait_for(r"Approve payment\.send\? \[y/N\]: y$")  # echoed by dagent
+    terminal.keys("Enter")
+    terminal.wait_for(r"approved by termuser")
+    terminal.wait_for(r"^you> $")
+    terminal.keys("hello")
+    terminal.wait_for(r"^you> hello$")  # the terminal's echo is back
+    terminal.keys("BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "Enter")
+    terminal.wait_for(r"^EXIT=0$")
