@@ -14,11 +14,12 @@ from pydantic import Field, JsonValue
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.notify import NoticeSent
 from durable_agent.agent.period_budgets import BudgetStanding
+from durable_agent.agent.stops import PromptStop
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 
-PromptState = Literal["running", "waiting_for_approval", "completed", "failed", "cancelled"]
+PromptState = Literal["running", "waiting_for_approval", "completed", "stopped", "failed", "cancelled"]
 ModelTier = Literal["normal", "high"]
-TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+TERMINAL_STATES: frozenset[str] = frozenset({"completed", "stopped", "failed", "cancelled"})
 
 
 class Usage(_Model):
@@ -158,7 +159,7 @@ class MessageOutput(_Model):
     type: Literal["message"] = "message"
     role: Literal["user", "system"] = "user"
     text: str
-    source: Literal["steer", "output_validation", "trigger", "budget"] = "steer"
+    source: Literal["steer", "output_validation", "trigger", "budget", "limit"] = "steer"
 
 
 class DataOutput(_Model):
@@ -231,6 +232,9 @@ class Prompt(_Model):
     finished_at: datetime | None = None
     force_completed: bool = False
     budget_stop: str | None = Field(default=None, description="Set when the prompt's budget stopped it (why).")
+    stop: PromptStop | None = Field(default=None, exclude_if=lambda v: v is None, description=(
+        "Set when the prompt ended `stopped` (its work not done): why, who may grant more, when the budget "
+        "resets."))
     budgets: list[BudgetStanding] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
         "The period budgets this prompt is under (agent/period_budgets.py): spend against budget, as of its last "
         "round."))

@@ -131,6 +131,8 @@ async def agui_run(handle: PromptHandle, *, thread_id: str, run_id: str,
         yield RunErrorEvent(message=prompt.error or "the prompt failed", code="prompt_failed")
     elif prompt.state == "cancelled":
         yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=RunFinishedCancelledOutcome())
+    elif prompt.state == "stopped":  # its work not done: not a success
+        yield RunErrorEvent(message=prompt.stop.words() if prompt.stop else "the prompt stopped", code="prompt_stopped")
     else:
         text = "".join(e.text for e in prompt.output if isinstance(e, TextEntry))
         yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, result=text,

@@ -19,8 +19,10 @@ from durable_agent.api.budgets import router as budget_routes
 from durable_agent.api.config import ApiConfig
 from durable_agent.api.headers import SecurityHeadersMiddleware
 from durable_agent.api.limits import BodyLimitMiddleware
+from durable_agent.api.openapi_security import install_security_scheme
 from durable_agent.api.problems import install_problem_handlers
 from durable_agent.api.prompt_approvals import router as prompt_approval_routes
+from durable_agent.api.prompt_files import router as prompt_file_routes
 from durable_agent.api.routes import approvals, conversations, events, pages, prompts, slack
 from durable_agent.api.routes.common import STATIC
 from durable_agent.api.schedules import router as schedule_routes
@@ -38,6 +40,7 @@ ROUTERS: list[APIRouter] = [
     prompts.router,  # /me, /prompts
     approvals.router,  # /approvals, deciding
     prompt_approval_routes,  # /prompts/{id}/approvals: one prompt's waiting calls (api/prompt_approvals.py)
+    prompt_file_routes,  # /prompts/{id}/files/{index}: attached files, downloaded (api/prompt_files.py)
     budget_routes,  # /budgets (api/budgets.py)
     conversations.router,  # /conversations
     events.router,  # /prompts/{id}/events, /agui
@@ -64,6 +67,7 @@ def create_app(agent: AgentClient | None = None, config: ApiConfig | None = None
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
     install_problem_handlers(app)
+    install_security_scheme(app)  # /docs can authorise (api/openapi_security.py)
     for router in ROUTERS:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "deploy": "durable_agent.cli.deploy:deploy_app",
     "schedule": "durable_agent.cli.schedule:schedule_app",
     "budget": "durable_agent.cli.budget:budget_app",
+    "file": "durable_agent.cli.file:file_app",
 }
 
 

@@ -26,7 +26,7 @@ from durable_agent.cli.running import run_async as run_async
 console = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
-STATES = ("waiting", "running", "completed", "failed", "cancelled")  # what `dagent ls --state` takes
+STATES = ("waiting", "running", "completed", "stopped", "failed", "cancelled")  # what `dagent ls --state` takes
 
 ProfileOption = Annotated[str | None, typer.Option(
     "--profile", help="Connection profile from the Temporal config file (default: $TEMPORAL_PROFILE)")]

@@ -8,10 +8,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from durable_agent.agent.models import TERMINAL_STATES, ToolOutput, ToolPending
-from durable_agent.cli.render import short, taken_words
-from durable_agent.client import AgentClient, PromptHandle
+from durable_agent.cli.hints import missing_prompt_id
+from durable_agent.cli.render import decision_words, short, state_words, taken_words
+from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
 
 POLL_SECONDS = 0.2
+EXPLAIN_SECONDS = 10.0  # how long a refusal waits to say who decided, before it says only what the server said
 ONCE_RUN_SECONDS = 60.0  # `approve --all` reports how the calls ended, or how they stand after this long
 
 Decide = Callable[[PromptHandle, str], Awaitable[ToolOutput | None]]
@@ -21,11 +23,44 @@ async def decide(client: AgentClient, prompt_id: str, tool_call_id: str, how: De
     """Decide one call through `prompt_id` and return it once decided and run. A sub-agent's call answers at
     once with the decision (the top prompt forwards it): follow it to the prompt that runs it."""
     handle = client.prompt(prompt_id)
-    path = next((p.path for p in await handle.pending_approvals() if p.tool_call_id == tool_call_id), [])
-    resolved = await how(handle, tool_call_id)
+    try:
+        path = next((p.path for p in await handle.pending_approvals() if p.tool_call_id == tool_call_id), [])
+    except Exception as exc:  # a finished prompt without a worker to replay it: the decision below says why
+        if missing_prompt_id(exc) is not None:
+            raise  # a mistyped id: cli/errors.py suggests the right one
+        path = []
+    try:
+        resolved = await how(handle, tool_call_id)
+    except DecisionRefused as exc:
+        better = await explained(handle, tool_call_id, exc)
+        if better is exc:
+            raise  # with its cause: an unknown prompt id is explained from it (cli/hints.py)
+        raise better from None
     if resolved is None or not path or not isinstance(resolved.result, ToolPending):
         return resolved
     return await _run_in_sub_agent(client.prompt(path[-1]), tool_call_id) or resolved
+
+
+async def explained(handle: PromptHandle, tool_call_id: str, refused: DecisionRefused) -> DecisionRefused:
+    """A refusal because the call or the prompt is done, saying who decided the call and how (from the
+    record; the finished prompt's from its result, which needs no worker), instead of the server's words."""
+    if refused.kind not in ("prompt-finished", "already-decided", "not-pending"):
+        return refused
+    try:
+        prompt = await asyncio.wait_for(handle.result() if refused.kind == "prompt-finished" else handle.get(),
+                                        EXPLAIN_SECONDS)
+    except Exception:  # nothing more to say than the refusal itself
+        return refused
+    entry = prompt.tool_call(tool_call_id)
+    ended = f"prompt {handle.id} is {state_words(prompt.state)}" if prompt.state in TERMINAL_STATES else \
+        f"prompt {handle.id}"
+    if entry is None:
+        return DecisionRefused(f"{ended}; it has no call {tool_call_id!r}", refused.kind)
+    if entry.decision is not None:
+        return DecisionRefused(f"{ended}: {entry.tool} [{entry.id}] was already "
+                               f"{decision_words(entry.decision, entry.input)}", refused.kind)
+    result = f" ({entry.result.error})" if entry.result is not None and entry.result.type == "error" else ""
+    return DecisionRefused(f"{ended}: {entry.tool} [{entry.id}] was never decided{result}", refused.kind)
 
 
 async def _run_in_sub_agent(handle: PromptHandle, tool_call_id: str) -> ToolOutput | None:

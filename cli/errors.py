@@ -80,8 +80,12 @@ def report_failure(exc: BaseException) -> int:
     if isinstance(exc, Explained):
         report("error", exc)
         return exc.code
-    if isinstance(exc, DecisionRefused):
-        report("refused", exc)
+    if isinstance(exc, DecisionRefused):  # its own words, once: the chain below only repeats them
+        from durable_agent.cli.hints import role_hint
+
+        said = " ".join(str(exc).split())
+        sys.stderr.write(f"refused: {said}{role_hint(said)}\n")
+        sys.stderr.flush()
         return REFUSED
     if isinstance(exc, ValueError | LookupError | FileNotFoundError | MissingExtra):
         report("error", exc)

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
-import termios
 import time
 from collections.abc import AsyncIterator
 
@@ -25,87 +22,24 @@ from rich.status import Status
 from rich.text import Text
 
 from durable_agent.agent.models import PromptOutput, ToolOutput, ToolPending
+from durable_agent.cli.answer_line import (
+    discard_at_exit,
+    discard_typed_ahead,
+    owned_answer_line,
+    questions_were_asked,
+    read_answer,
+    read_line,
+    typed_answer,
+)
 from durable_agent.cli.render import decision_words, describe_output, state_words
 from durable_agent.client import PromptHandle
 from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgress
 
 STATE_STYLES = {"waiting_for_approval": "bold yellow", "failed": "bold red", "cancelled": "yellow",
-                "completed": "bold green", "running": "cyan"}
+                "completed": "bold green", "stopped": "bold yellow", "running": "cyan"}
 
 __all__ = ["STATE_STYLES", "LiveView", "decision_words", "discard_at_exit", "discard_typed_ahead", "follow",
-           "read_line"]
-
-
-class _Stdin:
-    """Lines from stdin read on the event loop, so a question can be abandoned while it waits. One reader at a
-    time: a second concurrent read would replace the first one's watch on the descriptor."""
-
-    def __init__(self) -> None:
-        self.buffer = bytearray()
-        self.eof = False
-        self.discard_at_exit = False  # set once questions were asked: keys typed while `dagent` ends are theirs
-
-    async def line(self) -> str | None:
-        while b"\n" not in self.buffer and not self.eof:
-            data = await self._read()
-            self.eof = not data
-            self.buffer.extend(data)
-        if not self.buffer:
-            return None
-        line, _, rest = bytes(self.buffer).partition(b"\n")
-        self.buffer = bytearray(rest)
-        return line.decode(errors="replace")
-
-    def discard(self) -> None:
-        """Forget what was typed but not asked for (a terminal only: piped answers are meant in order), so a
-        stray keystroke never answers the next question, nor reaches the shell after `dagent` exits."""
-        if not _stdin_is_terminal():
-            return
-        self.buffer.clear()
-        with contextlib.suppress(termios.error, OSError, ValueError):
-            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
-
-    @staticmethod
-    async def _read() -> bytes:
-        loop = asyncio.get_running_loop()
-        fd = sys.stdin.fileno()
-        ready: asyncio.Future[None] = loop.create_future()
-        try:
-            loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
-        except (PermissionError, OSError):  # a regular file: always readable, cannot be watched
-            return os.read(fd, 4096)
-        try:
-            await ready
-        finally:
-            loop.remove_reader(fd)
-        return os.read(fd, 4096)
-
-
-def _stdin_is_terminal() -> bool:
-    try:
-        return sys.stdin.isatty()
-    except (ValueError, AttributeError):
-        return False
-
-
-_STDIN = _Stdin()
-
-
-async def read_line() -> str | None:
-    """One line from stdin without blocking the event loop; None at the end of input."""
-    return await _STDIN.line()
-
-
-def discard_typed_ahead() -> None:
-    _STDIN.discard()
-
-
-def discard_at_exit() -> None:
-    """The last thing `dagent` does after it asked questions on a terminal: keys typed while it printed the end
-    (meant for a question that is gone) are dropped rather than run by the shell."""
-    if _STDIN.discard_at_exit:
-        _STDIN.discard()
-
+           "read_answer", "read_line"]
 
 class LiveView:
     """Prints a prompt's events as a timeline and keeps a spinner with the current step below it."""
@@ -124,13 +58,16 @@ class LiveView:
         self.waiting_since = time.monotonic()
         self.question: str | None = None  # the question on screen (lines printed meanwhile repeat it)
         self.not_yours: set[str] = set()  # calls whose answer here was not applied: someone else must decide
+        self.tools: dict[str, str] = {}  # call id -> tool, of the calls printed (a sub-agent's question names it)
 
     # --- spinner ----------------------------------------------------------------------------------
 
     def _status_text(self) -> str:
         if self.waiting:
             elapsed = int(time.monotonic() - self.waiting_since)
-            doing = f" · {self.step}" if self.step.startswith("running") else ""
+            running = self.step.removeprefix("running ")
+            doing = f" · {self.step}" if self.step.startswith("running") and all(
+                entry.tool != running for _, entry in self.waiting.values()) else ""
             return f"{self.waiting_words()} ({elapsed}s){doing}"
         elapsed = int(time.monotonic() - self.step_since)
         progress = f" · {self.progress}" if self.progress else ""
@@ -198,8 +135,8 @@ class LiveView:
         if self.question is not None:
             self.console.print()  # leave the question's line; it is asked again below
         self.console.print(text if isinstance(text, Text) else Text(text, style=style or ""))
-        if self.question is not None:
-            self.console.print(Text(self.question, style="bold"), end="")
+        if self.question is not None:  # asked again with what was typed so far: the answer is what shows
+            self.console.print(Text(self.question, style="bold"), Text(typed_answer()), sep="", end="")
 
     def _end_stream(self) -> None:
         if self.streaming:
@@ -211,6 +148,7 @@ class LiveView:
         text = Text(f"[{index}] ", style="dim")
         rendered = describe_output(entry)
         if isinstance(entry, ToolOutput):
+            self.tools[entry.id] = entry.tool
             result = entry.result
             style = ("red" if result is not None and result.type == "error" else
                      "yellow" if isinstance(result, ToolPending) else "")
@@ -327,41 +265,44 @@ async def follow(handle: PromptHandle, console: Console, *, interactive: bool | 
     reader = asyncio.create_task(_read_into(handle.live(from_offset), queue))
     view.start_spinner()
     ticker = asyncio.create_task(view.tick())
-    try:
-        while True:
-            batch = [await queue.get()]
-            while not queue.empty():  # the rest of what the prompt published with it
-                batch.append(queue.get_nowait())
-            for item in batch:
-                if item is _END:
-                    view.flush_held()
-                    return state
-                if isinstance(item, BaseException):
-                    raise item
-                if isinstance(item, TextDelta):
-                    view.delta(item)
-                elif isinstance(item, ToolProgress):
-                    view.tool_progress(item)
-                elif isinstance(item, StreamEvent):
-                    if item.kind == "state_changed" and item.state:
-                        state = item.state
-                    if asker is None or not asker.event(item):
-                        view.event(item)
-            view.flush_held()
-            if interactive is False and view.waiting:
-                view.stop_spinner()
-                from durable_agent.cli.decision_hints import print_decision_commands
+    with owned_answer_line(console.file) if interactive else contextlib.nullcontext():
+        try:
+            while True:
+                batch = [await queue.get()]
+                while not queue.empty():  # the rest of what the prompt published with it
+                    batch.append(queue.get_nowait())
+                for item in batch:
+                    if item is _END:
+                        view.flush_held()
+                        return state
+                    if isinstance(item, BaseException):
+                        raise item
+                    if isinstance(item, TextDelta):
+                        view.delta(item)
+                    elif isinstance(item, ToolProgress):
+                        view.tool_progress(item)
+                    elif isinstance(item, StreamEvent):
+                        if item.kind == "state_changed" and item.state:
+                            state = item.state
+                        if asker is None or not asker.event(item):
+                            view.event(item)
+                view.flush_held()
+                if interactive is False and view.waiting:
+                    view.stop_spinner()
+                    from durable_agent.cli.decision_hints import print_decision_commands
 
-                await print_decision_commands(view, handle)
-                return "waiting_for_approval"
+                    await print_decision_commands(view, handle)
+                    return "waiting_for_approval"
+                if asker is not None:
+                    asker.gone()
+                    asker.ask_waiting()
+        finally:
+            reader.cancel()
+            ticker.cancel()
             if asker is not None:
-                asker.ask_waiting()
-    finally:
-        reader.cancel()
-        ticker.cancel()
-        if asker is not None:
-            await asker.close()
-        view.stop_spinner()
-        if interactive:
-            discard_typed_ahead()
-            _STDIN.discard_at_exit = True
+                await asker.close()
+            view.stop_spinner()
+            if interactive:
+                discard_typed_ahead()
+                questions_were_asked()
+

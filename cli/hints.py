@@ -71,6 +71,27 @@ async def worker_polling(client: Client, settings: Settings) -> bool:
 
 
 def no_worker(settings: Settings) -> str:
-    return (f"no worker is polling task queue {settings.task_queue!r} — start one with `dagent worker` "
+    default = Settings.model_fields["task_queue"].default
+    start = "`dagent worker`" if settings.task_queue == default else \
+        f"`DAGENT_TASK_QUEUE={settings.task_queue} dagent worker` (a worker on that queue)"
+    return (f"no worker is polling task queue {settings.task_queue!r} — start one with {start} "
             "(the prompt waits and runs as soon as one starts)")
+
+
+def refused_roles(refusal: str) -> list[str]:
+    """The roles named by a refusal because the decider is not among the approvers (`approvers: role:finance`)."""
+    import re
+
+    if "may not decide this call" not in refusal:
+        return []
+    return list(dict.fromkeys(re.findall(r"\brole:([^\s,;]+)", refusal.split("approvers:", 1)[-1])))
+
+
+def role_hint(refusal: str) -> str:
+    """How to say the role a refusal names (` — if you hold that role, add --role finance`); '' if none."""
+    roles = refused_roles(refusal)
+    if not roles:
+        return ""
+    flags = " or ".join(f"--role {role}" for role in roles)
+    return f" — if you hold {'that role' if len(roles) == 1 else 'one of those roles'}, add {flags}"
 

@@ -6,7 +6,9 @@ many more wait. The answer is sent for exactly the call asked (an update, so a r
 When someone else decides the call on screen, the question goes away saying who decided and how; what was
 typed for it is discarded, so it never answers the next question nor reaches the shell. A sub-agent's call
 (`<call>/<its call>`) is decided in the sub-agent's prompt, so its question reads that prompt while it is
-on screen and goes away the same way as soon as the decision is there.
+on screen and goes away the same way as soon as the decision is there. The answer line is the program's
+(cli/follow.py `owned_answer_line`): a line printed while the person types asks the question again with what
+was typed, so the answer applied is the one on screen.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import contextlib
 from rich.text import Text
 
 from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
+from durable_agent.agent.stops import people_words
 from durable_agent.cli import api_decisions
-from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_line
+from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_answer
+from durable_agent.cli.hints import refused_roles
 from durable_agent.cli.render import decision_words, short
 from durable_agent.client import DecisionRefused, PromptHandle
 from durable_agent.workflows.protocol import StreamEvent
@@ -30,7 +35,8 @@ SUB_AGENT_POLL_SECONDS = 0.5  # how often a question about a sub-agent's call re
 
 
 def _listed(calls: list[tuple[int, ToolOutput]]) -> str:
-    return ", ".join(f"[{i}] {call.tool} {short(call.input, OTHERS_ARGS_CHARS)}" for i, call in calls)
+    return ", ".join(f"{f'[{i}] ' if '/' not in call.id else ''}{call.tool} {short(call.input, OTHERS_ARGS_CHARS)}"
+                     + (f" ({call.id})" if "/" in call.id else "") for i, call in calls)
 
 
 class Asker:
@@ -54,7 +60,25 @@ class Asker:
 
     def _next(self) -> tuple[int, ToolOutput] | None:
         unasked = [item for call_id, item in self.view.waiting.items() if call_id not in self.asked]
+        for index, entry in sorted(unasked, key=lambda item: item[0]):
+            if entry.tool == MORE_BUDGET_TOOL:  # never asked here: see _not_for_you
+                self._not_for_you(index, entry)
+        unasked = [item for item in unasked if item[1].id not in self.asked]
         return min(unasked, key=lambda item: item[0]) if unasked else None
+
+    def _not_for_you(self, index: int, entry: ToolOutput) -> None:
+        """A request for more budget is never asked at the terminal: the person there is the prompt's own user,
+        whom the four-eyes rule never lets grant their own budget. Say whom the prompt waits for instead."""
+        self.asked.add(entry.id)
+        self.view.not_yours.add(entry.id)
+        pending = entry.result
+        approvers = list(pending.approvers or ()) if isinstance(pending, ToolPending) else []
+        reason = pending.reason if isinstance(pending, ToolPending) else ""
+        self.view.line(Text.assemble(
+            ("budget spent: ", "bold yellow"), (f"[{index}] ", "dim"), f"{reason}. ",
+            ("waiting for ", "yellow"), (people_words(approvers) or "an approver", "bold"),
+            (" to grant more (nobody grants their own budget); they decide with ", "yellow"),
+            f"`dagent approve {self.handle.id} {entry.id}` or in the inbox"))
 
     async def _run(self) -> None:
         while (following := self._next()) is not None:
@@ -87,8 +111,11 @@ class Asker:
         view.stop_spinner()
         discard_typed_ahead()  # keys typed before the question was on screen are not its answer
         reason = entry.result.reason if isinstance(entry.result, ToolPending) else ""
-        view.line(Text.assemble(("approval needed: ", "bold yellow"), (f"[{index}] ", "dim"), f"{entry.tool} ",
-                                short(entry.input), (f" — {reason}", "yellow")))
+        parent = entry.id.split("/", 1)[0] if "/" in entry.id else None
+        asker = (f" (asked by the {view.tools.get(parent, 'sub-agent')} sub-agent of [{index}], call {entry.id})"
+                 if parent else "")
+        view.line(Text.assemble(("approval needed: ", "bold yellow"), ("" if parent else f"[{index}] ", "dim"),
+                                f"{entry.tool} ", short(entry.input), (f" — {reason}", "yellow"), (asker, "dim")))
         others = view.others_waiting(entry.id)
         after = [(i, other) for i, other in others if other.id not in self.asked]  # asked next, in this order
         also = [(i, other) for i, other in others if other.id in self.asked]  # asked already, answer not applied
@@ -101,7 +128,7 @@ class Asker:
         view.question = f"Approve {entry.tool}? [y/N]: "
         view.console.print(Text(view.question, style="bold"), end="")
         self.current = entry.id
-        self.reading = asyncio.create_task(read_line())
+        self.reading = asyncio.create_task(read_answer(view.console.file))
         # A sub-agent's call is decided in the sub-agent's prompt: its decision is not an event of this one
         # (this prompt hears only when the call ends), so the question watches that prompt while it is asked.
         watching = asyncio.create_task(self._watch_sub_agent(entry.id)) if "/" in entry.id else None
@@ -130,7 +157,11 @@ class Asker:
                 decided = await api_decisions.reject(self.handle, entry.id, by=self.approver,
                                                      reason=REJECTED_AT_THE_TERMINAL, warn=self._warn)
         except (DecisionRefused, ValueError) as exc:  # ValueError: DAGENT_API_URL without DAGENT_API_KEY, or so
-            self.view.line(f"your answer was not applied: {exc}", style="yellow")
+            roles = refused_roles(str(exc))
+            as_role = "".join(f" --role {role}" for role in roles[:1])
+            hint = (f"; if you hold the {roles[0]} role: `dagent approve {self.handle.id} {entry.id} "
+                    f"--by {self.approver}{as_role}`") if roles else ""
+            self.view.line(f"your answer was not applied: {exc}{hint}", style="yellow")
             if getattr(exc, "kind", None) not in DECIDED_ALREADY:  # else its decision event follows
                 self.view.not_yours.add(entry.id)
             self.view.refresh()  # the spinner says the call still waits (and for whom)
@@ -171,18 +202,15 @@ class Asker:
 
     async def _watch_sub_agent(self, call_id: str) -> None:
         """While the question about a sub-agent's call (`<call>/<its call>`) is on screen, read the prompt that
-        waits for it (queries: nothing is written) until someone decides it there or through this prompt."""
-        try:
-            path = next((p.path for p in await self.handle.pending_approvals() if p.tool_call_id == call_id), [])
-        except Exception:  # no worker answers: the question stays until the call ends (its event)
-            return
-        if not path:
-            return
-        waiting = self.handle.other(path[-1])
-        own_id = call_id.rsplit("/", 1)[-1]
+        waits for it (queries: nothing is written) until someone decides it there or through this prompt —
+        perhaps before the question was even asked."""
+        *path, own_id = call_id.split("/")
+        waiting: PromptHandle | None = None
         while self.current == call_id:
             try:
-                found = (await waiting.get()).tool_call(own_id)
+                if waiting is None:
+                    waiting = await self._sub_agent_prompt(path)
+                found = (await waiting.get()).tool_call(own_id) if waiting is not None else None
             except Exception:  # a moment without a worker: ask again
                 found = None
             if found is not None and found.decision is not None:
@@ -191,7 +219,29 @@ class Asker:
                 return
             await asyncio.sleep(SUB_AGENT_POLL_SECONDS)
 
+    async def _sub_agent_prompt(self, path: list[str]) -> PromptHandle | None:
+        """The prompt of the sub-agent that `path` (this prompt's call, its sub-agent's call, ...) leads to."""
+        handle = self.handle
+        for call in path:
+            entry = (await handle.get()).tool_call(call)
+            if entry is None or entry.child_prompt_id is None:
+                return None
+            handle = handle.other(entry.child_prompt_id)
+        return handle
+
+    def gone(self) -> None:
+        """The call on screen no longer waits (its sub-agent's call ended, say): take the question away."""
+        if self.current is not None and self.current not in self.view.waiting \
+                and self.reading is not None and not self.reading.done():
+            self.current = None
+            self.view.question = None
+            self.view.console.print()  # end the question's line
+            self.view.line("no answer needed: the call no longer waits", style="magenta")
+            self.reading.cancel()
+
     async def close(self) -> None:
+        if self.current is not None and self.reading is not None and not self.reading.done():
+            self.view.console.print()  # end the question's line: what follows is not its answer
         for task in (self.reading, self.task):
             if task is not None and not task.done():
                 task.cancel()

@@ -104,7 +104,7 @@ def describe_output(entry: PromptOutput, undecided: int | None = None) -> str:
                 case "pending":
                     return f"{head} → waiting for approval: {result.reason}"
         case m.FileOutput():
-            return f"file    {entry.name} ({entry.media_type}, {entry.size} bytes) {entry.content_ref}"
+            return f"file    {entry.name} ({entry.media_type}, {entry.size} bytes): {entry.summary}"
         case m.WidgetOutput():
             return f"widget  {entry.widget}: {entry.fallback_text or short(entry.data)}"
         case m.DataOutput():
@@ -147,7 +147,9 @@ def describe_prompt(prompt: Prompt) -> list[str]:
                  if limit and limit.max_cost else ""]
         lines.append(f"budget  {standing.principal}: {', '.join(p for p in spent if p) or 'no budget'}"
                      + (f" this {limit.period}" if limit else ""))
-    if prompt.budget_stop:
+    if prompt.stop is not None:
+        lines.append(f"stopped {prompt.stop.words().removeprefix('Stopped: ')}")
+    elif prompt.budget_stop:
         lines.append(f"note    stopped: {prompt.budget_stop}")
     elif prompt.force_completed:
         lines.append("note    force-completed after max_rounds")

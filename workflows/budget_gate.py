@@ -8,6 +8,7 @@ A prompt whose request names no budget principal never gets here: no activity, r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -122,21 +123,39 @@ class BudgetGate:
         known.update({standing.principal: standing for standing in standings})
         prompt.budgets = [known[p] for p in self._request.budgets if p in known]
 
+    def _default_grant(self, refusal: BudgetRefusal) -> int | float:
+        """What is already spent over the allowance plus one round (this prompt's average so far; before any
+        round, one period's limit), so one grant lets the prompt go on instead of asking again at once."""
+        usage, rounds, limit = self._record.prompt.usage, self._record.prompt.rounds, refusal.limit
+        over = max(refusal.spent - refusal.allowance, 0.0)
+        if refusal.unit == "tokens":
+            spent = usage.input_tokens + usage.output_tokens
+            one_round = spent / rounds if rounds and spent else float(limit.max_tokens or 1)
+            return max(math.ceil(over + one_round), 1)
+        one_round = (usage.cost or 0.0) / rounds if rounds and usage.cost else float(limit.max_cost or 0.01)
+        return round(over + one_round, 4)
+
     async def _ask_for_more(self, refusal: BudgetRefusal, decision_key: str | None) -> bool:
         """A pending `dagent.more_budget` call, decided at the desk by the budget's approvers (four-eyes: never
         the prompt's own user); a correction of `asking` changes the amount. True once more was granted (added to
         this period's allowance by the ledger at the next reserve)."""
         limit, unit, host = refusal.limit, refusal.unit, self._record.host
-        asking = limit.max_tokens if unit == "tokens" else limit.max_cost
+        asking = self._default_grant(refusal)
         fixed = {"budget": refusal.principal, "period": limit.period, "unit": unit, "allowance": refusal.allowance,
                  "spent": refusal.spent}
         entry = self._record.open_call(ReadyCall(id="more-budget", tool=MORE_BUDGET_TOOL,
                                                  input={**fixed, "asking": asking}))
+        titles = {"budget": "Budget", "period": "Period", "unit": "Unit", "allowance": "Allowed this period",
+                  "spent": "Spent this period"}
         schema = {"type": "object", "required": ["asking"],
-                  "properties": {**{key: {"const": value} for key, value in fixed.items()},
+                  "properties": {**{key: {"const": value, "title": titles[key]} for key, value in fixed.items()},
                                  "asking": {"type": "integer" if unit == "tokens" else "number",
                                             "exclusiveMinimum": 0,
-                                            "maximum": MAX_TOKENS if unit == "tokens" else MAX_COST}}}
+                                            "maximum": MAX_TOKENS if unit == "tokens" else MAX_COST,
+                                            "title": f"Grant ({unit})",
+                                            "description": f"More {unit} for this {limit.period}; the default "
+                                                           "covers what is spent over the allowance and one "
+                                                           "more round."}}}
         approval = ApprovalRequirement(
             reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
             approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]

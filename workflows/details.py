@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pydantic import JsonValue
 
 from durable_agent.agent.models import Decision, Prompt, TextOutput, ToolOutput, ToolPending
+from durable_agent.agent.stops import people_words
 
 MAX_SUMMARY_CHARS = 120
 MAX_ARGS_CHARS = 200
@@ -118,16 +119,37 @@ def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signe
             "(`dagent api`, page `/inbox`): the API signs the decision for the person its key names. An update "
             "sent from this page is refused.")
         return "\n\n".join(paragraphs)
-    approve = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME"})
-    reject = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME", "reason": "WHY"})
+    roles = _roles(first)
+    acting = {"roles": roles} if roles else {}
+    approve = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME", **acting})
+    reject = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME", **acting, "reason": "WHY"})
     per_call = " (one update per call: change `tool_call_id`)" if len(calls) > 1 else ""
+    as_role = "".join(f" --role {role}" for role in roles)
     paragraphs += [
         f"Approve with update `approve_call` and payload `{approve}`{per_call} (More Actions → Send an Update; add "
         '`"input": {…}` to correct the arguments).',
         f"Reject with update `reject_call` and payload `{reject}`.",
-        f"From a terminal: `dagent approve {prompt.id} {first.id}`{every}",
+        f"From a terminal: `dagent approve {prompt.id} {first.id}{' --by YOUR-NAME' + as_role if roles else ''}`"
+        f"{every}",
     ]
+    if roles:
+        paragraphs.insert(-3, f"{'It' if len(calls) == 1 else 'The first call'} is decided by {_people(first)}: "
+                              f"say the role you act in with `\"roles\": {json.dumps(roles)}` in the payload "
+                              f"(`{as_role.strip()}` from a terminal); your name alone is refused.")
     return "\n\n".join(paragraphs)
+
+
+def _roles(entry: ToolOutput) -> list[str]:
+    """The roles a call's approvers name (`role:finance` → `finance`)."""
+    pending = entry.result
+    approvers = pending.approvers if isinstance(pending, ToolPending) else None
+    return [a.removeprefix("role:") for a in approvers or () if a.startswith("role:")]
+
+
+def _people(entry: ToolOutput) -> str:
+    pending = entry.result
+    assert isinstance(pending, ToolPending)
+    return people_words(list(pending.approvers or ()))
 
 
 def _call_line(entry: ToolOutput) -> str:
@@ -150,6 +172,8 @@ def finished(prompt: Prompt) -> str:
         rounds = f"after {prompt.rounds} round{'s' if prompt.rounds != 1 else ''}"
         answer = next((o.text for o in reversed(prompt.output) if isinstance(o, TextOutput)), None)
         return f"Completed {rounds}" + (f": {cut_at_word(answer, 300)}" if answer else ".")
+    if prompt.state == "stopped":
+        return prompt.stop.words() if prompt.stop else "Stopped before its work was done."
     if prompt.state == "failed":
         return f"Failed: {prompt.error or 'unknown error'}"
     if prompt.state == "cancelled":

@@ -67,14 +67,28 @@ def decode_payloads(payloads: Sequence[object], model: type[ModelT], *,
             return None, f"not a valid {model.__name__} (got {type(value).__name__})"
         return value, None
     except Exception as exc:  # any payload at all may arrive here: every failure becomes a reason
-        return None, _reason(model, exc)
+        return None, _encrypted(raw) or _reason(model, exc)
+
+
+ENCRYPTED = b"binary/encrypted"  # workers/storage/codec.py ENCODING and KEY_ID_METADATA
+ENCRYPTION_KEY_ID = "encryption-key-id"
+
+
+def _encrypted(raw: object) -> str | None:
+    """Why an encrypted payload reached the workflow undecrypted: the worker has no codec for its key."""
+    if not isinstance(raw, RawValue) or raw.payload.metadata.get("encoding") != ENCRYPTED:
+        return None
+    key_id = raw.payload.metadata.get(ENCRYPTION_KEY_ID, b"").decode(errors="replace") or "?"
+    return (f"the payload is encrypted with codec key {key_id!r} and this worker has no codec key: start the "
+            "worker with the client's DAGENT_CODEC_KEYS (and DAGENT_CODEC_KEY_ID)")[:MAX_REASON_CHARS]
 
 
 def decode_input(payloads: Sequence[object], model: type[ModelT]) -> tuple[ModelT, str | None]:
     """A workflow's run input: (the decoded input, None), or (a default input, the reason it is invalid)."""
     value, problem = decode_payloads(payloads, model)
     if value is None:
-        return model(), f"invalid {model.__name__} input: {problem}"[:MAX_REASON_CHARS]
+        what = "cannot read the" if problem and problem.startswith("the payload is encrypted") else "invalid"
+        return model(), f"{what} {model.__name__} input: {problem}"[:MAX_REASON_CHARS]
     return value, None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         TextOutput,
         ToolOutput,
     )
+    from durable_agent.agent.stops import PromptStop, budget_stop, rounds_stop
     from durable_agent.workflows import details, names, telemetry
     from durable_agent.workflows.approvals import ApprovalDesk, decision_update, refusal_text
     from durable_agent.workflows.audit import record_ignored
@@ -195,14 +196,19 @@ class PromptWorkflow:
                 self._stop_for_budget(reason)
                 return
         self._prompt.force_completed = True
-        self._finish("completed")
+        self._stop(rounds_stop(self._prompt.rounds), source="limit")
 
     def _stop_for_budget(self, reason: str) -> None:
-        """No further model call: complete with why (workflows/budgets.py)."""
-        self._record.append(MessageOutput(role="system", source="budget", text=f"Stopped: {reason}."))
+        """No further model call (workflows/budgets.py)."""
         self._prompt.budget_stop = reason
         self._prompt.force_completed = True
-        self._finish("completed")
+        self._stop(budget_stop(reason, self._prompt.budgets), source="budget")
+
+    def _stop(self, stop: PromptStop, source: Literal["budget", "limit"]) -> None:
+        """End `stopped`, its work not done, saying why and how to go on (agent/stops.py)."""
+        self._record.append(MessageOutput(role="system", source=source, text=stop.words()))
+        self._prompt.stop = stop
+        self._finish("stopped")
 
     async def _round(self, round_number: int) -> bool:
         """One model call and the tool calls it asks for; True when the answer is final."""
@@ -362,11 +368,12 @@ class PromptWorkflow:
         names.APPROVE_SIGNAL, ApproveRequest, lambda self: self._desk.approve_signal,
         description="Approve the pending tool call (no reply; a wrong call id is ignored and recorded "
         "in the audit). Prefer the approve_call update. "
-        'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
+        'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance", …your roles, when the call\'s approvers '
+        'name a role], "input": {…corrected args, optional}}')
     reject = _delegated_signal(
         names.REJECT_SIGNAL, RejectRequest, lambda self: self._desk.reject_signal,
         description="Reject the pending tool call; the model sees the reason (no reply; prefer the "
-        'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
+        'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "roles": [optional], "reason": "…"}')
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
@@ -376,11 +383,14 @@ class PromptWorkflow:
         names.APPROVE_CALL_UPDATE, ApproveRequest, decide=ApprovalDesk.approve_call,
         description="Approve the pending tool call, checked first: a wrong call id or approver is "
         "refused with the reason. Returns the call once it has run. "
-        'Payload: {"tool_call_id": "…", "by": "you", "input": {…corrected args, optional}}')
+        'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance"], "input": {…corrected args}}; '
+        '"roles": the roles you act in, needed when the call\'s approvers name a role (role:finance), '
+        '"input" optional.')
     reject_call = decision_update(
         names.REJECT_CALL_UPDATE, RejectRequest, decide=ApprovalDesk.reject_call,
         description="Reject the pending tool call, checked first; the model sees the reason. "
-        'Payload: {"tool_call_id": "…", "by": "you", "reason": "…"}')
+        'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance"], "reason": "…"}; "roles": the roles '
+        "you act in, needed when the call's approvers name a role (role:finance).")
 
     @workflow.query(name=names.GET_PROMPT_QUERY,
                     description="The whole prompt record: state, outputs, usage, decisions.")

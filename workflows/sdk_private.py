@@ -11,6 +11,9 @@ Each was checked against temporalio `CHECKED_WITH`; tests check what each one do
 - An activity function's registered name (workers/plugin.py: the plugin adds only the activities a worker lacks),
   and a workflow class's definition (workers/versioning.py reads its name and versioning behavior before a
   worker starts).
+- An application error's own failure (workflows/refusals.py: a refused decision's update failure carries its
+  message, type and kind and no Python stack, which the SDK's failure converter takes as it is). Checked by
+  tests/temporal/test_role_guidance.py.
 - Types only, for annotations: the payload visitor's `CommandInfo` and a workflow's `_Definition`, which the
   public `WorkflowInstance` and `WorkflowRunner` methods a wrapper overrides take.
 """
@@ -21,7 +24,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity, workflow
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.workflow_streams import PollInput, WorkflowStream
+from temporalio.exceptions import FailureError
 
 if TYPE_CHECKING:
     from temporalio.worker import Worker
@@ -60,3 +65,9 @@ def activity_name(function: Callable[..., object]) -> str:
 def workflow_definition(workflow_class: type) -> WorkflowDefinition | None:
     """A `@workflow.defn` class's definition (name, versioning behavior, dynamic config); None for another class."""
     return workflow._Definition.from_class(workflow_class)
+
+
+def with_own_failure(error: FailureError, failure: Failure) -> None:
+    """`error` converted as `failure` exactly (the SDK's failure converter uses an error's own failure when it has
+    one), instead of a failure built from the exception with its stack trace and cause."""
+    error._failure = failure

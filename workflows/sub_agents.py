@@ -127,8 +127,8 @@ class SubAgents:
             return ToolInvocationResult(result=ToolError(error=failed))
         self._record.prompt.usage = self._record.prompt.usage + child.usage
         if child.state != "completed":
-            return ToolInvocationResult(result=ToolError(
-                error=f"Sub-agent '{call.tool}' ended {child.state}: {child.error or 'no answer'}"))
+            why = child.error or (child.stop.words() if child.stop else "no answer")
+            return ToolInvocationResult(result=ToolError(error=f"Sub-agent '{call.tool}' ended {child.state}: {why}"))
         answer = next((o.data for o in reversed(child.output) if isinstance(o, DataOutput)), None)
         if answer is None:
             answer = next((o.text for o in reversed(child.output) if isinstance(o, TextOutput)), "")

@@ -23,7 +23,7 @@ const DA = (() => {
   // What people read instead of the wire names of prompt states.
   const STATES = {
     running: "working", waiting_for_approval: "waiting for approval", completed: "done",
-    failed: "failed", cancelled: "cancelled",
+    stopped: "stopped, not finished", failed: "failed", cancelled: "cancelled",
   };
   const stateLabel = (state) => STATES[state] || String(state || "").replace(/_/g, " ");
 
@@ -200,6 +200,14 @@ const DA = (() => {
       const type = info.type || typeof (input || {})[name];
       const value = (input || {})[name];
       const id = "f-" + Math.random().toString(36).slice(2);
+      const fixed = props[name] && Object.prototype.hasOwnProperty.call(props[name], "const");
+      if (fixed) { // a fact of the request (the schema allows one value): shown, never offered for editing
+        form.append(el("div", { class: "field fact", "data-field": name },
+          el("span", { class: "label", text: info.label + ": " }),
+          el("span", { class: "value", text: typeof value === "string" ? value : JSON.stringify(value) }),
+          info.description ? el("small", { class: "help", text: info.description }) : null));
+        continue;
+      }
       let field;
       if (type === "boolean") {
         field = el("input", { id, type: "checkbox", name, checked: !!value });
@@ -281,14 +289,24 @@ const DA = (() => {
 
   // Approve / correct-and-approve / reject controls for one pending call. `onSettled(outcome)` gets
   // {kind, resolved, correction} after a decision was applied, or {kind, error} when it was refused.
+  // A button's visible word plus, for screen readers, which call it decides: "Approve payment.send to bob …".
+  function labelled(button, visible, call) {
+    const which = ` ${call.tool} ${argumentsText(call.input)} (${call.tool_call_id})`;
+    button.replaceChildren(visible, el("span", { class: "sr-only", text: which }));
+  }
+  const argumentsText = (input) => Object.entries(input || {}).slice(0, 3)
+    .map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ");
+
   function decisionControls(promptId, call, schema, { onSettled, onStart } = {}) {
-    const approveButton = el("button", { type: "button", class: "approve", text: "Approve" });
+    const approveButton = el("button", { type: "button", class: "approve" });
+    labelled(approveButton, "Approve", call);
     const form = argumentsForm(call.input, schema, (change) => {
-      approveButton.textContent = change ? "Approve with correction" : "Approve";
+      labelled(approveButton, change ? "Approve with correction" : "Approve", call);
     });
     const reason = el("input", { type: "text", name: "reason", placeholder: "reason (for a rejection)",
-      "aria-label": "reason for a rejection" });
-    const rejectButton = el("button", { type: "button", class: "reject", text: "Reject" });
+      "aria-label": `reason for rejecting ${call.tool} (${call.tool_call_id})` });
+    const rejectButton = el("button", { type: "button", class: "reject" });
+    labelled(rejectButton, "Reject", call);
     const status = el("div", { class: "decision-status", role: "status" });
     const base = `/prompts/${encodeURIComponent(promptId)}/approvals/${encodeURIComponent(call.tool_call_id)}`;
     let busy = false;
@@ -395,8 +413,35 @@ const DA = (() => {
     await page(me);
   }
 
+  // A file a tool attached, as a link: the download needs the API key (a header), so the click fetches it and
+  // hands the browser a blob to save under the file's name (GET /prompts/{id}/files/{index}, an attachment).
+  function fileLink(promptId, index, entry) {
+    const link = el("a", { href: `/prompts/${encodeURIComponent(promptId)}/files/${index}`, class: "file-link",
+      download: entry.name, "aria-label": `Download ${entry.name}`, text: `Download ${entry.name}` });
+    link.addEventListener("click", async (event) => {
+      event.preventDefault();
+      link.setAttribute("aria-busy", "true");
+      try {
+        const response = await fetch(link.getAttribute("href"), { headers: { Authorization: "Bearer " + token() } });
+        if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+        const url = URL.createObjectURL(await response.blob());
+        const save = el("a", { href: url, download: entry.name, hidden: true });
+        document.body.append(save);
+        save.click();
+        save.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 60000);
+        link.dataset.downloaded = "true";
+      } catch (err) {
+        link.after(el("span", { class: "error", role: "alert", text: ` could not download: ${err.message}` }));
+      } finally {
+        link.removeAttribute("aria-busy");
+      }
+    });
+    return link;
+  }
+
   return {
-    api, stream, el, ago, agoNode, forNode, argumentsForm, argumentsList, decisionControls, mayDecide, hashParam,
+    fileLink, api, stream, el, ago, agoNode, forNode, argumentsForm, argumentsList, decisionControls, mayDecide, hashParam,
     setHashParam, start, stateLabel, diffText, resultText, fieldInfo, PAST,
   };
 })();

@@ -7,12 +7,32 @@
 DA.start(async (me) => {
   const { api, stream, el, agoNode, forNode, argumentsList, decisionControls, mayDecide, stateLabel } = DA;
   const list = document.getElementById("prompts");
-  let conversationId = DA.hashParam("conversation");
-  if (!conversationId) {
-    conversationId = (await api("POST", "/conversations", {})).conversation.id;
-    DA.setHashParam("conversation", conversationId);
+  // The conversation: the one in the address, else the one this person had open last (kept in this browser),
+  // else a new one. "New conversation" starts another.
+  const remembered = `dagent.chat.conversation.${me.id}`;
+  let conversationId = DA.hashParam("conversation") || localStorage.getItem(remembered);
+  if (conversationId && !DA.hashParam("conversation")) {
+    try { await api("GET", `/conversations/${encodeURIComponent(conversationId)}`); } catch { conversationId = null; }
   }
+  if (!conversationId) conversationId = (await api("POST", "/conversations", {})).conversation.id;
+  DA.setHashParam("conversation", conversationId);
+  localStorage.setItem(remembered, conversationId);
+  const newConversation = el("button", { type: "button", class: "link new-conversation", text: "New conversation" });
+  newConversation.addEventListener("click", async () => {
+    const fresh = (await api("POST", "/conversations", {})).conversation.id;
+    localStorage.setItem(remembered, fresh);
+    DA.setHashParam("conversation", fresh);
+    location.reload();
+  });
   document.getElementById("conversation").textContent = `conversation ${conversationId}`;
+  document.getElementById("conversation").after(el("p", { class: "small" }, newConversation));
+
+  // Approvers as people read them: "alice", "anyone with the finance role".
+  function people(approvers) {
+    const words = (approvers || []).map((a) => a.startsWith("role:") ? `anyone with the ${a.slice(5)} role`
+      : a.replace(/^user:/, ""));
+    return words.length <= 1 ? (words[0] || "an approver") : `${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}`;
+  }
 
   // A call decided while others of its batch still wait for their decisions has no result yet: it neither runs
   // nor waits for a decision of its own. How many decisions it waits for (null: not such a call).
@@ -76,7 +96,7 @@ DA.start(async (me) => {
     if (pending) {
       node.append(el("p", { class: "reason", text: pending.reason }));
       if (mayDecide(me, prompt.user_id, pending.approvers)) {
-        const controls = decisionControls(prompt.id, { tool_call_id: entry.id, input: entry.input }, schema, {
+        const controls = decisionControls(prompt.id, { tool_call_id: entry.id, tool: entry.tool, input: entry.input }, schema, {
           onSettled: (outcome) => {
             if (outcome.error && outcome.error.status === 409) { prompt.notes.set(entry.id, outcome.error); prompt.render(); }
           },
@@ -84,7 +104,7 @@ DA.start(async (me) => {
         node.append(controls.node);
       } else {
         node.append(argumentsList(entry.input, schema), el("p", { class: "muted", text:
-          `Waiting for ${(pending.approvers || []).join(", ") || "an approver"}.` }));
+          `Waiting for ${people(pending.approvers)}.` }));
       }
     } else {
       node.append(argumentsList(entry.input, schema));
@@ -98,14 +118,15 @@ DA.start(async (me) => {
     return node;
   }
 
-  function renderOutput(prompt, entry) {
+  function renderOutput(prompt, entry, index) {
     switch (entry.type) {
       case "text": return el("div", { class: "card msg assistant", text: entry.text });
       case "message": return el("div", { class: "card msg " + entry.role, text: entry.text });
       case "widget": return el("div", { class: "card widget", "data-widget": entry.widget },
         el("strong", { text: entry.widget }), el("pre", { text: JSON.stringify(entry.data, null, 2) }));
       case "file": return el("div", { class: "card file" }, el("strong", { text: entry.name }),
-        el("span", { class: "muted", text: ` ${entry.media_type}, ${entry.size} bytes — ${entry.summary}` }));
+        el("span", { class: "muted", text: ` ${entry.media_type}, ${entry.size} bytes — ${entry.summary} ` }),
+        DA.fileLink(prompt.id, index, entry));
       case "data": return el("div", { class: "card data" }, el("pre", { text: JSON.stringify(entry.data, null, 2) }));
       case "reasoning": return entry.summary ? el("details", { class: "card reasoning" },
         el("summary", { class: "muted", text: "reasoning" }), el("p", { text: entry.summary })) : el("span");
@@ -164,7 +185,7 @@ DA.start(async (me) => {
         const sig = signature(prompt, entry);
         const known = prompt.rendered[index];
         if (known && known.sig === sig) return;
-        const node = renderOutput(prompt, entry);
+        const node = renderOutput(prompt, entry, index);
         if (known) known.node.replaceWith(node);
         else {
           const next = prompt.rendered.slice(index + 1).find(Boolean);
@@ -178,10 +199,51 @@ DA.start(async (me) => {
       header.replaceChildren(el("span", { class: "state", "data-state": prompt.stateName, text: stateLabel(prompt.stateName) }),
         " · ", el("a", { href: prompt.ui || "#", target: "_blank", rel: "noopener", class: "temporal-ui",
           text: `workflow ${promptId}` }));
+      const running = ["running", "waiting_for_approval"].includes(prompt.stateName);
+      if (running && prompt.user_id === me.id) {  // the owner may cancel it (POST /prompts/{id}/cancel)
+        const cancel = el("button", { type: "button", class: "cancel", text: "Cancel",
+          "aria-label": `Cancel the prompt ${promptId}` });
+        cancel.addEventListener("click", () => {
+          cancel.disabled = true;
+          api("POST", `/prompts/${encodeURIComponent(promptId)}/cancel`).catch((err) => {
+            cancel.disabled = false;
+            header.append(el("span", { class: "error", role: "alert", text: ` could not cancel: ${err.message}` }));
+          });
+        });
+        header.append(" · ", cancel);
+      }
+      const decidable = prompt.outputs.filter((e) => e && e.type === "tool" && e.result && e.result.type === "pending"
+        && !e.decision && mayDecide(me, prompt.user_id, e.result.approvers));
+      if (decidable.length > 1) {  // a batch: every call this person may decide, approved one after the other
+        const all = el("button", { type: "button", class: "approve approve-all", text: `Approve all ${decidable.length}`,
+          "aria-label": `Approve all ${decidable.length}: ${decidable.map((e) => e.tool).join(", ")}` });
+        all.addEventListener("click", async () => {
+          all.disabled = true;
+          for (const e of decidable) {
+            try {
+              await api("POST", `/prompts/${encodeURIComponent(promptId)}/approvals/${encodeURIComponent(e.id)}/approve`, {});
+            } catch (err) { prompt.notes.set(e.id, err); }
+          }
+          render();
+        });
+        header.append(" · ", all);
+      }
+      if (prompt.stateName === "stopped") {
+        if (prompt.stop) header.append(el("div", { class: "stop-note", role: "status", text: prompt.stop }));
+        else if (!prompt.askedStop) {  // why it stopped and how to go on: the record's `stop`
+          prompt.askedStop = true;
+          api("GET", `/prompts/${encodeURIComponent(promptId)}`).then((record) => {
+            const stop = record.prompt.stop;
+            prompt.stop = stop ? `Stopped: ${stop.reason}. ${stop.next_step}` : "Stopped before the work was done.";
+            render();
+          }).catch(() => { prompt.askedStop = false; });
+        }
+      }
       askSchemas();
     }
 
     function onEvent(kind, data) {
+      announce(kind, data);
       if (kind === "text_delta") {
         if (data.kind !== "reasoning") prompt.streaming = prompt.streaming.slice(0, data.offset) + data.text;
       } else if (kind === "tool_progress") {
@@ -207,6 +269,21 @@ DA.start(async (me) => {
         onEnd: (end) => { prompt.stateName = end.state; prompt.streaming = ""; prompt.progress.clear(); render(); },
       });
     })();
+  }
+
+  // Arrivals and decisions, said once in the live region (screen readers hear them; the text streams silently).
+  function announce(kind, data) {
+    const live = document.getElementById("live");
+    const entry = data && data.output;
+    let said = "";
+    if (kind === "approval_requested" && entry) said = `${entry.tool} waits for approval`;
+    else if (entry && entry.type === "tool" && entry.decision && (!entry.result || entry.result.type === "pending")) {
+      said = `${entry.tool} ${entry.decision.decision} by ${entry.decision.by || "someone"}`;
+    } else if (kind === "output_added" && entry && entry.type === "text") said = "The agent answered.";
+    else if (kind === "state_changed" && data.state && data.state !== "running") said = `The prompt is ${stateLabel(data.state)}.`;
+    if (!said || !live) return;
+    live.append(el("span", { text: said + " " }));
+    while (live.childElementCount > 5) live.firstElementChild.remove();  // the latest few, newest last
   }
 
   async function retry(fn) {

@@ -78,14 +78,29 @@ DA.start(async (me) => {
       notices.map((n) => `${n.channel} ${n.step} (${n.error || "?"})`).join(", "));
   }
 
+  // The files the call attached when it ran (its `file` outputs), as download links under its outcome.
+  function showFiles(view) {
+    view.filesAsked = true;
+    const prompt = waitingPrompt(view.item);
+    DA.api("GET", `/prompts/${encodeURIComponent(prompt)}`).then((record) => {
+      record.prompt.output.forEach((entry, index) => {
+        if (entry.type === "file" && entry.tool_call_id === ownId(view.item)) {
+          view.fileLinks = [...(view.fileLinks || []), " ", DA.fileLink(prompt, index, entry)];
+          view.outcome.append(...view.fileLinks.slice(-2));
+        }
+      });
+    }).catch(() => { view.filesAsked = false; });
+  }
+
   function setOutcome(view, state, kind, ...parts) {
     view.state = state;
     view.node.dataset.state = state;
     view.node.dataset.outcome = kind;
     view.outcome.hidden = false;
     view.outcome.className = "outcome " + kind;
-    view.outcome.replaceChildren(...parts);
+    view.outcome.replaceChildren(...parts, ...(view.fileLinks || []));
     if (state === "done" || state === "decided") view.body.hidden = true;
+    if (state === "done" && kind !== "lost" && !view.filesAsked) showFiles(view);
     view.node.querySelector(".since").hidden = state !== "checking";
     refresh();
   }
@@ -148,7 +163,7 @@ DA.start(async (me) => {
     const lost = view.state === "decided" && view.node.dataset.outcome === "lost";
     const head = el("strong", { text: `${lost ? "Already " : ""}${decision.decision} by ${byMe ? "you (elsewhere)" : by} ` });
     const parts = [head, agoNode(decision.at), correction ? ` with ${correction}` : "",
-      decision.reason ? ` (“${decision.reason}”)` : "", final ? ran : " — running…"];
+      decision.reason ? ` (“${decision.reason}”)` : "", final ? ran : notYet(item, decision)];
     if (lost) parts.unshift(el("strong", { text: "Not applied: " }));
     setOutcome(view, final ? "done" : "decided", lost ? "lost" : "elsewhere", ...parts);
     if (!view.announced && !lost) {
@@ -156,6 +171,15 @@ DA.start(async (me) => {
       announce(el("strong", { text: by }), ` ${decision.decision} ${item.tool} (asked by ${item.user_id || "?"}) `,
         agoNode(decision.at));
     }
+  }
+
+  // A decided call with no result yet: it runs now, or (a call of a batch) once every call of it is decided.
+  function notYet(item, decision) {
+    const batch = (item.context && item.context.batch) || [];
+    if (decision.decision !== "approved") {
+      return batch.length > 1 ? " — the model hears of it once the rest of its batch is decided." : "";
+    }
+    return batch.length > 1 ? " — runs once every call of its batch is decided." : " — running…";
   }
 
   function follow(view) {

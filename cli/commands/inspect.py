@@ -19,7 +19,7 @@ def list_prompts(
     profile: ProfileOption = None,
     state: Annotated[str | None, typer.Option(help=f"Only prompts in this state: {', '.join(STATES)}")] = None,
     user: Annotated[str | None, typer.Option(help="Only this user's prompts")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many")] = 20,
+    limit: Annotated[int, typer.Option(help="At most this many", min=1)] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as one JSON document")] = False,
 ) -> None:
     """List recent prompts: state, user, age and summary, those waiting for approval first."""

@@ -13,6 +13,7 @@ from durable_agent.cli.common import AddressOption, ProfileOption, console, err_
 from durable_agent.cli.errors import REFUSED, USER_ERROR, report
 
 if TYPE_CHECKING:
+    from durable_agent.agent.stops import PromptStop
     from durable_agent.client import PromptHandle
 
 app = typer.Typer()
@@ -85,13 +86,18 @@ def run(
         from durable_agent.cli.render import state_words
 
         console.print(f"state: {state_words(prompt.state)}")
-        return _ended_badly(handle.id, prompt.state, prompt.error)
+        return _ended_badly(handle.id, prompt.state, prompt.error, prompt.stop)
 
     common.run_async(main, settings)
 
 
-def _ended_badly(prompt_id: str, state: str, error: str | None) -> int:
-    """Exit code of a followed prompt: 1, with one line on stderr, when it failed or was cancelled."""
+def _ended_badly(prompt_id: str, state: str, error: str | None, stop: PromptStop | None = None) -> int:
+    """Exit code of a followed prompt: 1, with one line on stderr, when it failed, was cancelled or stopped
+    with its work not done."""
+    if state == "stopped":
+        why = stop.words().removeprefix("Stopped: ") if stop else "its work is not done"
+        report("error", RuntimeError(f"prompt {prompt_id} stopped: {why}"))
+        return REFUSED
     if state not in ("failed", "cancelled"):
         return 0
     why = f": {error}" if error else f" (`dagent show {prompt_id}` says why)" if state == "failed" else ""
@@ -176,13 +182,31 @@ def show(
     settings = common.load_settings(address, profile)
 
     async def main() -> int:
-        handle = (await AgentClient.connect(settings)).prompt(prompt_id)
+        import contextlib
+
+        from temporalio.client import WorkflowExecutionStatus
+
+        from durable_agent.cli import hints
+
+        client = await AgentClient.connect(settings)
+        handle = client.prompt(prompt_id)
         problem = await handle.task_problem()
         if problem is not None:
             err_console.print(f"prompt {prompt_id} is stuck: its workflow task failed {problem.attempt} times: "
                               f"{problem.reason}", markup=False)
             return 1
-        prompt = await handle.get()
+        description = await handle.workflow.describe()
+        queue = settings.model_copy(update={"task_queue": description.task_queue})
+        if description.status == WorkflowExecutionStatus.RUNNING \
+                and not await hints.worker_polling(client.client, queue):
+            err_console.print(f"error: prompt {prompt_id} cannot be read: its record is asked of a worker, and "
+                              f"{hints.no_worker(queue)}", markup=False)
+            return 1
+        prompt = None
+        if description.status != WorkflowExecutionStatus.RUNNING:  # its result is the record: no worker needed
+            with contextlib.suppress(Exception):
+                prompt = await handle.result()
+        prompt = prompt or await handle.get()
         if as_json:
             console.print_json(prompt.model_dump_json())
         else:

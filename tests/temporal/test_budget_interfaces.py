@@ -173,4 +173,5 @@ async def test_dagent_approve_grants_more_budget(dev_env: WorkflowEnvironment) -
         assert done.returncode == 0, done.stderr
         prompt = await asyncio.wait_for(handle.result(), 60)
     assert prompt.rounds == 2 and prompt.budget_stop is None and prompt.force_completed  # the max_rounds guard
+    assert prompt.state == "stopped" and prompt.stop is not None and prompt.stop.kind == "max_rounds"
     assert prompt.budgets[0].extra_tokens == 700

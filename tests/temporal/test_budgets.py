@@ -2,7 +2,7 @@
 
 Real dev server (the session `dev_env`) and worker. The scripted model never gives a final answer (it calls a
 tool every round) and reports 400 input + 100 output tokens per call; with the scripted model's name priced
-at $1,000 / $2,000 per million tokens each call costs $0.60. The prompt completes with `budget_stop`, a system
+at $1,000 / $2,000 per million tokens each call costs $0.60. The prompt ends `stopped` with `budget_stop`, a system
 message in its output and `force_completed`, after the round that crossed the limit; no budget, no change.
 """
 
@@ -60,17 +60,23 @@ async def test_token_and_cost_budgets_stop_the_loop(dev_env: WorkflowEnvironment
             asyncio.gather(by_tokens.result(), by_cost.result(), unlimited.result()), 60)
 
     # 500 tokens per round: 1000 after round 2 is under 1200, 1500 after round 3 is not.
-    assert tokens.state == "completed" and tokens.force_completed and tokens.rounds == 3
+    assert tokens.state == "stopped" and tokens.force_completed and tokens.rounds == 3
     assert tokens.budget_stop == "token budget reached: 1500 tokens used of 1200"
     assert sum(isinstance(e, ToolOutput) for e in tokens.output) == 3 and tokens.usage.model_calls == 3
     last = tokens.output[-1]
     assert isinstance(last, MessageOutput) and last.source == "budget" and last.role == "system"
-    assert last.text == "Stopped: token budget reached: 1500 tokens used of 1200."
+    assert last.text == ("Stopped: token budget reached: 1500 tokens used of 1200. The work is not finished: this "
+                         "prompt's own limit was spent; ask again with a higher limit (`--max-tokens` / `--max-cost`).")
+    assert tokens.stop is not None and tokens.stop.kind == "prompt_budget" and tokens.stop.words() == last.text
     # $0.60 per round: $1.20 after round 2 reaches $1.
     assert cost.rounds == 2 and cost.budget_stop == "cost budget reached: 1.2000 spent of 1"
-    # Without a budget: the max_rounds guard, as before, and no budget fields.
-    assert plain.rounds == 4 and plain.force_completed and plain.budget_stop is None
-    assert not any(isinstance(e, MessageOutput) for e in plain.output)
+    assert cost.state == "stopped"
+    # Without a budget: the max_rounds guard stops it too (the model still had calls to make), no budget fields.
+    assert plain.rounds == 4 and plain.force_completed and plain.budget_stop is None and plain.state == "stopped"
+    assert plain.stop is not None and plain.stop.kind == "max_rounds"
+    assert [(e.source, e.text) for e in plain.output if isinstance(e, MessageOutput)] == [
+        ("limit", "Stopped: round limit reached after 4 rounds. The work may not be finished: the model still had "
+                  "calls to make; ask again with a higher `--max-rounds`, or go on in a conversation.")]
 
 
 def test_budget_values() -> None:

@@ -40,7 +40,7 @@ def test_unknown_ids_no_server_and_no_worker_get_hints(
         run.kill()
         run.wait(timeout=30)
     assert warning.startswith("warning: no worker is polling task queue 'queue-without-worker' — start one with "
-                              "`dagent worker`")
+                              "`DAGENT_TASK_QUEUE=queue-without-worker dagent worker` (a worker on that queue)")
 
 
 def test_ls_lists_waiting_prompts_first_and_filters(

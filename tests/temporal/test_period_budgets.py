@@ -67,10 +67,17 @@ async def test_user_budget_stops_prompts_and_spares_others(dev_env: WorkflowEnvi
         await client.set_budget(f"user:{user}", BudgetLimit(period="day", max_tokens=1200), by="admin")
         first = await asyncio.wait_for(client.run("go", user_id=user, max_rounds=20), 60)
         # 500 tokens a round: 1000 after round 2 is under 1200, so round 3 runs; round 4 is refused.
-        assert first.state == "completed" and first.force_completed and first.rounds == 3
+        assert first.state == "stopped" and first.force_completed and first.rounds == 3
         assert first.budget_stop == f"user:{user} daily budget reached: 1500 tokens used of 1200"
         last = first.output[-1]
         assert isinstance(last, MessageOutput) and last.source == "budget"
+        stop = first.stop
+        assert stop is not None and (stop.kind, stop.principal, stop.who_can_grant) == (
+            "period_budget", f"user:{user}", [])
+        assert stop.resets_at == first.budgets[0].period_end and stop.resets_at is not None
+        assert last.text == (f"Stopped: {first.budget_stop}. The work is not finished: whoever manages budgets may "
+                             f"raise it (`dagent budget set user:{user} …`), or ask again after the budget resets at "
+                             f"{stop.resets_at:%Y-%m-%d %H:%M} UTC.")
         assert [(b.principal, b.spent_tokens, b.limit.max_tokens if b.limit else None) for b in first.budgets] == [
             (f"user:{user}", 1500, 1200)]
         types = await _activity_types(client, first.id)
@@ -120,7 +127,7 @@ async def test_ask_for_more_budget_through_the_approval_machinery(dev_env: Workf
         [pending] = await handle.pending_approvals()
         assert pending.tool == MORE_BUDGET_TOOL
         assert pending.input == {"budget": principal, "period": "day", "unit": "tokens", "allowance": 1000.0,
-                                 "spent": 1000.0, "asking": 1000}
+                                 "spent": 1000.0, "asking": 500}  # nothing over the allowance, plus one round
         assert pending.reason.startswith(f"{principal} daily budget reached: 1000 tokens used of 1000")
         assert pending.approvers == ["role:finance"] and pending.four_eyes
 
@@ -148,8 +155,10 @@ async def test_ask_for_more_budget_through_the_approval_machinery(dev_env: Workf
         await handle.reject(again, by="bob", roles=["finance"], reason="enough for today", wait=True)
         done = await asyncio.wait_for(handle.result(), 60)
 
-    assert done.state == "completed" and done.rounds == 3 and done.usage.model_calls == 3
+    assert done.state == "stopped" and done.rounds == 3 and done.usage.model_calls == 3
     assert done.budget_stop == f"{principal} daily budget reached: 1500 tokens used of 1500"
+    assert done.stop is not None and done.stop.who_can_grant == ["role:finance"]
+    assert "anyone with the finance role may grant more" in done.stop.next_step
     asks = [e for e in done.output if isinstance(e, ToolOutput) and e.tool == MORE_BUDGET_TOOL]
     assert [a.decision.decision if a.decision else None for a in asks] == ["approved", "rejected"]
     assert asks[0].input["asking"] == 500 and asks[0].decision and asks[0].decision.original_input  # type: ignore[index]

@@ -169,7 +169,7 @@ async def test_max_rounds_force_completes(dev_env: WorkflowEnvironment) -> None:
     model = ScriptedModel(lambda request: tool_calls(("math.add", {"a": request.round, "b": 0})))
     async with agent_worker(dev_env, plugins=[math_plugin], model=model) as client:
         prompt = await client.run("loop forever", max_rounds=3)
-    assert prompt.state == "completed" and prompt.force_completed
+    assert prompt.state == "stopped" and prompt.force_completed and prompt.stop is not None
     assert prompt.rounds == 3 and len(model.requests) == 3
     assert [o.result for o in prompt.output if isinstance(o, ToolOutput)] == [
         ToolSuccess(output=1), ToolSuccess(output=2), ToolSuccess(output=3)]

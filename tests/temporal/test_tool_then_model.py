@@ -275,7 +275,7 @@ async def test_rounds_the_workflow_decides_between_run_apart(dev_env: WorkflowEn
     model = ScriptedModel([tool_calls(("step.run", {"n": 1}), ("step.run", {"n": 2})),
                            tool_calls(("step.run", {"n": 3}))])
     prompt, events = await _run(dev_env, model, max_rounds=2)
-    assert prompt.state == "completed" and prompt.force_completed and sorted(RUNS) == [1, 2, 3]
+    assert prompt.state == "stopped" and prompt.force_completed and sorted(RUNS) == [1, 2, 3]
     assert _activities(events) == ["dagent.model_round", "dagent.invoke_tool", "dagent.invoke_tool",
                                    "dagent.model_round", "dagent.invoke_tool"]
 

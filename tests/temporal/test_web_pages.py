@@ -92,7 +92,7 @@ async def test_without_the_role_no_approve_button_and_forged_approval_refused(de
             assert "You may not decide this call (approvers: role:finance)" in card.text
             pending = await asyncio.to_thread(wait_for, chat, _text_of('.tool[data-status="waiting for approval"]'),
                                               "the call waiting")
-            assert "Waiting for role:finance." in pending  # alice is not in finance either: no buttons
+            assert "Waiting for anyone with the finance role." in pending  # alice is not in finance either: no buttons
             assert not chat.find_elements(By.CSS_SELECTOR, ".tool button.approve")
 
             # Someone with raw Temporal access forges fiona's approval with a key that is not the API's.

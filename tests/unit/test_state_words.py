@@ -25,8 +25,8 @@ def test_the_timeline_says_waiting_for_approval_not_the_wire_name() -> None:
     for state in get_args(PromptState):
         view.event(StreamEvent(kind=EventKind.STATE_CHANGED, state=state))
     lines = out.getvalue().splitlines()
-    assert lines == ["state   running", "state   waiting for approval", "state   completed", "state   failed",
-                     "state   cancelled"]
+    assert lines == ["state   running", "state   waiting for approval", "state   completed", "state   stopped",
+                     "state   failed", "state   cancelled"]
 
 
 def test_show_says_waiting_for_approval_and_json_keeps_the_wire_name() -> None:
