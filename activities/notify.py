@@ -40,7 +40,7 @@ from durable_agent.agent.identity import describe
 from durable_agent.agent.metric_names import APPROVAL_NOTIFICATIONS
 from durable_agent.agent.notify import redacted
 from durable_agent.workflows.names import NOTIFY_ACTIVITY
-from durable_agent.workflows.wire_notify import Notice, NoticeResult
+from durable_agent.workflows.wire.notify import Notice, NoticeResult
 
 WEBHOOK_TIMEOUT = aiohttp.ClientTimeout(total=10)
 MAX_ARGUMENTS_CHARS = 2500  # Slack's section text limit is 3000

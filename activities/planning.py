@@ -19,7 +19,7 @@ from durable_agent.workflows.protocol import (
     ReadyCall,
     SubAgentCall,
 )
-from durable_agent.workflows.wire_notify import NotifyPlan
+from durable_agent.workflows.wire.notify import NotifyPlan
 
 
 def sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:

@@ -25,7 +25,7 @@ from durable_agent.workflows.decision_checks import WaitingCall
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.names import NOTIFY_ACTIVITY
 from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.wire_notify import Notice, NoticeResult, NotifyPlan
+from durable_agent.workflows.wire.notify import Notice, NoticeResult, NotifyPlan
 
 NOTIFY_TIMEOUT = timedelta(seconds=15)  # a channel's own timeouts are 10 s (activities/notify.py)
 NOTIFY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,

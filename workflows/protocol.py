@@ -6,17 +6,17 @@ models are strict (agent/strict.py): a worker refuses a field it does not know, 
 workers that know it — upgrade every worker of a queue before new workflows send it
 (docs/changing-workflows.md). The models live in smaller modules, one per boundary; this module is the one
 place to import them from:
-- wire_inputs.py: the workflows' inputs (PromptRequest, ConversationRequest) and history references;
-- wire_decisions.py: steering, decisions, a sub-agent's report, the waiting-call listing;
-- wire_calls.py: planned tool calls and the tool activity's input and result;
-- wire_rounds.py: the model round's input and result, with its next step;
-- wire_stream.py: the live event stream, streaming text, tool progress, transcript pages;
-- wire_lean.py: lean serialisation (fields at their defaults stay off the wire).
+- wire/inputs.py: the workflows' inputs (PromptRequest, ConversationRequest) and history references;
+- wire/decisions.py: steering, decisions, a sub-agent's report, the waiting-call listing;
+- wire/calls.py: planned tool calls and the tool activity's input and result;
+- wire/rounds.py: the model round's input and result, with its next step;
+- wire/stream.py: the live event stream, streaming text, tool progress, transcript pages;
+- wire/lean.py: lean serialisation (fields at their defaults stay off the wire).
 """
 
 from __future__ import annotations
 
-from durable_agent.workflows.wire_calls import (
+from durable_agent.workflows.wire.calls import (
     ApprovalRequirement,
     CallNeedingApproval,
     CorrectionCheck,
@@ -28,14 +28,14 @@ from durable_agent.workflows.wire_calls import (
     ToolInvocation,
     ToolInvocationResult,
 )
-from durable_agent.workflows.wire_decisions import (
+from durable_agent.workflows.wire.decisions import (
     ApproveRequest,
     ChildApprovals,
     PendingApproval,
     RejectRequest,
     SteerRequest,
 )
-from durable_agent.workflows.wire_inputs import (
+from durable_agent.workflows.wire.inputs import (
     DEFAULT_MAX_ROUNDS,
     MAX_INPUT_CHARS,
     ConversationRequest,
@@ -51,7 +51,7 @@ from durable_agent.workflows.wire_inputs import (
     SubAgentCall,
     WorkflowVersion,
 )
-from durable_agent.workflows.wire_rounds import (
+from durable_agent.workflows.wire.rounds import (
     FinalAnswer,
     NextStep,
     OutputChange,
@@ -62,7 +62,7 @@ from durable_agent.workflows.wire_rounds import (
     ToolThenModel,
     ToolThenModelResult,
 )
-from durable_agent.workflows.wire_stream import (
+from durable_agent.workflows.wire.stream import (
     EventDelivery,
     StreamEvent,
     StreamingText,

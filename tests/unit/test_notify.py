@@ -119,7 +119,7 @@ def test_a_bad_config_names_the_field_never_the_secret(tmp_path: Path) -> None:
 
 def test_slack_message_shows_values_as_written() -> None:
     from durable_agent.activities.notify import slack_blocks
-    from durable_agent.workflows.wire_notify import Notice
+    from durable_agent.workflows.wire.notify import Notice
 
     notice = Notice(key="k", channel="slack", step="requested", prompt_id="p1", run_id="r", user_id="<!channel>",
                     tool_call_id="c1", tool="pay", input={"memo": "<!everyone> <https://evil.test|click>"},

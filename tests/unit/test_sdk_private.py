@@ -14,7 +14,8 @@ from durable_agent.workflows import PromptWorkflow, names, sdk_private
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("agent", "workflows", "activities", "workers", "client", "cli", "api", "plugins", "durable_agent")
-PRIVATE = re.compile(r"temporalio\.[\w.]*\._|from temporalio[\w.]* import _|\._bridge_worker\b|\b_Definition\b|\._failure\b")
+PRIVATE = re.compile(r"temporalio\.[\w.]*\._|from temporalio[\w.]* import _"
+                     r"|\._bridge_worker\b|\b_Definition\b|\._failure\b")
 
 
 def test_no_product_module_but_the_fence_names_a_private_sdk_name() -> None:

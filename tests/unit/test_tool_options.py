@@ -1,5 +1,5 @@
 """A tool's options have one shape and one set of defaults (agent/tools.py ToolOptions): `tool()`, `Tool`, an MCP
-server's tools and the planned call (workflows/wire_calls.py, wire names in seconds, unchanged) agree."""
+server's tools and the planned call (workflows/wire/calls.py, wire names in seconds, unchanged) agree."""
 
 from __future__ import annotations
 

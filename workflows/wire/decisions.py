@@ -13,7 +13,7 @@ from pydantic import (
 
 from durable_agent.agent.notify import NoticeSent
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
-from durable_agent.workflows.wire_inputs import MAX_INPUT_CHARS
+from durable_agent.workflows.wire.inputs import MAX_INPUT_CHARS
 
 
 class ChildApprovals(_Model):

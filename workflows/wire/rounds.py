@@ -9,10 +9,10 @@ from pydantic import Field, JsonValue
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import Prompt, ReasoningOutput, Usage
 from durable_agent.agent.strict import StrictModel as _Model
-from durable_agent.workflows.wire_calls import PlannedCall, ToolInvocation, ToolInvocationResult
-from durable_agent.workflows.wire_inputs import HistoryRef
-from durable_agent.workflows.wire_lean import Lean as _Lean
-from durable_agent.workflows.wire_lean import LeanHeader, LeanOutput, LeanUsage
+from durable_agent.workflows.wire.calls import PlannedCall, ToolInvocation, ToolInvocationResult
+from durable_agent.workflows.wire.inputs import HistoryRef
+from durable_agent.workflows.wire.lean import Lean as _Lean
+from durable_agent.workflows.wire.lean import LeanHeader, LeanOutput, LeanUsage
 
 
 class OutputChange(_Lean):

@@ -22,7 +22,7 @@ from durable_agent.agent.period_budgets import principal_problem
 from durable_agent.agent.providers.specs import provider_of
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 from durable_agent.workflows.budgets import PromptBudget
-from durable_agent.workflows.wire_lean import Lean as _Lean
+from durable_agent.workflows.wire.lean import Lean as _Lean
 
 DEFAULT_MAX_ROUNDS = 10
 MAX_INPUT_CHARS = 100_000  # far below Temporal's 2 MB payload limit, so a huge paste fails clearly at start

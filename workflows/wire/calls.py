@@ -17,9 +17,9 @@ from durable_agent.agent.models import (
 )
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 from durable_agent.agent.tools import DEFAULT_OPTIONS, FailureMode, ToolOptions
-from durable_agent.workflows.wire_inputs import SubAgentCall
-from durable_agent.workflows.wire_lean import Lean as _Lean
-from durable_agent.workflows.wire_notify import NotifyPlan
+from durable_agent.workflows.wire.inputs import SubAgentCall
+from durable_agent.workflows.wire.lean import Lean as _Lean
+from durable_agent.workflows.wire.notify import NotifyPlan
 
 
 class ApprovalRequirement(_Model):
