@@ -2,7 +2,7 @@
 
 Both reach each ledger with update-with-start (USE_EXISTING), so a ledger exists on first use; both are
 idempotent by reservation id, so an activity retry neither reserves nor counts twice. Only prompts whose
-request names budget principals schedule them (workflows/budget_gate.py).
+request names budget principals schedule them (workflows/budget/gate.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from durable_agent.agent.period_budgets import (
     SettleRequest,
     standing_refusal,
 )
-from durable_agent.workflows.ledger_access import ledger_update
+from durable_agent.workflows.budget.access import ledger_update
 from durable_agent.workflows.names import (
     BUDGET_RESERVE_ACTIVITY,
     BUDGET_SETTLE_ACTIVITY,

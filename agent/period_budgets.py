@@ -3,7 +3,7 @@ activities, the client, the CLI and the API share. Pure: no Temporal, no I/O (do
 
 A principal is `user:<id>` or `conversation:<id>`, the id exactly as authenticated (any string an identity
 provider issues, `auth0|eve` included, is one person; the ledger's workflow id encodes unusual ones). Its
-ledger (workflows/budget_ledger.py) holds one `BudgetLimit` (tokens and/or cost per UTC calendar day, week or
+ledger (workflows/budget/ledger.py) holds one `BudgetLimit` (tokens and/or cost per UTC calendar day, week or
 month), what was spent in the current period, extra allowance granted in it (an approved request for more),
 and open reservations (one per model round).
 """

@@ -47,7 +47,7 @@ from durable_agent.workers.worker import connect
 from durable_agent.workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
 from durable_agent.workflows.pending_memo import PENDING_MEMO_KEY, pending_memo
 from durable_agent.workflows.protocol import PendingApproval, PromptRequest
-from durable_agent.workflows.versions import CURRENT_VERSION
+from durable_agent.workflows.versioning.versions import CURRENT_VERSION
 
 USER = "bench"
 PAGE = 100  # what `dagent pending`, `GET /approvals` and the inbox show first

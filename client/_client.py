@@ -47,7 +47,7 @@ from durable_agent.workflows.protocol import (
     PromptRequest,
 )
 from durable_agent.workflows.telemetry import span_kind, tracer
-from durable_agent.workflows.versions import CURRENT_VERSION
+from durable_agent.workflows.versioning.versions import CURRENT_VERSION
 
 
 def new_prompt_id() -> str:

@@ -1,6 +1,6 @@
 """Budgets over a period, from the client side: set, show and list them; find the ones a new prompt is under.
 
-Each principal's budget lives in its ledger workflow (workflows/budget_ledger.py); setting one starts the ledger
+Each principal's budget lives in its ledger workflow (workflows/budget/ledger.py); setting one starts the ledger
 if needed (update-with-start). A prompt started by `AgentClient` names the principals whose ledger has a budget
 (`PromptRequest.budgets`), found with one describe per candidate: a prompt with none reserves nothing.
 """
@@ -24,7 +24,7 @@ from durable_agent.agent.period_budgets import (
     principal_problem,
     principals_for,
 )
-from durable_agent.workflows.ledger_access import check_ledger, ledger_update
+from durable_agent.workflows.budget.access import check_ledger, ledger_update
 from durable_agent.workflows.names import (
     BUDGET_LEDGER_WORKFLOW,
     BUDGET_MEMO,

@@ -22,7 +22,7 @@ from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_model_worker, create_worker
-from durable_agent.workflows.budgets import PromptBudget
+from durable_agent.workflows.budget.limits import PromptBudget
 from durable_agent.workflows.protocol import ModelRouting, PendingApproval
 from tests import scenarios
 from tests.fakes.notify_servers import WEBHOOK_SECRET, WebhookReceiver
@@ -271,7 +271,7 @@ async def main() -> None:
 
             # Conversation turns get unguessable ids; a turn whose id was taken runs under a fresh one.
             await _save("conversation_turn_id_taken", await _conversation_with_taken_id(agent))
-            # A token budget stops the loop after the round that reached it (workflows/budgets.py).
+            # A token budget stops the loop after the round that reached it (workflows/budget/limits.py).
             await _record(agent, "parallel", "prompt_budget_stopped", prompt_id="hist-budget",
                           budget=PromptBudget(max_tokens=1))
             # Period budgets (agent/period_budgets.py): a spent user budget stops the prompt; an `ask` budget waits

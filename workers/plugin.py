@@ -178,7 +178,7 @@ class DurableAgentPlugin(SimplePlugin):
             config["build_id"] = code_build_id()
         deployment = config.get("deployment_config")
         if deployment is not None and deployment.use_worker_versioning:
-            from durable_agent.workflows.deployment import versioned_workflows
+            from durable_agent.workflows.versioning.deployment import versioned_workflows
 
             config["workflows"] = versioned_workflows(config.get("workflows") or [])
         if not config.get("use_worker_versioning"):  # the legacy build-id versioning has rules of its own

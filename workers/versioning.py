@@ -3,7 +3,7 @@
 Off by default: without DAGENT_DEPLOYMENT_NAME and DAGENT_BUILD_ID a worker is unversioned, as before. With
 them, every `Worker` of the process polls as version `<deployment>.<build id>`; the server sends a new prompt
 to the deployment's *current* version (or the *ramping* one for a share of starts), keeps each pinned prompt
-on the version it started on (workflows/deployment.py), and reports a version as drained once nothing pinned
+on the version it started on (workflows/versioning/deployment.py), and reports a version as drained once nothing pinned
 to it is still open. Rollout (`dagent deploy ...`, or `temporal worker deployment ...`):
 
     dagent deploy describe                   # versions, which is current / ramping, drainage
@@ -48,7 +48,7 @@ class DeploymentError(Exception):
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     """The worker's deployment version when DAGENT_DEPLOYMENT_NAME and DAGENT_BUILD_ID are set, else None.
 
-    Each workflow type declares its own versioning behavior (workflows/deployment.py), so no default is set
+    Each workflow type declares its own versioning behavior (workflows/versioning/deployment.py), so no default is set
     here: a workflow added later without one is refused by the worker at start, not silently auto-upgraded."""
     if not settings.deployment_name or not settings.build_id:
         return None
@@ -66,7 +66,7 @@ def check_versioning_behaviors(workflows: Sequence[type], deployment: WorkerDepl
     on a versioned worker every workflow needs a behavior (the SDK refuses, naming no option); on an
     unversioned one none may have one (the server fails each of its workflow tasks: the workflow is stuck).
     A team's workflow keeps the behavior it declares; ours declare theirs on versioned workers only
-    (workflows/deployment.py)."""
+    (workflows/versioning/deployment.py)."""
     versioned = deployment is not None and deployment.use_worker_versioning
     for workflow_class in workflows:
         defn = workflow_definition(workflow_class)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from durable_agent.workflows.budget_ledger import BudgetLedgerWorkflow
+    from durable_agent.workflows.budget.ledger import BudgetLedgerWorkflow
     from durable_agent.workflows.conversation import ConversationWorkflow
     from durable_agent.workflows.prompt import PromptWorkflow
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from durable_agent.workflows.budget_ledger import BudgetLedgerWorkflow
+    from durable_agent.workflows.budget.ledger import BudgetLedgerWorkflow
     from durable_agent.workflows.conversation import ConversationWorkflow
     from durable_agent.workflows.prompt import PromptWorkflow
 

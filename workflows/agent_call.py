@@ -33,7 +33,7 @@ from durable_agent.agent.models import Prompt
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import CONVERSATION_ID, PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
 from durable_agent.workflows.protocol import PromptRequest
-from durable_agent.workflows.versions import CURRENT_VERSION
+from durable_agent.workflows.versioning.versions import CURRENT_VERSION
 
 
 async def start_prompt(request: PromptRequest, *, id: str | None = None, task_queue: str | None = None,

@@ -94,7 +94,7 @@ class ApprovalDesk:
 
     async def request_and_wait(self, entry: ToolOutput, approval: ApprovalRequirement,
                                plugin: str | None = None) -> Decision:
-        """One call asks and waits alone (a request for more budget, workflows/budget_gate.py); a sub-agent's
+        """One call asks and waits alone (a request for more budget, workflows/budget/gate.py); a sub-agent's
         prompt reports it to its parent like any of its calls, so the top prompt shows and forwards it."""
         self.request(entry, approval, plugin)
         await self.announce(entry, approval)

@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflo
 with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.models import AuditEntry, Conversation, Prompt, ScheduledPrompt, Usage
     from durable_agent.agent.period_budgets import principals_for
-    from durable_agent.workflows import names, telemetry, versions
+    from durable_agent.workflows import names, telemetry
     from durable_agent.workflows.audit import MAX_AUDIT_ENTRIES, record_ignored
     from durable_agent.workflows.details import prompt_static_details, prompt_summary
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         QueuedInput,
         SendRequest,
     )
+    from durable_agent.workflows.versioning import versions
 
 
 TAKEN_ID_ATTEMPTS = 3  # fresh random ids tried for one turn before it is recorded as failed

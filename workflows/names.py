@@ -15,7 +15,7 @@ from temporalio.common import SearchAttributeKey
 # --- workflow types -----------------------------------------------------------------------------------
 PROMPT_WORKFLOW: Final = "PromptWorkflow"
 CONVERSATION_WORKFLOW: Final = "ConversationWorkflow"
-BUDGET_LEDGER_WORKFLOW: Final = "BudgetLedgerWorkflow"  # one per budget principal (workflows/budget_ledger.py)
+BUDGET_LEDGER_WORKFLOW: Final = "BudgetLedgerWorkflow"  # one per budget principal (workflows/budget/ledger.py)
 
 # --- PromptWorkflow handlers --------------------------------------------------------------------------
 STEER_SIGNAL: Final = "steer"

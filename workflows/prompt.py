@@ -35,8 +35,8 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows import details, names, telemetry
     from durable_agent.workflows.approvals import ApprovalDesk, decision_update, refusal_text
     from durable_agent.workflows.audit import record_ignored
-    from durable_agent.workflows.budget_gate import BudgetGate
-    from durable_agent.workflows.budgets import budget_reached
+    from durable_agent.workflows.budget.gate import BudgetGate
+    from durable_agent.workflows.budget.limits import budget_reached
     from durable_agent.workflows.failures import (
         WORKFLOW_FAILURE_TYPES,
         describe_exception,
@@ -183,7 +183,7 @@ class PromptWorkflow:
 
     async def _run_rounds(self) -> None:
         for round_number in range(1, self._request.max_rounds + 1):
-            if self._budgets.active and not await self._budgets.reserve(round_number):  # workflows/budget_gate.py
+            if self._budgets.active and not await self._budgets.reserve(round_number):  # workflows/budget/gate.py
                 self._stop_for_budget(self._budgets.stop_reason or "budget refused")
                 return
             self._prompt.rounds = round_number
@@ -199,7 +199,7 @@ class PromptWorkflow:
         self._stop(rounds_stop(self._prompt.rounds), source="limit")
 
     def _stop_for_budget(self, reason: str) -> None:
-        """No further model call (workflows/budgets.py)."""
+        """No further model call (workflows/budget/limits.py)."""
         self._prompt.budget_stop = reason
         self._prompt.force_completed = True
         self._stop(budget_stop(reason, self._prompt.budgets), source="budget")

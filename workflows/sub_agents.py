@@ -25,7 +25,7 @@ from durable_agent.agent.models import (
     ToolPending,
     ToolSuccess,
 )
-from durable_agent.workflows import names, versions
+from durable_agent.workflows import names
 from durable_agent.workflows.details import prompt_summary
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.protocol import (
@@ -41,6 +41,7 @@ from durable_agent.workflows.protocol import (
 )
 from durable_agent.workflows.record import Recorder
 from durable_agent.workflows.refusals import Refusal
+from durable_agent.workflows.versioning import versions
 
 CHILD_VERDICT_TIMEOUT = timedelta(seconds=60)  # how long a forwarded decision's update waits for the sub-agent
 
@@ -70,7 +71,7 @@ class SubAgents:
         self._announced: set[str] = set()  # sub-agents' calls (`<call>/<its call>`) published as approval_requested
         self._children: dict[str, Child] = {}  # by sub-agent call id
         self._refusals: dict[str, str] = {}  # `<call>/<its call>` -> why its sub-agent refused a decision
-        self.budgets: Callable[[], list[str]] = list  # the period budgets a child's rounds spend from (budget_gate)
+        self.budgets: Callable[[], list[str]] = list  # the period budgets a child's rounds spend from (budget/gate.py)
 
     # --- running a sub-agent ---------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ call.
 from __future__ import annotations
 
 from durable_agent.agent.models import Usage
-from durable_agent.workflows.budgets import budget_reached
+from durable_agent.workflows.budget.limits import budget_reached
 from durable_agent.workflows.protocol import PlannedCall, PromptRequest, ReadyCall
 
 

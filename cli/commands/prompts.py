@@ -54,7 +54,7 @@ def run(
     settings = common.load_settings(address, profile)
     if model not in ("normal", "high"):
         raise typer.BadParameter("model must be 'normal' or 'high'")
-    from durable_agent.workflows.budgets import PromptBudget
+    from durable_agent.workflows.budget.limits import PromptBudget
 
     try:
         task_priority = prompt_priority(user, priority_key=priority, fairness_key=fairness_key)

@@ -22,9 +22,9 @@ from durable_agent.agent.providers.scripted import ScriptedModel, results_since_
 from durable_agent.agent.tools import Approval, tool
 from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workflows import PromptWorkflow, names
-from durable_agent.workflows.deployment import PROMPT_VERSIONING
 from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES
 from durable_agent.workflows.inputs import raw_payloads
+from durable_agent.workflows.versioning.deployment import PROMPT_VERSIONING
 
 V2_TIMER = timedelta(milliseconds=1)
 

@@ -31,7 +31,7 @@ from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel
 from durable_agent.client import AgentClient
 from durable_agent.client.budgets import BudgetError, budget_limit, list_budgets, set_budget, show_budget
-from durable_agent.workflows.ledger_access import ledger_update
+from durable_agent.workflows.budget.access import ledger_update
 from durable_agent.workflows.names import BUDGET_LEDGER_WORKFLOW, RESERVE_BUDGET_UPDATE, SETTLE_BUDGET_UPDATE
 from tests.support.workers import agent_worker
 

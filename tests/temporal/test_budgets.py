@@ -24,7 +24,7 @@ from durable_agent.agent.providers.scripted import ScriptedModel, tool_calls
 from durable_agent.agent.tools import tool
 from durable_agent.client import AgentClient
 from durable_agent.workers.worker import build_runtime, create_worker
-from durable_agent.workflows.budgets import PromptBudget, budget_reached
+from durable_agent.workflows.budget.limits import PromptBudget, budget_reached
 from tests.support.workers import TEST_SETTINGS
 
 

@@ -30,7 +30,7 @@ from durable_agent.agent.period_budgets import (
 )
 from durable_agent.api.config import ApiKey
 from durable_agent.client.budgets import show_budget
-from durable_agent.workflows.ledger_access import ledger_update
+from durable_agent.workflows.budget.access import ledger_update
 from durable_agent.workflows.names import (
     CONFIGURE_BUDGET_UPDATE,
     CONVERSATION_WORKFLOW,

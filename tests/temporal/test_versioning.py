@@ -32,7 +32,7 @@ from durable_agent.workers.versioning import (
 )
 from durable_agent.workers.worker import build_runtime, create_worker
 from durable_agent.workflows import ConversationWorkflow, PromptWorkflow
-from durable_agent.workflows.deployment import (
+from durable_agent.workflows.versioning.deployment import (
     AutoUpgradeConversationWorkflow,
     PinnedPromptWorkflow,
     versioned_workflows,

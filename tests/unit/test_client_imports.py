@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-WORKFLOW_CODE = {"prompt", "conversation", "budget_ledger", "deployment", "approvals", "tool_runner", "record",
-                 "sub_agents", "decision_checks", "round_input", "budget_gate", "steering", "legacy"}
+WORKFLOW_CODE = {"prompt", "conversation", "ledger", "deployment", "approvals", "tool_runner", "record",
+                 "sub_agents", "decision_checks", "round_input", "gate", "steering", "legacy"}
 
 
 def _workflow_modules_loaded_by(*modules: str) -> set[str]:

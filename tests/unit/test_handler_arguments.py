@@ -11,7 +11,7 @@ from temporalio.common import RawValue
 from temporalio.workflow import _Definition
 
 from durable_agent.workflows import WORKFLOWS
-from durable_agent.workflows.deployment import VERSIONED
+from durable_agent.workflows.versioning.deployment import VERSIONED
 
 CLASSES = [*WORKFLOWS, *VERSIONED.values()]
 

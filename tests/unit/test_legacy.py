@@ -1,5 +1,5 @@
 """The version policy's bookkeeping (docs/changing-workflows.md): every patch id the workflows test is a
-versioned patch, every patch lists its old side in the legacy fence (workflows/legacy.py), and the current
+versioned patch, every patch lists its old side in the legacy fence (workflows/versioning/legacy.py), and the current
 version is the newest patch's (1, the 0.1.0 baseline, while there is none).
 
 That old shapes still replay is tests/unit/test_replay.py's job.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from durable_agent.workflows import legacy, versions
+from durable_agent.workflows.versioning import legacy, versions
 
 WORKFLOWS = Path(versions.__file__).parent
 

@@ -15,7 +15,7 @@ from durable_agent.agent.strict import StrictModel
 from durable_agent.api import config, schedules, schemas
 from durable_agent.plugins.triggers import Trigger
 from durable_agent.workflows import decision_tokens, protocol
-from durable_agent.workflows.budgets import PromptBudget
+from durable_agent.workflows.budget.limits import PromptBudget
 
 
 @pytest.mark.parametrize("model", [

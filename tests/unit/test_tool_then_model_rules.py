@@ -18,7 +18,7 @@ from durable_agent.agent.models import (
     ToolSuccess,
     Usage,
 )
-from durable_agent.workflows.budgets import PromptBudget
+from durable_agent.workflows.budget.limits import PromptBudget
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
     CallNeedingApproval,

@@ -21,7 +21,7 @@ from durable_agent.agent.models import (
 from durable_agent.agent.period_budgets import principal_problem
 from durable_agent.agent.providers.specs import provider_of
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
-from durable_agent.workflows.budgets import PromptBudget
+from durable_agent.workflows.budget.limits import PromptBudget
 from durable_agent.workflows.wire.lean import Lean as _Lean
 
 DEFAULT_MAX_ROUNDS = 10
@@ -52,8 +52,8 @@ def _principal(value: str) -> str:
 
 Principal = Annotated[str, AfterValidator(_principal)]  # `user:<id>` or `conversation:<id>` (a budget's owner)
 WorkflowVersion = Annotated[int | None, Field(
-    description="The workflow behaviour this run has (workflows/versions.py); set by AgentClient and by parent "
-    "workflows. None: patch markers decide, as for runs started before versions existed.")]
+    description="The workflow behaviour this run has (workflows/versioning/versions.py); set by AgentClient and "
+    "by parent workflows. None: patch markers decide (a raw client's start).")]
 
 
 class HistoryRef(_Model):
@@ -112,7 +112,7 @@ class PromptRequest(_Lean):
     plugins: list[str] | None = Field(default=None, description="Only these plugins of the worker (sub-agents).")
     parent: ParentLink | None = Field(default=None, description="Set when a sub-agent call started this prompt.")
     workflow_version: WorkflowVersion = None
-    budget: PromptBudget | None = Field(default=None, description="Token/cost limits (workflows/budgets.py).")
+    budget: PromptBudget | None = Field(default=None, description="Token/cost limits (workflows/budget/limits.py).")
     budgets: list[Principal] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
         "Principals (`user:<id>`, `conversation:<id>`) whose period budget each model round reserves from "
         "(agent/period_budgets.py); empty: no ledger is asked."))

@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.models import Conversation, Prompt
     from durable_agent.agent.period_budgets import LedgerView
     from durable_agent.workflows import names
-    from durable_agent.workflows.budget_ledger import BudgetLedgerWorkflow
+    from durable_agent.workflows.budget.ledger import BudgetLedgerWorkflow
     from durable_agent.workflows.conversation import ConversationWorkflow
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES
     from durable_agent.workflows.inputs import raw_payloads

@@ -8,7 +8,7 @@ docs/changing-workflows.md:
 - the workflow asks `has("<patch-id>", request.workflow_version)`. A prompt started by `AgentClient` (or by a
   parent workflow) names CURRENT_VERSION in its input, which is in history, so the choice replays with no marker;
   an input without a version (a raw-SDK start) consults a `workflow.patched` marker instead;
-- its old side goes in workflows/legacy.py (or is listed there), with the retirement rule below;
+- its old side goes in workflows/versioning/legacy.py (or is listed there), with the retirement rule below;
 - a record-then-replay test proves the migration: a run recorded with the old side, replayed by the new code.
 
 A patch's old side is deleted (its "drain") only when no run without the patch can still be replayed: none is
