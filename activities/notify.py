@@ -10,7 +10,7 @@ most of it that it offers:
   the server's acceptance and the activity's completion may send the step twice (mail clients thread them as
   one message).
 
-A channel that cannot be reached raises, so Temporal retries it (workflows/notifications.py NOTIFY_RETRY);
+A channel that cannot be reached raises, so Temporal retries it (workflows/prompt/notifications.py NOTIFY_RETRY);
 failures are counted in `dagent.approval.notifications{dagent.notify.outcome="failed"}` (agent/metric_names.py) and
 logged without secrets or arguments.
 """

@@ -3,7 +3,7 @@ an escalation that adds deciders, all before the approval's expiry (docs/telling
 
 Pure models and functions, no I/O and no Temporal: the tool's policy declares a `Notify` on its `Approval`
 (or the deployment gives one to every approval that declares none); the workflow runs its steps on timers
-(workflows/notifications.py) and the worker sends them (activities/notify.py).
+(workflows/prompt/notifications.py) and the worker sends them (activities/notify.py).
 """
 
 from __future__ import annotations

@@ -310,8 +310,8 @@ async def main() -> None:
             # its model part fails, the workflow calls that round itself.
             await _record(agent, "steps", "prompt_tool_then_model", prompt_id="hist-tool-then-model")
             await _record(agent, "flaky", "prompt_model_round_left_to_workflow", prompt_id="hist-flaky")
-        # Telling approvers (workflows/notifications.py): a signed webhook per step on workflow timers, a reminder
-        # after a "day" of one second, an escalation after two that lets the CFO decide.
+        # Telling approvers (workflows/prompt/notifications.py): a signed webhook per step on workflow timers, a
+        # reminder after a "day" of one second, an escalation after two that lets the CFO decide.
         await _record_notified(client, settings)
     sys.stdout.flush()
     os._exit(0)

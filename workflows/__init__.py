@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from durable_agent.workflows.budget.ledger import BudgetLedgerWorkflow
     from durable_agent.workflows.conversation import ConversationWorkflow
-    from durable_agent.workflows.prompt import PromptWorkflow
+    from durable_agent.workflows.prompt.workflow import PromptWorkflow
 
     WORKFLOWS: list[type]
 
@@ -21,7 +21,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from durable_agent.workflows.budget.ledger import BudgetLedgerWorkflow
     from durable_agent.workflows.conversation import ConversationWorkflow
-    from durable_agent.workflows.prompt import PromptWorkflow
+    from durable_agent.workflows.prompt.workflow import PromptWorkflow
 
     loaded = {"PromptWorkflow": PromptWorkflow, "ConversationWorkflow": ConversationWorkflow,
               "BudgetLedgerWorkflow": BudgetLedgerWorkflow,

@@ -43,7 +43,7 @@ BUDGET_STATE_QUERY: Final = "budget_state"
 # --- activities ---------------------------------------------------------------------------------------
 MODEL_ROUND_ACTIVITY: Final = "dagent.model_round"
 INVOKE_TOOL_ACTIVITY: Final = "dagent.invoke_tool"
-# A round's only call, then the next model round, in one activity (when: workflows/tool_then_model.py).
+# A round's only call, then the next model round, in one activity (when: workflows/prompt/tool_then_model.py).
 TOOL_THEN_MODEL_ACTIVITY: Final = "dagent.tool_then_model"
 EMIT_EVENT_ACTIVITY: Final = "dagent.emit_event"
 CHECK_CORRECTION_ACTIVITY: Final = "dagent.check_correction"  # an approval policy run again on corrected args

@@ -11,7 +11,7 @@ Each was checked against temporalio `CHECKED_WITH`; tests check what each one do
 - An activity function's registered name (workers/plugin.py: the plugin adds only the activities a worker lacks),
   and a workflow class's definition (workers/versioning.py reads its name and versioning behavior before a
   worker starts).
-- An application error's own failure (workflows/refusals.py: a refused decision's update failure carries its
+- An application error's own failure (workflows/prompt/refusals.py: a refused decision's update failure carries its
   message, type and kind and no Python stack, which the SDK's failure converter takes as it is). Checked by
   tests/temporal/test_role_guidance.py.
 - Types only, for annotations: the payload visitor's `CommandInfo` and a workflow's `_Definition`, which the

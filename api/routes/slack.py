@@ -8,7 +8,7 @@ the API keys' `email` (api/slack_config.py); their roles are that principal's. T
 `AgentService.decide`, exactly as `POST /prompts/{id}/approvals/{call}/approve` would for that principal:
 visibility, the call's approvers, four-eyes, signed decision tokens. A refusal is shown to that Slack user
 only (an ephemeral message through the payload's `response_url`); a decision updates the message for everyone
-once the prompt has taken it (the workflow's `decided` step, workflows/notifications.py).
+once the prompt has taken it (the workflow's `decided` step, workflows/prompt/notifications.py).
 
 Slack wants an answer within three seconds, so the route acknowledges at once and decides in the background.
 """

@@ -36,7 +36,7 @@ REJECT_REASON = "declined by the crash harness"
 STEER_MESSAGE = "Please also note the order number."
 RESCUE_TIMEOUT = Duration(seconds=3)
 ZYGOTE_PRELOAD = ["durable_agent.cli.worker_process", "durable_agent.workers.run", "durable_agent.workers.worker",
-                  "durable_agent.workflows.prompt", "durable_agent.workflows.conversation",
+                  "durable_agent.workflows.prompt.workflow", "durable_agent.workflows.conversation",
                   "durable_agent.workflows.budget.ledger", "durable_agent.activities.agent_activities",
                   "tests.crash.scenario"]
 SOURCE_DIRS = ("agent", "activities", "workflows", "workers", "plugins", "cli", "tests/crash")

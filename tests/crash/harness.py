@@ -37,7 +37,7 @@ only, so a failing seed can be re-run. Wall-clock timing still varies, so a repl
 but may land a few milliseconds off.
 
 Stranded model calls (rescued by default; `--no-rescue` turns it off): the model activity has a 5 min
-start-to-close timeout (workflows/round_input.py MODEL_TIMEOUT) and a 30 s heartbeat timeout, so a model call
+start-to-close timeout (workflows/prompt/round_input.py MODEL_TIMEOUT) and a 30 s heartbeat timeout, so a model call
 whose worker was killed - or whose activity task was handed to a live worker in a poll response lost in a server
 restart - is retried only after 5 minutes (measured: 304 s for a one-prompt `--no-rescue` run). To keep
 runs bounded, a watchdog shortens the start-to-close timeout of such an attempt to 3 s

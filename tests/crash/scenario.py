@@ -57,7 +57,7 @@ CALL_USAGE = Usage(input_tokens=10, output_tokens=1, model_calls=1)
 PROMPT_TAG = re.compile(r"\[crash #(\d+)\]")
 # A killed tool call is retried after its start-to-close timeout (this) rather than the 20 s heartbeat
 # timeout; the tools take at most 0.3 s. Both tools are idempotent, so they may be retried: each call gets
-# TOOL_ATTEMPTS + 2 (workflows/tool_runner.py INFRASTRUCTURE_ATTEMPTS) attempts, and every attempt lost to a kill
+# TOOL_ATTEMPTS + 2 (workflows/prompt/tool_runner.py INFRASTRUCTURE_ATTEMPTS) attempts, and every attempt lost to a kill
 # uses one up. With the default max_attempts=1 (3 attempts) a call hit by 3 kills in a row would end as
 # "Tool call failed: activity StartToClose timeout".
 TOOL_TIMEOUT = timedelta(seconds=4)

@@ -8,7 +8,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.agent.models import Prompt
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES
     from durable_agent.workflows.inputs import raw_payloads
-    from durable_agent.workflows.prompt import PromptWorkflow
+    from durable_agent.workflows.prompt.workflow import PromptWorkflow
 
 
 @workflow.defn(name="BuggyPromptWorkflow", failure_exception_types=WORKFLOW_FAILURE_TYPES)

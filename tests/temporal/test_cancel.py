@@ -30,7 +30,7 @@ from durable_agent.agent.providers import OpenAIChatProvider
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
 from durable_agent.api.server import serve_in_background
-from durable_agent.workflows.prompt import CANCELLED_WHILE_RUNNING, CANCELLED_WHILE_WAITING
+from durable_agent.workflows.prompt.workflow import CANCELLED_WHILE_RUNNING, CANCELLED_WHILE_WAITING
 from tests.support.workers import agent_worker
 
 LEDGER: list[tuple[str, str, float]] = []  # (tool call key, event, time.monotonic())

@@ -128,7 +128,7 @@ def test_the_wheel_holds_one_top_level_package_and_the_metadata(wheel: Path) -> 
         metadata = archive.read(metadata_name).decode()
     top = {name.split("/", 1)[0] for name in names}
     assert top == {"durable_agent", metadata_name.split("/", 1)[0]}, top
-    assert "durable_agent/py.typed" in names and "durable_agent/workflows/prompt.py" in names
+    assert "durable_agent/py.typed" in names and "durable_agent/workflows/prompt/workflow.py" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     core = [line for line in requires if "extra ==" not in line]

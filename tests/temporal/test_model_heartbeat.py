@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from durable_agent.workflows.round_input import MODEL_HEARTBEAT_TIMEOUT
+from durable_agent.workflows.prompt.round_input import MODEL_HEARTBEAT_TIMEOUT
 from tests.temporal.test_durability import Rig, ledger_lines, started_rig
 
 

@@ -20,7 +20,7 @@ from durable_agent.agent.models import ToolError, ToolOutput, ToolSuccess, Widge
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
-from durable_agent.workflows.prompt import CANCELLED_WHILE_RUNNING
+from durable_agent.workflows.prompt.workflow import CANCELLED_WHILE_RUNNING
 from tests.support.workers import agent_worker
 
 RUNNING: set[str] = set()

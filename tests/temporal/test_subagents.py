@@ -37,7 +37,7 @@ from durable_agent.api.server import serve_in_background
 from durable_agent.cli.follow import follow
 from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.worker import build_runtime, create_worker, create_workers
-from durable_agent.workflows.prompt import CANCELLED_WHILE_RUNNING
+from durable_agent.workflows.prompt.workflow import CANCELLED_WHILE_RUNNING
 from durable_agent.workflows.protocol import PendingApproval
 from tests.support.api import api_config, auth, key_pair
 from tests.support.ledger import CHARGE_AMOUNT

@@ -27,7 +27,7 @@ from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_cal
 from durable_agent.agent.tools import ToolFailed, tool
 from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.worker import build_runtime, create_worker
-from durable_agent.workflows.tool_runner import SKIPPED_BY_STEER
+from durable_agent.workflows.prompt.tool_runner import SKIPPED_BY_STEER
 from tests.support.workers import TEST_SETTINGS, agent_worker
 
 RUNS: list[int] = []  # the `n` of each run of step.run, in order (cleared by each test)

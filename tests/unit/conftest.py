@@ -1,4 +1,4 @@
-"""Unit tests of PromptWorkflow's collaborators (workflows/record.py, approvals.py, sub_agents.py,
+"""Unit tests of PromptWorkflow's collaborators (workflows/prompt/record.py, approvals.py, sub_agents.py,
 round_input.py): plain objects, no Temporal server, no workflow. They run in seconds."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class CountingMetrics:
 
 
 class PlainHost:
-    """A stand-in for the running workflow (workflows/host.py WorkflowHost), since no workflow runs in a unit
+    """A stand-in for the running workflow (workflows/prompt/host.py WorkflowHost), since no workflow runs in a unit
     test: a clock the test moves, fixed ids, and the effects on Temporal kept in lists to assert on."""
 
     def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""The approvals desk (workflows/approvals.py): waiting calls, checks before a decision, decisions taken."""
+"""The approvals desk (workflows/prompt/approvals.py): waiting calls, checks before a decision, decisions taken."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Decision, Prompt, ToolPending
-from durable_agent.workflows.approvals import ApprovalDesk, refusal_text
+from durable_agent.workflows.prompt.approvals import ApprovalDesk, refusal_text
+from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
     ApproveRequest,
@@ -16,8 +18,6 @@ from durable_agent.workflows.protocol import (
     ReadyCall,
     RejectRequest,
 )
-from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.sub_agents import SubAgents
 from tests.unit.conftest import PlainHost
 
 SCHEMA = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}

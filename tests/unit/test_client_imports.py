@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-WORKFLOW_CODE = {"prompt", "conversation", "ledger", "deployment", "approvals", "tool_runner", "record",
+WORKFLOW_CODE = {"prompt", "workflow", "conversation", "ledger", "deployment", "approvals", "tool_runner", "record",
                  "sub_agents", "decision_checks", "round_input", "gate", "steering", "legacy"}
 
 

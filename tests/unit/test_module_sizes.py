@@ -1,7 +1,7 @@
 """No product module grows past 400 lines: a module that size holds more than one job (docs/code-map.md).
 
 The modules still above it are named here with their size, and each may only shrink: they are being split
-(workflows/prompt.py and workflows/protocol.py into the workflow's rooms, client/_client.py, cli/app.py into
+(workflows/prompt/workflow.py and workflows/protocol.py into the workflow's rooms, client/_client.py, cli/app.py into
 command modules). A new entry needs a reason in review, not just a bigger number.
 """
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("agent", "workflows", "activities", "workers", "client", "api", "cli", "plugins", "durable_agent")
 LIMIT = 400
 STILL_LARGER = {  # path: the most lines it may have until it is split
-    "workflows/prompt.py": 450,  # the issue (#26) sets 450 for the conductor
+    "workflows/prompt/workflow.py": 450,  # the issue (#26) sets 450 for the conductor
 }
 
 

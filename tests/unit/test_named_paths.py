@@ -34,9 +34,9 @@ def _sources() -> list[Path]:
 
 def test_the_scan_finds_paths_in_prose_and_code() -> None:
     gone = "workflows/" + "period_budgets.py"  # split, so this file names no missing path itself
-    text = f"see workflows/prompt.py, `docs/index.md` and ({gone}); not foo/workflows/a.py or docs/<page>.md"
-    assert named_paths(text) == ["workflows/prompt.py", "docs/index.md", gone]
-    assert not _exists(gone) and _exists("durable_agent/workflows/prompt.py")
+    text = f"see workflows/prompt/workflow.py, `docs/index.md` and ({gone}); not foo/workflows/a.py or docs/<page>.md"
+    assert named_paths(text) == ["workflows/prompt/workflow.py", "docs/index.md", gone]
+    assert not _exists(gone) and _exists("durable_agent/workflows/prompt/workflow.py")
 
 
 def test_every_named_path_exists() -> None:

@@ -1,4 +1,4 @@
-"""The Recorder (workflows/record.py): entries in place, an id -> index map, the stream, spans, the memo."""
+"""The Recorder (workflows/prompt/record.py): entries in place, an id -> index map, the stream, spans, the memo."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Prompt, TextOutput, ToolError, ToolPending, ToolSuccess
+from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.protocol import PendingApproval, ReadyCall
-from durable_agent.workflows.record import Recorder
 from tests.unit.conftest import PlainHost
 
 

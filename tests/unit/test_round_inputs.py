@@ -1,12 +1,12 @@
-"""RoundInputs (workflows/round_input.py): each model round is sent what changed, the rest stays with the
+"""RoundInputs (workflows/prompt/round_input.py): each model round is sent what changed, the rest stays with the
 worker; a worker that lacked it gets the round whole."""
 
 from __future__ import annotations
 
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import ModelRound, Prompt, TextOutput
+from durable_agent.workflows.prompt.round_input import RoundInputs
 from durable_agent.workflows.protocol import HistoryRef, PromptRequest
-from durable_agent.workflows.round_input import RoundInputs
 
 
 def _no_store(*args: object) -> object:

@@ -1,13 +1,13 @@
-"""The user's steering messages (workflows/steering.py): refused once the prompt ended, held until delivered,
+"""The user's steering messages (workflows/prompt/steering.py): refused once the prompt ended, held until delivered,
 and the planned calls they outdate recorded as skipped, never run."""
 
 from __future__ import annotations
 
 from durable_agent.agent.models import MessageOutput, Prompt, ToolError
+from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.steering import Steering
+from durable_agent.workflows.prompt.tool_runner import SKIPPED_BY_STEER
 from durable_agent.workflows.protocol import ReadyCall, SteerRequest
-from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.steering import Steering
-from durable_agent.workflows.tool_runner import SKIPPED_BY_STEER
 from tests.unit.conftest import PlainHost
 
 

@@ -1,4 +1,4 @@
-"""SubAgents (workflows/sub_agents.py): a sub-agent's prompt input, its reports, and forwarded decisions."""
+"""SubAgents (workflows/prompt/sub_agents.py): a sub-agent's prompt input, its reports, and forwarded decisions."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from collections.abc import Awaitable
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import Prompt, ToolOutput
+from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.sub_agents import Child, SubAgents
 from durable_agent.workflows.protocol import (
     ApproveRequest,
     ChildApprovals,
@@ -15,8 +17,6 @@ from durable_agent.workflows.protocol import (
     ReadyCall,
     SubAgentCall,
 )
-from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.sub_agents import Child, SubAgents
 from tests.unit.conftest import PlainHost
 
 

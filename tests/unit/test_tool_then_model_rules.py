@@ -1,4 +1,4 @@
-"""Which rounds run their call with the next model round (workflows/tool_then_model.py `fusable`), and the round
+"""Which rounds run their call with the next model round (workflows/prompt/tool_then_model.py `fusable`), and the round
 input the activity builds once the tool has run (activities/tool_then_model.py `round_after_tool`)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from durable_agent.agent.models import (
     Usage,
 )
 from durable_agent.workflows.budget.limits import PromptBudget
+from durable_agent.workflows.prompt.tool_then_model import fusable
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
     CallNeedingApproval,
@@ -34,7 +35,6 @@ from durable_agent.workflows.protocol import (
     ToolInvocationResult,
     ToolThenModel,
 )
-from durable_agent.workflows.tool_then_model import fusable
 
 NOW = datetime(2026, 11, 27, tzinfo=UTC)
 READY = ReadyCall(id="c1", tool="step.run", plugin="steps", input={"n": 1})

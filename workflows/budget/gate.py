@@ -28,11 +28,11 @@ from durable_agent.agent.period_budgets import (
     BudgetStanding,
     Grant,
 )
-from durable_agent.workflows.approvals import ApprovalDesk, refusal_text
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.names import BUDGET_RESERVE_ACTIVITY, BUDGET_SETTLE_ACTIVITY
+from durable_agent.workflows.prompt.approvals import ApprovalDesk, refusal_text
+from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.protocol import ApprovalRequirement, PromptRequest, ReadyCall, RoundResult
-from durable_agent.workflows.record import Recorder
 
 BUDGET_TIMEOUT = timedelta(seconds=30)
 BUSY_PAUSE = timedelta(seconds=1)

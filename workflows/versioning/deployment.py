@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.conversation import ConversationWorkflow
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES
     from durable_agent.workflows.inputs import raw_payloads
-    from durable_agent.workflows.prompt import PromptWorkflow
+    from durable_agent.workflows.prompt.workflow import PromptWorkflow
 
 PROMPT_VERSIONING = VersioningBehavior.PINNED
 CONVERSATION_VERSIONING = VersioningBehavior.AUTO_UPGRADE

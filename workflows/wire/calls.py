@@ -35,7 +35,7 @@ class ApprovalRequirement(_Model):
     four_eyes: bool = Field(default=False, exclude_if=lambda v: not v,
                             description="The prompt's own user may not approve the call.")
     notify: NotifyPlan | None = Field(default=None, exclude_if=lambda v: v is None,
-                                      description="Who is told, and when (workflows/notifications.py).")
+                                      description="Who is told, and when (workflows/prompt/notifications.py).")
 
     @property
     def expires_after(self) -> timedelta | None:

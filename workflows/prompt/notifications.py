@@ -5,7 +5,7 @@ activity keyed by prompt, run, call, step and channel; a step that cannot be del
 recorded as failed and never fails or holds up the prompt. What was sent, to whom and when is on the call's
 entry (`ToolOutput.notifications`) and, as each activity's summary, in the Temporal UI.
 
-No Temporal decorators: the approvals desk (workflows/approvals.py) starts a call's notifications when it
+No Temporal decorators: the approvals desk (workflows/prompt/approvals.py) starts a call's notifications when it
 waits and tells this room when the call is decided.
 """
 
@@ -21,10 +21,10 @@ from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.models import ToolOutput, ToolPending
 from durable_agent.agent.notify import Channel, NoticeSent, idempotency_key, schedule
-from durable_agent.workflows.decision_checks import WaitingCall
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.names import NOTIFY_ACTIVITY
-from durable_agent.workflows.record import Recorder
+from durable_agent.workflows.prompt.decision_checks import WaitingCall
+from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.wire.notify import Notice, NoticeResult, NotifyPlan
 
 NOTIFY_TIMEOUT = timedelta(seconds=15)  # a channel's own timeouts are 10 s (activities/notify.py)

@@ -28,6 +28,8 @@ from durable_agent.agent.models import (
 from durable_agent.workflows import names
 from durable_agent.workflows.details import prompt_summary
 from durable_agent.workflows.failures import failure_reason, is_cancellation
+from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.refusals import Refusal
 from durable_agent.workflows.protocol import (
     ApproveRequest,
     ChildApprovals,
@@ -39,8 +41,6 @@ from durable_agent.workflows.protocol import (
     StreamEvent,
     ToolInvocationResult,
 )
-from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.refusals import Refusal
 from durable_agent.workflows.versioning import versions
 
 CHILD_VERDICT_TIMEOUT = timedelta(seconds=60)  # how long a forwarded decision's update waits for the sub-agent

@@ -21,8 +21,8 @@ from durable_agent.agent.models import (
     ToolSuccess,
 )
 from durable_agent.workflows import details, telemetry
-from durable_agent.workflows.host import Host
 from durable_agent.workflows.pending_memo import pending_memo
+from durable_agent.workflows.prompt.host import Host
 from durable_agent.workflows.protocol import PendingApproval, PlannedCall, StreamEvent
 
 MAX_FAILURE_RECORD_CHARS = 256 * 1024  # a failure's details are not stored by reference: a larger record stays out

@@ -3,7 +3,7 @@
 Data and control flow only. Plugin code, model calls and tools run in activities referenced by their
 stable names, so this module imports no provider SDK and no plugin code. The workflow is the conductor: the
 round loop and tool execution live here, and its collaborators hold no Temporal decorators (the handlers
-delegate to them): the record (workflows/record.py), the approvals desk (approvals.py), sub-agents
+delegate to them): the record (workflows/prompt/record.py), the approvals desk (approvals.py), sub-agents
 (sub_agents.py), what each model round is sent (round_input.py) and the user's steering messages
 (steering.py).
 """
@@ -33,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.agent.stops import PromptStop, budget_stop, rounds_stop
     from durable_agent.workflows import details, names, telemetry
-    from durable_agent.workflows.approvals import ApprovalDesk, decision_update, refusal_text
     from durable_agent.workflows.audit import record_ignored
     from durable_agent.workflows.budget.gate import BudgetGate
     from durable_agent.workflows.budget.limits import budget_reached
@@ -45,9 +44,17 @@ with workflow.unsafe.imports_passed_through():
         is_workflow_bug,
     )
     from durable_agent.workflows.history_store import store_history
-    from durable_agent.workflows.host import WorkflowHost
     from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
     from durable_agent.workflows.names import EVENTS_TOPIC
+    from durable_agent.workflows.prompt.approvals import ApprovalDesk, decision_update, refusal_text
+    from durable_agent.workflows.prompt.host import WorkflowHost
+    from durable_agent.workflows.prompt.record import Recorder
+    from durable_agent.workflows.prompt.refusals import Refusal
+    from durable_agent.workflows.prompt.round_input import RoundInputs
+    from durable_agent.workflows.prompt.steering import Steering
+    from durable_agent.workflows.prompt.sub_agents import SubAgents
+    from durable_agent.workflows.prompt.tool_runner import ToolRunner
+    from durable_agent.workflows.prompt.tool_then_model import fusable
     from durable_agent.workflows.protocol import (
         ApproveRequest,
         CallNeedingApproval,
@@ -67,14 +74,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptPage,
         TranscriptPageRequest,
     )
-    from durable_agent.workflows.record import Recorder
-    from durable_agent.workflows.refusals import Refusal
-    from durable_agent.workflows.round_input import RoundInputs
-    from durable_agent.workflows.steering import Steering
     from durable_agent.workflows.stream_guard import guard_stream_poll, guard_stream_publish
-    from durable_agent.workflows.sub_agents import SubAgents
-    from durable_agent.workflows.tool_runner import ToolRunner
-    from durable_agent.workflows.tool_then_model import fusable
     from durable_agent.workflows.transcript import build_page
 
 # What a cancelled prompt's unfinished calls say: whether their side effect may have happened.
@@ -123,7 +123,7 @@ class PromptWorkflow:
         guard_stream_poll(self._stream)
         self._inputs = RoundInputs(request, self._prompt, store_history)
         self._record = Recorder(self._prompt, WorkflowHost(events.publish), self._inputs.changed)
-        self._steering = Steering(self._record)  # workflows/steering.py
+        self._steering = Steering(self._record)  # workflows/prompt/steering.py
         self._children = SubAgents(request, self._record, spawn=self._in_background, listed=lambda: self._desk.listed(),
                                    publish_pending=lambda: self._desk.publish_pending())
         self._desk = ApprovalDesk(self._record, self._children, steered=self._steering.arrived,
@@ -173,7 +173,7 @@ class PromptWorkflow:
             # A bug in this workflow's code: fail the prompt with the reason rather than retry the task forever.
             self._record.interrupt("The prompt failed before this call finished.")
             self._finish("failed", error=f"internal error: {describe_exception(exc)}")
-        await self._desk.notices.flush()  # a decided call's messages updated in place (workflows/notifications.py)
+        await self._desk.notices.flush()  # a decided call's messages updated in place (notifications.py)
         self._stream.detach_pollers()  # a poll waiting for an offset never reached must not hold the end
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._prompt.state == "failed" and self._request.fail_workflow_on_error:

@@ -18,6 +18,9 @@ from durable_agent.agent.models import ScheduledPrompt, ToolError, ToolOutput, T
 from durable_agent.workflows import details, telemetry
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, TOOL_THEN_MODEL_ACTIVITY
+from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.round_input import MODEL_TIMEOUT
+from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
     PlannedCall,
     PromptRequest,
@@ -28,9 +31,6 @@ from durable_agent.workflows.protocol import (
     ToolThenModel,
     ToolThenModelResult,
 )
-from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.round_input import MODEL_TIMEOUT
-from durable_agent.workflows.sub_agents import SubAgents
 
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
 SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."

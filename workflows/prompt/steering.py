@@ -7,9 +7,9 @@ No Temporal decorators: PromptWorkflow's steer signal and its round loop delegat
 from __future__ import annotations
 
 from durable_agent.agent.models import TERMINAL_STATES, MessageOutput
+from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.tool_runner import SKIPPED_BY_STEER
 from durable_agent.workflows.protocol import PlannedCall, SteerRequest
-from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.tool_runner import SKIPPED_BY_STEER
 
 
 class Steering:

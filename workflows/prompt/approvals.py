@@ -1,7 +1,7 @@
 """The approvals desk of a prompt: calls waiting for a decision, the decisions taken, and the handlers' entry
 points that take them. Every check a decision passes first (who may decide, signed tokens, four-eyes, corrections
-against the tool's schema and its approval policy) is in workflows/decision_checks.py. Decisions on a sub-agent's
-calls are checked here and forwarded (workflows/sub_agents.py).
+against the tool's schema and its approval policy) is in workflows/prompt/decision_checks.py. Decisions on a sub-agent's
+calls are checked here and forwarded (workflows/prompt/sub_agents.py).
 
 No Temporal decorators: PromptWorkflow's signal and update handlers delegate here.
 """
@@ -20,12 +20,15 @@ from durable_agent.agent.events import EventKind, PromptEvent
 from durable_agent.agent.models import Decision, ToolOutput, ToolPending
 from durable_agent.workflows import details, telemetry
 from durable_agent.workflows.corrections import merge_patch
-from durable_agent.workflows.decision_checks import Decider, DecisionChecks, WaitingCall
 from durable_agent.workflows.decision_tokens import DecisionKind
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.inputs import decode_payloads, raw_payloads
 from durable_agent.workflows.names import EMIT_EVENT_ACTIVITY
-from durable_agent.workflows.notifications import Notifications
+from durable_agent.workflows.prompt.decision_checks import Decider, DecisionChecks, WaitingCall
+from durable_agent.workflows.prompt.notifications import Notifications
+from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.refusals import Refusal, applied
+from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
     ApproveRequest,
@@ -34,9 +37,6 @@ from durable_agent.workflows.protocol import (
     RejectRequest,
     StreamEvent,
 )
-from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.refusals import Refusal, applied
-from durable_agent.workflows.sub_agents import SubAgents
 
 EVENT_RETRY = RetryPolicy(maximum_attempts=3)
 
@@ -68,7 +68,7 @@ class ApprovalDesk:
         self.decisions: dict[str, Decision] = {}
         self.checks = DecisionChecks(record, children, self.waiting, self.decisions)
         self.event_hooks = False  # the worker's plugins hear of approval requests (set by each model round)
-        self.notices = Notifications(record, spawn=spawn, relist=self._relist)  # workflows/notifications.py
+        self.notices = Notifications(record, spawn=spawn, relist=self._relist)  # workflows/prompt/notifications.py
 
     # --- waiting calls -----------------------------------------------------------------------------------
 

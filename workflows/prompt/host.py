@@ -1,7 +1,7 @@
 """What PromptWorkflow's collaborators ask of the running workflow: its clock, its ids and its effects on
 Temporal (the live stream, search attributes, the memo, current details, metrics).
 
-The collaborators (workflows/record.py, approvals.py, sub_agents.py, round_input.py) carry no Temporal
+The collaborators (workflows/prompt/record.py, approvals.py, sub_agents.py, round_input.py) carry no Temporal
 decorators and take a `Host`; `WorkflowHost` is the real one, inside a workflow. A unit test gives them a
 plain one, since no workflow runs there.
 """

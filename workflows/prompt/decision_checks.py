@@ -4,7 +4,7 @@ they (approvers, four-eyes), does a correction fit the tool's schema, and, under
 tool's policy says of the corrected arguments. A decision on a sub-agent's call gets the checks this prompt can
 make before it is forwarded (its own prompt checks the rest).
 
-No Temporal decorators; the desk (workflows/approvals.py) asks these checks and takes what passes.
+No Temporal decorators; the desk (workflows/prompt/approvals.py) asks these checks and takes what passes.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from durable_agent.workflows.corrections import correction_refusal, merge_patch,
 from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, verify_decision
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.names import CHECK_CORRECTION_ACTIVITY
+from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.refusals import Refusal, decision_refused
+from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
     ApprovalRequirement,
     ApproveRequest,
@@ -34,9 +37,6 @@ from durable_agent.workflows.protocol import (
     PendingApproval,
     RejectRequest,
 )
-from durable_agent.workflows.record import Recorder
-from durable_agent.workflows.refusals import Refusal, decision_refused
-from durable_agent.workflows.sub_agents import SubAgents
 
 CORRECTION_CHECK_TIMEOUT = timedelta(seconds=30)
 CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
