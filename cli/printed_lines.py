@@ -37,11 +37,14 @@ def print_lines_of(address: str | None, work: Callable[[AgentClient], Awaitable[
 
 
 def print_rows_of(address: str | None, rows_of: Callable[[AgentClient], Awaitable[Iterable[Row]]], *, as_json: bool,
-                  line: Callable[[Row], str]) -> None:
-    """A listing: each row `rows_of(agent)` returns as one line, or as one JSON document a line."""
+                  line: Callable[[Row], str], header: str | None = None) -> None:
+    """A listing: each row `rows_of(agent)` returns as one line (under `header`, when there is any row), or as
+    one JSON document a line."""
 
     async def work(agent: AgentClient) -> list[str]:
-        rows = await rows_of(agent)
-        return [json.dumps(row.model_dump(mode="json")) if as_json else line(row) for row in rows]
+        rows = list(await rows_of(agent))
+        if as_json:
+            return [json.dumps(row.model_dump(mode="json")) for row in rows]
+        return ([header] if header and rows else []) + [line(row) for row in rows]
 
     print_lines_of(address, work)

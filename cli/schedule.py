@@ -62,12 +62,16 @@ def schedule_create(
 
 @schedule_app.command("ls")
 def schedule_ls(address: AddressOption = None, as_json: JsonLinesOption = False) -> None:
-    """Schedules that start prompts: spec, paused or not, next run."""
+    """Schedules that start prompts: id, spec, paused or not, next run, and who asks what."""
     from durable_agent.client.schedules import list_schedules
 
-    print_rows_of(address, list_schedules, as_json=as_json, line=lambda v: (
-        f"{v.id:<24} {'paused ' if v.paused else ''}{v.spec}"
-        f"{f'  next {v.next_runs[0]:%Y-%m-%d %H:%M:%S %Z}' if v.next_runs and not v.paused else ''}"))
+    print_rows_of(address, list_schedules, as_json=as_json, header=SCHEDULE_HEADER, line=lambda v: (
+        f"{v.id:<24} {('paused ' if v.paused else '') + v.spec:<32} "
+        f"{f'{v.next_runs[0]:%Y-%m-%d %H:%M:%S %Z}' if v.next_runs and not v.paused else '-':<24} "
+        f"{v.text or v.user_id or '-'}"))
+
+
+SCHEDULE_HEADER = f"{'SCHEDULE':<24} {'SPEC':<32} {'NEXT RUN':<24} ASKS"
 
 
 @schedule_app.command("runs")

@@ -56,6 +56,7 @@ MAX_INTERVAL = timedelta(days=3660)  # ten years
 MAX_JITTER = timedelta(days=366)
 SPEC_MEMO = "dagent_spec"  # the spec as given, shown by `dagent schedule ls`
 USER_MEMO = "dagent_user"  # who the runs start as (the HTTP API lets only them or an admin change it)
+TEXT_MEMO = "dagent_text"  # what each run is asked (its summary: `dagent schedule ls` shows it)
 
 
 class ScheduleError(ValueError):
@@ -70,6 +71,7 @@ class ScheduleView(BaseModel):
     recent_runs: list[str] = Field(default_factory=list)  # prompt (workflow) ids, newest last
     note: str | None = None
     user_id: str | None = None
+    text: str | None = None  # what each run is asked, as its summary shows it (`user: input`)
 
 
 def _one_line(text: str) -> str:
@@ -153,7 +155,8 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
                         state=ScheduleState(paused=paused, note=note))
     try:
         return await agent.client.create_schedule(schedule_id, schedule,
-                                                  memo={SPEC_MEMO: describe_spec(spec), USER_MEMO: user_id})
+                                                  memo={SPEC_MEMO: describe_spec(spec), USER_MEMO: user_id,
+                                                        TEXT_MEMO: prompt_summary(user_id, input)})
     except ScheduleAlreadyRunningError:
         raise ScheduleError(f"schedule {schedule_id} exists already (dagent schedule delete {schedule_id})") from None
     except RPCError as exc:
@@ -183,7 +186,8 @@ async def view_schedule(agent: AgentClient, schedule_id: str) -> ScheduleView:
     info, schedule = described.info, described.schedule
     spec = await described.memo_value(SPEC_MEMO, describe_spec(schedule.spec))  # as given (the server keeps calendars)
     user = await described.memo_value(USER_MEMO, None)
-    return ScheduleView(id=schedule_id, spec=str(spec), paused=schedule.state.paused, user_id=user,
+    text = await described.memo_value(TEXT_MEMO, None)
+    return ScheduleView(id=schedule_id, spec=str(spec), paused=schedule.state.paused, user_id=user, text=text,
                         next_runs=list(info.next_action_times[:3]), note=schedule.state.note or None,
                         recent_runs=[a.action.workflow_id for a in info.recent_actions
                                      if hasattr(a.action, "workflow_id")])

@@ -65,7 +65,10 @@ async def test_a_triggered_schedule_runs_an_ordinary_prompt(dev_env: WorkflowEnv
         second = (await _runs(client, schedule_id, 2))[0]
         assert (await asyncio.wait_for(client.prompt(second).result(), 30)).state == "completed"
         listing = await asyncio.to_thread(_dagent, address, "schedule", "ls")
-        assert listing.returncode == 0 and any(line.startswith(schedule_id) for line in listing.stdout.splitlines())
+        lines = listing.stdout.splitlines()
+        assert listing.returncode == 0 and lines[0].split() == ["SCHEDULE", "SPEC", "NEXT", "RUN", "ASKS"]
+        [row] = [line for line in lines if line.startswith(schedule_id)]
+        assert "ops: yesterday's orders" in row  # who asks what, as the runs' summary says it
         runs = await asyncio.to_thread(_dagent, address, "schedule", "runs", schedule_id)
         assert set(runs.stdout.split()) == {prompt_id, second}, (runs.stdout, runs.stderr)
         deleted = await asyncio.to_thread(_dagent, address, "schedule", "delete", schedule_id)
