@@ -9,7 +9,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from durable_agent.agent.logging import get_logger
-from durable_agent.workflows.names import SEARCH_ATTRIBUTE_KEYS
+from durable_agent.workflows.search_attributes import SEARCH_ATTRIBUTE_TYPES
 
 __all__ = ["MissingSearchAttributes", "check_search_attributes", "required_search_attributes"]
 
@@ -23,14 +23,7 @@ class MissingSearchAttributes(RuntimeError):
 
 def required_search_attributes() -> dict[str, str]:
     """Name -> Temporal type (`Keyword`, ...) of every search attribute our workflows upsert."""
-    return {key.name: _type_name(key.indexed_value_type) for key in SEARCH_ATTRIBUTE_KEYS}
-
-
-def _type_name(value_type: int) -> str:
-    from temporalio.api.enums.v1 import IndexedValueType
-
-    return "".join(part.capitalize() for part in IndexedValueType.Name(value_type)  # type: ignore[arg-type]
-                   .removeprefix("INDEXED_VALUE_TYPE_").split("_"))
+    return dict(SEARCH_ATTRIBUTE_TYPES)
 
 
 async def check_search_attributes(client: Client) -> None:

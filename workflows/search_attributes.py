@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
-from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeUpdate, TypedSearchAttributes
 
 from durable_agent.agent.models import Prompt
-from durable_agent.workflows.names import CONVERSATION_ID, PARENT_PROMPT_ID, PROMPT_STATE, USER_ID
+from durable_agent.workflows.names import (
+    CONVERSATION_ID,
+    PARENT_PROMPT_ID,
+    PROMPT_STATE,
+    SEARCH_ATTRIBUTE_KEYS,
+    USER_ID,
+)
+
+_TYPE_NAMES = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.TEXT: "Text",
+               SearchAttributeIndexedValueType.INT: "Int", SearchAttributeIndexedValueType.BOOL: "Bool",
+               SearchAttributeIndexedValueType.DOUBLE: "Double", SearchAttributeIndexedValueType.DATETIME: "Datetime",
+               SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList"}
+
+#: Every custom search attribute our workflows set (name -> Temporal type, as `temporal operator
+#: search-attribute create --type` and `start-dev --search-attribute` spell it): the dev server registers them,
+#: a worker checks them at start (workers/search_attributes.py), deploy/temporal-setup.sh creates them.
+SEARCH_ATTRIBUTE_TYPES: dict[str, str] = {key.name: _TYPE_NAMES[key.indexed_value_type]
+                                          for key in SEARCH_ATTRIBUTE_KEYS}
 
 
 def prompt_search_attributes(prompt: Prompt) -> list[SearchAttributeUpdate]:

@@ -6,18 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from temporalio.common import SearchAttributeIndexedValueType
-
-from durable_agent.workflows.names import SEARCH_ATTRIBUTE_KEYS
-
-_CLI_TYPE_NAMES = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.TEXT: "Text",
-                   SearchAttributeIndexedValueType.INT: "Int", SearchAttributeIndexedValueType.BOOL: "Bool",
-                   SearchAttributeIndexedValueType.DOUBLE: "Double",
-                   SearchAttributeIndexedValueType.DATETIME: "Datetime",
-                   SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList"}
+from durable_agent.workflows.search_attributes import SEARCH_ATTRIBUTE_TYPES
 
 #: Custom search attributes every prompt workflow may set (name -> Temporal type), from workflows/names.py.
-SEARCH_ATTRIBUTES: dict[str, str] = {key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in SEARCH_ATTRIBUTE_KEYS}
+SEARCH_ATTRIBUTES: dict[str, str] = SEARCH_ATTRIBUTE_TYPES
 
 #: Dynamic config passed to the dev server (values are JSON, as the CLI requires).
 #: Updates are needed for approve/steer; the transfer-processor poll rate keeps many concurrent

@@ -5,9 +5,10 @@ release, a change to what a workflow does (its commands, or their order) is a pa
 docs/changing-workflows.md:
 - it gets the next version: an entry `"<patch-id>": N` in PATCH_VERSIONS, CURRENT_VERSION = N, and a line in
   that page's version table;
-- the workflow asks `has("<patch-id>", request.workflow_version)`. A prompt started by `AgentClient` (or by a
-  parent workflow) names CURRENT_VERSION in its input, which is in history, so the choice replays with no marker;
-  an input without a version (a raw-SDK start) consults a `workflow.patched` marker instead;
+- the workflow asks `has("<patch-id>", request.workflow_version)`, which the first patch adds here: true when the
+  input's version is at least the patch's (a prompt started by `AgentClient` or a parent workflow names
+  CURRENT_VERSION in its input, which is in history, so the choice replays with no marker), and, for an input
+  without a version (a raw-SDK start), what a `workflow.patched("<patch-id>")` marker says;
 - its old side goes in workflows/versioning/legacy.py (or is listed there), with the retirement rule below;
 - a record-then-replay test proves the migration: a run recorded with the old side, replayed by the new code.
 
@@ -20,16 +21,8 @@ id or a version number.
 
 from __future__ import annotations
 
-from temporalio import workflow
-
 CURRENT_VERSION = 1
 
 # The version from which each patch's behaviour is on without a marker (none at the 0.1.0 baseline).
 PATCH_VERSIONS: dict[str, int] = {}
 
-
-def has(patch_id: str, version: int | None) -> bool:
-    """Whether this run has the behaviour `patch_id` guards; only unversioned runs consult a marker."""
-    if version is not None:
-        return version >= PATCH_VERSIONS[patch_id]
-    return workflow.patched(patch_id)
