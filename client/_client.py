@@ -83,12 +83,11 @@ class AgentClient:
         settings = settings or Settings.from_env()
         return cls(await connect(settings), settings)
 
-    def _run_options(self, model: ModelTier) -> dict[str, Any]:
-        """What every prompt or conversation this client starts carries besides the caller's options: where
-        its model calls run, and the workflow version (this code's behaviour, without patch markers)."""
-        return {"model_task_queue": self.settings.model_queue_for(model), "workflow_version": CURRENT_VERSION,
-                "model_routing": self.settings.model_routing(model),
-                "model_local": self.settings.model_calls == "local"}
+    def _run_options(self) -> dict[str, Any]:
+        """What every prompt or conversation this client starts carries besides the caller's options: the workflow
+        version (this code's behaviour, without patch markers). Where its model calls run is the worker's to say
+        (workers/routing.py); a caller may still pass `model_task_queue`, `model_routing` or `model_local`."""
+        return {"workflow_version": CURRENT_VERSION}
 
     async def read_file(self, content_ref: str) -> bytes:
         """The content of a file a tool attached (`FileOutput.content_ref`), from the shared store."""
@@ -111,7 +110,7 @@ class AgentClient:
         priority = priority or prompt_priority(user_id)
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
-        options = self._run_options(model) | options
+        options = self._run_options() | options
         if "budgets" not in options:  # the period budgets the prompt is under (client/budgets.py)
             options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
@@ -152,7 +151,7 @@ class AgentClient:
         if conversation_id is not None and (problem := reserved_problem("conversation_id", conversation_id)):
             raise ValueError(problem)
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
-        options = self._run_options(model) | options
+        options = self._run_options() | options
         if "budgets" not in options:
             options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)

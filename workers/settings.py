@@ -23,6 +23,7 @@ from durable_agent.workers.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE,
 from durable_agent.workers.durations import parse_duration
 from durable_agent.workers.env_values import model_settings, pem, positive_number, provider_map, tristate, whole_number
 from durable_agent.workers.observability import ObservabilityConfig
+from durable_agent.workers.routing import TierRouting, WorkerRouting
 from durable_agent.workers.storage.codec import AESGCMCodec, codec_for
 from durable_agent.workers.storage.converter import DEFAULT_PAYLOAD_THRESHOLD, compose_data_converter
 from durable_agent.workers.storage.files import BlobFileStore
@@ -337,10 +338,16 @@ class Settings(BaseModel):
         return self.provider_queues.get(first_provider) or self.tier_queue(tier)
 
     def model_routing(self, tier: str) -> ModelRouting | None:
-        """What a prompt records so the workflow sends a fallback round to its provider's queue."""
+        """Where a prompt's fallback round goes: its provider's queue (None: no provider has one)."""
         if not self.provider_queues:
             return None
         return ModelRouting(tier_queue=self.tier_queue(tier), providers=self.provider_queues)
+
+    def routing(self) -> WorkerRouting:
+        """This worker's routing of the prompts it runs (workers/routing.py), by tier."""
+        return WorkerRouting(model_local=self.model_calls == "local", tiers={tier: TierRouting(
+            model_task_queue=self.model_queue_for(tier), model_routing=self.model_routing(tier))
+            for tier in self.model_tiers})
 
     @property
     def model_queue_limits(self) -> dict[str, float | None]:

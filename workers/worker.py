@@ -24,6 +24,7 @@ from durable_agent.agent.providers.registry import resolve_chain
 from durable_agent.workers.notify_config import load_notify_config
 from durable_agent.workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
 from durable_agent.workers.rate_limits import PacedCalls, queue_rate
+from durable_agent.workers.routing import RoutingInterceptor, has_routing
 from durable_agent.workers.settings import Settings, tasks_fit_cache
 from durable_agent.workers.versioning import deployment_config
 
@@ -108,6 +109,8 @@ def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, set
     """
     client = _with_plugin(client, settings)
     options = _versioning(options, settings)
+    if settings is not None and not has_routing(options.get("interceptors")):  # over the client plugin's settings
+        options["interceptors"] = [*options.get("interceptors", ()), RoutingInterceptor(settings.routing())]
     activities = [*options.pop("activities", ()), *AgentActivities(runtime).all()]
     worker = Worker(client, task_queue=task_queue, activities=activities, **options)
     config = worker.config(active_config=True)

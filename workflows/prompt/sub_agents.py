@@ -136,12 +136,13 @@ class SubAgents:
         return ToolInvocationResult(result=ToolSuccess(output=answer))
 
     def _model_calls_for(self, tier: str) -> dict[str, object]:
-        """How a sub-agent's model calls run: local when this prompt's are; on this prompt's model queues (and
-        under their rate limits) when it uses the same tier; the workflow knows no other tier's queue, so then
-        the workflow's queue."""
+        """How a sub-agent's model calls run: as this prompt's when it uses the same tier (its input records them);
+        another tier's as the worker that runs it says (workers/routing.py)."""
         request = self._request
-        queues = {"model_task_queue": request.model_task_queue, "model_routing": request.model_routing}
-        return {"model_local": request.model_local, **(queues if tier == request.model else {})}
+        if tier != request.model:
+            return {}
+        return {"model_local": request.model_local, "model_task_queue": request.model_task_queue,
+                "model_routing": request.model_routing}
 
     # --- reports from sub-agents -------------------------------------------------------------------------
 

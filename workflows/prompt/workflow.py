@@ -134,6 +134,11 @@ class PromptWorkflow:
 
     # --- run --------------------------------------------------------------------------------------
 
+    @property
+    def routable_request(self) -> PromptRequest:
+        """The request whose model calls a worker routes (workers/routing.py) before `run` starts."""
+        return self._request
+
     @workflow.run
     @raw_payloads
     async def run(self, *payloads: object) -> Prompt:
