@@ -22,6 +22,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
+from temporalio.plugin import SimplePlugin
 
 from durable_agent.agent.ids import reserved_problem
 from durable_agent.agent.models import Conversation, ModelTier, Prompt
@@ -31,8 +32,9 @@ from durable_agent.client.handles import ConversationHandle, PromptHandle
 from durable_agent.client.pending import QUERY_SECONDS, PendingList, pending_list
 from durable_agent.client.priority import prompt_priority
 from durable_agent.client.stuck import TaskProblem, workflows_with_task_problems
-from durable_agent.workers.plugin import connect
-from durable_agent.workers.settings import Settings
+from durable_agent.config.connection import connect_client
+from durable_agent.config.observability import temporal_plugins
+from durable_agent.config.settings import ClientSettings
 from durable_agent.workflows import names
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import (
@@ -73,15 +75,27 @@ class WaitingPrompt:
     conversation_id: str | None
 
 
+CLIENT_PLUGIN = "durable-agent-client"
+
+
 class AgentClient:
-    def __init__(self, client: Client, settings: Settings | None = None) -> None:
+    """Starts, reads and decides prompts. Its settings are a client's (`ClientSettings`; a worker's `Settings`
+    will do, their worker part unused): where a prompt's model calls run is the worker's to say."""
+
+    def __init__(self, client: Client, settings: ClientSettings | None = None) -> None:
         self.client = client
-        self.settings = settings or Settings.from_env()
+        self.settings = settings or ClientSettings.from_env()
 
     @classmethod
-    async def connect(cls, settings: Settings | None = None) -> AgentClient:
-        settings = settings or Settings.from_env()
-        return cls(await connect(settings), settings)
+    async def connect(cls, settings: ClientSettings | None = None) -> AgentClient:
+        """A client of its own: our data converter (payload store, codec) and, with tracing configured,
+        OpenTelemetry's plugin, connected through the settings' envconfig profile (TLS, API key). A worker needs
+        a client connected with `DurableAgentPlugin` instead (`durable_agent.workers.worker.connect`)."""
+        settings = settings or ClientSettings.from_env()
+        plugins = [SimplePlugin(CLIENT_PLUGIN, data_converter=settings.data_converter),
+                   *temporal_plugins(settings.observability())]
+        return cls(await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
+                                        settings.grpc_compression, plugins=plugins), settings)
 
     def _run_options(self) -> dict[str, Any]:
         """What every prompt or conversation this client starts carries besides the caller's options: the workflow

@@ -33,7 +33,7 @@ from durable_agent.agent.ids import reserved_problem, schedule_run_id
 from durable_agent.agent.models import ModelTier
 from durable_agent.agent.period_budgets import principals_for
 from durable_agent.client.priority import prompt_priority
-from durable_agent.workers.durations import parse_duration
+from durable_agent.config.durations import parse_duration
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
 from durable_agent.workflows.protocol import PromptRequest
@@ -173,7 +173,7 @@ def describe_spec(spec: ScheduleSpec) -> str:
 
 
 def format_interval(value: timedelta) -> str:
-    from durable_agent.workers.durations import format_duration
+    from durable_agent.config.durations import format_duration
 
     return format_duration(value)
 

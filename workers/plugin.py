@@ -14,7 +14,7 @@ version) come from `Settings`.
 
 It composes with what a team already configured, as Temporal's own contrib plugins do: every value it sets is
 a function of the existing one. The data converter keeps the team's codec, failure converter and external
-storage (workers/storage/converter.py); the workflow runner keeps a team's sandbox restrictions and adds our
+storage (config/storage/converter.py); the workflow runner keeps a team's sandbox restrictions and adds our
 passthrough; workflows, activities, interceptors and failure types are appended; a `deployment_config` or
 `max_concurrent_workflow_tasks` given to the `Worker` wins over the settings'.
 """
@@ -36,10 +36,10 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from durable_agent.agent.errors import DurableAgentError
 from durable_agent.agent.logging import get_logger
-from durable_agent.workers.connection import connect_client
-from durable_agent.workers.observability import flush_traces, metrics_runtime, temporal_plugins
-from durable_agent.workers.routing import RoutingInterceptor, has_routing
+from durable_agent.config.connection import connect_client
+from durable_agent.config.observability import flush_traces, metrics_runtime, temporal_plugins
 from durable_agent.workers.resting import WatchedRunner, evict_resting, eviction_door
+from durable_agent.workers.routing import RoutingInterceptor, has_routing
 from durable_agent.workers.search_attributes import MissingSearchAttributes, check_search_attributes
 from durable_agent.workers.settings import Settings, WorkflowSandbox, tasks_fit_cache
 from durable_agent.workers.versioning import check_versioning_behaviors, deployment_config

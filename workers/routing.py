@@ -2,7 +2,8 @@
 calls (`WorkerSettings`), given to each prompt it runs by a workflow interceptor, never by the client that
 started it.
 
-`RoutingInterceptor` fills the worker's routing into a `PromptRequest` that carries none of `model_task_queue`,
+`RoutingInterceptor` (the plugin adds it to every worker and replayer) fills the worker's routing into the
+`PromptRequest` of a `PromptWorkflow` before its `run` starts, when the request carries none of `model_task_queue`,
 `model_routing` and `model_local` (a caller that sets one of them, e.g. a raw SDK start, keeps its own). It costs
 no billable action: no marker, no activity. The value a prompt used is in its history already: each model call's
 `ActivityTaskScheduled` event names its task queue (a local call is a marker), and a sub-agent's or a

@@ -29,9 +29,9 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent.agent.models import FileOutput, ToolOutput, ToolPending, ToolSuccess
 from durable_agent.agent.providers.scripted import ScriptedModel, text
 from durable_agent.client import AgentClient
+from durable_agent.config.storage.objects import StoreUnavailable
+from durable_agent.config.storage.stores import check_store
 from durable_agent.workers.settings import Settings
-from durable_agent.workers.storage.objects import StoreUnavailable
-from durable_agent.workers.storage.stores import check_store
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support import bigblobs
 from tests.support.processes import DAGENT_CMD

@@ -16,17 +16,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("agent", "workflows", "activities", "workers", "client", "api", "cli", "plugins")
+PACKAGES = ("agent", "config", "workflows", "activities", "workers", "client", "api", "cli", "plugins")
 # Each package may import itself and the packages listed (plus third-party code); agent/ not even temporalio.
 ALLOWED: dict[str, set[str]] = {
     "agent": set(),
+    "config": {"agent"},  # what clients and workers both configure: ClientSettings, connection, converter, store
     "plugins": {"agent"},
     "workflows": {"agent"},
     "activities": {"agent", "workflows"},
-    "workers": {"agent", "workflows", "activities"},
-    "client": {"agent", "workflows", "workers"},  # a client runs no activity code
-    "api": {"agent", "workflows", "activities", "workers", "client"},
-    "cli": {"agent", "workflows", "activities", "workers", "client", "api"},
+    "workers": {"agent", "config", "workflows", "activities"},
+    "client": {"agent", "config", "workflows"},  # a client runs no activity code and needs no worker's settings
+    "api": {"agent", "config", "workflows", "activities", "workers", "client"},
+    "cli": {"agent", "config", "workflows", "activities", "workers", "client", "api"},
 }
 FOLDERS_OF_OURS = (*PACKAGES, "durable_agent", "tests", "bench", "scripts")
 
@@ -83,7 +84,7 @@ def test_nothing_outside_the_tests_imports_from_them(folder: str) -> None:
 
 
 def test_every_product_folder_is_an_installed_package() -> None:
-    """A sub-package (`cli/devserver/`, `workers/storage/`) is checked by the layer rules above (they walk every
+    """A sub-package (`cli/devserver/`, `config/storage/`) is checked by the layer rules above (they walk every
     folder) and is in the wheel only when pyproject.toml lists it: one missing there imports from a checkout but
     not once installed."""
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
@@ -91,7 +92,7 @@ def test_every_product_folder_is_an_installed_package() -> None:
     installed = {"durable_agent." + ".".join(folder.relative_to(ROOT).parts) for folder in folders}
     assert installed - listed == set()
     checked = {str(path.relative_to(ROOT)) for package in PACKAGES for path in _python_files(package)}
-    assert {"cli/devserver/process.py", "workers/storage/s3.py", "activities/model_round.py"} <= checked
+    assert {"cli/devserver/process.py", "config/storage/s3.py", "activities/model_round.py"} <= checked
 
 
 def _module_exists(name: str) -> bool:

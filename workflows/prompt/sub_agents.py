@@ -136,13 +136,11 @@ class SubAgents:
         return ToolInvocationResult(result=ToolSuccess(output=answer))
 
     def _model_calls_for(self, tier: str) -> dict[str, object]:
-        """How a sub-agent's model calls run: as this prompt's when it uses the same tier (its input records them);
-        another tier's as the worker that runs it says (workers/routing.py)."""
+        """How a sub-agent's model calls run: local when this prompt's are; on this prompt's model queues when it
+        uses the same tier (its input records them); another tier's queues as its worker says (workers/routing.py)."""
         request = self._request
-        if tier != request.model:
-            return {}
-        return {"model_local": request.model_local, "model_task_queue": request.model_task_queue,
-                "model_routing": request.model_routing}
+        queues = {"model_task_queue": request.model_task_queue, "model_routing": request.model_routing}
+        return {"model_local": request.model_local, **(queues if tier == request.model else {})}
 
     # --- reports from sub-agents -------------------------------------------------------------------------
 
