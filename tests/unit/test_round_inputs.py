@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import ModelRound, Prompt, TextOutput
+from durable_agent.workflows.activity_refs import STORE_HISTORY
+from durable_agent.workflows.prompt.context import PromptContext
+from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.prompt.round_input import RoundInputs
 from durable_agent.workflows.protocol import HistoryRef, PromptRequest
+from tests.unit.conftest import PlainHost
 
 
-def _no_store(*args: object) -> object:
-    raise AssertionError("nothing to store")
-
-
-def _inputs(request: PromptRequest, prompt: Prompt) -> RoundInputs:
-    return RoundInputs(request, prompt, _no_store)  # type: ignore[arg-type]
+def _inputs(request: PromptRequest, prompt: Prompt, host: PlainHost | None = None) -> RoundInputs:
+    return RoundInputs(PromptContext(request, Recorder(prompt, host or PlainHost())))
 
 
 def test_a_round_carries_only_the_entries_changed_since_the_last_one() -> None:
@@ -54,16 +54,13 @@ def test_history_given_by_value_goes_once_and_a_whole_round_carries_everything()
 
 async def test_given_history_is_stored_once_then_only_referenced() -> None:
     earlier = Prompt(id="old", user_id="u", input="before")
-    stored: list[list[Prompt]] = []
-
-    async def store(parent: HistoryRef | None, records: list[Prompt], summary: str) -> HistoryRef:
-        stored.append(records)
-        return HistoryRef(ref="blob-1", count=len(records))
-
-    inputs = RoundInputs(PromptRequest(input="hi", history=[earlier]), Prompt(id="p", user_id="u"), store)
+    host = PlainHost()
+    host.answers[STORE_HISTORY.name] = lambda request: HistoryRef(ref="blob-1", count=len(request.records))
+    inputs = _inputs(PromptRequest(input="hi", history=[earlier]), Prompt(id="p", user_id="u"), host)
     await inputs.store_given_history()
     await inputs.store_given_history()
-    assert stored == [[earlier]]
+    assert [(name, request.records, options["local"]) for name, request, options in host.ran] == [
+        (STORE_HISTORY.name, [earlier], True)]  # a local activity: its input is not written to history
     sent = inputs.next(1, "r")
     assert sent.history == [] and sent.history_ref == HistoryRef(ref="blob-1", count=1)
     assert inputs.whole(sent).history == []  # stored: a worker without it loads it from the store
