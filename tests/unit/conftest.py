@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 from durable_agent.agent.models import Prompt, Usage
 from durable_agent.workflows.activity_refs import ActivityRef
@@ -152,6 +153,22 @@ class PlainHost:
 def context_of(host: PlainHost, request: PromptRequest | None = None, *, user_id: str = "owner") -> PromptContext:
     """A prompt `p1` of `user_id` running `request`, on `host`."""
     return PromptContext(request or PromptRequest(), Recorder(Prompt(id="p1", user_id=user_id), host))
+
+
+def activity_failure(message: str, *details: object, type: str | None = None) -> ActivityError:
+    """An activity's failure as a workflow sees it once its retries are spent: an `ActivityError` caused by the
+    activity's own error."""
+    error = ActivityError("Activity task failed", scheduled_event_id=5, started_event_id=6, identity="worker",
+                          activity_type="dagent.x", activity_id="1", retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED)
+    error.__cause__ = ApplicationError(message, *details, type=type)
+    return error
+
+
+def fails(error: BaseException) -> Callable[[Any], Any]:
+    """An activity answer that raises `error`."""
+    def answer(_: Any) -> Any:
+        raise error
+    return answer
 
 
 @pytest.fixture
