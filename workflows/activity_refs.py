@@ -1,7 +1,9 @@
-"""The activities workflows call, each bound once to its registered name (workflows/names.py: a wire contract,
-recorded in histories), its input type and its result type, so a call site names the activity and gets its
-result typed, instead of a name and a `result_type=` of its own. tests/unit/test_activity_refs.py checks each
-against the activity definition that registers the name.
+"""Typed references to the activities workflows call.
+
+Each binds once an activity's registered name (workflows/names.py, a wire contract recorded in histories), its
+input type and its result type, so a call site names the activity and gets its result typed, instead of a name
+and a `result_type=` of its own. tests/unit/test_activity_refs.py checks each against the activity definition
+that registers the name.
 """
 
 from __future__ import annotations
