@@ -33,9 +33,10 @@ ARGS = {"amount": 5}
 
 
 def _signed_desk(host: PlainHost, *call_ids: str) -> ApprovalDesk:
-    desk = ApprovalDesk(context_of(host), steered=lambda: False)
+    context = context_of(host)
+    desk = ApprovalDesk(context, steered=lambda: False)
     for call_id in call_ids:
-        entry = desk._record.open_call(ReadyCall(id=call_id, tool="pay", input=ARGS))
+        entry = context.record.open_call(ReadyCall(id=call_id, tool="pay", input=ARGS))
         desk.request(entry, ApprovalRequirement(reason="money", approvers=["role:finance"], decision_key=PUBLIC_PEM))
     return desk
 
@@ -82,8 +83,9 @@ def test_a_tokens_nonce_is_used_up_by_the_decision_it_allowed(host: PlainHost) -
 
 
 def test_a_decision_on_a_sub_agents_call_is_checked_here_before_it_is_forwarded(host: PlainHost) -> None:
-    desk = ApprovalDesk(context_of(host), steered=lambda: False)
-    entry = desk._record.open_call(ReadyCall(id="a", tool="helper", agent=SubAgentCall(instructions="x")))
+    context = context_of(host)
+    desk = ApprovalDesk(context, steered=lambda: False)
+    entry = context.record.open_call(ReadyCall(id="a", tool="helper", agent=SubAgentCall(instructions="x")))
     entry.child_prompt_id = "wf-1.a.x"
     desk.children._children["a"] = Child(workflow_id="wf-1.a.x", nonce="k")  # as SubAgents.run notes it
     rows = [PendingApproval(tool_call_id="s", tool="pay", input=ARGS, reason="money", requested_at=host.clock,
