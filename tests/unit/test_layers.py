@@ -129,3 +129,16 @@ def _names_imported_from_temporalio(path: Path) -> set[str]:
     """`from temporalio import workflow` as `temporalio.workflow`."""
     return {f"temporalio.{alias.name}" for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(node, ast.ImportFrom) and node.module == "temporalio" for alias in node.names}
+
+
+def test_the_conductor_wires_its_rooms_with_no_lambda_and_no_assignment_into_a_room() -> None:
+    """PromptWorkflow.__init__ hands each room the shared context and the rooms it works with; a closure or an
+    attribute set on a room after it is built would hide who depends on whom."""
+    tree = ast.parse((ROOT / "workflows" / "prompt" / "workflow.py").read_text(encoding="utf-8"))
+    [init] = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "__init__"]
+    lambdas = [node.lineno for node in ast.walk(init) if isinstance(node, ast.Lambda)]
+    into_rooms = [node.lineno for node in ast.walk(init) if isinstance(node, ast.Assign | ast.AnnAssign)
+                  for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                  if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)]
+    assert (lambdas, into_rooms) == ([], [])
+    assert len(init.body) > 10, "the scan found the conductor's __init__"

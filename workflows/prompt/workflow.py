@@ -129,9 +129,8 @@ class PromptWorkflow:
             conversation_id=request.conversation_id, model=request.model, visible=request.visible,
             model_settings=request.model_settings,
             input=request.input, created_at=workflow.now(), plugin_state=dict(request.plugin_state),
+            parent_prompt_id=request.parent.prompt_id if request.parent is not None else None,
         )
-        if request.parent is not None:
-            self._prompt.parent_prompt_id = request.parent.prompt_id
         self._output_attempts = 0
         self._ahead: RoundResult | None = None  # the next model round, run after the last call in one activity
         self._stream = WorkflowStream()
