@@ -3,14 +3,18 @@ worker; a worker that lacked it gets the round whole."""
 
 from __future__ import annotations
 
+import pytest
+from temporalio.exceptions import ActivityError
+
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.models import ModelRound, Prompt, TextOutput
-from durable_agent.workflows.activity_refs import STORE_HISTORY
+from durable_agent.workflows import names
+from durable_agent.workflows.activity_refs import MODEL_ROUND, STORE_HISTORY
 from durable_agent.workflows.prompt.context import PromptContext
 from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.prompt.round_input import RoundInputs
-from durable_agent.workflows.protocol import HistoryRef, PromptRequest
-from tests.unit.conftest import PlainHost
+from durable_agent.workflows.protocol import HistoryRef, ModelRouting, PromptRequest, RoundInput, RoundResult
+from tests.unit.conftest import PlainHost, activity_failure, fails
 
 
 def _inputs(request: PromptRequest, prompt: Prompt, host: PlainHost | None = None) -> RoundInputs:
@@ -71,3 +75,55 @@ def test_the_activity_summary_names_the_round_the_fallback_and_the_settings() ->
     inputs = _inputs(PromptRequest(), prompt)
     assert inputs.summary(3).startswith("model high round 3")
     assert "fallback 1: openai:gpt-x" in inputs.summary(3, 1, "openai:gpt-x")
+
+
+async def test_a_round_goes_again_whole_to_a_worker_that_lacked_part_of_it() -> None:
+    host = PlainHost()
+    prompt = Prompt(id="p", user_id="u", input="hi", output=[TextOutput(text="one")])
+    inputs = _inputs(PromptRequest(input="hi"), prompt, host)
+    inputs.changed.add(0)
+    sent: list[RoundInput] = []
+
+    def model(round_input: RoundInput) -> RoundResult:
+        sent.append(round_input)
+        if len(sent) == 1:
+            raise activity_failure("cache miss", type=names.TRANSCRIPT_MISSING_ERROR)
+        return RoundResult(text="answer")
+
+    host.answers[MODEL_ROUND.name] = model
+    assert (await inputs.send(1, "run-1", details="calling")).text == "answer"
+    assert [r.changes is None for r in sent] == [False, True] and sent[1].prompt.output == prompt.output
+    assert host.details == ["calling"] and host.ran[0][2]["summary"] == "model normal round 1"
+
+
+async def test_a_round_moves_along_the_fallback_chain_to_the_next_models_queue() -> None:
+    host = PlainHost()
+    routing = ModelRouting(tier_queue="models", providers={"openai": "openai-queue"})
+    inputs = _inputs(PromptRequest(input="hi", model_routing=routing), Prompt(id="p", user_id="u"), host)
+    answers = iter([activity_failure("overloaded", 1, "openai:gpt-x", type=names.MODEL_FALLBACK_ERROR),
+                    RoundResult(text="from the fallback")])
+
+    def model(round_input: RoundInput) -> RoundResult:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    host.answers[MODEL_ROUND.name] = model
+    assert (await inputs.send(1, "run-1", details="calling")).text == "from the fallback"
+    [(_, first, _), (_, second, options)] = host.ran
+    assert (first.fallback, second.fallback, options["task_queue"]) == (0, 1, "openai-queue")
+    assert "fallback 1: openai:gpt-x" in options["summary"]
+    host.answers[MODEL_ROUND.name] = fails(activity_failure("bad key", type=names.FATAL_MODEL_ERROR))
+    with pytest.raises(ActivityError):
+        await inputs.send(2, "run-1", details="calling")
+
+
+async def test_local_model_calls_run_as_local_activities_unless_models_have_a_queue() -> None:
+    host = PlainHost()
+    host.answers[MODEL_ROUND.name] = lambda round_input: RoundResult()
+    await _inputs(PromptRequest(model_local=True), Prompt(id="p", user_id="u"), host).send(1, "r", details="")
+    await _inputs(PromptRequest(model_local=True, model_task_queue="models"), Prompt(id="p", user_id="u"),
+                  host).send(1, "r", details="")
+    assert [(options["local"], options["task_queue"]) for _, _, options in host.ran] == [(True, None),
+                                                                                          (False, "models")]
