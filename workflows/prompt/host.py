@@ -73,24 +73,19 @@ class Host(Protocol):
                            start_to_close_timeout: timedelta, retry_policy: RetryPolicy,
                            heartbeat_timeout: timedelta | None = None, task_queue: str | None = None,
                            local: bool = False, wait_for_cancellation: bool = False) -> ResultT:
-        """Run the activity (`local`: as a local activity); its failure raises `ActivityError`.
-        `wait_for_cancellation`: once cancelled, an attempt already running finishes and counts."""
+        """Its failure raises `ActivityError`; `wait_for_cancellation`: a cancelled attempt finishes and counts."""
         ...
     async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None,
                    summary: str | None = None) -> bool:
         """Wait durably until `condition()`; False when `timeout` passed first (a timer named `summary`)."""
         ...
-    async def sleep(self, duration: timedelta, summary: str) -> None:
-        """A durable timer."""
-        ...
+    async def sleep(self, duration: timedelta, summary: str) -> None: ...
     async def start_child(self, request: PromptRequest, *, id: str, summary: str, memo: dict[str, Any]
                           ) -> ChildRun:
         """Start a child PromptWorkflow (cancelled with this one); raises `WorkflowAlreadyStartedError` when
         `id` is taken."""
         ...
-    async def signal(self, workflow_id: str, signal: str, arg: object) -> None:
-        """Signal another workflow."""
-        ...
+    async def signal(self, workflow_id: str, signal: str, arg: object) -> None: ...
     def spawn(self, work: Awaitable[None]) -> None:
         """Run `work` in the background of the workflow (its failure is the workflow task's)."""
         ...
