@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from durable_agent.agent.models import Prompt, ToolError, ToolSuccess, Usage
+from durable_agent.agent.models import Prompt, ToolError, ToolOutput, ToolSuccess, Usage
 from durable_agent.agent.period_budgets import (
     MORE_BUDGET_TOOL,
     BudgetLimit,
@@ -23,7 +23,7 @@ from durable_agent.workflows.protocol import ApproveRequest, PromptRequest, Reje
 from tests.unit.conftest import PlainHost, activity_failure, context_of, fails
 
 ANN = "user:ann"
-ASK = BudgetLimit(max_tokens=1000, on_exhausted="ask", approvers=["user:boss"])
+ASK = BudgetLimit(max_tokens=1000, on_exhausted="ask", approvers=["user:boss", "user:owner"])
 
 
 def _gate(host: PlainHost, *principals: str) -> tuple[BudgetGate, ApprovalDesk, Prompt]:
@@ -104,30 +104,30 @@ async def test_an_unreachable_ledger_stops_the_prompt_and_a_lost_settlement_is_a
 
 
 async def test_an_ask_budget_waits_for_a_grant_and_the_next_reserve_carries_it(host: PlainHost) -> None:
-    gate, desk, _ = _gate(host, ANN)
+    gate, desk, prompt = _gate(host, ANN)
     asked = _ledger(host, BudgetRoundResult(refusal=_refusal(ASK), standings=[_standing(1200, ASK)]),
                     BudgetRoundResult(standings=[_standing(1200, ASK)]))
     reserving = asyncio.ensure_future(gate.reserve(3))
     await asyncio.sleep(0)
-    [waiting] = desk.waiting.values()
-    assert waiting.entry.tool == MORE_BUDGET_TOOL and waiting.requirement.four_eyes
-    own = desk.checks.problem("approve", ApproveRequest(tool_call_id=waiting.entry.id, by="user:owner"))
-    assert own is not None and own.kind == "not-allowed"  # never the prompt's own user
-    assert desk.approve_signal(ApproveRequest(tool_call_id=waiting.entry.id, by="user:boss",
-                                              input={"asking": 500})) is None
+    [call_id] = desk.waiting
+    entry = prompt.output[-1]
+    assert isinstance(entry, ToolOutput) and (entry.id, entry.tool) == (call_id, MORE_BUDGET_TOOL)
+    own = desk.checks.problem("approve", ApproveRequest(tool_call_id=call_id, by="user:owner"))
+    assert own is not None and "four-eyes" in own.message  # never the prompt's own user
+    assert desk.approve_signal(ApproveRequest(tool_call_id=call_id, by="user:boss", input={"asking": 500})) is None
     assert await reserving and gate.stop_reason is None
     grant = asked[1].grant
     assert grant is not None and (grant.unit, grant.amount, asked[1].grant_principal) == ("tokens", 500, ANN)
-    assert waiting.entry.result == ToolSuccess(output="granted 500 more tokens to user:ann this day")
+    assert entry.result == ToolSuccess(output="granted 500 more tokens to user:ann this day")
 
 
 async def test_an_ask_the_approver_refuses_stops_the_prompt(host: PlainHost) -> None:
-    gate, desk, _ = _gate(host, ANN)
+    gate, desk, prompt = _gate(host, ANN)
     _ledger(host, BudgetRoundResult(refusal=_refusal(ASK)))
     reserving = asyncio.ensure_future(gate.reserve(3))
     await asyncio.sleep(0)
-    [waiting] = desk.waiting.values()
-    refusal = RejectRequest(tool_call_id=waiting.entry.id, by="user:boss", reason="not this month")
+    [call_id] = desk.waiting
+    refusal = RejectRequest(tool_call_id=call_id, by="user:boss", reason="not this month")
     assert desk.reject_signal(refusal) is None
     assert not await reserving and gate.stop_reason == "user:ann spent its 1000 tokens this day"
-    assert waiting.entry.result == ToolError(error="The call was rejected by boss: not this month")
+    assert prompt.output[-1].result == ToolError(error="The call was rejected by boss: not this month")  # type: ignore[union-attr]
