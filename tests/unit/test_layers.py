@@ -132,11 +132,12 @@ def _names_imported_from_temporalio(path: Path) -> set[str]:
 
 
 def test_the_conductor_wires_its_rooms_with_no_lambda_and_no_assignment_into_a_room() -> None:
-    """PromptWorkflow.__init__ hands each room the shared context and the rooms it works with; a closure or an
+    """No lambda in the conductor's module (its signals name their room's method by attribute path), and
+    PromptWorkflow.__init__ hands each room the shared context and the rooms it works with; a closure or an
     attribute set on a room after it is built would hide who depends on whom."""
     tree = ast.parse((ROOT / "workflows" / "prompt" / "workflow.py").read_text(encoding="utf-8"))
     [init] = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "__init__"]
-    lambdas = [node.lineno for node in ast.walk(init) if isinstance(node, ast.Lambda)]
+    lambdas = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Lambda)]  # signals' rooms too
     into_rooms = [node.lineno for node in ast.walk(init) if isinstance(node, ast.Assign | ast.AnnAssign)
                   for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
                   if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from operator import attrgetter
 from typing import Literal, TypeVar
 
 from temporalio import workflow
@@ -364,20 +365,20 @@ class PromptWorkflow:
     # --- signals, updates and queries: each delegates -----------------------------------------------------
 
     steer = _delegated_signal(
-        names.STEER_SIGNAL, SteerRequest, lambda self: self._steering.accept,
+        names.STEER_SIGNAL, SteerRequest, attrgetter("_steering.accept"),
         description="Send the prompt a new user message: it is delivered after the tool call in flight and the rest "
         'of the model\'s planned calls are skipped. Payload: {"message": "…"}')
     child_approvals = _delegated_signal(
-        names.CHILD_APPROVALS_SIGNAL, ChildApprovals, lambda self: self._children.accept_report,
+        names.CHILD_APPROVALS_SIGNAL, ChildApprovals, attrgetter("_children.accept_report"),
         description="A sub-agent's prompt reports the approvals it waits for; they are listed (and decided) here.")
     approve = _delegated_signal(
-        names.APPROVE_SIGNAL, ApproveRequest, lambda self: self._desk.approve_signal,
+        names.APPROVE_SIGNAL, ApproveRequest, attrgetter("_desk.approve_signal"),
         description="Approve the pending tool call (no reply; a wrong call id is ignored and recorded "
         "in the audit). Prefer the approve_call update. "
         'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance", …your roles, when the call\'s approvers '
         'name a role], "input": {…corrected args, optional}}')
     reject = _delegated_signal(
-        names.REJECT_SIGNAL, RejectRequest, lambda self: self._desk.reject_signal,
+        names.REJECT_SIGNAL, RejectRequest, attrgetter("_desk.reject_signal"),
         description="Reject the pending tool call; the model sees the reason (no reply; prefer the "
         'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "roles": [optional], "reason": "…"}')
 
