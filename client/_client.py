@@ -22,7 +22,6 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.plugin import SimplePlugin
 
 from durable_agent.agent.ids import reserved_problem
 from durable_agent.agent.models import Conversation, ModelTier, Prompt
@@ -34,7 +33,7 @@ from durable_agent.client.priority import prompt_priority
 from durable_agent.client.stuck import TaskProblem, workflows_with_task_problems
 from durable_agent.config.connection import connect_client
 from durable_agent.config.observability import temporal_plugins
-from durable_agent.config.settings import ClientSettings
+from durable_agent.config.settings import ClientPlugin, ClientSettings
 from durable_agent.workflows import names
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import (
@@ -75,9 +74,6 @@ class WaitingPrompt:
     conversation_id: str | None
 
 
-CLIENT_PLUGIN = "durable-agent-client"
-
-
 class AgentClient:
     """Starts, reads and decides prompts. Its settings are a client's (`ClientSettings`; a worker's `Settings`
     will do, their worker part unused): where a prompt's model calls run is the worker's to say."""
@@ -90,10 +86,10 @@ class AgentClient:
     async def connect(cls, settings: ClientSettings | None = None) -> AgentClient:
         """A client of its own: our data converter (payload store, codec) and, with tracing configured,
         OpenTelemetry's plugin, connected through the settings' envconfig profile (TLS, API key). A worker needs
-        a client connected with `DurableAgentPlugin` instead (`durable_agent.workers.worker.connect`)."""
+        a client connected with `DurableAgentPlugin` (`durable_agent.workers.worker.connect`); `create_worker` on
+        this one takes its settings."""
         settings = settings or ClientSettings.from_env()
-        plugins = [SimplePlugin(CLIENT_PLUGIN, data_converter=settings.data_converter),
-                   *temporal_plugins(settings.observability())]
+        plugins = [ClientPlugin(settings), *temporal_plugins(settings.observability())]
         return cls(await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
                                         settings.grpc_compression, plugins=plugins), settings)
 

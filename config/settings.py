@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
+from temporalio.plugin import SimplePlugin
 
 from durable_agent.config import env_values
 from durable_agent.config.connection import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
@@ -117,6 +118,15 @@ class ClientSettings(BaseModel):
 
     def workflow_url(self, workflow_id: str) -> str:
         return f"{self.ui_url.rstrip('/')}/namespaces/{self.namespace}/workflows/{workflow_id}"
+
+
+class ClientPlugin(SimplePlugin):
+    """Our data converter (payload store, codec) on a client of its own (`AgentClient.connect`). It carries the
+    settings it was built from: `create_worker` on such a client takes them (workers/worker.py)."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        super().__init__("durable-agent-client", data_converter=settings.data_converter)
 
 
 def client_fields(env: Mapping[str, str], profile: str | None) -> dict[str, Any]:
