@@ -54,6 +54,8 @@ _EXPORTS: dict[str, str] = {
     "start_prompt": "durable_agent.workflows.agent_call",
     # Running workers
     "Settings": "durable_agent.workers.settings",
+    "WorkerSettings": "durable_agent.workers.settings",
+    "ClientSettings": "durable_agent.config.settings",
     "DurableAgentPlugin": "durable_agent.workers.plugin",
     "build_runtime": "durable_agent.workers.worker",
     "create_worker": "durable_agent.workers.worker",
@@ -75,6 +77,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AgentClient",
     "Approval",
+    "ClientSettings",
     "Conversation",
     "ConversationHandle",
     "Decision",
@@ -106,6 +109,7 @@ __all__ = [
     "ToolOptions",
     "Usage",
     "UserMessage",
+    "WorkerSettings",
     "build_runtime",
     "check_search_attributes",
     "create_worker",
@@ -161,11 +165,12 @@ if TYPE_CHECKING:
     from durable_agent.cli.devserver.search_attributes import register_search_attributes
     from durable_agent.client import AgentClient, ConversationHandle, PromptHandle, PromptNotFound
     from durable_agent.client.priority import prompt_priority
+    from durable_agent.config.settings import ClientSettings
     from durable_agent.workers.drain import StopSignals, drain
     from durable_agent.workers.plugin import DurableAgentPlugin
     from durable_agent.workers.readiness import serve_readiness
     from durable_agent.workers.search_attributes import check_search_attributes
-    from durable_agent.workers.settings import Settings
+    from durable_agent.workers.settings import Settings, WorkerSettings
     from durable_agent.workers.worker import build_runtime, create_worker, create_workers
     from durable_agent.workflows.agent_call import run_prompt, start_prompt
     from durable_agent.workflows.protocol import PromptRequest
