@@ -110,7 +110,8 @@ class AgentClient:
                     id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     **options: Any) -> PromptHandle:
         """Start a prompt. `options` are further `PromptRequest` fields (output_schema, output_retries,
-        context_max_messages, context_max_tokens, plugin_state, visible). `priority`: Temporal task priority
+        context_max_messages, context_max_tokens, plugin_state, visible; `model_task_queue`, `model_routing` or
+        `model_local` override, for this prompt, the routing its worker gives it). `priority`: Temporal task priority
         (client/priority.py); default: fairness by `user_id`, the server's default priority. A `prompt_id` given
         must be a caller's id (agent/ids.py: no reserved prefix) that no prompt ever had: a closed prompt's id is
         refused (`WorkflowAlreadyStartedError`) unless `id_reuse_policy` says otherwise."""

@@ -6,12 +6,14 @@ started it.
 `PromptRequest` of a `PromptWorkflow` before its `run` starts, when the request carries none of `model_task_queue`,
 `model_routing` and `model_local` (a caller that sets one of them, e.g. a raw SDK start, keeps its own). It costs
 no billable action: no marker, no activity. The value a prompt used is in its history already: each model call's
-`ActivityTaskScheduled` event names its task queue (a local call is a marker), and a sub-agent's or a
-conversation turn's input carries what its parent used. On replay the interceptor gives the same value again from
+`ActivityTaskScheduled` event names its task queue (a local call is a marker), and the input of a sub-agent of
+the same tier carries what its parent used (a conversation's prompts and other tiers' sub-agents are routed by the
+worker that runs them). On replay the interceptor gives the same value again from
 the same configuration; Temporal's replay check compares an activity's type and id, not its task queue, so a
 worker whose queues were renamed replays its prompts and sends their next calls to the new queues. A change that
 turns model queues on or off, or local model calls on or off, changes the commands a prompt gives (a tool and
-its next model round run together only without a model queue): deploy it as a new build (docs/operations.md).
+its next model round run together only without a model queue): deploy it as a new build (worker versioning,
+docs/operations.md) or with the fleet drained.
 """
 
 from __future__ import annotations
