@@ -54,7 +54,7 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
     tool, plugin = found
     fields: dict[str, Any] = dict(
         id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
-        **ReadyCall.option_fields(tool.options, local=bool(tool.options.local)), agent=sub_agent_call(tool))
+        options=tool.options.model_copy(update={"local": bool(tool.options.local)}), agent=sub_agent_call(tool))
     if call.arguments_error:
         return InvalidCall(**fields, error=f"Invalid arguments for tool '{call.tool}': {call.arguments_error}")
     try:
@@ -71,5 +71,6 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
             notify=NotifyPlan.of(notify) if notify else None))
     if approval is None:
         local = runs_local(tool) and fields["agent"] is None
-        return ReadyCall(**{**fields, "local": local, "fast": local and tool.options.local is None})
+        return ReadyCall(**{**fields, "options": tool.options.model_copy(update={"local": local}),
+                            "fast": local and tool.options.local is None})
     return CallNeedingApproval(**fields, approval=requirement(tool, approval, decision_key, four_eyes, notify))

@@ -40,7 +40,7 @@ class Approval(StrictModel):
 
 class ToolOptions(StrictModel):
     """How a tool's calls are run: the one shape of a tool's options and their one set of defaults (`tool()`,
-    `Tool`, an MCP server's tools, and the planned call the workflow runs, in wire units there)."""
+    `Tool`, an MCP server's tools, and the planned call the workflow runs)."""
 
     model_config = ConfigDict(frozen=True)
 

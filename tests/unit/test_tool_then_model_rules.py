@@ -46,7 +46,7 @@ def test_the_one_ready_regular_call_of_a_round_that_a_next_round_follows_goes_wi
 
 
 calls = st.lists(st.sampled_from([
-    READY, READY.model_copy(update={"local": True}),
+    READY, READY.model_copy(update={"options": READY.options.model_copy(update={"local": True})}),
     ReadyCall(id="c2", tool="helper", agent=SubAgentCall(instructions="help")),
     CallNeedingApproval(id="c3", tool="pay", approval=ApprovalRequirement(reason="money")),
     InvalidCall(id="c4", tool="nope", error="unknown tool"),

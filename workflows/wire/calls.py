@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, WrapSerializer
 
 from durable_agent.agent.models import (
     FileOutput,
@@ -16,9 +16,10 @@ from durable_agent.agent.models import (
     WidgetOutput,
 )
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
-from durable_agent.agent.tools import DEFAULT_OPTIONS, FailureMode, ToolOptions
+from durable_agent.agent.tools import DEFAULT_OPTIONS, ToolOptions
 from durable_agent.workflows.wire.inputs import SubAgentCall
 from durable_agent.workflows.wire.lean import Lean as _Lean
+from durable_agent.workflows.wire.lean import lean_model
 from durable_agent.workflows.wire.notify import NotifyPlan
 
 
@@ -42,6 +43,12 @@ class ApprovalRequirement(_Model):
         return timedelta(seconds=self.expires_after_seconds) if self.expires_after_seconds else None
 
 
+# A planned call's options: the tool's, `local` decided (False unless the worker chose a local activity).
+PLANNED_DEFAULTS = DEFAULT_OPTIONS.model_copy(update={"local": False})
+# Options nested in a lean call: only those that differ from ToolOptions' defaults go on the wire.
+LeanOptions = Annotated[ToolOptions, WrapSerializer(lean_model)]
+
+
 class _CallBase(_Lean):
     """A tool call from the model as the worker checked it, tagged by `kind`. Fields at their defaults stay off
     the wire (the tag always goes)."""
@@ -50,39 +57,12 @@ class _CallBase(_Lean):
     tool: str
     input: JsonValue = None
     plugin: str | None = None
-    # The tool's options (agent/tools.py ToolOptions) in wire units; `local` as the worker decided it.
-    timeout_seconds: float = DEFAULT_OPTIONS.timeout.total_seconds()
-    max_attempts: int = DEFAULT_OPTIONS.max_attempts
-    failure_mode: FailureMode = DEFAULT_OPTIONS.failure_mode
-    local: bool = False
+    options: LeanOptions = Field(default=PLANNED_DEFAULTS, description=(
+        "The tool's options (agent/tools.py ToolOptions), `local` as the worker decided it (never None here)."))
     fast: bool = Field(default=False, description=(
         "Local only because the worker saw the tool's calls finish fast (fast tools), not because the tool says "
         "`local=True`: the workflow may run it with the next model round in one activity instead."))
-    heartbeat_timeout_seconds: float = DEFAULT_OPTIONS.heartbeat_timeout.total_seconds()
-    sequential: bool = Field(default=DEFAULT_OPTIONS.sequential,
-                             description="Runs alone, never side by side with other calls.")
     agent: SubAgentCall | None = Field(default=None, description="A sub-agent: runs as a child prompt.")
-
-    @staticmethod
-    def option_fields(options: ToolOptions, *, local: bool) -> dict[str, Any]:
-        """A tool's options as a planned call's wire fields."""
-        return dict(timeout_seconds=options.timeout.total_seconds(), max_attempts=options.max_attempts,
-                    failure_mode=options.failure_mode, local=local,
-                    heartbeat_timeout_seconds=options.heartbeat_timeout.total_seconds(), sequential=options.sequential)
-
-    @property
-    def options(self) -> ToolOptions:
-        """The call's options as the tool's shape (timedelta fields)."""
-        return ToolOptions(timeout=self.timeout, max_attempts=self.max_attempts, failure_mode=self.failure_mode,
-                           local=self.local, heartbeat_timeout=self.heartbeat_timeout, sequential=self.sequential)
-
-    @property
-    def timeout(self) -> timedelta:
-        return timedelta(seconds=self.timeout_seconds)
-
-    @property
-    def heartbeat_timeout(self) -> timedelta:
-        return timedelta(seconds=self.heartbeat_timeout_seconds)
 
 
 class InvalidCall(_CallBase):
