@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agent.activities import telemetry
 from durable_agent.activities.heartbeats import LiveDetails, bound_log, heartbeating
 from durable_agent.activities.mcp_tools import MCPUnavailable
-from durable_agent.activities.planning import requirement
+from durable_agent.activities.planning import approval_request
 from durable_agent.activities.runtime import RuntimeActivities
 from durable_agent.agent.context import ToolContext, copy_state
 from durable_agent.agent.errors import ToolInputError
@@ -146,8 +146,8 @@ class ToolActivities(RuntimeActivities):
                                              "on the corrected arguments")
         if approval is None:
             return CorrectionVerdict()
-        return CorrectionVerdict(requirement=requirement(tool, approval, self.runtime.decision_key,
-                                                          self.runtime.four_eyes, self.runtime.notify))
+        return CorrectionVerdict(requirement=approval_request(approval, self.runtime.decision_key,
+                                                               self.runtime.four_eyes, self.runtime.notify))
 
 
 def _error(message: str, side_outputs: ToolContext | None = None) -> ToolInvocationResult:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from durable_agent.activities.tool_then_model import round_after_tool
 from durable_agent.agent.models import (
+    ApprovalRequest,
     FileOutput,
     Prompt,
     ScheduledPrompt,
@@ -21,7 +22,6 @@ from durable_agent.agent.models import (
 from durable_agent.workflows.budget.limits import PromptBudget
 from durable_agent.workflows.prompt.tool_then_model import fusable
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     CallNeedingApproval,
     InvalidCall,
     ModelRouting,
@@ -48,7 +48,7 @@ def test_the_one_ready_regular_call_of_a_round_that_a_next_round_follows_goes_wi
 calls = st.lists(st.sampled_from([
     READY, READY.model_copy(update={"options": READY.options.model_copy(update={"local": True})}),
     ReadyCall(id="c2", tool="helper", agent=SubAgentCall(instructions="help")),
-    CallNeedingApproval(id="c3", tool="pay", approval=ApprovalRequirement(reason="money")),
+    CallNeedingApproval(id="c3", tool="pay", approval=ApprovalRequest(reason="money")),
     InvalidCall(id="c4", tool="nope", error="unknown tool"),
 ]), min_size=0, max_size=3)
 

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from durable_agent.agent.models import ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, ToolSuccess
 from durable_agent.agent.period_budgets import (
     MAX_COST,
     MAX_TOKENS,
@@ -32,7 +32,7 @@ from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.names import BUDGET_RESERVE_ACTIVITY, BUDGET_SETTLE_ACTIVITY
 from durable_agent.workflows.prompt.approvals import ApprovalDesk, refusal_text
 from durable_agent.workflows.prompt.record import Recorder
-from durable_agent.workflows.protocol import ApprovalRequirement, PromptRequest, ReadyCall, RoundResult
+from durable_agent.workflows.protocol import CallNeedingApproval, PromptRequest, RoundResult
 
 BUDGET_TIMEOUT = timedelta(seconds=30)
 BUSY_PAUSE = timedelta(seconds=1)
@@ -143,8 +143,6 @@ class BudgetGate:
         asking = self._default_grant(refusal)
         fixed = {"budget": refusal.principal, "period": limit.period, "unit": unit, "allowance": refusal.allowance,
                  "spent": refusal.spent}
-        entry = self._record.open_call(ReadyCall(id="more-budget", tool=MORE_BUDGET_TOOL,
-                                                 input={**fixed, "asking": asking}))
         titles = {"budget": "Budget", "period": "Period", "unit": "Unit", "allowance": "Allowed this period",
                   "spent": "Spent this period"}
         schema = {"type": "object", "required": ["asking"],
@@ -156,11 +154,13 @@ class BudgetGate:
                                             "description": f"More {unit} for this {limit.period}; the default "
                                                            "covers what is spent over the allowance and one "
                                                            "more round."}}}
-        approval = ApprovalRequirement(
-            reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
-            approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]
-            four_eyes=True)
-        decision = await self._desk.request_and_wait(entry, approval)
+        call = CallNeedingApproval(
+            id="more-budget", tool=MORE_BUDGET_TOOL, input={**fixed, "asking": asking}, input_schema=schema,
+            approval=ApprovalRequest(
+                reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
+                approvers=limit.approvers, decision_key=decision_key, four_eyes=True))
+        entry = self._record.open_call(call)
+        decision = await self._desk.request_and_wait(entry, call)
         entry.decision = decision
         if decision.decision != "approved":
             self._record.end_call(entry, refusal_text(decision), decision.decision)

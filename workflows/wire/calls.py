@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, WrapSerializer
 
 from durable_agent.agent.models import (
+    ApprovalRequest,
     FileOutput,
     ScheduledPrompt,
     ToolError,
@@ -20,28 +20,6 @@ from durable_agent.agent.tools import DEFAULT_OPTIONS, ToolOptions
 from durable_agent.workflows.wire.inputs import SubAgentCall
 from durable_agent.workflows.wire.lean import Lean as _Lean
 from durable_agent.workflows.wire.lean import lean_model
-from durable_agent.workflows.wire.notify import NotifyPlan
-
-
-class ApprovalRequirement(_Model):
-    """What the workflow needs to ask for a decision: an approval policy's answer, in wire units."""
-
-    reason: str
-    approvers: list[str] | None = None
-    expires_after_seconds: float | None = None
-    input_schema: dict[str, JsonValue] | None = Field(
-        default=None, description="The tool's input JSON schema: an approver's correction is checked against it.")
-    decision_key: str | None = Field(default=None, description="Ed25519 public key (PEM) that must have signed "
-                                                               "the decision; from the worker's configuration.")
-    four_eyes: bool = Field(default=False, exclude_if=lambda v: not v,
-                            description="The prompt's own user may not approve the call.")
-    notify: NotifyPlan | None = Field(default=None, exclude_if=lambda v: v is None,
-                                      description="Who is told, and when (workflows/prompt/notifications.py).")
-
-    @property
-    def expires_after(self) -> timedelta | None:
-        return timedelta(seconds=self.expires_after_seconds) if self.expires_after_seconds else None
-
 
 # A planned call's options: the tool's, `local` decided (False unless the worker chose a local activity).
 PLANNED_DEFAULTS = DEFAULT_OPTIONS.model_copy(update={"local": False})
@@ -78,7 +56,9 @@ class CallNeedingApproval(_CallBase):
 
     kind: Literal["approval"] = "approval"
     error: None = None
-    approval: ApprovalRequirement
+    approval: ApprovalRequest = Field(description="Built once, when the worker planned the call.")
+    input_schema: dict[str, JsonValue] | None = Field(
+        default=None, description="The tool's input JSON schema: an approver's correction is checked against it.")
 
 
 class ReadyCall(_CallBase):
@@ -126,7 +106,7 @@ class CorrectionVerdict(_Model):
     """What the policy says of corrected arguments: the approval they need (None: none), or why they cannot
     be approved at all (`problem`: invalid arguments, a policy that raised, a tool this worker lacks)."""
 
-    requirement: ApprovalRequirement | None = None
+    requirement: ApprovalRequest | None = None
     problem: str | None = None
 
 
