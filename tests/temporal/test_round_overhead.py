@@ -200,9 +200,11 @@ async def test_search_attributes_are_upserted_only_when_they_change(dev_env: Wor
 
 
 def test_tool_input_leaves_defaults_off_the_wire() -> None:
-    lean = ToolInvocation(id="c", tool="t", input={"a": 1})
-    assert json.loads(lean.model_dump_json()) == {"id": "c", "tool": "t", "input": {"a": 1}}
-    full = ToolInvocation(id="c", tool="t", plugin="p", user_id="u", max_attempts=2, plugin_state={"x": 1})
+    lean = ToolInvocation(prompt_id="p", user_id="u", id="c", tool="t", input={"a": 1})
+    assert json.loads(lean.model_dump_json()) == {"prompt_id": "p", "user_id": "u", "id": "c", "tool": "t",
+                                                  "input": {"a": 1}}
+    full = ToolInvocation(prompt_id="p", user_id="u", conversation_id="c0", id="c", tool="t", plugin="p",
+                          max_attempts=2, plugin_state={"x": 1})
     assert ToolInvocation.model_validate_json(full.model_dump_json()) == full
 
 

@@ -71,7 +71,8 @@ def test_a_call_goes_with_the_next_round_only_when_nothing_is_decided_between_th
 
 def _fused(changes: list[OutputChange] | None, *, count: int, plugin: str | None = "steps") -> ToolThenModel:
     prompt = Prompt(id="p", user_id="u", input="go", plugin_state={"steps": {"last": 0}, "other": 1})
-    return ToolThenModel(call=ToolInvocation(id="c1", tool="step.run", plugin=plugin, input={"n": 1}),
+    return ToolThenModel(call=ToolInvocation(prompt_id="p", user_id="u", id="c1", tool="step.run", plugin=plugin,
+                                                     input={"n": 1}),
                          tool_timeout_seconds=5, entry_index=1,
                          round=RoundInput(prompt=prompt, round=2, changes=changes, output_count=count))
 

@@ -177,7 +177,7 @@ class ToolRunner:
         return ToolInvocation(
             id=entry.id, tool=call.tool, plugin=call.plugin, input=arguments, user_id=prompt.user_id,  # type: ignore[arg-type]
             conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.options.max_attempts,
-            prompt_id=None if prompt.id == self._record.host.workflow_id else prompt.id,
+            prompt_id=prompt.id,
             conversation_schedule=self._request.conversation_schedule)
 
     def record_outcome(self, call: PlannedCall, outcome: ToolInvocationResult) -> None:

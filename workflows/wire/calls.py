@@ -10,6 +10,7 @@ from pydantic import Field, JsonValue, WrapSerializer
 from durable_agent.agent.models import (
     ApprovalRequest,
     FileOutput,
+    PromptRef,
     ScheduledPrompt,
     ToolError,
     ToolSuccess,
@@ -72,9 +73,9 @@ class ReadyCall(_CallBase):
 PlannedCall = Annotated[InvalidCall | CallNeedingApproval | ReadyCall, Field(discriminator="kind")]
 
 
-class ToolInvocation(_Lean):
-    """The tool activity's input: only what the activity cannot derive, each id once. Fields at their
-    defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
+class ToolInvocation(PromptRef, _Lean):
+    """The tool activity's input: which prompt (flat), and only what the activity cannot derive. Fields at
+    their defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
     come from the activity's info; the call's other policy fields (timeout, failure mode, local, sequential)
     are the workflow's business."""
 
@@ -82,9 +83,6 @@ class ToolInvocation(_Lean):
     tool: str
     plugin: str | None = None
     input: JsonValue = Field(default=None, description="The arguments (as corrected by an approver).")
-    user_id: str = "anonymous"
-    conversation_id: str | None = None
-    prompt_id: str | None = Field(default=None, description="None: the workflow id (a prompt's default id).")
     plugin_state: JsonValue = None
     max_attempts: int = Field(default=1, description="The tool's own attempts (an MCP server that is down).")
     conversation_schedule: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v,
