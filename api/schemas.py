@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
 from durable_agent.agent.ids import CALLER_ID_PATTERN
 from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptState
@@ -102,10 +102,22 @@ class ApprovalContext(BaseModel):
     position: int = Field(default=0, description="Where the call is in its prompt's output (record order).")
 
 
+# The view's fields that only the workflow reads (the API decides with a token when one is needed).
+API_HIDDEN = frozenset({"type", "required", "expires_after", "notify", "decision_key", "run_id", "plugin"})
+
+
+def _without_hidden(schema: dict[str, Any]) -> None:
+    """The item's JSON schema (OpenAPI) without the fields its JSON never carries."""
+    for name in API_HIDDEN:
+        schema.get("properties", {}).pop(name, None)
+
+
 class PendingApprovalItem(PendingApproval):
     """A waiting call as the HTTP API lists it: the prompt's own view of the call (`PendingApproval`, its fields
     flat in the JSON, `prompt_id` the prompt it is decided on), plus whether the caller may decide it, its
     context and links. The view's fields for the workflow alone stay off the JSON (`API_HIDDEN`)."""
+
+    model_config = ConfigDict(json_schema_extra=_without_hidden)
 
     can_decide: bool = Field(description="Whether the caller may approve or reject this call.")
     context: ApprovalContext | None = Field(default=None, description=(
@@ -123,10 +135,6 @@ class PendingApprovalItem(PendingApproval):
     def of(cls, call: PendingApproval, *, can_decide: bool, links: Links,
            context: ApprovalContext | None = None) -> PendingApprovalItem:
         return cls.model_construct(**dict(call), can_decide=can_decide, links=links, context=context)
-
-
-# The view's fields that only the workflow reads (the API decides with a token when one is needed).
-API_HIDDEN = frozenset({"type", "required", "expires_after", "notify", "decision_key", "run_id", "plugin"})
 
 
 class Me(BaseModel):

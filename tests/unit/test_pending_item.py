@@ -36,3 +36,8 @@ def test_a_field_the_call_gains_reaches_the_row_without_a_copy() -> None:
     assert set(PendingApproval.model_fields) <= set(PendingApprovalItem.model_fields)
     four_eyes = PendingApprovalItem.of(_call(four_eyes=True), can_decide=False, links=Links(self="/prompts/p1"))
     assert json.loads(four_eyes.model_dump_json())["four_eyes"] is True
+
+
+def test_the_items_schema_names_exactly_the_fields_its_json_carries() -> None:
+    """The OpenAPI schema of the item leaves out the view's fields for the workflow alone, as the JSON does."""
+    assert set(PendingApprovalItem.model_json_schema(mode="serialization")["properties"]) == JSON_FIELDS
