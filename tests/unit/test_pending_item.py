@@ -39,5 +39,7 @@ def test_a_field_the_call_gains_reaches_the_row_without_a_copy() -> None:
 
 
 def test_the_items_schema_names_exactly_the_fields_its_json_carries() -> None:
-    """The OpenAPI schema of the item leaves out the view's fields for the workflow alone, as the JSON does."""
-    assert set(PendingApprovalItem.model_json_schema(mode="serialization")["properties"]) == JSON_FIELDS
+    """The OpenAPI schema of the item leaves out the view's fields for the workflow alone, as the JSON does
+    (`undelivered`: listed when a step could not be delivered)."""
+    assert set(PendingApprovalItem.model_json_schema(mode="serialization")["properties"]) == JSON_FIELDS | {
+        "undelivered"}
