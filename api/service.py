@@ -156,7 +156,8 @@ class AgentService:
         who = identity.Identity.of(principal.id, principal.roles)
         approving = kind == "approve"
         if call.approvers:
-            return identity.may_decide(who, call.approvers, owner=owner, four_eyes=call.four_eyes, approving=approving)
+            return identity.may_decide(who, call.approvers, owner=owner, four_eyes=bool(call.four_eyes),
+                                       approving=approving)
         if principal.id != owner and not principal.sees_everything:
             return f"{principal.id} may not decide this call"
         if call.four_eyes and approving and owner is not None and principal.id == identity.person_id(owner):
