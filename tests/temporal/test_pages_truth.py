@@ -418,6 +418,8 @@ async def test_api_docs_render_offline_from_local_files(dev_env: WorkflowEnviron
             for path in ("/docs", "/redoc"):
                 html = (await http.get(path)).text
                 assert "<script>" not in html and "cdn" not in html, f"{path} needs no inline script or CDN"
+                others = {"/inbox", "/chat", "/docs"} - {path}
+                assert all(f'<a href="{other}">' in html for other in others), f"{path} links back to the pages"
 
         def scenario() -> None:
             with browser(offline=True) as page:

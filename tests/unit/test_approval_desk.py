@@ -2,39 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from datetime import timedelta
 
 import pytest
 
 from durable_agent.agent.events import EventKind
-from durable_agent.agent.models import ApprovalRequest, Decision, Prompt
+from durable_agent.agent.models import ApprovalRequest, Decision
 from durable_agent.workflows.prompt.approvals import ApprovalDesk, refusal_text
-from durable_agent.workflows.prompt.record import Recorder
-from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
     ApproveRequest,
     CallNeedingApproval,
-    PromptRequest,
     ReadyCall,
     RejectRequest,
 )
-from tests.unit.conftest import PlainHost
+from tests.unit.conftest import PlainHost, context_of
 
 SCHEMA = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}
 
 
-def _closed(work: Awaitable[None]) -> None:
-    work.close()  # type: ignore[attr-defined]  # background work needs a workflow: not run here
-
-
 def _desk(host: PlainHost) -> ApprovalDesk:
-    record = Recorder(Prompt(id="p1", user_id="owner"), host, set())
-    desk: ApprovalDesk
-    children = SubAgents(PromptRequest(), record, spawn=_closed, listed=lambda: desk.listed(),
-                         publish_pending=lambda: desk.publish_pending())
-    desk = ApprovalDesk(record, children, steered=lambda: False, spawn=_closed)
-    return desk
+    return ApprovalDesk(context_of(host), steered=lambda: False)
 
 
 def _ask(desk: ApprovalDesk, call_id: str, input_schema: dict[str, object] | None = None, **request: object) -> None:

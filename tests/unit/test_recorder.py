@@ -12,7 +12,7 @@ from tests.unit.conftest import PlainHost
 
 
 def _recorder(host: PlainHost) -> Recorder:
-    return Recorder(Prompt(id="p1", user_id="alice"), host, set())
+    return Recorder(Prompt(id="p1", user_id="alice"), host)
 
 
 def test_calls_get_unique_ids_and_are_found_by_id_without_a_scan(host: PlainHost) -> None:

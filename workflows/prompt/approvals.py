@@ -8,25 +8,24 @@ No Temporal decorators: PromptWorkflow's signal and update handlers delegate her
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.events import EventKind, PromptEvent
 from durable_agent.agent.models import ApprovalRequest, Decision, ToolOutput
 from durable_agent.workflows import details, telemetry
+from durable_agent.workflows.activity_refs import EMIT_EVENT
 from durable_agent.workflows.corrections import merge_patch
 from durable_agent.workflows.decision_tokens import DecisionKind
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.inputs import decode_payloads, raw_payloads
-from durable_agent.workflows.names import EMIT_EVENT_ACTIVITY
+from durable_agent.workflows.inputs import decode_payloads
+from durable_agent.workflows.prompt.context import PromptContext, Room
 from durable_agent.workflows.prompt.decision_checks import Decider, DecisionChecks
 from durable_agent.workflows.prompt.notifications import Notifications
-from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.prompt.refusals import Refusal, applied
 from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
@@ -54,22 +53,20 @@ def refusal_text(decision: Decision) -> str:
     return f"The call was rejected{by}{reason}"
 
 
-class ApprovalDesk:
-    """`steered`: a user message arrived (waiting calls are superseded); `spawn` runs work in the background."""
+class ApprovalDesk(Room):
+    """`steered`: a user message arrived (waiting calls are superseded). The desk keeps the prompt's sub-agents
+    (`children`): it lists and forwards their waiting calls, and they list its own to a parent prompt."""
 
-    def __init__(self, record: Recorder, children: SubAgents, *, steered: Callable[[], bool],
-                 spawn: Callable[[Awaitable[None]], None]) -> None:
-        self._record = record
-        self._host = record.host
-        self._children = children
+    def __init__(self, context: PromptContext, *, steered: Callable[[], bool]) -> None:
+        super().__init__(context)
         self._steered = steered
-        self._spawn = spawn
+        self.children = self._children = SubAgents(context, self)
         # Calls waiting for a decision, in record order: each view is also its entry's result in the record.
         self.waiting: dict[str, PendingApproval] = {}
         self.decisions: dict[str, Decision] = {}
-        self.checks = DecisionChecks(record, children, self.waiting, self.decisions)
+        self.checks = DecisionChecks(context, self._children, self.waiting, self.decisions)
         self.event_hooks = False  # the worker's plugins hear of approval requests (set by each model round)
-        self.notices = Notifications(record, spawn=spawn, relist=self._relist)  # workflows/prompt/notifications.py
+        self.notices = Notifications(context, relist=self._relist)  # workflows/prompt/notifications.py
 
     # --- waiting calls -----------------------------------------------------------------------------------
 
@@ -114,14 +111,12 @@ class ApprovalDesk:
                             conversation_id=prompt.conversation_id, tool_call_id=entry.id, tool=entry.tool,
                             input=entry.input, reason=approval.reason)
         try:
-            await workflow.execute_activity(
-                EMIT_EVENT_ACTIVITY, EventDelivery(event=event), start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=EVENT_RETRY, summary=f"event {event.kind}",
-            )
+            await self._host.run_activity(EMIT_EVENT, EventDelivery(event=event), summary=f"event {event.kind}",
+                                          start_to_close_timeout=timedelta(seconds=30), retry_policy=EVENT_RETRY)
         except ActivityError as exc:
             if is_cancellation(exc):
                 raise
-            workflow.logger.warning("event %s not delivered: %s", event.kind, failure_reason(exc))
+            self._host.logger.warning("event %s not delivered: %s", event.kind, failure_reason(exc))
 
     async def wait(self, entry: ToolOutput, approval: ApprovalRequest) -> Decision:
         """The call's decision: taken, expired, or superseded by a user message."""
@@ -146,12 +141,11 @@ class ApprovalDesk:
         expires_in = approval.expires_after
         if (waiting := self.waiting.get(entry.id)) is not None:
             self.notices.follow(waiting, lambda: entry.id not in self.waiting)
-        try:
-            await workflow.wait_condition(lambda: entry.id in self.decisions or self._steered(),
-                                          timeout=expires_in, timeout_summary=f"approval expiry {entry.tool}")
+        if await self._host.wait(lambda: entry.id in self.decisions or self._steered(), expires_in,
+                                 f"approval expiry {entry.tool}"):
             decision = self.decisions.get(entry.id) or Decision(
                 decision="superseded", at=self._host.now(), reason="the user sent a new message")
-        except TimeoutError:
+        else:
             decision = Decision(decision="expired", at=self._host.now(), reason="approval expired")
         if entry.id not in self.waiting:  # a decision is settled when it arrives (_arrived)
             return self.decisions[entry.id]
@@ -203,7 +197,7 @@ class ApprovalDesk:
         entry = self._record.tool_call(tool_call_id)
         if entry is None:
             raise Refusal("unknown-tool-call", f"no tool call {tool_call_id!r}").error()
-        await workflow.wait_condition(lambda: entry.finished_at is not None or (
+        await self._host.wait(lambda: entry.finished_at is not None or (
             entry.id not in self.waiting and bool(self.waiting)))
         return entry
 
@@ -215,7 +209,7 @@ class ApprovalDesk:
             if self._children.call(request.tool_call_id) is not None:
                 self._children.forward("approve", request)
             elif self.checks.policy_checks(request):
-                self._spawn(self._approve_when_checked(request))
+                self._host.spawn(self._approve_when_checked(request))
             else:
                 self._accept_approval(request)
         return problem
@@ -286,7 +280,7 @@ class ApprovalDesk:
         """A decision was taken: on its entry (and the stream, the memo, the parent's report) now, not when the
         wait for it resumes: mid-batch, and while an approval-requested hook still runs."""
         self.settle(self.entry(self.waiting[tool_call_id]), self.decisions[tool_call_id])
-        self._spawn(self._children.report_to_parent())
+        self._host.spawn(self._children.report_to_parent())
 
     async def _approve_when_checked(self, request: ApproveRequest) -> None:
         """A signal's approval with a correction: taken once the policy agrees (else audited, still pending)."""
@@ -296,22 +290,3 @@ class ApprovalDesk:
         else:
             self._children.report_refusal(request.tool_call_id, checked.message)
 
-
-def decision_update(name: str, request_type: type[DecisionT], description: str,
-                    decide: Callable[[ApprovalDesk, tuple[object, ...]], Awaitable[ToolOutput]]) -> object:
-    """A workflow's update `name` that takes one decision at its desk (`decide`: the desk's approve_call or
-    reject_call), with a validator that runs the same checks first, so a refused decision never reaches
-    history. Returns the call once it has run."""
-
-    # `self` unannotated: Temporal leaves out only such a first parameter when it counts a handler's arguments.
-    @raw_payloads
-    async def handler(self, *payloads: object) -> ToolOutput:  # self: the workflow, which keeps its `_desk`
-        return await decide(self._desk, payloads)
-
-    @raw_payloads
-    def validator(self, *payloads: object) -> None:
-        self._desk.checked_request(payloads, request_type)
-
-    update = workflow.update(name=name, description=description)(handler)
-    update.validator(validator)
-    return update

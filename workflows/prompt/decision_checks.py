@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
@@ -21,12 +20,12 @@ from durable_agent.agent import identity
 from durable_agent.agent.identity import Identity
 from durable_agent.agent.models import Decision
 from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
-from durable_agent.workflows.audit import record_ignored
+from durable_agent.workflows.activity_refs import CHECK_CORRECTION
 from durable_agent.workflows.corrections import correction_refusal, merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, verify_decision
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.names import CHECK_CORRECTION_ACTIVITY
-from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.context import PromptContext, Room
+from durable_agent.workflows.prompt.host import native_imports
 from durable_agent.workflows.prompt.refusals import Refusal, decision_refused
 from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
@@ -51,14 +50,13 @@ class Decider:
     nonce: str | None = None
 
 
-class DecisionChecks:
+class DecisionChecks(Room):
     """The checks over the desk's `waiting` calls and `decisions` taken (the desk's own dicts, read here), under
     the approval policy (docs/approvals-policy.md)."""
 
-    def __init__(self, record: Recorder, children: SubAgents, waiting: dict[str, PendingApproval],
+    def __init__(self, context: PromptContext, children: SubAgents, waiting: dict[str, PendingApproval],
                  decisions: dict[str, Decision]) -> None:
-        self._record = record
-        self._host = record.host
+        super().__init__(context)
         self._children = children
         self._waiting = waiting
         self._decisions = decisions
@@ -99,7 +97,7 @@ class DecisionChecks:
             arguments = merge_patch(waiting.input, corrected) if corrected is not None else waiting.input
             # The signature check imports (e.g. cryptography's exception types) from native code: those
             # imports must reach the real modules, not sandbox copies. Pure computation, deterministic.
-            with workflow.unsafe.imports_passed_through():
+            with native_imports():
                 verified = verify_decision(
                     request.token, public_key_pem=waiting.decision_key, prompt_id=self._host.workflow_id,
                     tool_call_id=tool_call_id, decision=kind, by=by, corrected_input=corrected,
@@ -172,10 +170,10 @@ class DecisionChecks:
         waiting = self._waiting[request.tool_call_id]
         merged = merge_patch(waiting.input, request.input)
         try:
-            verdict = await workflow.execute_activity(
-                CHECK_CORRECTION_ACTIVITY, CorrectionCheck(tool=waiting.tool, plugin=waiting.plugin, input=merged),
-                result_type=CorrectionVerdict, start_to_close_timeout=CORRECTION_CHECK_TIMEOUT,
-                retry_policy=CORRECTION_CHECK_RETRY, summary=f"check correction {waiting.tool}")
+            verdict = await self._host.run_activity(
+                CHECK_CORRECTION, CorrectionCheck(tool=waiting.tool, plugin=waiting.plugin, input=merged),
+                start_to_close_timeout=CORRECTION_CHECK_TIMEOUT, retry_policy=CORRECTION_CHECK_RETRY,
+                summary=f"check correction {waiting.tool}")
         except ActivityError as exc:
             if is_cancellation(exc):
                 raise
@@ -204,7 +202,7 @@ class DecisionChecks:
         if refusal is None and isinstance(decider, Refusal):
             refusal = decider
         if refusal is not None:
-            record_ignored(self._record.prompt.audit, "correction", refusal.message)
+            self._record.ignore("correction", refusal.message)
             return refusal
         assert decider is not None
         return decider

@@ -12,20 +12,19 @@ waits and tells this room when the call is decided.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.models import ToolOutput
 from durable_agent.agent.notify import Channel, NoticeSent, Notify, idempotency_key, schedule
+from durable_agent.workflows.activity_refs import NOTIFY
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.names import NOTIFY_ACTIVITY
-from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.context import PromptContext, Room
 from durable_agent.workflows.wire.decisions import PendingApproval
-from durable_agent.workflows.wire.notify import Notice, NoticeResult
+from durable_agent.workflows.wire.notify import Notice
 
 NOTIFY_TIMEOUT = timedelta(seconds=15)  # a channel's own timeouts are 10 s (activities/notify.py)
 NOTIFY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
@@ -35,15 +34,12 @@ UPDATED_CHANNELS: tuple[Channel, ...] = ("slack",)
 CALLED_OFF = "not sent: the call was decided first"  # channels whose messages are updated when the call is decided
 
 
-class Notifications:
-    """`spawn` runs a call's steps in the background; `relist` is the desk's hook when a waiting call's listing
-    changed: an escalation added deciders, or a step could not be delivered (it publishes the listing again)."""
+class Notifications(Room):
+    """`relist` is the desk's hook when a waiting call's listing changed: an escalation added deciders, or a step
+    could not be delivered (it publishes the listing again)."""
 
-    def __init__(self, record: Recorder, *, spawn: Callable[[Awaitable[None]], None],
-                 relist: Callable[[], None]) -> None:
-        self._record = record
-        self._host = record.host
-        self._spawn = spawn
+    def __init__(self, context: PromptContext, *, relist: Callable[[], None]) -> None:
+        super().__init__(context)
         self._relist = relist
         self._sending: dict[str, dict[asyncio.Task[None], Channel]] = {}  # call id -> its sends in flight
 
@@ -51,7 +47,7 @@ class Notifications:
         """Tell the call's addressees now, and remind and escalate on timers until `decided()`."""
         plan = waiting.notify
         if plan is not None and not decided():
-            self._spawn(self._follow(waiting, plan, decided))
+            self._host.spawn(self._follow(waiting, plan, decided))
 
     async def _follow(self, waiting: PendingApproval, plan: Notify, decided: Callable[[], bool]) -> None:
         requested_at = waiting.requested_at or self._host.now()
@@ -61,11 +57,7 @@ class Notifications:
                              _seconds(waiting.expires_after)):
             due = requested_at + timedelta(seconds=step.at_seconds) - self._host.now()
             if due > timedelta(0):
-                try:
-                    await workflow.wait_condition(decided, timeout=due, timeout_summary=(
-                        f"{step.name} {waiting.tool} {waiting.tool_call_id}"))
-                except TimeoutError:
-                    pass
+                await self._host.wait(decided, due, f"{step.name} {waiting.tool} {waiting.tool_call_id}")
             if decided():
                 return
             if step.kind == "escalated":
@@ -123,17 +115,17 @@ class Notifications:
             channel=channel, step=step, call=waiting.model_copy(update={"input": entry.input}), to=to,
             decision=entry.decision.model_dump(mode="json") if entry.decision else None, refs=refs or [])
         try:
-            result = await workflow.execute_activity(
-                NOTIFY_ACTIVITY, notice, result_type=NoticeResult, start_to_close_timeout=NOTIFY_TIMEOUT,
-                retry_policy=NOTIFY_RETRY, summary=summary(channel, step, entry, to),
+            result = await self._host.run_activity(
+                NOTIFY, notice, start_to_close_timeout=NOTIFY_TIMEOUT, retry_policy=NOTIFY_RETRY,
+                summary=summary(channel, step, entry, to),
                 # Called off when the call is decided: an attempt already sending finishes and counts (what it
                 # sent is recorded as sent); one waiting out its retry backoff stops there.
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+                wait_for_cancellation=True)
             sent = NoticeSent(step=step, channel=channel, to=result.to, at=self._host.now(), refs=result.refs,
                               unreached=result.unreached)
         except (ActivityError, asyncio.CancelledError) as exc:
             reason = CALLED_OFF if is_cancellation(exc) else failure_reason(exc)
-            workflow.logger.warning("notification %s of %s not delivered on %s: %s", step, entry.id, channel, reason)
+            self._host.logger.warning("notification %s of %s not delivered on %s: %s", step, entry.id, channel, reason)
             sent = NoticeSent(step=step, channel=channel, to=to, at=self._host.now(), ok=False, error=reason)
         entry.notifications.append(sent)
         self._record.touch(entry)
@@ -149,11 +141,8 @@ class Notifications:
         """Wait (a while) for the messages still being sent that a decision updates in place, and their updates;
         a step on another channel still being retried is not waited for."""
         if self._updating():
-            try:
-                await workflow.wait_condition(lambda: not self._updating(), timeout=FLUSH_LIMIT,
-                                              timeout_summary="last notifications")
-            except TimeoutError:
-                workflow.logger.warning("%d notification(s) still being sent when the prompt ended", self._updating())
+            if not await self._host.wait(lambda: not self._updating(), FLUSH_LIMIT, "last notifications"):
+                self._host.logger.warning("%d notification(s) still being sent when the prompt ended", self._updating())
 
 
 def _seconds(after: timedelta | None) -> float | None:
