@@ -7,7 +7,6 @@ A thin layer over the Temporal client: everything here can also be done with any
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +23,7 @@ from temporalio.common import (
 )
 
 from durable_agent.agent.ids import reserved_problem
-from durable_agent.agent.models import Conversation, ModelTier, Prompt
+from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptRef
 from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
 from durable_agent.client.budgets import BudgetRow, applying_budgets, list_budgets, set_budget, show_budget
 from durable_agent.client.handles import ConversationHandle, PromptHandle
@@ -55,23 +54,13 @@ def new_prompt_id() -> str:
     return f"prompt-{uuid.uuid4().hex[:16]}"
 
 
-@dataclass(frozen=True)
-class PromptSummary:
-    """A prompt as the visibility store lists it (search attributes), without querying the workflow."""
+class PromptSummary(PromptRef):
+    """A prompt as the visibility store lists it (search attributes), without querying the workflow; its owner
+    is "" when its search attributes lack one."""
 
-    prompt_id: str
-    user_id: str | None
-    conversation_id: str | None
     state: str | None
     status: str
     started_at: datetime | None
-
-
-@dataclass(frozen=True)
-class WaitingPrompt:
-    prompt_id: str
-    user_id: str | None
-    conversation_id: str | None
 
 
 class AgentClient:
@@ -212,7 +201,7 @@ class AgentClient:
         async for execution in self.client.list_workflows(query, limit=limit):
             attrs = execution.typed_search_attributes
             found.append(PromptSummary(
-                prompt_id=execution.id, user_id=attrs.get(names.USER_ID),
+                prompt_id=execution.id, user_id=attrs.get(names.USER_ID) or "",
                 conversation_id=attrs.get(names.CONVERSATION_ID), state=attrs.get(names.PROMPT_STATE),
                 status=execution.status.name.lower() if execution.status else "unknown",
                 started_at=execution.start_time,
@@ -225,14 +214,14 @@ class AgentClient:
         `limit` one page from `cursor` on (client/pending.py `pending_list`)."""
         return await pending_list(self, user_id, timeout=timeout, limit=limit, cursor=cursor)
 
-    async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
+    async def waiting_prompts(self, *, user_id: str | None = None) -> list[PromptRef]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""
         query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True)
-        found: list[WaitingPrompt] = []
+        found: list[PromptRef] = []
         async for execution in self.client.list_workflows(query):
             attrs = execution.typed_search_attributes
-            found.append(WaitingPrompt(prompt_id=execution.id, user_id=attrs.get(names.USER_ID),
-                                       conversation_id=attrs.get(names.CONVERSATION_ID)))
+            found.append(PromptRef(prompt_id=execution.id, user_id=attrs.get(names.USER_ID) or "",
+                                   conversation_id=attrs.get(names.CONVERSATION_ID)))
         return found
 
 

@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "EventKind": "durable_agent.agent.events",
     # The record
     "Prompt": "durable_agent.agent.models",
+    "PromptRef": "durable_agent.agent.models",
     "Conversation": "durable_agent.agent.models",
     "Usage": "durable_agent.agent.models",
     "Decision": "durable_agent.agent.models",
@@ -96,6 +97,7 @@ __all__ = [
     "PromptHandle",
     "PromptNotFound",
     "PromptNotStartedError",
+    "PromptRef",
     "PromptRequest",
     "ScriptedModel",
     "Settings",
@@ -157,7 +159,7 @@ if TYPE_CHECKING:
     from durable_agent.agent.extras import MissingExtra
     from durable_agent.agent.mcp import MCPServer
     from durable_agent.agent.messages import ModelRequest, UserMessage
-    from durable_agent.agent.models import Conversation, Decision, Prompt, Usage
+    from durable_agent.agent.models import Conversation, Decision, Prompt, PromptRef, Usage
     from durable_agent.agent.plugins import Plugin, PrepareContext, ToolCallInfo
     from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
     from durable_agent.agent.subagents import SubAgent

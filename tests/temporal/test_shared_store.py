@@ -26,7 +26,7 @@ from moto.server import ThreadedMotoServer
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.agent.models import FileOutput, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, FileOutput, ToolOutput, ToolSuccess
 from durable_agent.agent.providers.scripted import ScriptedModel, text
 from durable_agent.client import AgentClient
 from durable_agent.config.storage.objects import StoreUnavailable
@@ -135,7 +135,7 @@ async def test_two_workers_take_turns_with_only_the_s3_store_shared(
     waiting = await handle.wait_until("waiting_for_approval")
     assert waiting.state == "waiting_for_approval", waiting.error
 
-    pending = [o for o in waiting.output if isinstance(o, ToolOutput) and isinstance(o.result, ToolPending)]
+    pending = [o for o in waiting.output if isinstance(o, ToolOutput) and isinstance(o.result, ApprovalRequest)]
     assert [p.tool for p in pending] == ["blob.publish"]
 
     first.kill()  # mid-prompt: the next steps must run on the other machine

@@ -5,20 +5,20 @@ a correction goes to the tool's policy (an activity) first; the plugins hear of 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 from temporalio.exceptions import ApplicationError
 
 from durable_agent.agent.events import EventKind
-from durable_agent.agent.models import ToolOutput, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, ToolOutput, ToolSuccess
 from durable_agent.workflows.activity_refs import CHECK_CORRECTION, EMIT_EVENT
 from durable_agent.workflows.prompt.approvals import ApprovalDesk, refusal_text
 from durable_agent.workflows.prompt.steering import Steering
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     ApproveRequest,
+    CallNeedingApproval,
     CorrectionVerdict,
-    ReadyCall,
     SteerRequest,
 )
 from tests.unit.conftest import PlainHost, activity_failure, context_of, fails
@@ -33,16 +33,17 @@ class Prompt:
         self.steering = Steering(context)
         self.desk = ApprovalDesk(context, steered=self.steering.arrived)
 
-    def ask(self, call_id: str, **requirement: object) -> tuple[ToolOutput, ApprovalRequirement]:
-        approval = ApprovalRequirement(reason="money", **requirement)  # type: ignore[arg-type]
-        entry = self.record.open_call(ReadyCall(id=call_id, tool="pay", input={"amount": 5}))
-        self.desk.request(entry, approval)
-        return entry, approval
+    def ask(self, call_id: str, **request: object) -> tuple[ToolOutput, ApprovalRequest]:
+        call = CallNeedingApproval(id=call_id, tool="pay", input={"amount": 5},
+                                   approval=ApprovalRequest(reason="money", **request))  # type: ignore[arg-type]
+        entry = self.record.open_call(call)
+        self.desk.request(entry, call)
+        return entry, call.approval
 
 
 async def test_a_call_nobody_decides_expires_and_is_rejected_as_expired(host: PlainHost) -> None:
     prompt = Prompt(host)
-    entry, approval = prompt.ask("c1", expires_after_seconds=60)
+    entry, approval = prompt.ask("c1", expires_after=timedelta(seconds=60))
     asked_at = host.clock
     decision = await prompt.desk.wait(entry, approval)
     assert decision.decision == "expired" and decision.at - asked_at == host.clock - asked_at
@@ -55,7 +56,7 @@ async def test_a_call_nobody_decides_expires_and_is_rejected_as_expired(host: Pl
 
 async def test_a_decision_that_arrives_while_the_call_waits_ends_the_wait_before_expiry(host: PlainHost) -> None:
     prompt = Prompt(host)
-    entry, approval = prompt.ask("c1", expires_after_seconds=60, approvers=["bob"])
+    entry, approval = prompt.ask("c1", expires_after=timedelta(seconds=60), approvers=["bob"])
     waiting = asyncio.ensure_future(prompt.desk.wait(entry, approval))
     await asyncio.sleep(0)
     assert prompt.desk.approve_signal(ApproveRequest(tool_call_id="c1", by="bob")) is None
@@ -94,7 +95,7 @@ async def test_a_correction_is_taken_only_when_the_tools_policy_allows_the_appro
 
     def policy(check: object) -> CorrectionVerdict:
         checked.append(check)
-        return CorrectionVerdict(requirement=ApprovalRequirement(reason="big", approvers=["role:cfo"]))
+        return CorrectionVerdict(requirement=ApprovalRequest(reason="big", approvers=["role:cfo"]))
 
     host.answers[CHECK_CORRECTION.name] = policy
     with pytest.raises(ApplicationError, match="bob may not approve this correction of pay"):

@@ -9,12 +9,13 @@ from datetime import timedelta
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from durable_agent.agent.models import ApprovalRequest
 from durable_agent.workflows.decision_tokens import DecisionClaims, sign_decision
 from durable_agent.workflows.prompt.approvals import ApprovalDesk
 from durable_agent.workflows.prompt.sub_agents import Child
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     ApproveRequest,
+    CallNeedingApproval,
     ChildApprovals,
     PendingApproval,
     ReadyCall,
@@ -36,8 +37,9 @@ def _signed_desk(host: PlainHost, *call_ids: str) -> ApprovalDesk:
     context = context_of(host)
     desk = ApprovalDesk(context, steered=lambda: False)
     for call_id in call_ids:
-        entry = context.record.open_call(ReadyCall(id=call_id, tool="pay", input=ARGS))
-        desk.request(entry, ApprovalRequirement(reason="money", approvers=["role:finance"], decision_key=PUBLIC_PEM))
+        call = CallNeedingApproval(id=call_id, tool="pay", input=ARGS, approval=ApprovalRequest(
+            reason="money", approvers=["role:finance"], decision_key=PUBLIC_PEM))
+        desk.request(context.record.open_call(call), call)
     return desk
 
 
@@ -88,10 +90,11 @@ def test_a_decision_on_a_sub_agents_call_is_checked_here_before_it_is_forwarded(
     entry = context.record.open_call(ReadyCall(id="a", tool="helper", agent=SubAgentCall(instructions="x")))
     entry.child_prompt_id = "wf-1.a.x"
     desk.children._children["a"] = Child(workflow_id="wf-1.a.x", nonce="k")  # as SubAgents.run notes it
-    rows = [PendingApproval(tool_call_id="s", tool="pay", input=ARGS, reason="money", requested_at=host.clock,
-                            signed_decisions=True),
-            PendingApproval(tool_call_id="p", tool="pay", input=ARGS, reason="money", requested_at=host.clock,
-                            approvers=["bob"])]
+    child = {"prompt_id": "wf-1.a.x", "user_id": "owner"}
+    rows = [PendingApproval(**child, tool_call_id="s", tool="pay", input=ARGS, reason="money",
+                            requested_at=host.clock, decision_key=PUBLIC_PEM),
+            PendingApproval(**child, tool_call_id="p", tool="pay", input=ARGS, reason="money",
+                            requested_at=host.clock, approvers=["bob"])]
     report = ChildApprovals(tool_call_id="a", child_workflow_id="wf-1.a.x", pending=rows, nonce="k")
     assert desk.children.accept_report(report) is None
     assert "token is required" in _refused(desk, ApproveRequest(tool_call_id="a/s", by="bob"))

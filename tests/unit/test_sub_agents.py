@@ -52,8 +52,8 @@ class Harness:
 
 
 def _waiting(host: PlainHost, call_id: str) -> PendingApproval:
-    return PendingApproval(tool_call_id=call_id, tool="pay", input={"amount": 1}, reason="money",
-                           requested_at=host.clock)
+    return PendingApproval(prompt_id="wf-1.a", user_id="owner", tool_call_id=call_id, tool="pay",
+                           input={"amount": 1}, reason="money", requested_at=host.clock)
 
 
 def test_a_sub_agents_waiting_calls_are_listed_here_under_its_call(host: PlainHost) -> None:

@@ -5,6 +5,7 @@ what has not started, local calls, a call with the next model round in one activ
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
@@ -18,6 +19,7 @@ from durable_agent.agent.models import (
     Usage,
     WidgetOutput,
 )
+from durable_agent.agent.tools import ToolOptions
 from durable_agent.workflows.activity_refs import INVOKE_TOOL, TOOL_THEN_MODEL
 from durable_agent.workflows.prompt.approvals import ApprovalDesk
 from durable_agent.workflows.prompt.round_input import RoundInputs
@@ -84,7 +86,7 @@ async def test_a_failed_call_is_an_error_result_and_a_fail_mode_call_fails_the_p
     await runner.tools.run(calls)
     assert entry.result == ToolError(error="Tool call failed: card declined") and entry.finished_at is not None
     assert runner.tools.failed_tools == ["pay"] and ("tool_call", ("pay", "error")) in host.metrics.calls
-    fatal = runner.calls(ReadyCall(id="c2", tool="pay", failure_mode="fail"))
+    fatal = runner.calls(ReadyCall(id="c2", tool="pay", options=ToolOptions(failure_mode="fail", local=False)))
     with pytest.raises(PromptFailedError, match="tool 'pay' failed: Tool call failed: card declined"):
         await runner.tools.run(fatal)
 
@@ -99,8 +101,8 @@ async def test_a_user_message_skips_the_calls_not_started(host: PlainHost) -> No
 async def test_a_local_call_runs_as_a_local_activity_with_the_tools_attempts_and_timeout(host: PlainHost) -> None:
     runner = Runner(host)
     host.answers[INVOKE_TOOL.name] = lambda call: ToolInvocationResult(result=ToolSuccess(output=1))
-    await runner.tools.run(runner.calls(ReadyCall(id="c1", tool="add", local=True, max_attempts=2,
-                                                  timeout_seconds=7, input={"a": 1})))
+    await runner.tools.run(runner.calls(ReadyCall(id="c1", tool="add", input={"a": 1}, options=ToolOptions(
+        local=True, max_attempts=2, timeout=timedelta(seconds=7)))))
     [(name, invocation, options)] = host.ran
     assert name == INVOKE_TOOL.name and options["local"] is True
     assert options["retry_policy"].maximum_attempts == 2 + INFRASTRUCTURE_ATTEMPTS

@@ -14,7 +14,7 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from durable_agent.agent.models import ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, ToolSuccess
 from durable_agent.agent.period_budgets import (
     MAX_COST,
     MAX_TOKENS,
@@ -29,7 +29,7 @@ from durable_agent.workflows.activity_refs import BUDGET_RESERVE, BUDGET_SETTLE
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.prompt.approvals import ApprovalDesk, refusal_text
 from durable_agent.workflows.prompt.context import PromptContext, Room
-from durable_agent.workflows.protocol import ApprovalRequirement, ReadyCall, RoundResult
+from durable_agent.workflows.protocol import CallNeedingApproval, RoundResult
 
 BUDGET_TIMEOUT = timedelta(seconds=30)
 BUSY_PAUSE = timedelta(seconds=1)
@@ -131,8 +131,6 @@ class BudgetGate(Room):
         asking = self._default_grant(refusal)
         fixed = {"budget": refusal.principal, "period": limit.period, "unit": unit, "allowance": refusal.allowance,
                  "spent": refusal.spent}
-        entry = self._record.open_call(ReadyCall(id="more-budget", tool=MORE_BUDGET_TOOL,
-                                                 input={**fixed, "asking": asking}))
         titles = {"budget": "Budget", "period": "Period", "unit": "Unit", "allowance": "Allowed this period",
                   "spent": "Spent this period"}
         schema = {"type": "object", "required": ["asking"],
@@ -144,11 +142,13 @@ class BudgetGate(Room):
                                             "description": f"More {unit} for this {limit.period}; the default "
                                                            "covers what is spent over the allowance and one "
                                                            "more round."}}}
-        approval = ApprovalRequirement(
-            reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
-            approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]
-            four_eyes=True)
-        decision = await self._desk.request_and_wait(entry, approval)
+        call = CallNeedingApproval(
+            id="more-budget", tool=MORE_BUDGET_TOOL, input={**fixed, "asking": asking}, input_schema=schema,
+            approval=ApprovalRequest(
+                reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
+                approvers=limit.approvers, decision_key=decision_key, four_eyes=True))
+        entry = self._record.open_call(call)
+        decision = await self._desk.request_and_wait(entry, call)
         entry.decision = decision
         if decision.decision != "approved":
             self._record.end_call(entry, refusal_text(decision), decision.decision)

@@ -16,7 +16,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.events import EventKind, PromptEvent
-from durable_agent.agent.models import Decision, ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, Decision, ToolOutput
 from durable_agent.workflows import details, telemetry
 from durable_agent.workflows.activity_refs import EMIT_EVENT
 from durable_agent.workflows.corrections import merge_patch
@@ -24,13 +24,13 @@ from durable_agent.workflows.decision_tokens import DecisionKind
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.inputs import decode_payloads
 from durable_agent.workflows.prompt.context import PromptContext, Room
-from durable_agent.workflows.prompt.decision_checks import Decider, DecisionChecks, WaitingCall
+from durable_agent.workflows.prompt.decision_checks import Decider, DecisionChecks
 from durable_agent.workflows.prompt.notifications import Notifications
 from durable_agent.workflows.prompt.refusals import Refusal, applied
 from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     ApproveRequest,
+    CallNeedingApproval,
     EventDelivery,
     PendingApproval,
     RejectRequest,
@@ -61,7 +61,8 @@ class ApprovalDesk(Room):
         super().__init__(context)
         self._steered = steered
         self.children = self._children = SubAgents(context, self)
-        self.waiting: dict[str, WaitingCall] = {}  # calls waiting for a decision, in record order
+        # Calls waiting for a decision, in record order: each view is also its entry's result in the record.
+        self.waiting: dict[str, PendingApproval] = {}
         self.decisions: dict[str, Decision] = {}
         self.checks = DecisionChecks(context, self._children, self.waiting, self.decisions)
         self.event_hooks = False  # the worker's plugins hear of approval requests (set by each model round)
@@ -69,16 +70,20 @@ class ApprovalDesk(Room):
 
     # --- waiting calls -----------------------------------------------------------------------------------
 
-    def request(self, entry: ToolOutput, approval: ApprovalRequirement, plugin: str | None = None, *,
-                publish: bool = True) -> None:
-        """Make the call `pending` in place (`publish`: and say so in the memo now, not after its batch)."""
+    def request(self, entry: ToolOutput, call: CallNeedingApproval, *, publish: bool = True) -> None:
+        """Make the call `pending` in place, its planned request stamped with the time (`publish`: and say so in
+        the memo now, not after its batch)."""
         now = self._host.now()
-        expires_in = approval.expires_after
-        entry.result = ToolPending(reason=approval.reason, requested_at=now,
-                                   expires_at=now + expires_in if expires_in else None,
-                                   approvers=approval.approvers)
+        expires_in = call.approval.expires_after
+        prompt = self._record.prompt
+        waiting = PendingApproval(
+            **{**dict(call.approval), "requested_at": now, "expires_at": now + expires_in if expires_in else None},
+            prompt_id=self._host.workflow_id, user_id=prompt.user_id, conversation_id=prompt.conversation_id,
+            tool_call_id=entry.id, tool=entry.tool, input=entry.input, input_schema=call.input_schema,
+            run_id=self._host.run_id, plugin=call.plugin)
+        entry.result = waiting  # the record shows its request part (the record's `ToolResult` is ApprovalRequest)
         self._record.touch(entry)
-        self.waiting[entry.id] = WaitingCall(entry, approval, plugin)
+        self.waiting[entry.id] = waiting
         self._host.metrics.approval_requested(entry.tool)
         telemetry.log_step("approval requested", self._record.prompt.id, call_id=entry.id, tool=entry.tool)
         if self._record.prompt.state != "waiting_for_approval":
@@ -89,16 +94,15 @@ class ApprovalDesk(Room):
         if publish:
             self.publish_pending()
 
-    async def request_and_wait(self, entry: ToolOutput, approval: ApprovalRequirement,
-                               plugin: str | None = None) -> Decision:
+    async def request_and_wait(self, entry: ToolOutput, call: CallNeedingApproval) -> Decision:
         """One call asks and waits alone (a request for more budget, workflows/budget/gate.py); a sub-agent's
         prompt reports it to its parent like any of its calls, so the top prompt shows and forwards it."""
-        self.request(entry, approval, plugin)
-        await self.announce(entry, approval)
+        self.request(entry, call)
+        await self.announce(entry, call.approval)
         await self._children.report_to_parent()
-        return await self.wait(entry, approval)
+        return await self.wait(entry, call.approval)
 
-    async def announce(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
+    async def announce(self, entry: ToolOutput, approval: ApprovalRequest) -> None:
         """The plugins' event hooks hear of the request (an activity), when the worker has any."""
         if not self.event_hooks:
             return
@@ -114,9 +118,10 @@ class ApprovalDesk(Room):
                 raise
             self._host.logger.warning("event %s not delivered: %s", event.kind, failure_reason(exc))
 
-    async def wait(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
+    async def wait(self, entry: ToolOutput, approval: ApprovalRequest) -> Decision:
         """The call's decision: taken, expired, or superseded by a user message."""
-        requested_at = entry.result.requested_at if isinstance(entry.result, ToolPending) else self._host.now()
+        pending = entry.result if isinstance(entry.result, ApprovalRequest) else None
+        requested_at = pending.requested_at if pending and pending.requested_at else self._host.now()
         prompt_id = self._record.prompt.id
         with telemetry.span(telemetry.APPROVAL_SPAN, self._record.call_span(entry.id),
                             **{"dagent.tool.id": entry.tool, "dagent.tool.call_id": entry.id,
@@ -132,8 +137,8 @@ class ApprovalDesk(Room):
                                decided_by=decision.by)
             return decision
 
-    async def _decision_for(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
-        expires_in = timedelta(seconds=approval.expires_after_seconds) if approval.expires_after_seconds else None
+    async def _decision_for(self, entry: ToolOutput, approval: ApprovalRequest) -> Decision:
+        expires_in = approval.expires_after
         if (waiting := self.waiting.get(entry.id)) is not None:
             self.notices.follow(waiting, lambda: entry.id not in self.waiting)
         if await self._host.wait(lambda: entry.id in self.decisions or self._steered(), expires_in,
@@ -166,7 +171,7 @@ class ApprovalDesk(Room):
         """Current details (Temporal UI): every call waiting now, and how to decide in this deployment."""
         waiting = list(self.waiting.values())
         self._host.set_details(details.waiting_for_approval(
-            self._record.prompt, [w.entry for w in waiting], signed=any(w.requirement.decision_key for w in waiting)))
+            self._record.prompt, [self.entry(w) for w in waiting], signed=any(w.signed_decisions for w in waiting)))
 
     def _relist(self) -> None:
         """A waiting call's listing changed (an escalation added deciders, a step was not delivered)."""
@@ -175,16 +180,14 @@ class ApprovalDesk(Room):
 
     def listed(self) -> list[PendingApproval]:
         """Every call waiting for a decision: this prompt's own, then its sub-agents'."""
-        return [self._pending(waiting) for waiting in self.waiting.values()] + self._children.pending_rows()
+        return [waiting.model_copy(update={"undelivered": [n for n in self.entry(waiting).notifications if not n.ok]})
+                for waiting in self.waiting.values()] + self._children.pending_rows()
 
-    def _pending(self, waiting: WaitingCall) -> PendingApproval:
-        entry, requirement = waiting.entry, waiting.requirement
-        assert isinstance(entry.result, ToolPending)
-        return PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
-                               requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
-                               approvers=entry.result.approvers, input_schema=requirement.input_schema,
-                               signed_decisions=bool(requirement.decision_key), four_eyes=requirement.four_eyes,
-                               run_id=self._host.run_id, undelivered=[n for n in entry.notifications if not n.ok])
+    def entry(self, waiting: PendingApproval) -> ToolOutput:
+        """The waiting call's entry in the record."""
+        entry = self._record.tool_call(waiting.tool_call_id)
+        assert entry is not None
+        return entry
 
     def publish_pending(self) -> None:
         self._record.publish_pending(bool(self.waiting) or self._children.waiting(), self.listed)
@@ -257,7 +260,7 @@ class ApprovalDesk(Room):
 
     def _accept_approval(self, request: ApproveRequest, decider: Decider | None = None) -> None:
         decider = self.checks.taken("approve", request, decider)
-        entry = self.waiting[request.tool_call_id].entry
+        entry = self.entry(self.waiting[request.tool_call_id])
         original = None
         if request.input is not None:  # JSON merge patch (RFC 7396): only the corrected fields change
             original, entry.input = entry.input, merge_patch(entry.input, request.input)
@@ -276,7 +279,7 @@ class ApprovalDesk(Room):
     def _arrived(self, tool_call_id: str) -> None:
         """A decision was taken: on its entry (and the stream, the memo, the parent's report) now, not when the
         wait for it resumes: mid-batch, and while an approval-requested hook still runs."""
-        self.settle(self.waiting[tool_call_id].entry, self.decisions[tool_call_id])
+        self.settle(self.entry(self.waiting[tool_call_id]), self.decisions[tool_call_id])
         self._host.spawn(self._children.report_to_parent())
 
     async def _approve_when_checked(self, request: ApproveRequest) -> None:

@@ -12,12 +12,12 @@ from typing import Any
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import (
+    ApprovalRequest,
     Prompt,
     PromptOutput,
     PromptState,
     ToolError,
     ToolOutput,
-    ToolPending,
     ToolSuccess,
 )
 from durable_agent.workflows import details, telemetry
@@ -103,7 +103,7 @@ class Recorder:
     def interrupt(self, reason: str, *, waiting: str | None = None) -> None:
         """End every unfinished call with `reason` (`waiting`: for a call still waiting for its approval)."""
         for entry in self.prompt.output:
-            if isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending):
+            if isinstance(entry, ToolOutput) and isinstance(entry.result, ApprovalRequest):
                 self.end_call(entry, waiting or reason, "interrupted")
             elif isinstance(entry, ToolOutput) and entry.result is None:
                 self.end_call(entry, reason, "interrupted")

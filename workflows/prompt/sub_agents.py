@@ -19,7 +19,6 @@ from durable_agent.agent.models import (
     TextOutput,
     ToolError,
     ToolOutput,
-    ToolPending,
     ToolSuccess,
 )
 from durable_agent.workflows import names
@@ -189,8 +188,11 @@ class SubAgents(Room):
 
     def pending_rows(self) -> list[PendingApproval]:
         """The sub-agents' waiting calls as this prompt lists them, in the order of their calls in the record."""
+        prompt, host = self._record.prompt, self._record.host
         return [pending.model_copy(update={"tool_call_id": f"{call_id}/{pending.tool_call_id}",
-                                           "path": [report.child_workflow_id, *pending.path]})
+                                           "path": [report.child_workflow_id, *pending.path],
+                                           "prompt_id": host.workflow_id, "user_id": prompt.user_id,
+                                           "conversation_id": prompt.conversation_id})
                 for call_id, report in sorted(self.reports.items(), key=lambda item: self._record.position(item[0]))
                 for pending in report.pending]
 
@@ -255,7 +257,6 @@ class SubAgents(Room):
 
 def child_entry(call_id: str, pending: PendingApproval, decision: Decision | None = None) -> ToolOutput:
     """A sub-agent's pending call as this prompt shows it: addressed `<call>/<its call>`."""
+    assert pending.requested_at is not None  # a waiting call's view is stamped
     return ToolOutput(id=call_id, tool=pending.tool, input=pending.input, started_at=pending.requested_at,
-                      result=ToolPending(reason=pending.reason, requested_at=pending.requested_at,
-                                         expires_at=pending.expires_at, approvers=pending.approvers),
-                      decision=decision)
+                      result=pending, decision=decision)

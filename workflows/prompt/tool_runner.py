@@ -34,7 +34,7 @@ SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
 
 def fail_if_fatal(call: PlannedCall, outcome: ToolInvocationResult) -> None:
-    if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
+    if isinstance(outcome.result, ToolError) and call.options.failure_mode == "fail":
         raise PromptFailedError(f"tool '{call.tool}' failed: {outcome.result.error}")
 
 
@@ -83,12 +83,12 @@ class ToolRunner(Room):
         index = 0
         while index < len(calls):
             end = index + 1
-            if not calls[index][1].sequential:
-                while end < len(calls) and not calls[end][1].sequential:
+            if not calls[index][1].options.sequential:
+                while end < len(calls) and not calls[end][1].options.sequential:
                     end += 1
             group = calls[index:end]
             await asyncio.gather(*(run(entry, call) for entry, call in group))
-            if any(call.failure_mode == "fail" and isinstance(outcomes[entry.id].result, ToolError)
+            if any(call.options.failure_mode == "fail" and isinstance(outcomes[entry.id].result, ToolError)
                    for entry, call in group if entry.id in outcomes):
                 break  # the prompt fails: later calls are not started
             index = end
@@ -128,9 +128,10 @@ class ToolRunner(Room):
             self._record.resolve(entry, outcome.result)
             return outcome, None
         invocation = self._tool_invocation(entry, call, arguments)
+        options = call.options
         retry = RetryPolicy(initial_interval=timedelta(seconds=1),
-                            maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
-        timeout = call.timeout
+                            maximum_attempts=options.max_attempts + INFRASTRUCTURE_ATTEMPTS)
+        timeout = options.timeout
         self._host.set_details(details.running_tool(self._prompt.rounds, entry))
         summary = details.cut_at_word(f"tool {call.tool} {details.compact_args(arguments)}", 100)
         if entry.decision is not None:
@@ -143,15 +144,16 @@ class ToolRunner(Room):
                     TOOL_THEN_MODEL, ToolThenModel(
                         call=invocation, tool_timeout_seconds=timeout.total_seconds(),
                         entry_index=self._record.index(entry), round=then,
-                        stop_on_error=call.failure_mode == "fail"),
+                        stop_on_error=options.failure_mode == "fail"),
                     start_to_close_timeout=timeout + MODEL_TIMEOUT,
-                    heartbeat_timeout=call.heartbeat_timeout, retry_policy=retry,  # the model part beats every 0.5 s
+                    heartbeat_timeout=options.heartbeat_timeout, retry_policy=retry,  # the model part beats every 0.5 s
                     summary=f"{summary} · then model round {then.round}")
                 outcome, next_round = fused.tool, fused.round
             else:
                 outcome = await self._host.run_activity(
-                    INVOKE_TOOL, invocation, start_to_close_timeout=timeout, heartbeat_timeout=call.heartbeat_timeout,
-                    retry_policy=retry, summary=summary, local=call.local)
+                    INVOKE_TOOL, invocation, start_to_close_timeout=timeout,
+                    heartbeat_timeout=options.heartbeat_timeout, retry_policy=retry, summary=summary,
+                    local=bool(options.local))
         except ActivityError as exc:
             if is_cancellation(exc):
                 raise
@@ -164,8 +166,8 @@ class ToolRunner(Room):
         prompt = self._prompt
         return ToolInvocation(
             id=entry.id, tool=call.tool, plugin=call.plugin, input=arguments, user_id=prompt.user_id,  # type: ignore[arg-type]
-            conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.max_attempts,
-            prompt_id=None if prompt.id == self._host.workflow_id else prompt.id,
+            conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.options.max_attempts,
+            prompt_id=prompt.id,
             conversation_schedule=self._request.conversation_schedule)
 
     def record_outcome(self, call: PlannedCall, outcome: ToolInvocationResult) -> None:

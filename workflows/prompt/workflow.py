@@ -318,7 +318,7 @@ class PromptWorkflow:
                 case _:
                     (before if index < first_approval else after).append((entry, call))
         for entry, waiting in batch:
-            self._desk.request(entry, waiting.approval, waiting.plugin, publish=False)
+            self._desk.request(entry, waiting, publish=False)
         self._desk.publish_pending()  # the batch's calls in one memo update
         outcomes, _ = await asyncio.gather(self._tools.run_side_by_side(before), self._decide_batch(batch))
         self._tools.fail_in_order(before, outcomes)
