@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from durable_agent.config.settings import ClientSettings
 from durable_agent.workers.settings import Settings
 from durable_agent.workflows.protocol import ModelRouting, PromptRequest
 
@@ -40,3 +43,13 @@ def test_a_worker_without_routing_leaves_the_request_as_it_came() -> None:
     request = _received({"input": "hi"})
     Settings().routing().fill(request)
     assert request == _received({"input": "hi"}) and request.model_fields_set == {"input"}
+
+
+def test_a_client_reads_no_worker_variable() -> None:
+    """Where model calls run is not a client's setting: a client starts even with a worker variable it could not
+    parse, which a worker refuses with one line naming it."""
+    env = {"DAGENT_MODEL_CALLS": "sometimes", "DAGENT_TASK_QUEUE": "q"}
+    client = ClientSettings.from_env(env)
+    assert client.task_queue == "q" and not hasattr(client, "model_calls")
+    with pytest.raises(ValueError, match="DAGENT_MODEL_CALLS"):
+        Settings.from_env(env)
