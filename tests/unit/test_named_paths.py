@@ -46,3 +46,10 @@ def test_every_named_path_exists() -> None:
                for number, line in enumerate(source.read_text(encoding="utf-8", errors="ignore").splitlines(), 1)
                for path in named_paths(line) if not _exists(path)]
     assert missing == []
+
+
+def test_every_test_module_has_a_name_of_its_own() -> None:
+    """pytest imports test modules by basename (no packages under tests/unit and tests/temporal): two files of
+    one name stop the whole run at collection."""
+    modules = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert len(modules) > 100 and sorted({m for m in modules if modules.count(m) > 1}) == []
