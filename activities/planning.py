@@ -69,7 +69,11 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
             reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
             input_schema=tool.parameters_schema(), decision_key=decision_key, four_eyes=four_eyes,
             notify=NotifyPlan.of(notify) if notify else None))
+    # A call that needs approval runs local too when its tool does: once approved it runs inside the workflow
+    # task that takes the decision, and the next model round is scheduled in that same task.
+    local = runs_local(tool) and fields["agent"] is None
+    how = {"local": local, "fast": local and tool.options.local is None}
     if approval is None:
-        local = runs_local(tool) and fields["agent"] is None
-        return ReadyCall(**{**fields, "local": local, "fast": local and tool.options.local is None})
-    return CallNeedingApproval(**fields, approval=requirement(tool, approval, decision_key, four_eyes, notify))
+        return ReadyCall(**{**fields, **how})
+    return CallNeedingApproval(**{**fields, **how},
+                               approval=requirement(tool, approval, decision_key, four_eyes, notify))

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -52,6 +53,7 @@ from bench.actions import HEARTBEAT, settled, since
 from bench.config import BASELINE, PRODUCT, REPO, RESULTS, log
 from bench.measure import cpu_seconds, history_stats
 from bench.paced_llm import FakeCall, Pace, PacedLLM, function_call_outputs_after_last_user, serve_paced_llm
+from bench.round_phases import phases
 from bench.scenario import Scenario, next_step
 from bench.sides import BaselineSide, ProductSide, Side, product_settings
 from durable_agent.cli.devserver import DevServer
@@ -106,6 +108,12 @@ class Sample:
     history_bytes: int
     worker_cpu_s: float
     server_cpu_s: float
+    workflow_tasks: int
+    phases_ms: dict[str, float]  # per prompt: the sum of each server-timed phase (bench/round_phases.py)
+
+
+OVERHEAD_PHASES = ("wft_schedule_to_start", "wft_start_to_complete", "activity_schedule_to_start",
+                   "activity_complete_to_wft_schedule")
 
 
 async def measure_prompt(side: Side, llm: PacedLLM, metrics: str, server_pid: int) -> Sample:
@@ -118,21 +126,32 @@ async def measure_prompt(side: Side, llm: PacedLLM, metrics: str, server_pid: in
     worker1, server1 = cpu_seconds(side.worker.pid), cpu_seconds(server_pid)
     actions = since(await settled(metrics), before)
     history = await history_stats(run.wf)
-    return Sample(actions, wall, llm.model_seconds(since=t0), int(history["bytes"]), worker1 - worker0,
-                  server1 - server0)
+    events = list((await run.wf.fetch_history()).events)
+    tasks = sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    model_s = llm.model_seconds(since=t0)
+    found = {name: sum(values) for name, values in phases(events).items()}
+    # what the activities spent beyond the model's own serving time (the SDK client, transcript, planning, tool)
+    found["activity_beyond_model"] = found.get("activity_start_to_complete", 0.0) - model_s * 1000
+    return Sample(actions, wall, model_s, int(history["bytes"]), worker1 - worker0, server1 - server0, tasks, found)
 
 
 def summarize(samples: list[Sample]) -> dict[str, Any]:
     kinds = sorted({kind for sample in samples for kind in sample.actions})
     per_prompt = {kind: statistics.mean(s.actions[kind] for s in samples) for kind in kinds}
     total = sum(per_prompt.values())
-    overhead = statistics.median(s.wall_s - s.model_s for s in samples)
+    overheads = sorted((s.wall_s - s.model_s) * 1000 for s in samples)
+    overhead = statistics.median(overheads) / 1000
+    names = sorted({name for s in samples for name in s.phases_ms})
     wall = statistics.median(s.wall_s for s in samples)
     return {
         "prompts": len(samples), "actions_per_prompt": total, "actions_per_round": total / (ROUNDS + 1),
         "by_type_per_prompt": per_prompt, "heartbeats_per_prompt": per_prompt.get(HEARTBEAT, 0.0),
         "wall_s": wall, "model_s": statistics.median(s.model_s for s in samples),
         "overhead_ms": overhead * 1000, "overhead_ms_per_round": overhead * 1000 / (ROUNDS + 1),
+        "overhead_ms_samples": overheads, "overhead_ms_min": overheads[0], "overhead_ms_max": overheads[-1],
+        "workflow_tasks_per_prompt": statistics.median(s.workflow_tasks for s in samples),
+        "phases_ms_per_prompt": {name: statistics.median(s.phases_ms.get(name, 0.0) for s in samples)
+                                 for name in names},
         "overhead_pct_of_round": 100 * overhead / wall if wall else 0.0,
         "history_bytes": statistics.median(s.history_bytes for s in samples),
         "worker_cpu_ms": 1000 * statistics.median(s.worker_cpu_s for s in samples),
@@ -267,16 +286,18 @@ def render(results: dict[str, Any]) -> str:
             kinds = ", ".join(f"{kind.split('_', 1)[1]} {count:g}"
                               for kind, count in sorted(row[name]["by_type_per_prompt"].items()))
             lines.append(f"- {label}, {name}: {kinds}")
-    lines += ["", "| model call | side | wall s | model s | overhead ms (per round) | % of round | history bytes "
-                  "| worker CPU ms | server CPU ms |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| model call | side | wall s | model s | overhead ms, median (per round) [min-max] | % of round "
+                  "| history bytes | worker CPU ms | server CPU ms |", "|---|---|---|---|---|---|---|---|---|"]
     for label, row in results["latency"].items():
         for name in [name for name in row if name in SIDES]:
             r = row[name]
+            spread = f" [{r['overhead_ms_min']:.0f}-{r['overhead_ms_max']:.0f}]" if "overhead_ms_min" in r else ""
             lines.append(f"| {label} | {name} | {r['wall_s']:.2f} | {r['model_s']:.2f} | {r['overhead_ms']:.0f} "
-                         f"({r['overhead_ms_per_round']:.1f}) | {r['overhead_pct_of_round']:.2f} | "
+                         f"({r['overhead_ms_per_round']:.1f}){spread} | {r['overhead_pct_of_round']:.2f} | "
                          f"{r['history_bytes']:.0f} | {r['worker_cpu_ms']:.0f} | {r['server_cpu_ms']:.0f} |")
         ratio = row[PRODUCT]["overhead_ms"] / row[BASELINE]["overhead_ms"] if row[BASELINE]["overhead_ms"] else 0
         lines.append(f"| {label} | ours / hand-rolled overhead | | | **{ratio:.2f}x** | | | | |")
+    lines += _phase_table(results["latency"])
     watch = results.get("watchers")
     if watch:
         lines += ["", f"Watchers: actions per minute (watched {watch['seconds']:.0f} s, less the prompts' own)", "",
@@ -289,6 +310,24 @@ def render(results: dict[str, Any]) -> str:
             unit = "actions" if "one run" in name else "/ minute"
             lines.append(f"| {name} | {total:.1f} {unit} | {kinds} |")
     return "\n".join(lines)
+
+
+def _phase_table(latency: dict[str, Any]) -> list[str]:
+    """Where each side's overhead goes, per prompt (medians): server-timed phases from its history."""
+    rows = [(label, name, row[name]) for label, row in latency.items() for name in row
+            if name in SIDES and "phases_ms_per_prompt" in row[name]]
+    if not rows:
+        return []
+    columns = (*OVERHEAD_PHASES, "activity_beyond_model")
+    lines = ["", "Where the overhead goes, ms per prompt (medians; server timestamps, 1 ms resolution): "
+                 "workflow tasks, their phases, and the activities' time beyond the model's", "",
+             "| model call | side | workflow tasks | " + " | ".join(columns) + " |",
+             "|---|---|---|" + "---|" * len(columns)]
+    for label, name, r in rows:
+        found = r["phases_ms_per_prompt"]
+        lines.append(f"| {label} | {name} | {r['workflow_tasks_per_prompt']:g} | "
+                     + " | ".join(f"{found.get(column, 0.0):.0f}" for column in columns) + " |")
+    return lines
 
 
 def _actions(row: dict[str, Any]) -> str:

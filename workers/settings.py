@@ -149,8 +149,8 @@ class Settings(BaseModel):
         "DAGENT_TEMPORAL_SPANS: with tracing on, add the Temporal SDK's own spans (StartWorkflow, RunWorkflow, "
         "StartActivity, RunActivity, ...) to each prompt's trace (off by default)."))
     fast_tools: bool = Field(default=True, description=(
-        "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs a call without approval as a local "
-        "activity once this worker has seen it finish fast (docs: Tools and plugins, fast tools); off: always a "
+        "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs its calls as local activities "
+        "once this worker has seen it finish fast (docs: Tools and plugins, fast tools); off: always a "
         "regular activity."))
     otel_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The standard OTEL_* variables (exporters, endpoint, protocol, service name): see docs/observability.md."))
