@@ -15,8 +15,12 @@ by action type, the prompt's wall time beyond the model's own (the fake server's
 bytes, and worker and server CPU per prompt.
 
 Sides: the hand-rolled loop (`bench/baseline.py`: one model activity and one tool activity per round, no
-heartbeats), ours with its defaults, and ours with `DAGENT_STREAM_TEXT=1` (streamed text published to watchers
-every 0.5 s while the model streams).
+heartbeats), ours with its defaults, ours with `DAGENT_STREAM_TEXT=1` (streamed text published to watchers
+every 0.5 s while the model streams), and ours with `DAGENT_MODEL_CALLS=local` on client and worker (each model
+call a local activity in the workflow task that takes the tools' results; docs/providers.md says what it gives
+up). Per side and latency the overhead's spread (least and largest prompt) and where it goes: workflow tasks per
+prompt, the server-timed phases of their histories (`bench/round_phases.py`) and the activities' time beyond the
+model's.
 
 Watchers (`--watch-seconds`, default 30): with one prompt running (a 10-minute model call) and one waiting for
 approval, each of these runs alone while the actions are counted, scaled to a minute, less what the two prompts
@@ -62,6 +66,7 @@ from durable_agent.workers.worker import connect
 
 ROUNDS = 5  # tool rounds per prompt: 6 model calls
 LIVE_TEXT = "durable-agent+live-text"
+LOCAL_MODEL = "durable-agent+local-model-calls"
 LATENCIES: dict[str, Pace] = {  # 60 tokens at 50/s after the time to first token
     "~0 s": Pace(first_token_seconds=0.0, tokens=60, tokens_per_second=0),
     "2 s": Pace(first_token_seconds=0.8, tokens=60, tokens_per_second=50),
@@ -81,10 +86,11 @@ def respond(body: dict[str, Any]) -> list[FakeCall]:
 
 
 class RealProduct(ProductSide):
-    def __init__(self, client: Client, address: str, workdir: Path, base_url: str, *, stream_text: str) -> None:
-        super().__init__(client, address, workdir, {"tool": "", "model_calls": "activity"})
+    def __init__(self, client: Client, address: str, workdir: Path, base_url: str, *, stream_text: str = "",
+                 model_calls: str = "activity") -> None:
+        super().__init__(client, address, workdir, {"tool": "", "model_calls": model_calls})
         self.base_url, self.stream_text = base_url, stream_text
-        self.name = LIVE_TEXT if stream_text == "1" else PRODUCT
+        self.name = LIVE_TEXT if stream_text == "1" else LOCAL_MODEL if model_calls == "local" else PRODUCT
 
     def worker_env(self) -> dict[str, str]:
         return super().worker_env() | {"DAGENT_MODEL_NORMAL": "openai:paced-model", "OPENAI_API_KEY": "sk-bench",
@@ -267,19 +273,20 @@ async def watchers(product: RealProduct, llm: PacedLLM, metrics: str, seconds: f
 
 # --- report ------------------------------------------------------------------------------------------------
 
-SIDES = (BASELINE, PRODUCT, LIVE_TEXT)
+SIDES = (BASELINE, PRODUCT, LIVE_TEXT, LOCAL_MODEL)
 
 
 def render(results: dict[str, Any]) -> str:
     lines = ["Actions per prompt (K=5 tool rounds = 6 model calls), per round in brackets; heartbeats of them",
              "",
              "| model call | hand-rolled | Durable Agent (defaults) | ours / hand-rolled "
-             "| ours + live text (DAGENT_STREAM_TEXT=1) |",
-             "|---|---|---|---|---|"]
+             "| ours + live text (DAGENT_STREAM_TEXT=1) | ours, model calls local (DAGENT_MODEL_CALLS=local) |",
+             "|---|---|---|---|---|---|"]
     for label, row in results["latency"].items():
-        base, ours, live = (row[name] for name in SIDES)
+        base, ours = row[BASELINE], row[PRODUCT]
+        extra = " | ".join(_actions(row[name]) if name in row else "-" for name in (LIVE_TEXT, LOCAL_MODEL))
         lines.append(f"| {label} ({row['model_call_s']:.1f} s) | {_actions(base)} | {_actions(ours)} | "
-                     f"**{ours['actions_per_prompt'] / base['actions_per_prompt']:.2f}x** | {_actions(live)} |")
+                     f"**{ours['actions_per_prompt'] / base['actions_per_prompt']:.2f}x** | {extra} |")
     lines += ["", "By action type, per prompt:", ""]
     for label, row in results["latency"].items():
         for name in [name for name in row if name in SIDES]:
@@ -295,8 +302,10 @@ def render(results: dict[str, Any]) -> str:
             lines.append(f"| {label} | {name} | {r['wall_s']:.2f} | {r['model_s']:.2f} | {r['overhead_ms']:.0f} "
                          f"({r['overhead_ms_per_round']:.1f}){spread} | {r['overhead_pct_of_round']:.2f} | "
                          f"{r['history_bytes']:.0f} | {r['worker_cpu_ms']:.0f} | {r['server_cpu_ms']:.0f} |")
-        ratio = row[PRODUCT]["overhead_ms"] / row[BASELINE]["overhead_ms"] if row[BASELINE]["overhead_ms"] else 0
-        lines.append(f"| {label} | ours / hand-rolled overhead | | | **{ratio:.2f}x** | | | | |")
+        for name in (PRODUCT, LOCAL_MODEL):
+            if name in row and row[BASELINE]["overhead_ms"]:
+                ratio = row[name]["overhead_ms"] / row[BASELINE]["overhead_ms"]
+                lines.append(f"| {label} | {name} / hand-rolled overhead | | | **{ratio:.2f}x** | | | | |")
     lines += _phase_table(results["latency"])
     watch = results.get("watchers")
     if watch:
@@ -348,7 +357,8 @@ async def run(args: argparse.Namespace, watch_seconds: float, workdir: Path) -> 
             baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
             sides = [RealBaseline(baseline_client, server.address, workdir, base_url),
                      *[RealProduct(product_client, server.address, workdir, base_url, stream_text=stream)
-                       for stream in ("", "1")]]
+                       for stream in ("", "1")],
+                     RealProduct(product_client, server.address, workdir, base_url, model_calls="local")]
             for side in sides:
                 side.start_worker("realistic")
             for side in sides:  # warm-up: imports, sandbox, the worker learning the tool is fast
