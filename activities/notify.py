@@ -54,7 +54,7 @@ STEP_TITLES = {"requested": "Approval needed", "escalated": "Approval escalated 
 def inbox_link(config: NotifyConfig, notice: Notice) -> str:
     """The call in the inbox page (it never decides on GET: the page asks and the approver clicks)."""
     base = config.inbox_url.rstrip("/")
-    return f"{base}/inbox#" + urlencode({"prompt": notice.prompt_id, "call": notice.tool_call_id})
+    return f"{base}/inbox#" + urlencode({"prompt": notice.call.prompt_id, "call": notice.call.tool_call_id})
 
 
 def title(notice: Notice) -> str:
@@ -64,20 +64,25 @@ def title(notice: Notice) -> str:
 
 
 def arguments_text(notice: Notice) -> str:
-    text = json.dumps(redacted(notice.input), indent=2, ensure_ascii=False, default=str)
+    text = json.dumps(redacted(notice.call.input), indent=2, ensure_ascii=False, default=str)
     return text if len(text) <= MAX_ARGUMENTS_CHARS else text[:MAX_ARGUMENTS_CHARS] + "\n…"
 
 
+def expires(notice: Notice) -> str | None:
+    """When the call lapses, as ISO 8601 text (None: never)."""
+    return notice.call.expires_at.isoformat() if notice.call.expires_at else None
+
+
 def deciders(notice: Notice) -> str:
-    four_eyes = " (not the prompt's own user: four-eyes)" if notice.four_eyes else ""
-    return describe(notice.approvers) + four_eyes
+    four_eyes = " (not the prompt's own user: four-eyes)" if notice.call.four_eyes else ""
+    return describe(notice.call.approvers) + four_eyes
 
 
 def plain_text(config: NotifyConfig, notice: Notice) -> str:
-    lines = [f"{title(notice)}: {notice.tool} ({notice.tool_call_id}) in prompt {notice.prompt_id} of "
-             f"{notice.user_id}", f"Reason: {notice.reason}", f"Who may decide: {deciders(notice)}"]
-    if notice.expires_at:
-        lines.append(f"Expires: {notice.expires_at}")
+    lines = [f"{title(notice)}: {notice.call.tool} ({notice.call.tool_call_id}) in prompt {notice.call.prompt_id} of "
+             f"{notice.call.user_id}", f"Reason: {notice.call.reason}", f"Who may decide: {deciders(notice)}"]
+    if expires(notice):
+        lines.append(f"Expires: {expires(notice)}")
     lines += ["Arguments:", arguments_text(notice)]
     if config.inbox_url:
         lines += ["", f"Decide in the inbox: {inbox_link(config, notice)}"]
@@ -96,12 +101,13 @@ def webhook_signature(secret: str, message_id: str, timestamp: int, body: bytes)
 
 def webhook_body(config: NotifyConfig, notice: Notice) -> bytes:
     kind = "reminder" if notice.step.startswith("reminder") else notice.step
-    prefix = f"/prompts/{quote(notice.prompt_id, safe='')}/approvals/{quote(notice.tool_call_id, safe='/')}"
+    call = notice.call
+    prefix = f"/prompts/{quote(call.prompt_id, safe='')}/approvals/{quote(call.tool_call_id, safe='/')}"
     data: dict[str, JsonValue] = {
-        "step": notice.step, "prompt_id": notice.prompt_id, "run_id": notice.run_id, "user_id": notice.user_id,
-        "tool_call_id": notice.tool_call_id, "tool": notice.tool, "input": redacted(notice.input),
-        "reason": notice.reason, "approvers": notice.approvers, "four_eyes": notice.four_eyes,
-        "to": notice.to, "expires_at": notice.expires_at, "decision": notice.decision,
+        "step": notice.step, "prompt_id": call.prompt_id, "run_id": call.run_id, "user_id": call.user_id,
+        "tool_call_id": call.tool_call_id, "tool": call.tool, "input": redacted(call.input),
+        "reason": call.reason, "approvers": call.approvers, "four_eyes": bool(call.four_eyes),
+        "to": notice.to, "expires_at": expires(notice), "decision": notice.decision,
         "links": {"inbox": inbox_link(config, notice), "approve": f"{prefix}/approve", "reject": f"{prefix}/reject"}}
     return json.dumps({"type": f"approval.{kind}", "timestamp": datetime.now(UTC).isoformat(), "data": data},
                       separators=(",", ":")).encode()
@@ -138,7 +144,7 @@ async def send_email(config: NotifyConfig, notice: Notice) -> NoticeResult:
     message = EmailMessage()
     message["From"] = smtp.sender
     message["To"] = ", ".join(recipients)
-    message["Subject"] = f"{title(notice)}: {notice.tool} in prompt {notice.prompt_id}"
+    message["Subject"] = f"{title(notice)}: {notice.call.tool} in prompt {notice.call.prompt_id}"
     message["Message-ID"] = f"<{hashlib.sha256(notice.key.encode()).hexdigest()[:32]}@durable-agent>"
     message["X-Dagent-Key"] = notice.key
     message.set_content(plain_text(config, notice))
@@ -159,12 +165,13 @@ def escaped(text: str) -> str:
 def slack_blocks(config: NotifyConfig, notice: Notice) -> list[dict[str, Any]]:
     """The call, its (redacted) arguments, the reason and who may decide; Approve / Reject / Open in inbox. Every
     value is escaped, and the arguments are plain text: nothing in them can mention or link anyone."""
-    value = json.dumps({"prompt": notice.prompt_id, "call": notice.tool_call_id})
-    head = (f"*{title(notice)}*: `{escaped(notice.tool)}` (`{escaped(notice.tool_call_id)}`) in prompt "
-            f"`{escaped(notice.prompt_id)}` of {escaped(notice.user_id)}\n*Reason:* {escaped(notice.reason)}\n"
+    value = json.dumps({"prompt": notice.call.prompt_id, "call": notice.call.tool_call_id})
+    call = notice.call
+    head = (f"*{title(notice)}*: `{escaped(call.tool)}` (`{escaped(call.tool_call_id)}`) in prompt "
+            f"`{escaped(call.prompt_id)}` of {escaped(call.user_id)}\n*Reason:* {escaped(call.reason)}\n"
             f"*Who may decide:* {escaped(deciders(notice))}")
-    if notice.expires_at:
-        head += f"\n*Expires:* {escaped(notice.expires_at)}"
+    if expires(notice):
+        head += f"\n*Expires:* {escaped(expires(notice))}"
     buttons: list[dict[str, Any]] = [
         {"type": "button", "action_id": APPROVE_ACTION, "style": "primary", "value": value,
          "text": {"type": "plain_text", "text": "Approve"}},
@@ -181,7 +188,7 @@ def slack_blocks(config: NotifyConfig, notice: Notice) -> list[dict[str, Any]]:
 def decided_blocks(notice: Notice) -> tuple[str, list[dict[str, Any]]]:
     decision = notice.decision if isinstance(notice.decision, dict) else {}
     outcome, by, at = decision.get("decision"), decision.get("by"), decision.get("at")
-    text = escaped(f"{notice.tool} ({notice.tool_call_id}) in prompt {notice.prompt_id}: {outcome}" + (
+    text = escaped(f"{notice.call.tool} ({notice.call.tool_call_id}) in prompt {notice.call.prompt_id}: {outcome}" + (
         f" by {by}" if by else "") + (f" at {at}" if at else ""))
     return text, [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{str(outcome).capitalize()}*: {text}"}}]
 
@@ -245,7 +252,7 @@ class NotifyActivity:
 
     @activity.defn(name=NOTIFY_ACTIVITY)
     async def notify(self, notice: Notice) -> NoticeResult:
-        logger = bound_log(prompt_id=notice.prompt_id, tool_call_id=notice.tool_call_id, step=notice.step,
+        logger = bound_log(prompt_id=notice.call.prompt_id, tool_call_id=notice.call.tool_call_id, step=notice.step,
                            channel=notice.channel)
         counter = activity.metric_meter().create_counter(
             metric_names.name_of(APPROVAL_NOTIFICATIONS), APPROVAL_NOTIFICATIONS.description,

@@ -8,18 +8,17 @@ from typing import Any
 
 from durable_agent.agent.errors import ToolInputError
 from durable_agent.agent.messages import ModelToolCall
+from durable_agent.agent.models import ApprovalRequest
 from durable_agent.agent.notify import Notify
 from durable_agent.agent.subagents import sub_agent_of
-from durable_agent.agent.tools import Approval, Tool
+from durable_agent.agent.tools import Tool
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     CallNeedingApproval,
     InvalidCall,
     PlannedCall,
     ReadyCall,
     SubAgentCall,
 )
-from durable_agent.workflows.wire.notify import NotifyPlan
 
 
 def sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
@@ -31,16 +30,13 @@ def sub_agent_call(tool: Tool[Any]) -> SubAgentCall | None:
                         max_rounds=agent.max_rounds, output_schema=agent.output_schema)
 
 
-def requirement(tool: Tool[Any], approval: Approval, decision_key: str | None,
-                four_eyes: bool, notify: Notify | None = None) -> ApprovalRequirement:
-    """`notify`: the deployment's default, for a policy that declares none."""
-    expires = approval.expires_after.total_seconds() if approval.expires_after else None
-    told = approval.notify or notify
-    return ApprovalRequirement(
-        reason=approval.reason, approvers=approval.approvers, expires_after_seconds=expires,
-        input_schema=tool.parameters_schema(), decision_key=decision_key,
-        four_eyes=approval.four_eyes if approval.four_eyes is not None else four_eyes,
-        notify=NotifyPlan.of(told) if told else None)
+def approval_request(approval: ApprovalRequest, decision_key: str | None, four_eyes: bool,
+                     notify: Notify | None = None) -> ApprovalRequest:
+    """The policy's answer completed with what the worker decides (`four_eyes` and `notify`: the deployment's
+    defaults, for a policy that declares none): the request the workflow asks with."""
+    return approval.model_copy(update=dict(
+        decision_key=decision_key, four_eyes=approval.four_eyes if approval.four_eyes is not None else four_eyes,
+        notify=approval.notify or notify))
 
 
 def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], decision_key: str | None,
@@ -54,7 +50,7 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
     tool, plugin = found
     fields: dict[str, Any] = dict(
         id=call.id, tool=call.tool, input=call.arguments, plugin=plugin,
-        **ReadyCall.option_fields(tool.options, local=bool(tool.options.local)), agent=sub_agent_call(tool))
+        options=tool.options.model_copy(update={"local": bool(tool.options.local)}), agent=sub_agent_call(tool))
     if call.arguments_error:
         return InvalidCall(**fields, error=f"Invalid arguments for tool '{call.tool}': {call.arguments_error}")
     try:
@@ -65,15 +61,14 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
         approval = tool.approval_for(args)
     except Exception as exc:
         # Fail closed: a policy that cannot decide leaves the decision to a human.
-        return CallNeedingApproval(**fields, approval=ApprovalRequirement(
-            reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; a person must decide.",
-            input_schema=tool.parameters_schema(), decision_key=decision_key, four_eyes=four_eyes,
-            notify=NotifyPlan.of(notify) if notify else None))
+        return CallNeedingApproval(**fields, input_schema=tool.parameters_schema(), approval=approval_request(
+            ApprovalRequest(reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; "
+                                   "a person must decide."), decision_key, four_eyes, notify))
     # A call that needs approval runs local too when its tool does: once approved it runs inside the workflow
     # task that takes the decision, and the next model round is scheduled in that same task.
     local = runs_local(tool) and fields["agent"] is None
-    how = {"local": local, "fast": local and tool.options.local is None}
+    how = {"options": tool.options.model_copy(update={"local": local}), "fast": local and tool.options.local is None}
     if approval is None:
         return ReadyCall(**{**fields, **how})
-    return CallNeedingApproval(**{**fields, **how},
-                               approval=requirement(tool, approval, decision_key, four_eyes, notify))
+    return CallNeedingApproval(**{**fields, **how}, input_schema=tool.parameters_schema(),
+                               approval=approval_request(approval, decision_key, four_eyes, notify))

@@ -16,7 +16,7 @@ from durable_agent.agent.errors import PluginPrepareError
 from durable_agent.agent.logging import get_logger
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.model_settings import ModelSettings
-from durable_agent.agent.models import Prompt
+from durable_agent.agent.models import Prompt, PromptRef
 from durable_agent.agent.notify import Notify
 from durable_agent.agent.plugins import Plugin, PrepareContext
 from durable_agent.agent.pricing import PriceTable
@@ -125,7 +125,7 @@ class AgentRuntime:
             if only is not None and plugin.name not in only:
                 continue
             ctx = PrepareContext(
-                user_id=prompt.user_id, prompt_id=prompt.id, conversation_id=prompt.conversation_id,
+                prompt=PromptRef(prompt_id=prompt.id, user_id=prompt.user_id, conversation_id=prompt.conversation_id),
                 round=round_number, input=prompt.input, outputs=list(prompt.output),
                 state=copy_state(state.get(plugin.name)), services=self.services,
             )

@@ -15,11 +15,11 @@ from temporalio.exceptions import ApplicationError
 from durable_agent.activities import telemetry
 from durable_agent.activities.heartbeats import LiveDetails, bound_log, heartbeating
 from durable_agent.activities.mcp_tools import MCPUnavailable
-from durable_agent.activities.planning import requirement
+from durable_agent.activities.planning import approval_request
 from durable_agent.activities.runtime import RuntimeActivities
 from durable_agent.agent.context import ToolContext, copy_state
 from durable_agent.agent.errors import ToolInputError
-from durable_agent.agent.models import ToolError, ToolSuccess
+from durable_agent.agent.models import PromptRef, ToolError, ToolSuccess
 from durable_agent.agent.plugins import ToolCallInfo
 from durable_agent.agent.tools import Tool, ToolFailed
 from durable_agent.workflows import names
@@ -38,7 +38,7 @@ class ToolActivities(RuntimeActivities):
 
     @activity.defn(name=INVOKE_TOOL_ACTIVITY)
     async def invoke_tool(self, call: ToolInvocation) -> ToolInvocationResult:
-        prompt_id = call.prompt_id or activity.info().workflow_id or ""
+        prompt_id = call.prompt_id
         logger = bound_log(prompt_id=prompt_id, tool=call.tool, tool_call_id=call.id)
         tool = self.runtime.tools.find(call.plugin, call.tool)
         if tool is None:
@@ -91,7 +91,7 @@ class ToolActivities(RuntimeActivities):
         state_before = copy_state(call.plugin_state)
         info = activity.info()
         ctx = ToolContext(
-            user_id=call.user_id, prompt_id=prompt_id, conversation_id=call.conversation_id,
+            prompt=PromptRef(prompt_id=call.prompt_id, user_id=call.user_id, conversation_id=call.conversation_id),
             tool_call_id=call.id, idempotency_key=_idempotency_key(call, info),
             state=copy_state(call.plugin_state), services=self.runtime.services,
             file_store=self.runtime.file_store.scoped(info.workflow_namespace, prompt_id), attempt=info.attempt,
@@ -146,8 +146,8 @@ class ToolActivities(RuntimeActivities):
                                              "on the corrected arguments")
         if approval is None:
             return CorrectionVerdict()
-        return CorrectionVerdict(requirement=requirement(tool, approval, self.runtime.decision_key,
-                                                          self.runtime.four_eyes, self.runtime.notify))
+        return CorrectionVerdict(requirement=approval_request(approval, self.runtime.decision_key,
+                                                               self.runtime.four_eyes, self.runtime.notify))
 
 
 def _error(message: str, side_outputs: ToolContext | None = None) -> ToolInvocationResult:

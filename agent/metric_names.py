@@ -99,7 +99,7 @@ _prometheus = False
 
 
 def use_prometheus_names(on: bool = True) -> None:
-    """Spell every metric of this process for a Prometheus endpoint (`workers.observability.metrics_runtime` does
+    """Spell every metric of this process for a Prometheus endpoint (`config.observability.metrics_runtime` does
     it for a Prometheus configuration; call it when you give the worker a Prometheus runtime of your own)."""
     global _prometheus
     _prometheus = on

@@ -6,13 +6,13 @@ Pure pydantic v2, JSON-serialisable, no Temporal imports. Every timestamp is pas
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue
 
 from durable_agent.agent.model_settings import ModelSettings
-from durable_agent.agent.notify import NoticeSent
+from durable_agent.agent.notify import NoticeSent, Notify
 from durable_agent.agent.period_budgets import BudgetStanding
 from durable_agent.agent.stops import PromptStop
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
@@ -61,17 +61,39 @@ class ToolError(_Model):
     error: str
 
 
-class ToolPending(_Model):
-    """A call waiting for a human decision. Replaced in place by success or error."""
+class ApprovalRequest(_Model):
+    """A call's request for a human decision, the one shape from policy to record: a tool's approval policy
+    answers with one (`Approval`, the name tools use), the worker completes it once when it plans the call
+    (`four_eyes`, `notify` and `decision_key` resolved), and the workflow stamps it (`requested_at`,
+    `expires_at`) when the call starts waiting. It is then the call's result in the record (`type: pending`)
+    until a decision replaces it."""
 
     type: Literal["pending"] = "pending"
-    reason: str
-    requested_at: datetime
+    required: bool = Field(default=True, exclude_if=lambda v: v, description="False: the call runs without one.")
+    reason: str = "This call requires approval."
+    approvers: list[str] | None = Field(default=None, description=(
+        "Who may decide: `user:alice`, `role:finance`; a bare name is a user (agent/identity.py). None = anyone."))
+    expires_after: timedelta | None = Field(default=None, exclude_if=lambda v: v is None,
+                                            description="Unanswered -> rejected as expired.")
+    four_eyes: bool | None = Field(default=None, exclude_if=lambda v: not v, description=(
+        "True: the prompt's own user may not approve the call (they may reject it); None: the worker's "
+        "default (DAGENT_FOUR_EYES, off unless set), resolved when the call is planned."))
+    notify: Notify | None = Field(default=None, exclude_if=lambda v: v is None, description=(
+        "Who is told, through which channels, and when (reminders, escalation); None: the deployment's default "
+        "(agent/notify.py, docs/telling-approvers.md), resolved when the call is planned."))
+    decision_key: str | None = Field(default=None, exclude_if=lambda v: v is None, description=(
+        "Ed25519 public key (PEM) that must have signed the decision: the worker's configuration, set when the "
+        "call is planned (a policy's value is replaced)."))
+    requested_at: datetime | None = Field(default=None, description="When the call started waiting.")
     expires_at: datetime | None = None
-    approvers: list[str] | None = None
+
+    @property
+    def signed_decisions(self) -> bool:
+        """Decisions need a signed token (decide through the API)."""
+        return self.decision_key is not None
 
 
-ToolResult = Annotated[ToolSuccess | ToolError | ToolPending, Field(discriminator="type")]
+ToolResult = Annotated[ToolSuccess | ToolError | ApprovalRequest, Field(discriminator="type")]
 
 
 class Decision(_Model):

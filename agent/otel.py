@@ -1,6 +1,6 @@
 """OpenTelemetry only when tracing is on: the one switch the span helpers consult.
 
-A process that never turns tracing on (`workers.observability.install_tracer_provider`, which the OTEL_*
+A process that never turns tracing on (`config.observability.install_tracer_provider`, which the OTEL_*
 settings, `dagent demo --trace` and the tests call) imports no OpenTelemetry module at all: the span helpers
 (workflows/telemetry.py, activities/telemetry.py, the client's start span, the log processor) see `api()`
 return None and record nothing, exactly as OpenTelemetry's no-op tracer would. Workflow code imports this

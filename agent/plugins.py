@@ -22,9 +22,7 @@ from durable_agent.agent.tools import Tool
 class PrepareContext:
     """Passed to `Plugin.prepare` before every model call."""
 
-    user_id: str
-    prompt_id: str
-    conversation_id: str | None
+    prompt: PromptRef  # which prompt; its ids are readable as `user_id`, `prompt_id`, `conversation_id`
     round: int
     input: str | None
     outputs: list[PromptOutput]
@@ -32,6 +30,18 @@ class PrepareContext:
     services: Services
     tools: list[Tool[Any]] = field(default_factory=list)
     context: list[str] = field(default_factory=list)
+
+    @property
+    def user_id(self) -> str:
+        return self.prompt.user_id
+
+    @property
+    def prompt_id(self) -> str:
+        return self.prompt.prompt_id
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.prompt.conversation_id
 
     def add_tool(self, tool: Tool[Any]) -> None:
         self.tools.append(tool)

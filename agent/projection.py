@@ -23,6 +23,7 @@ from durable_agent.agent.messages import (
     UserMessage,
 )
 from durable_agent.agent.models import (
+    ApprovalRequest,
     DataOutput,
     FileOutput,
     MessageOutput,
@@ -32,7 +33,6 @@ from durable_agent.agent.models import (
     TextOutput,
     ToolError,
     ToolOutput,
-    ToolPending,
     ToolSuccess,
     WidgetOutput,
 )
@@ -68,7 +68,7 @@ def project_output(entry: PromptOutput) -> list[Message]:
 
 def _project_tool(entry: ToolOutput) -> list[Message]:
     result = entry.result
-    if result is None or isinstance(result, ToolPending) or entry.tool == MORE_BUDGET_TOOL:
+    if result is None or isinstance(result, ApprovalRequest) or entry.tool == MORE_BUDGET_TOOL:
         return []  # a request for more budget is the framework's, not a call the model made
     call = ToolCallMessage(call_id=entry.id, tool=entry.tool, arguments=entry.input)
     match result:

@@ -15,32 +15,20 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.errors import ToolInputError
-from durable_agent.agent.notify import Notify
+from durable_agent.agent.models import ApprovalRequest
 from durable_agent.agent.strict import StrictModel
 
 InputT = TypeVar("InputT", bound=BaseModel)
 FailureMode = Literal["continue", "fail"]
 
 
-class Approval(StrictModel):
-    """Whether a call needs a human decision before it runs, and why."""
-
-    required: bool = True
-    reason: str = "This call requires approval."
-    approvers: list[str] | None = Field(default=None, description=(
-        "Who may decide: `user:alice`, `role:finance`; a bare name is a user (agent/identity.py). None = anyone."))
-    expires_after: timedelta | None = Field(default=None, description="Unanswered -> rejected as expired.")
-    four_eyes: bool | None = Field(default=None, description=(
-        "True: the prompt's own user may not approve the call (they may reject it); None: the worker's "
-        "default (DAGENT_FOUR_EYES, off unless set)."))
-    notify: Notify | None = Field(default=None, description=(
-        "Who is told, through which channels, and when (reminders, escalation); None: the deployment's default "
-        "(agent/notify.py, docs/telling-approvers.md)."))
+# A tool's approval policy answers with the call's approval request (agent/models.py), under the name tools use.
+Approval = ApprovalRequest
 
 
 class ToolOptions(StrictModel):
     """How a tool's calls are run: the one shape of a tool's options and their one set of defaults (`tool()`,
-    `Tool`, an MCP server's tools, and the planned call the workflow runs, in wire units there)."""
+    `Tool`, an MCP server's tools, and the planned call the workflow runs)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -32,7 +32,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from durable_agent.agent.models import FileOutput, ToolError, ToolOutput, ToolPending, ToolSuccess, WidgetOutput
+from durable_agent.agent.models import ApprovalRequest, FileOutput, ToolError, ToolOutput, ToolSuccess, WidgetOutput
 from durable_agent.agent.models import TextOutput as TextEntry
 from durable_agent.client import PromptHandle
 from durable_agent.workflows.protocol import StreamEvent, TextDelta
@@ -90,7 +90,7 @@ class AguiTranslator:
             events += [ToolCallStartEvent(tool_call_id=entry.id, tool_call_name=entry.tool),
                        ToolCallArgsEvent(tool_call_id=entry.id, delta=json.dumps(entry.input)),
                        ToolCallEndEvent(tool_call_id=entry.id)]
-        if kind == "approval_requested" and isinstance(entry.result, ToolPending):
+        if kind == "approval_requested" and isinstance(entry.result, ApprovalRequest):
             interrupt = Interrupt(id=entry.id, reason=APPROVAL_REASON, message=entry.result.reason,
                                   tool_call_id=entry.id,
                                   expires_at=entry.result.expires_at.isoformat() if entry.result.expires_at else None,

@@ -1,8 +1,8 @@
 """The FastAPI app: routes over `AgentClient`, authenticated, with problem+json errors and SSE.
 
 `create_app(agent=..., config=...)` serves an existing client (tests, the quick start); without a client it
-connects with `Settings.from_env()` at startup (`dagent api`). The routes are in api/routes/* by resource (and
-api/schedules.py); `ROUTERS` lists them, and a new resource is one line there.
+connects with `Settings.from_env()` at startup (`dagent api`). The routes are in api/routes/*, one module by resource;
+`ROUTERS` lists them, and a new resource is one line there.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from durable_agent.api.auth import Authenticator
-from durable_agent.api.budgets import router as budget_routes
 from durable_agent.api.config import ApiConfig
 from durable_agent.api.headers import SecurityHeadersMiddleware
 from durable_agent.api.limits import BodyLimitMiddleware
 from durable_agent.api.openapi_security import install_security_scheme
 from durable_agent.api.problems import install_problem_handlers
-from durable_agent.api.prompt_approvals import router as prompt_approval_routes
-from durable_agent.api.prompt_files import router as prompt_file_routes
 from durable_agent.api.routes import approvals, conversations, events, pages, prompts, slack
+from durable_agent.api.routes.budgets import router as budget_routes
 from durable_agent.api.routes.common import STATIC
-from durable_agent.api.schedules import router as schedule_routes
+from durable_agent.api.routes.prompt_approvals import router as prompt_approval_routes
+from durable_agent.api.routes.prompt_files import router as prompt_file_routes
+from durable_agent.api.routes.schedules import router as schedule_routes
 from durable_agent.api.service import AgentService
 from durable_agent.client import AgentClient
 from durable_agent.workers.settings import Settings
@@ -35,13 +35,13 @@ DOCS_ASSETS = "/docs-assets"
 
 # In the order of the OpenAPI document.
 ROUTERS: list[APIRouter] = [
-    schedule_routes,  # recurring prompts (api/schedules.py)
+    schedule_routes,  # recurring prompts (api/routes/schedules.py)
     pages.router,  # pages, API docs, problem types (not in the schema)
     prompts.router,  # /me, /prompts
     approvals.router,  # /approvals, deciding
-    prompt_approval_routes,  # /prompts/{id}/approvals: one prompt's waiting calls (api/prompt_approvals.py)
-    prompt_file_routes,  # /prompts/{id}/files/{index}: attached files, downloaded (api/prompt_files.py)
-    budget_routes,  # /budgets (api/budgets.py)
+    prompt_approval_routes,  # /prompts/{id}/approvals: one prompt's waiting calls (api/routes/prompt_approvals.py)
+    prompt_file_routes,  # /prompts/{id}/files/{index}: attached files, downloaded (api/routes/prompt_files.py)
+    budget_routes,  # /budgets (api/routes/budgets.py)
     conversations.router,  # /conversations
     events.router,  # /prompts/{id}/events, /agui
     slack.router,  # /slack/interactions: Slack's Approve / Reject buttons (not in the schema)

@@ -36,7 +36,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from durable_agent.agent.identity import principal_problem
 from durable_agent.agent.strict import StrictModel
 from durable_agent.api.slack_config import SlackApiConfig
-from durable_agent.workers.env_values import pem
+from durable_agent.config.env_values import pem
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 

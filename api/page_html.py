@@ -44,5 +44,7 @@ def page_html(path: str) -> str:
     if page.signed_in:
         body = Template(_static("signed-in.html")).substitute(
             title=page.title, nav=" ".join(nav_links(leaving_out=path)), content=body, name=page.name)
+    else:  # the API docs: a way back to the other pages
+        body = f'<nav class="pages" aria-label="Pages">{" ".join(nav_links(leaving_out=path))}</nav>\n{body}'
     stylesheet = f'\n  <link rel="stylesheet" href="{page.stylesheet}">' if page.stylesheet else ""
     return Template(_static("page.html")).substitute(title=page.title, stylesheet=stylesheet, body=body) + "\n"

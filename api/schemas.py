@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
 from durable_agent.agent.ids import CALLER_ID_PATTERN
 from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptState
 from durable_agent.agent.strict import StrictModel
+from durable_agent.client._client import PromptSummary
 from durable_agent.workflows.protocol import MAX_INPUT_CHARS, PendingApproval
 
 ID_PATTERN = rf"^{CALLER_ID_PATTERN}$"  # pydantic's (Rust) `$` is the end of the text; in Python use re.fullmatch
@@ -66,7 +66,7 @@ class Links(BaseModel):
     chat: str | None = Field(default=None, description="Its conversation's chat page, for a conversation's prompt.")
 
 
-class PromptRef(BaseModel):
+class PromptLink(BaseModel):
     """A prompt just started (or queued in its conversation): its id and where to follow it."""
 
     id: str
@@ -84,13 +84,10 @@ class ConversationRecord(BaseModel):
     links: Links
 
 
-class PromptListItem(BaseModel):
-    id: str
-    user_id: str | None
-    conversation_id: str | None
+class PromptListItem(PromptSummary):
+    """A prompt as `GET /prompts` lists it: the client's summary (flat) and its links."""
+
     state: PromptState | str | None
-    status: str
-    started_at: datetime | None
     links: Links
 
 
@@ -105,26 +102,39 @@ class ApprovalContext(BaseModel):
     position: int = Field(default=0, description="Where the call is in its prompt's output (record order).")
 
 
+# The view's fields that only the workflow reads (the API decides with a token when one is needed).
+API_HIDDEN = frozenset({"type", "required", "expires_after", "notify", "decision_key", "run_id", "plugin"})
+
+
+def _without_hidden(schema: dict[str, Any]) -> None:
+    """The item's JSON schema (OpenAPI) without the fields its JSON never carries."""
+    for name in API_HIDDEN:
+        schema.get("properties", {}).pop(name, None)
+
+
 class PendingApprovalItem(PendingApproval):
     """A waiting call as the HTTP API lists it: the prompt's own view of the call (`PendingApproval`, its fields
-    flat in the JSON), plus the prompt it is decided on, whether the caller may decide it, its context and links."""
+    flat in the JSON, `prompt_id` the prompt it is decided on), plus whether the caller may decide it, its
+    context and links. The view's fields for the workflow alone stay off the JSON (`API_HIDDEN`)."""
 
-    prompt_id: str
-    user_id: str | None
-    conversation_id: str | None
-    four_eyes: bool = Field(default=False, description="The prompt's own user may reject but not approve it.")
-    signed_decisions: bool = Field(default=False, exclude=True)  # the API decides with a token when one is needed
-    run_id: str | None = Field(default=None, exclude=True)
+    model_config = ConfigDict(json_schema_extra=_without_hidden)
+
     can_decide: bool = Field(description="Whether the caller may approve or reject this call.")
     context: ApprovalContext | None = Field(default=None, description=(
         "The prompt's text, the model's message and the batch; None when the prompt did not answer in time."))
     links: Links
 
+    @model_serializer(mode="wrap")
+    def _api_fields(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        # Unannotated on purpose: the OpenAPI schema stays the model's own.
+        data = {key: value for key, value in handler(self).items() if key not in API_HIDDEN}
+        data["four_eyes"] = bool(self.four_eyes)  # listed even when False: the prompt's own user may only reject
+        return data
+
     @classmethod
-    def of(cls, call: PendingApproval, *, prompt_id: str, user_id: str | None, conversation_id: str | None,
-           can_decide: bool, links: Links, context: ApprovalContext | None = None) -> PendingApprovalItem:
-        return cls(**dict(call), prompt_id=prompt_id, user_id=user_id, conversation_id=conversation_id,
-                   can_decide=can_decide, links=links, context=context)
+    def of(cls, call: PendingApproval, *, can_decide: bool, links: Links,
+           context: ApprovalContext | None = None) -> PendingApprovalItem:
+        return cls.model_construct(**dict(call), can_decide=can_decide, links=links, context=context)
 
 
 class Me(BaseModel):

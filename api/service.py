@@ -16,19 +16,19 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent.agent import identity
 from durable_agent.agent.logging import get_logger
 from durable_agent.agent.models import (
+    ApprovalRequest,
     Conversation,
     FileOutput,
     Prompt,
     TextOutput,
     ToolOutput,
-    ToolPending,
     WidgetOutput,
 )
 from durable_agent.api.auth import Principal
 from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
 from durable_agent.api.schemas import ApprovalContext
-from durable_agent.client import AgentClient, DecisionRefused, PendingRow, PromptHandle
+from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
 from durable_agent.client.pending import PendingList, may_see
 from durable_agent.workflows.corrections import merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import (
@@ -83,7 +83,7 @@ def approval_context(top: Prompt | None, waiting: Prompt, call_id: str, prefix: 
             continue
         if not (isinstance(earlier, ToolOutput) and earlier.started_at == entry.started_at):
             break
-    batch = [prefix + e.id for e in same_response if isinstance(e.result, ToolPending) or e.decision is not None]
+    batch = [prefix + e.id for e in same_response if isinstance(e.result, ApprovalRequest) or e.decision is not None]
     return ApprovalContext(prompt_input=(top or waiting).input, model_message=message, batch=batch, position=index)
 
 
@@ -156,7 +156,8 @@ class AgentService:
         who = identity.Identity.of(principal.id, principal.roles)
         approving = kind == "approve"
         if call.approvers:
-            return identity.may_decide(who, call.approvers, owner=owner, four_eyes=call.four_eyes, approving=approving)
+            return identity.may_decide(who, call.approvers, owner=owner, four_eyes=bool(call.four_eyes),
+                                       approving=approving)
         if principal.id != owner and not principal.sees_everything:
             return f"{principal.id} may not decide this call"
         if call.four_eyes and approving and owner is not None and principal.id == identity.person_id(owner):
@@ -180,33 +181,34 @@ class AgentService:
         found.rows = [row for row in found.rows if may_see(row, who, sees_everything=principal.sees_everything)]
         return found
 
-    async def _own_rows(self, rows: list[PendingRow]) -> list[PendingRow]:
+    async def _own_rows(self, rows: list[PendingApproval]) -> list[PendingApproval]:
         """Rows of sub-agents' calls as the sub-agents' own prompts list them (`own_call`, all at once, each
         bounded by `pending_query_seconds`); a row no sub-agent of its prompt waits for (an invented one), or
         whose prompts did not answer in time, is left out."""
-        async def own(row: PendingRow) -> PendingApproval | None:
+        async def own(row: PendingApproval) -> PendingApproval | None:
             try:
                 top = await self.agent.prompt(row.prompt_id).get()
-                return await self.own_call(top, row.call.tool_call_id)
+                return await self.own_call(top, row.tool_call_id)
             except Exception:  # slow or gone: listed again on the next call
                 return None
 
-        async def bounded(row: PendingRow) -> PendingRow | None:
-            if not row.call.path:
+        async def bounded(row: PendingApproval) -> PendingApproval | None:
+            if not row.path:
                 return row
             try:
                 call = await asyncio.wait_for(own(row), self.config.pending_query_seconds)
             except TimeoutError:
                 return None
-            return None if call is None else row.model_copy(update={"call": call})
+            return None if call is None else call.model_copy(update={
+                "prompt_id": row.prompt_id, "user_id": row.user_id, "conversation_id": row.conversation_id})
 
         return [row for row in await asyncio.gather(*(bounded(r) for r in rows)) if row is not None]
 
-    async def approval_contexts(self, rows: list[PendingRow]) -> dict[tuple[str, str], ApprovalContext]:
+    async def approval_contexts(self, rows: list[PendingApproval]) -> dict[tuple[str, str], ApprovalContext]:
         """(prompt id, call id) -> the call's context, for the rows whose prompts answered in time. A context
         never changes once the call waits, so each is read once (one query per prompt) and kept."""
-        new = [row for row in rows if (row.prompt_id, row.call.tool_call_id) not in self._contexts]
-        sub_agents = [row.call.path[-1] for row in new if row.call.path]
+        new = [row for row in rows if (row.prompt_id, row.tool_call_id) not in self._contexts]
+        sub_agents = [row.path[-1] for row in new if row.path]
         wanted = list(dict.fromkeys([row.prompt_id for row in new] + sub_agents))
 
         async def read(prompt_id: str) -> Prompt | None:
@@ -217,16 +219,16 @@ class AgentService:
 
         records = dict(zip(wanted, await asyncio.gather(*(read(p) for p in wanted)), strict=True))
         for row in new:
-            waiting = records.get(row.call.path[-1] if row.call.path else row.prompt_id)
+            waiting = records.get(row.path[-1] if row.path else row.prompt_id)
             if waiting is None:
                 continue
-            prefix, _, own_id = row.call.tool_call_id.rpartition("/")
+            prefix, _, own_id = row.tool_call_id.rpartition("/")
             context = approval_context(records.get(row.prompt_id), waiting, own_id, prefix + "/" if prefix else "")
             if context is not None:
-                self._contexts[(row.prompt_id, row.call.tool_call_id)] = context
+                self._contexts[(row.prompt_id, row.tool_call_id)] = context
         while len(self._contexts) > CONTEXT_CACHE_SIZE:
             self._contexts.popitem(last=False)
-        return {key: self._contexts[key] for row in rows if (key := (row.prompt_id, row.call.tool_call_id))
+        return {key: self._contexts[key] for row in rows if (key := (row.prompt_id, row.tool_call_id))
                 in self._contexts}
 
     # --- sub-agents' calls, from their own prompts ---------------------------------------------------
@@ -292,7 +294,7 @@ class AgentService:
             raise Problem("unknown-tool-call", f"prompt {prompt_id!r} has no tool call {tool_call_id!r}")
         if entry is not None and entry.decision is not None:
             raise _already_decided(entry)
-        if pending is None or (entry is not None and not isinstance(entry.result, ToolPending)):
+        if pending is None or (entry is not None and not isinstance(entry.result, ApprovalRequest)):
             # Someone may have decided it since the record was read: say so rather than "not pending".
             latest = (await handle.get()).tool_call(tool_call_id)
             if latest is not None and latest.decision is not None:

@@ -31,7 +31,7 @@ from bench.config import log
 from bench.scenario import Scenario
 from bench.sides import BaselineSide
 from durable_agent.client import AgentClient, ConversationHandle
-from durable_agent.workers.storage.files import encode_segment
+from durable_agent.config.storage.files import encode_segment
 
 WINDOW = 10  # turns averaged around the early and the late mark
 TURN_LIMIT_S = 180.0  # a turn taking longer counts as a stall: the run stops there and says so

@@ -62,9 +62,9 @@ async def lay_out(agent: AgentClient, count: int, task_queue: str) -> None:
 
     async def start(i: int) -> None:
         prompt_id = f"scale-{uuid.uuid4().hex[:16]}"
-        call = PendingApproval(tool_call_id="call_r1_0", tool="bench.echo", input={"seq": 1, "size": 16,
-                                                                                    "approve": True},
-                               reason="Needs approval.", requested_at=now, input_schema=SCHEMA)
+        call = PendingApproval(prompt_id=prompt_id, user_id=USER, tool_call_id="call_r1_0", tool="bench.echo",
+                               input={"seq": 1, "size": 16, "approve": True}, reason="Needs approval.",
+                               requested_at=now, input_schema=SCHEMA)
         await agent.client.start_workflow(
             PROMPT_WORKFLOW, PromptRequest(prompt_id=prompt_id, user_id=USER, input=f"bench {i}",
                                            workflow_version=CURRENT_VERSION),

@@ -19,7 +19,7 @@ from bench.baseline import WORKFLOW_NAME as BASELINE_WORKFLOW
 from bench.baseline import BaselineInput, BaselineState, Message
 from bench.config import BASELINE, PRODUCT, PRODUCT_UNSANDBOXED, REPO, log
 from bench.scenario import Scenario
-from durable_agent.agent.models import ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, ToolOutput, ToolSuccess
 from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.settings import ModelCalls, Settings
 
@@ -206,7 +206,7 @@ class ProductSide(Side):
         assert run.prompt is not None
         prompt = await run.prompt.wait_until("waiting_for_approval", poll_interval=0.01)
         for entry in prompt.output:
-            if isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending):
+            if isinstance(entry, ToolOutput) and isinstance(entry.result, ApprovalRequest):
                 return entry.id
         raise RuntimeError(f"{run.wf.id}: no pending call (state {prompt.state})")
 

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from durable_agent.workers.observability import install_tracer_provider
+from durable_agent.config.observability import install_tracer_provider
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from durable_agent.activities.runtime import AgentRuntime
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall
-from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, ToolOutput
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.base import TextSink
 from durable_agent.agent.providers.scripted import ScriptedModel, split_words, text
@@ -146,7 +146,7 @@ class Run:
 
 async def _approve_when_waiting(handle: PromptHandle) -> None:
     prompt = await handle.wait_until("waiting_for_approval", poll_interval=0.1)
-    pending = next(o for o in prompt.output if isinstance(o, ToolOutput) and isinstance(o.result, ToolPending))
+    pending = next(o for o in prompt.output if isinstance(o, ToolOutput) and isinstance(o.result, ApprovalRequest))
     await handle.approve(pending.id, by="bench")
 
 

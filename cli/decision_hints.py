@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from durable_agent.agent.models import ToolPending
+from durable_agent.agent.models import ApprovalRequest
 from durable_agent.cli.render import short
 from durable_agent.workflows.protocol import PendingApproval
 
@@ -44,7 +44,7 @@ async def print_decision_commands(view: LiveView, handle: PromptHandle) -> None:
                                    reason=entry.result.reason, requested_at=entry.result.requested_at,
                                    approvers=entry.result.approvers)
                    for _, entry in sorted(view.waiting.values(), key=lambda item: item[0])
-                   if isinstance(entry.result, ToolPending)]
+                   if isinstance(entry.result, ApprovalRequest)]
     prompt_id = handle.id
     if len(pending) > 1:
         view.line(f"The prompt is waiting for {len(pending)} decisions; it goes on once every one is in:",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from durable_agent.agent.models import TERMINAL_STATES, ToolOutput, ToolPending
+from durable_agent.agent.models import TERMINAL_STATES, ApprovalRequest, ToolOutput
 from durable_agent.cli.hints import missing_prompt_id
 from durable_agent.cli.render import decision_words, short, state_words, taken_words
 from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
@@ -36,7 +36,7 @@ async def decide(client: AgentClient, prompt_id: str, tool_call_id: str, how: De
         if better is exc:
             raise  # with its cause: an unknown prompt id is explained from it (cli/hints.py)
         raise better from None
-    if resolved is None or not path or not isinstance(resolved.result, ToolPending):
+    if resolved is None or not path or not isinstance(resolved.result, ApprovalRequest):
         return resolved
     return await _run_in_sub_agent(client.prompt(path[-1]), tool_call_id) or resolved
 
@@ -102,4 +102,4 @@ def taken_line(entry: ToolOutput, others_waiting: int) -> str:
 
 
 def is_waiting_for_batch(entry: ToolOutput | None) -> bool:
-    return entry is not None and entry.decision is not None and isinstance(entry.result, ToolPending)
+    return entry is not None and entry.decision is not None and isinstance(entry.result, ApprovalRequest)

@@ -22,7 +22,7 @@ from durable_agent.cli.follow import follow
 from durable_agent.cli.render import describe_prompt
 from durable_agent.cli.ui_links import forget_server, remember_server
 from durable_agent.client import AgentClient, DecisionRefused
-from durable_agent.workers.observability import flush_traces
+from durable_agent.config.observability import flush_traces
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_worker
 

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from durable_agent.agent.models import PromptOutput, ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, PromptOutput, ToolOutput
 from durable_agent.cli.answer_line import (
     discard_at_exit,
     discard_typed_ahead,
@@ -79,7 +79,7 @@ class LiveView:
         if len(entries) == 1:
             pending = entries[0].result
             who = f" (approvers: {', '.join(pending.approvers)})" \
-                if isinstance(pending, ToolPending) and pending.approvers else ""
+                if isinstance(pending, ApprovalRequest) and pending.approvers else ""
             return f"waiting for {'someone who may decide' if entries[0].id in self.not_yours else 'approval of'} " \
                    f"{entries[0].tool}{who}"
         return f"waiting for {len(entries)} approvals: {', '.join(entry.tool for entry in entries)}"
@@ -151,7 +151,7 @@ class LiveView:
             self.tools[entry.id] = entry.tool
             result = entry.result
             style = ("red" if result is not None and result.type == "error" else
-                     "yellow" if isinstance(result, ToolPending) else "")
+                     "yellow" if isinstance(result, ApprovalRequest) else "")
             text.append(rendered, style=style)
         else:
             text.append(rendered)
@@ -207,7 +207,7 @@ class LiveView:
         if entry is None or event.index is None:
             return
         if event.kind == "approval_requested":
-            if isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending) and entry.decision is None:
+            if isinstance(entry, ToolOutput) and isinstance(entry.result, ApprovalRequest) and entry.decision is None:
                 self.wait_for(event.index, entry)
             return
         if not isinstance(entry, ToolOutput):
@@ -223,13 +223,13 @@ class LiveView:
             else:
                 self.entry(event.index, entry)  # running for sure (a sub-agent's call, its prompt started)
             return
-        if entry.decision is not None and (entry.result is None or isinstance(entry.result, ToolPending)):
+        if entry.decision is not None and (entry.result is None or isinstance(entry.result, ApprovalRequest)):
             self.done_waiting(entry.id)
             if entry.decision.decision == "approved":
                 self.set_step(f"running {entry.tool}")
             self.decided_line(event.index, entry)
             return  # decided; the result follows
-        if isinstance(entry.result, ToolPending):
+        if isinstance(entry.result, ApprovalRequest):
             self.wait_for(event.index, entry)
         else:
             self.done_waiting(entry.id)

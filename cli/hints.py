@@ -11,7 +11,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.client import PromptNotFound
-from durable_agent.workers.connection import NOTHING_LISTENING, TemporalConnectError
+from durable_agent.config.connection import NOTHING_LISTENING, TemporalConnectError
 from durable_agent.workers.settings import Settings
 from durable_agent.workflows.names import PROMPT_WORKFLOW
 
@@ -56,7 +56,7 @@ def no_server(settings: Settings) -> str:
 
 
 def is_connect_failure(exc: BaseException) -> bool:
-    """No server at the address (a wrong certificate or key has its own message from workers/connection.py)."""
+    """No server at the address (a wrong certificate or key has its own message from config/connection.py)."""
     if isinstance(exc, TemporalConnectError):
         return NOTHING_LISTENING in str(exc)
     return isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect")

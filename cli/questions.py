@@ -18,7 +18,7 @@ import contextlib
 
 from rich.text import Text
 
-from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, ToolOutput
 from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
 from durable_agent.agent.stops import people_words
 from durable_agent.cli import api_decisions
@@ -72,8 +72,8 @@ class Asker:
         self.asked.add(entry.id)
         self.view.not_yours.add(entry.id)
         pending = entry.result
-        approvers = list(pending.approvers or ()) if isinstance(pending, ToolPending) else []
-        reason = pending.reason if isinstance(pending, ToolPending) else ""
+        approvers = list(pending.approvers or ()) if isinstance(pending, ApprovalRequest) else []
+        reason = pending.reason if isinstance(pending, ApprovalRequest) else ""
         self.view.line(Text.assemble(
             ("budget spent: ", "bold yellow"), (f"[{index}] ", "dim"), f"{reason}. ",
             ("waiting for ", "yellow"), (people_words(approvers) or "an approver", "bold"),
@@ -96,7 +96,7 @@ class Asker:
                 if call_id in self.view.not_yours]
         if not left:
             return
-        who = sorted({a for _, entry in left if isinstance(entry.result, ToolPending)
+        who = sorted({a for _, entry in left if isinstance(entry.result, ApprovalRequest)
                       for a in entry.result.approvers or ()})
         approvers = f" (approvers: {', '.join(who)})" if who else ""
         self.view.line(Text.assemble(
@@ -110,7 +110,7 @@ class Asker:
         view = self.view
         view.stop_spinner()
         discard_typed_ahead()  # keys typed before the question was on screen are not its answer
-        reason = entry.result.reason if isinstance(entry.result, ToolPending) else ""
+        reason = entry.result.reason if isinstance(entry.result, ApprovalRequest) else ""
         parent = entry.id.split("/", 1)[0] if "/" in entry.id else None
         asker = (f" (asked by the {view.tools.get(parent, 'sub-agent')} sub-agent of [{index}], call {entry.id})"
                  if parent else "")
@@ -180,7 +180,7 @@ class Asker:
         entry = event.output
         if event.kind != "output_updated" or not isinstance(entry, ToolOutput) or entry.decision is None:
             return False
-        if entry.id in self.answering and (entry.result is None or isinstance(entry.result, ToolPending)):
+        if entry.id in self.answering and (entry.result is None or isinstance(entry.result, ApprovalRequest)):
             if entry.id in self.said:
                 return True  # the decision taken here: said already
             self.said.add(entry.id)

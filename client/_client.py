@@ -7,7 +7,6 @@ A thin layer over the Temporal client: everything here can also be done with any
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,15 +23,16 @@ from temporalio.common import (
 )
 
 from durable_agent.agent.ids import reserved_problem
-from durable_agent.agent.models import Conversation, ModelTier, Prompt
+from durable_agent.agent.models import Conversation, ModelTier, Prompt, PromptRef
 from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
 from durable_agent.client.budgets import BudgetRow, applying_budgets, list_budgets, set_budget, show_budget
 from durable_agent.client.handles import ConversationHandle, PromptHandle
 from durable_agent.client.pending import QUERY_SECONDS, PendingList, pending_list
 from durable_agent.client.priority import prompt_priority
 from durable_agent.client.stuck import TaskProblem, workflows_with_task_problems
-from durable_agent.workers.plugin import connect
-from durable_agent.workers.settings import Settings
+from durable_agent.config.connection import connect_client
+from durable_agent.config.observability import temporal_plugins
+from durable_agent.config.settings import ClientPlugin, ClientSettings
 from durable_agent.workflows import names
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import (
@@ -54,41 +54,39 @@ def new_prompt_id() -> str:
     return f"prompt-{uuid.uuid4().hex[:16]}"
 
 
-@dataclass(frozen=True)
-class PromptSummary:
-    """A prompt as the visibility store lists it (search attributes), without querying the workflow."""
+class PromptSummary(PromptRef):
+    """A prompt as the visibility store lists it (search attributes), without querying the workflow; its owner
+    is "" when its search attributes lack one."""
 
-    prompt_id: str
-    user_id: str | None
-    conversation_id: str | None
     state: str | None
     status: str
     started_at: datetime | None
 
 
-@dataclass(frozen=True)
-class WaitingPrompt:
-    prompt_id: str
-    user_id: str | None
-    conversation_id: str | None
-
-
 class AgentClient:
-    def __init__(self, client: Client, settings: Settings | None = None) -> None:
+    """Starts, reads and decides prompts. Its settings are a client's (`ClientSettings`; a worker's `Settings`
+    will do, their worker part unused): where a prompt's model calls run is the worker's to say."""
+
+    def __init__(self, client: Client, settings: ClientSettings | None = None) -> None:
         self.client = client
-        self.settings = settings or Settings.from_env()
+        self.settings = settings or ClientSettings.from_env()
 
     @classmethod
-    async def connect(cls, settings: Settings | None = None) -> AgentClient:
-        settings = settings or Settings.from_env()
-        return cls(await connect(settings), settings)
+    async def connect(cls, settings: ClientSettings | None = None) -> AgentClient:
+        """A client of its own: our data converter (payload store, codec) and, with tracing configured,
+        OpenTelemetry's plugin, connected through the settings' envconfig profile (TLS, API key). A worker needs
+        a client connected with `DurableAgentPlugin` (`durable_agent.workers.worker.connect`); `create_worker` on
+        this one takes its settings."""
+        settings = settings or ClientSettings.from_env()
+        plugins = [ClientPlugin(settings), *temporal_plugins(settings.observability())]
+        return cls(await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
+                                        settings.grpc_compression, plugins=plugins), settings)
 
-    def _run_options(self, model: ModelTier) -> dict[str, Any]:
-        """What every prompt or conversation this client starts carries besides the caller's options: where
-        its model calls run, and the workflow version (this code's behaviour, without patch markers)."""
-        return {"model_task_queue": self.settings.model_queue_for(model), "workflow_version": CURRENT_VERSION,
-                "model_routing": self.settings.model_routing(model),
-                "model_local": self.settings.model_calls == "local"}
+    def _run_options(self) -> dict[str, Any]:
+        """What every prompt or conversation this client starts carries besides the caller's options: the workflow
+        version (this code's behaviour, without patch markers). Where its model calls run is the worker's to say
+        (workers/routing.py); a caller may still pass `model_task_queue`, `model_routing` or `model_local`."""
+        return {"workflow_version": CURRENT_VERSION}
 
     async def read_file(self, content_ref: str) -> bytes:
         """The content of a file a tool attached (`FileOutput.content_ref`), from the shared store."""
@@ -101,7 +99,8 @@ class AgentClient:
                     id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     **options: Any) -> PromptHandle:
         """Start a prompt. `options` are further `PromptRequest` fields (output_schema, output_retries,
-        context_max_messages, context_max_tokens, plugin_state, visible). `priority`: Temporal task priority
+        context_max_messages, context_max_tokens, plugin_state, visible; `model_task_queue`, `model_routing` or
+        `model_local` override, for this prompt, the routing its worker gives it). `priority`: Temporal task priority
         (client/priority.py); default: fairness by `user_id`, the server's default priority. A `prompt_id` given
         must be a caller's id (agent/ids.py: no reserved prefix) that no prompt ever had: a closed prompt's id is
         refused (`WorkflowAlreadyStartedError`) unless `id_reuse_policy` says otherwise."""
@@ -111,7 +110,7 @@ class AgentClient:
         priority = priority or prompt_priority(user_id)
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
-        options = self._run_options(model) | options
+        options = self._run_options() | options
         if "budgets" not in options:  # the period budgets the prompt is under (client/budgets.py)
             options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
@@ -152,7 +151,7 @@ class AgentClient:
         if conversation_id is not None and (problem := reserved_problem("conversation_id", conversation_id)):
             raise ValueError(problem)
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
-        options = self._run_options(model) | options
+        options = self._run_options() | options
         if "budgets" not in options:
             options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
@@ -202,7 +201,7 @@ class AgentClient:
         async for execution in self.client.list_workflows(query, limit=limit):
             attrs = execution.typed_search_attributes
             found.append(PromptSummary(
-                prompt_id=execution.id, user_id=attrs.get(names.USER_ID),
+                prompt_id=execution.id, user_id=attrs.get(names.USER_ID) or "",
                 conversation_id=attrs.get(names.CONVERSATION_ID), state=attrs.get(names.PROMPT_STATE),
                 status=execution.status.name.lower() if execution.status else "unknown",
                 started_at=execution.start_time,
@@ -215,14 +214,14 @@ class AgentClient:
         `limit` one page from `cursor` on (client/pending.py `pending_list`)."""
         return await pending_list(self, user_id, timeout=timeout, limit=limit, cursor=cursor)
 
-    async def waiting_prompts(self, *, user_id: str | None = None) -> list[WaitingPrompt]:
+    async def waiting_prompts(self, *, user_id: str | None = None) -> list[PromptRef]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""
         query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True)
-        found: list[WaitingPrompt] = []
+        found: list[PromptRef] = []
         async for execution in self.client.list_workflows(query):
             attrs = execution.typed_search_attributes
-            found.append(WaitingPrompt(prompt_id=execution.id, user_id=attrs.get(names.USER_ID),
-                                       conversation_id=attrs.get(names.CONVERSATION_ID)))
+            found.append(PromptRef(prompt_id=execution.id, user_id=attrs.get(names.USER_ID) or "",
+                                   conversation_id=attrs.get(names.CONVERSATION_ID)))
         return found
 
 

@@ -21,16 +21,16 @@ import base64
 import binascii
 import json
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent.identity import Identity, names
+from durable_agent.agent.models import PromptRef
 from durable_agent.workflows.names import CONVERSATION_ID, PARENT_PROMPT_ID, PROMPT_WORKFLOW, USER_ID
 from durable_agent.workflows.pending_memo import (
     PENDING_MEMO_KEY,
@@ -51,17 +51,9 @@ PAGE_SIZE = 1000  # the most a visibility list returns at once; also the largest
 T = TypeVar("T")
 
 
-class PendingRow(BaseModel):
-    """One pending call as a person decides it: on `prompt_id` (the top prompt) as `call.tool_call_id`."""
-
-    prompt_id: str
-    user_id: str | None
-    conversation_id: str | None = None
-    call: PendingApproval
-
-
 class PendingList(BaseModel):
-    rows: list[PendingRow]
+    rows: list[PendingApproval] = Field(description=(
+        "Each call as a person decides it: on its `prompt_id` (the top prompt) as its `tool_call_id`."))
     unanswered: list[str]  # waiting prompts whose worker did not answer in time: their calls are not listed
     # With a `limit` (one page): how many prompts wait in all (a visibility count), and the cursor of the next
     # page (None: this was the last).
@@ -69,15 +61,13 @@ class PendingList(BaseModel):
     next_cursor: str | None = None
 
 
-@dataclass(frozen=True)
-class Listed:
-    """A prompt as a visibility query lists it: ids, owner, parent and its memo's waiting calls (None: no memo)."""
+class ListedPrompt(PromptRef):
+    """A prompt as a visibility query lists it: its reference (owner "" when its search attributes lack one), its
+    parent and its memo's waiting calls (None: no memo). Built unvalidated (`model_construct`): the fields come
+    from the server's reply, and a list may hold thousands."""
 
-    prompt_id: str
-    user_id: str | None
-    conversation_id: str | None
-    parent_id: str | None
-    memo: PendingMemo | None
+    parent_id: str | None = None
+    memo: PendingMemo | None = None
 
 
 async def top_prompt(client: AgentClient, prompt_id: str) -> str:
@@ -92,11 +82,11 @@ async def top_prompt(client: AgentClient, prompt_id: str) -> str:
     return current
 
 
-def may_see(row: PendingRow, who: Identity, *, sees_everything: bool = False) -> bool:
+def may_see(row: PendingApproval, who: Identity, *, sees_everything: bool = False) -> bool:
     """Who sees a pending call (the inbox, `GET /approvals`, `dagent pending --as`): everyone who sees every
     prompt, the prompt's own user, and anyone the call's approvers name (as a user, or by one of their roles),
     without a global role. The one rule of who sees what; who may *decide* is `identity.may_decide`."""
-    return sees_everything or (who.id is not None and row.user_id == who.id) or names(who, row.call.approvers)
+    return sees_everything or (who.id is not None and row.user_id == who.id) or names(who, row.approvers)
 
 
 
@@ -126,7 +116,7 @@ def _keyword(info: WorkflowExecutionInfo, name: str) -> str | None:
 
 
 async def list_page(client: Client, query: str, *, size: int = PAGE_SIZE, token: bytes = b"",
-                    ) -> tuple[list[Listed], bytes]:
+                    ) -> tuple[list[ListedPrompt], bytes]:
     """One page (at most `size`) of the prompts a visibility query finds, each with its memo's waiting calls,
     and the next page's token (empty: the last page). Read from the raw reply: `client.list_workflows` decodes
     every search attribute and memo of every row, twice for the search attributes, which was most of a
@@ -140,16 +130,16 @@ async def list_page(client: Client, query: str, *, size: int = PAGE_SIZE, token:
             raise ValueError(f"cursor {encode_cursor(token)!r} is not one this list gave (or it has expired): "
                              "start from the first page") from None
         raise
-    found = [Listed(prompt_id=info.execution.workflow_id, user_id=_keyword(info, USER_ID.name),
-                    conversation_id=_keyword(info, CONVERSATION_ID.name),
-                    parent_id=_keyword(info, PARENT_PROMPT_ID.name), memo=await _memo_of(client, info))
-             for info in page.executions]
+    found = [ListedPrompt.model_construct(
+        prompt_id=info.execution.workflow_id, user_id=_keyword(info, USER_ID.name) or "",
+        conversation_id=_keyword(info, CONVERSATION_ID.name), parent_id=_keyword(info, PARENT_PROMPT_ID.name),
+        memo=await _memo_of(client, info)) for info in page.executions]
     return found, page.next_page_token
 
 
-async def list_prompts_with_memo(client: Client, query: str) -> list[Listed]:
+async def list_prompts_with_memo(client: Client, query: str) -> list[ListedPrompt]:
     """Every prompt a visibility query finds, each with its memo's waiting calls: `list_page` page by page."""
-    found: list[Listed] = []
+    found: list[ListedPrompt] = []
     token = b""
     while True:
         page, token = await list_page(client, query, token=token)
@@ -177,7 +167,7 @@ def _quoted_ids(ids: Iterable[str]) -> str:
     return ", ".join("'" + i.replace("\\", "\\\\").replace("'", "\\'") + "'" for i in ids)
 
 
-async def list_ancestors(client: Client, listed: list[Listed]) -> dict[str, Listed]:
+async def list_ancestors(client: Client, listed: list[ListedPrompt]) -> dict[str, ListedPrompt]:
     """Every listed prompt and its running ancestors (sub-agents' parents, up to the top), by prompt id: one
     visibility query per level (and per `IDS_PER_QUERY` parents), never one call per prompt."""
     known = {entry.prompt_id: entry for entry in listed}
@@ -194,7 +184,7 @@ async def list_ancestors(client: Client, listed: list[Listed]) -> dict[str, List
     return known
 
 
-def top_of(prompt_id: str, known: dict[str, Listed]) -> str:
+def top_of(prompt_id: str, known: dict[str, ListedPrompt]) -> str:
     """The highest running prompt above `prompt_id` among `known` (itself when it has no known parent)."""
     current = prompt_id
     for _ in range(MAX_DEPTH):
@@ -225,7 +215,7 @@ class _Asker:
         return {p: a for p, a in zip(prompt_ids, answers, strict=True) if a is not None}
 
 
-async def calls_by_prompt(asker: _Asker, prompts: list[Listed]) -> dict[str, list[PendingApproval]]:
+async def calls_by_prompt(asker: _Asker, prompts: list[ListedPrompt]) -> dict[str, list[PendingApproval]]:
     """Each prompt's waiting calls: from its memo; asked (bounded) when it has none or left a call's detail out.
     A memo whose large details could not be fetched still lists its calls (without them)."""
     memos = {p.prompt_id: p.memo for p in prompts}
@@ -246,23 +236,28 @@ async def calls_by_prompt(asker: _Asker, prompts: list[Listed]) -> dict[str, lis
 # --- assembly: every call once, addressed from its top prompt -----------------------------------------
 
 
-def assemble(waiting: list[Listed], tops: list[str], calls: dict[str, list[PendingApproval]]) -> list[PendingRow]:
+def _decided_on(call: PendingApproval, prompt_id: str, listed: ListedPrompt) -> PendingApproval:
+    """The call as a person decides it: on `prompt_id`, owned by the user the visibility store names."""
+    return call.model_copy(update={"prompt_id": prompt_id, "user_id": listed.user_id,
+                                   "conversation_id": listed.conversation_id})
+
+
+def assemble(waiting: list[ListedPrompt], tops: list[str], calls: dict[str, list[PendingApproval]],
+             ) -> list[PendingApproval]:
     """Rows in list order: a top prompt's calls (its sub-agents' included) once; a waiting sub-agent's own
     calls that its top does not list (yet) under the sub-agent itself."""
-    rows: list[PendingRow] = []
+    rows: list[PendingApproval] = []
     listed_tops: set[str] = set()
     for entry, top in zip(waiting, tops, strict=True):
         if top not in calls:
             continue
         if top not in listed_tops:
             listed_tops.add(top)
-            rows += [PendingRow(prompt_id=top, user_id=entry.user_id, conversation_id=entry.conversation_id,
-                                call=call) for call in calls[top]]
+            rows += [_decided_on(call, top, entry) for call in calls[top]]
         if top == entry.prompt_id or entry.prompt_id not in calls:
             continue
         listed = {(call.path[-1], call.tool_call_id.rsplit("/", 1)[-1]) for call in calls[top] if call.path}
-        rows += [PendingRow(prompt_id=entry.prompt_id, user_id=entry.user_id, conversation_id=entry.conversation_id,
-                            call=call)
+        rows += [_decided_on(call, entry.prompt_id, entry)
                  for call in calls[entry.prompt_id] if (entry.prompt_id, call.tool_call_id) not in listed]
     return rows
 

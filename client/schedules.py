@@ -11,7 +11,7 @@ ago still runs each prompt with the code's current behaviour (by patch markers),
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
@@ -33,7 +33,7 @@ from durable_agent.agent.ids import reserved_problem, schedule_run_id
 from durable_agent.agent.models import ModelTier
 from durable_agent.agent.period_budgets import principals_for
 from durable_agent.client.priority import prompt_priority
-from durable_agent.workers.durations import parse_duration
+from durable_agent.config.durations import parse_duration
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
 from durable_agent.workflows.protocol import PromptRequest
@@ -136,8 +136,9 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
     spec = schedule_spec(cron=cron, every=every, offset=offset, jitter=jitter, time_zone=time_zone)
     if overlap not in OVERLAP_POLICIES:
         raise ScheduleError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}")
-    options = agent._run_options(model)
-    options.pop("workflow_version", None)  # runs follow the code's current behaviour (patch markers)
+    # No workflow version (runs follow the code's current behaviour: patch markers) and no model routing: each run
+    # gets the routing of the worker that runs it (workers/routing.py), not the one this client had when it was made.
+    options: dict[str, Any] = {}
     if max_rounds is not None:
         options["max_rounds"] = max_rounds
     # Each run reserves from its user's ledger: a budget set (or spent) after the schedule was made still applies,
@@ -173,7 +174,7 @@ def describe_spec(spec: ScheduleSpec) -> str:
 
 
 def format_interval(value: timedelta) -> str:
-    from durable_agent.workers.durations import format_duration
+    from durable_agent.config.durations import format_duration
 
     return format_duration(value)
 

@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "EventKind": "durable_agent.agent.events",
     # The record
     "Prompt": "durable_agent.agent.models",
+    "PromptRef": "durable_agent.agent.models",
     "Conversation": "durable_agent.agent.models",
     "Usage": "durable_agent.agent.models",
     "Decision": "durable_agent.agent.models",
@@ -54,6 +55,8 @@ _EXPORTS: dict[str, str] = {
     "start_prompt": "durable_agent.workflows.agent_call",
     # Running workers
     "Settings": "durable_agent.workers.settings",
+    "WorkerSettings": "durable_agent.workers.settings",
+    "ClientSettings": "durable_agent.config.settings",
     "DurableAgentPlugin": "durable_agent.workers.plugin",
     "build_runtime": "durable_agent.workers.worker",
     "create_worker": "durable_agent.workers.worker",
@@ -75,6 +78,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AgentClient",
     "Approval",
+    "ClientSettings",
     "Conversation",
     "ConversationHandle",
     "Decision",
@@ -93,6 +97,7 @@ __all__ = [
     "PromptHandle",
     "PromptNotFound",
     "PromptNotStartedError",
+    "PromptRef",
     "PromptRequest",
     "ScriptedModel",
     "Settings",
@@ -106,6 +111,7 @@ __all__ = [
     "ToolOptions",
     "Usage",
     "UserMessage",
+    "WorkerSettings",
     "build_runtime",
     "check_search_attributes",
     "create_worker",
@@ -153,7 +159,7 @@ if TYPE_CHECKING:
     from durable_agent.agent.extras import MissingExtra
     from durable_agent.agent.mcp import MCPServer
     from durable_agent.agent.messages import ModelRequest, UserMessage
-    from durable_agent.agent.models import Conversation, Decision, Prompt, Usage
+    from durable_agent.agent.models import Conversation, Decision, Prompt, PromptRef, Usage
     from durable_agent.agent.plugins import Plugin, PrepareContext, ToolCallInfo
     from durable_agent.agent.providers.scripted import ScriptedModel, results_since_last_user, text, tool_calls
     from durable_agent.agent.subagents import SubAgent
@@ -161,11 +167,12 @@ if TYPE_CHECKING:
     from durable_agent.cli.devserver.search_attributes import register_search_attributes
     from durable_agent.client import AgentClient, ConversationHandle, PromptHandle, PromptNotFound
     from durable_agent.client.priority import prompt_priority
+    from durable_agent.config.settings import ClientSettings
     from durable_agent.workers.drain import StopSignals, drain
     from durable_agent.workers.plugin import DurableAgentPlugin
     from durable_agent.workers.readiness import serve_readiness
     from durable_agent.workers.search_attributes import check_search_attributes
-    from durable_agent.workers.settings import Settings
+    from durable_agent.workers.settings import Settings, WorkerSettings
     from durable_agent.workers.worker import build_runtime, create_worker, create_workers
     from durable_agent.workflows.agent_call import run_prompt, start_prompt
     from durable_agent.workflows.protocol import PromptRequest

@@ -32,7 +32,7 @@ END = "<!-- END GENERATED: settings -->"
 CODE_MAP_PAGE = ROOT / "docs" / "code-map.md"
 MODULES_BEGIN = "<!-- BEGIN GENERATED: modules (scripts/gen_docs.py; do not edit by hand) -->"
 MODULES_END = "<!-- END GENERATED: modules -->"
-PRODUCT = ("agent", "plugins", "workflows", "activities", "workers", "client", "api", "cli", "durable_agent")
+PRODUCT = ("agent", "config", "plugins", "workflows", "activities", "workers", "client", "api", "cli", "durable_agent")
 
 # A description starts with the variable(s) it is read from: "DAGENT_X: ...", "DAGENT_X (worker): ...",
 # "DAGENT_X (PEM) or DAGENT_X_FILE: ...", "DAGENT_LOG_LEVEL." -- everything before the first ": " or ".".
@@ -80,7 +80,16 @@ def _variables_and_text(name: str, description: str) -> tuple[str, str]:
 
 
 def _sections(model: type) -> dict[str, str]:
-    """Field name -> the `# --- title ---` comment above it in the class body ("" before the first)."""
+    """Field name -> the `# --- title ---` comment above it in the body of the class that declares it, or of a
+    base class (`WorkerSettings` extends `ClientSettings`); "" before the first."""
+    found: dict[str, str] = {}
+    for declaring in reversed(model.__mro__):
+        if "__pydantic_fields__" in vars(declaring) and declaring.__module__.startswith("durable_agent"):
+            found.update(_declared_sections(declaring))
+    return found
+
+
+def _declared_sections(model: type) -> dict[str, str]:
     try:
         source = inspect.getsource(model)
     except (OSError, TypeError):

@@ -20,7 +20,7 @@ from datetime import timedelta
 from temporalio.worker import Worker
 
 from durable_agent.agent.logging import get_logger
-from durable_agent.workers.durations import format_duration
+from durable_agent.config.durations import format_duration
 
 __all__ = ["FORCED_EXIT_CODE", "StopSignals", "drain"]
 

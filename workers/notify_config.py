@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from durable_agent.activities.notify_config import NotifyConfig
-from durable_agent.workers.durations import parse_duration
+from durable_agent.config.durations import parse_duration
 
 SECRETS_FROM_ENV = (("slack", "token", "DAGENT_SLACK_BOT_TOKEN"), ("email", "password", "DAGENT_SMTP_PASSWORD"),
                     ("webhook", "secret", "DAGENT_WEBHOOK_SECRET"))

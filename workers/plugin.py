@@ -14,7 +14,7 @@ version) come from `Settings`.
 
 It composes with what a team already configured, as Temporal's own contrib plugins do: every value it sets is
 a function of the existing one. The data converter keeps the team's codec, failure converter and external
-storage (workers/storage/converter.py); the workflow runner keeps a team's sandbox restrictions and adds our
+storage (config/storage/converter.py); the workflow runner keeps a team's sandbox restrictions and adds our
 passthrough; workflows, activities, interceptors and failure types are appended; a `deployment_config` or
 `max_concurrent_workflow_tasks` given to the `Worker` wins over the settings'.
 """
@@ -31,14 +31,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
+from temporalio.worker import ReplayerConfig, UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent.agent.errors import DurableAgentError
 from durable_agent.agent.logging import get_logger
-from durable_agent.workers.connection import connect_client
-from durable_agent.workers.observability import flush_traces, metrics_runtime, temporal_plugins
+from durable_agent.config.connection import connect_client
+from durable_agent.config.observability import flush_traces, metrics_runtime, temporal_plugins
 from durable_agent.workers.resting import WatchedRunner, evict_resting, eviction_door
+from durable_agent.workers.routing import RoutingInterceptor, has_routing
 from durable_agent.workers.search_attributes import MissingSearchAttributes, check_search_attributes
 from durable_agent.workers.settings import Settings, WorkflowSandbox, tasks_fit_cache
 from durable_agent.workers.versioning import check_versioning_behaviors, deployment_config
@@ -158,6 +159,8 @@ class DurableAgentPlugin(SimplePlugin):
             raise ValueError("build the worker on a client connected with plugins=[DurableAgentPlugin(...)]: "
                              "the worker needs that client's data converter")
         config = super().configure_worker(config)
+        if not has_routing(config.get("interceptors")):  # the worker says where its prompts' model calls run
+            config["interceptors"] = [*config.get("interceptors", ()), RoutingInterceptor(self.settings.routing())]
         config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
         config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
@@ -186,6 +189,13 @@ class DurableAgentPlugin(SimplePlugin):
         if self.runtime is not None and config.get("tuner") is None:  # a tuner's slots are its own to size
             self.runtime.fits_local_model_calls = tasks_fit_cache(config.get("max_cached_workflows", 0),
                                                                   config.get("max_concurrent_workflow_tasks"))
+        return config
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """See base class. Also routes replayed prompts as this plugin's workers route them."""
+        config = super().configure_replayer(config)
+        if not has_routing(config.get("interceptors")):
+            config["interceptors"] = [*config.get("interceptors", ()), RoutingInterceptor(self.settings.routing())]
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:

@@ -29,11 +29,11 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.workers.storage.files import encode_segment
-from durable_agent.workers.storage.gcs import GCSObjects
-from durable_agent.workers.storage.local import DirectoryObjects
-from durable_agent.workers.storage.objects import ObjectClient
-from durable_agent.workers.storage.s3 import S3Objects
+from durable_agent.config.storage.files import encode_segment
+from durable_agent.config.storage.gcs import GCSObjects
+from durable_agent.config.storage.local import DirectoryObjects
+from durable_agent.config.storage.objects import ObjectClient
+from durable_agent.config.storage.s3 import S3Objects
 
 DEFAULT_GRACE = timedelta(hours=1)
 

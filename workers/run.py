@@ -14,13 +14,13 @@ from durable_agent.workers.settings import SDK_WORKFLOW_TASK_SLOTS, Settings
 
 async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[[str], None]) -> int:
     """Run until stopped; `say` prints the worker's few lines for a person (the start line, draining)."""
-    from durable_agent.workers.connection import describe_security
+    from durable_agent.config.connection import describe_security
+    from durable_agent.config.durations import format_duration
+    from durable_agent.config.observability import flush_traces
+    from durable_agent.config.storage.stores import check_store
     from durable_agent.workers.drain import StopSignals, drain
-    from durable_agent.workers.durations import format_duration
-    from durable_agent.workers.observability import flush_traces
     from durable_agent.workers.readiness import serve_readiness
     from durable_agent.workers.search_attributes import check_search_attributes
-    from durable_agent.workers.storage.stores import check_store
     from durable_agent.workers.worker import build_runtime, connect, create_workers
 
     await check_store(settings.blob_objects())  # refuse to start without a usable store

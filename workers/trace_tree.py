@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from durable_agent.workers.observability import install_tracer_provider
+from durable_agent.config.observability import install_tracer_provider
 
 # The attributes worth a glance in a terminal; everything else is in the span itself.
 SHOWN_ATTRIBUTES = (

@@ -21,9 +21,11 @@ from durable_agent.agent.plugins import Plugin, load_plugins
 from durable_agent.agent.pricing import PriceTable
 from durable_agent.agent.providers.base import ModelProvider
 from durable_agent.agent.providers.registry import resolve_chain
+from durable_agent.config.settings import ClientPlugin
 from durable_agent.workers.notify_config import load_notify_config
 from durable_agent.workers.plugin import STICKY_TIMEOUT, DurableAgentPlugin, carried_plugin, connect, workflow_runner
 from durable_agent.workers.rate_limits import PacedCalls, queue_rate
+from durable_agent.workers.routing import RoutingInterceptor, has_routing
 from durable_agent.workers.settings import Settings, tasks_fit_cache
 from durable_agent.workers.versioning import deployment_config
 
@@ -90,8 +92,21 @@ def _versioning(options: dict[str, Any], settings: Settings | None) -> dict[str,
 
 def _with_plugin(client: Client, settings: Settings | None) -> Client:
     if carried_plugin(client) is None:
+        settings = settings or _settings_of(client)
         client = Client(client.service_client, namespace=client.namespace, plugins=[DurableAgentPlugin(settings)])
     return client
+
+
+def _settings_of(client: Client) -> Settings | None:
+    """The settings of a client connected by `AgentClient.connect` (its `ClientPlugin`): a worker's as they are,
+    a client's with the worker's own from the environment; None for another client."""
+    plugin = next((p for p in client.config()["plugins"] if isinstance(p, ClientPlugin)), None)
+    if plugin is None:
+        return None
+    if isinstance(plugin.settings, Settings):
+        return plugin.settings
+    return Settings.from_env().model_copy(update={name: getattr(plugin.settings, name)
+                                                  for name in type(plugin.settings).model_fields})
 
 
 def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
@@ -108,6 +123,8 @@ def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, set
     """
     client = _with_plugin(client, settings)
     options = _versioning(options, settings)
+    if settings is not None and not has_routing(options.get("interceptors")):  # over the client plugin's settings
+        options["interceptors"] = [*options.get("interceptors", ()), RoutingInterceptor(settings.routing())]
     activities = [*options.pop("activities", ()), *AgentActivities(runtime).all()]
     worker = Worker(client, task_queue=task_queue, activities=activities, **options)
     config = worker.config(active_config=True)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
-from durable_agent.agent.models import Decision, Prompt, TextOutput, ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, Decision, Prompt, TextOutput, ToolOutput
 from durable_agent.agent.stops import people_words
 
 MAX_SUMMARY_CHARS = 120
@@ -98,12 +98,12 @@ def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signe
     quotes, ready to copy). `signed`: this deployment takes only signed decisions (the HTTP API signs them, for
     the inbox and for `dagent approve` with an API key), so the update form is not offered: a payload typed
     here is always refused."""
-    calls = [entry for entry in waiting if isinstance(entry.result, ToolPending)]
+    calls = [entry for entry in waiting if isinstance(entry.result, ApprovalRequest)]
     if not calls:
         return f"Waiting for approval ({prompt.id})"
     first = calls[0]
     if len(calls) == 1:
-        assert isinstance(first.result, ToolPending)
+        assert isinstance(first.result, ApprovalRequest)
         paragraphs = [f"**Waiting for approval**: {_call_line(first)} — reason: {first.result.reason}",
                       _requested(first) + "."]
     else:
@@ -142,13 +142,13 @@ def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signe
 def _roles(entry: ToolOutput) -> list[str]:
     """The roles a call's approvers name (`role:finance` → `finance`)."""
     pending = entry.result
-    approvers = pending.approvers if isinstance(pending, ToolPending) else None
+    approvers = pending.approvers if isinstance(pending, ApprovalRequest) else None
     return [a.removeprefix("role:") for a in approvers or () if a.startswith("role:")]
 
 
 def _people(entry: ToolOutput) -> str:
     pending = entry.result
-    assert isinstance(pending, ToolPending)
+    assert isinstance(pending, ApprovalRequest)
     return people_words(list(pending.approvers or ()))
 
 
@@ -158,7 +158,7 @@ def _call_line(entry: ToolOutput) -> str:
 
 def _requested(entry: ToolOutput) -> str:
     pending = entry.result
-    assert isinstance(pending, ToolPending)
+    assert isinstance(pending, ApprovalRequest)
     text = f"Call `{entry.id}`, requested {pending.requested_at:%Y-%m-%d %H:%M:%S} UTC"
     if pending.expires_at:
         text += f", expires {pending.expires_at:%Y-%m-%d %H:%M:%S} UTC"

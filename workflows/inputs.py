@@ -70,7 +70,7 @@ def decode_payloads(payloads: Sequence[object], model: type[ModelT], *,
         return None, _encrypted(raw) or _reason(model, exc)
 
 
-ENCRYPTED = b"binary/encrypted"  # workers/storage/codec.py ENCODING and KEY_ID_METADATA
+ENCRYPTED = b"binary/encrypted"  # config/storage/codec.py ENCODING and KEY_ID_METADATA
 ENCRYPTION_KEY_ID = "encryption-key-id"
 
 

@@ -17,7 +17,6 @@ place to import them from:
 from __future__ import annotations
 
 from durable_agent.workflows.wire.calls import (
-    ApprovalRequirement,
     CallNeedingApproval,
     CorrectionCheck,
     CorrectionVerdict,
@@ -76,7 +75,6 @@ from durable_agent.workflows.wire.stream import (
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
     "MAX_INPUT_CHARS",
-    "ApprovalRequirement",
     "ApproveRequest",
     "CallNeedingApproval",
     "ChildApprovals",

@@ -35,14 +35,13 @@ async def _page(caller: Principal, service: AgentService, limit: int, cursor: st
 
 async def _items(caller: Principal, service: AgentService, found: PendingList) -> list[PendingApprovalItem]:
     """The page's rows as items. Built without validating again (`model_construct`): every field comes from a
-    validated `PendingRow`, and re-validating `input` and `input_schema` was most of a long list's time."""
+    validated `PendingApproval`, and re-validating `input` and `input_schema` was most of a long list's time."""
     contexts = await service.approval_contexts(found.rows)
-    return [PendingApprovalItem.model_construct(
-        **dict(call), prompt_id=row.prompt_id, user_id=row.user_id, conversation_id=row.conversation_id,
-        can_decide=service.may_decide(caller, row.user_id, call),
-        context=contexts.get((row.prompt_id, call.tool_call_id)),
+    return [PendingApprovalItem.of(
+        row, can_decide=service.may_decide(caller, row.user_id, row),
+        context=contexts.get((row.prompt_id, row.tool_call_id)),
         links=links(service, row.prompt_id, row.conversation_id))
-        for row in found.rows for call in (row.call,)]
+        for row in found.rows]
 
 
 @router.get("/approvals", response_model=list[PendingApprovalItem])

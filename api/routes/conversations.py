@@ -8,7 +8,7 @@ from durable_agent.agent.ids import caller_id_problem
 from durable_agent.agent.models import Conversation
 from durable_agent.api.problems import Problem
 from durable_agent.api.routes.common import Caller, PathId, Service, links
-from durable_agent.api.schemas import ConversationRecord, Links, PromptRef, SendMessage, StartConversation
+from durable_agent.api.schemas import ConversationRecord, Links, PromptLink, SendMessage, StartConversation
 from durable_agent.api.service import temporal_call
 from durable_agent.workflows.names import CONVERSATION_WORKFLOW
 
@@ -43,12 +43,12 @@ async def get_conversation(conversation_id: PathId, caller: Caller, service: Ser
         self=f"/conversations/{conversation_id}", chat=f"/chat#conversation={conversation_id}"))
 
 
-@router.post("/conversations/{conversation_id}/messages", status_code=201, response_model=PromptRef)
-async def send(conversation_id: PathId, body: SendMessage, caller: Caller, service: Service) -> PromptRef:
+@router.post("/conversations/{conversation_id}/messages", status_code=201, response_model=PromptLink)
+async def send(conversation_id: PathId, body: SendMessage, caller: Caller, service: Service) -> PromptLink:
     """Send a message to a conversation: it becomes a prompt (which may wait for the running one)."""
     conversation = await service.conversation(caller, conversation_id)
     service.require_owner_or_admin(caller, conversation.user_id, f"conversation {conversation_id!r}")
     handle = service.agent.conversation(conversation_id)
     prompt = await temporal_call(lambda: handle.send(body.input, user_id=conversation.user_id),
                                  missing="unknown-conversation", detail=f"no conversation {conversation_id!r}")
-    return PromptRef(id=prompt.id, conversation_id=conversation_id, links=links(service, prompt.id, conversation_id))
+    return PromptLink(id=prompt.id, conversation_id=conversation_id, links=links(service, prompt.id, conversation_id))

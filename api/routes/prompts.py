@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from durable_agent.agent.models import PromptState
 from durable_agent.api.problems import Problem
 from durable_agent.api.routes.common import Caller, PathId, Service, links
-from durable_agent.api.schemas import Me, PromptListItem, PromptRecord, PromptRef, StartPrompt, Steer
+from durable_agent.api.schemas import Me, PromptLink, PromptListItem, PromptRecord, StartPrompt, Steer
 from durable_agent.client.priority import prompt_priority
 
 router = APIRouter()
@@ -20,8 +20,8 @@ async def me(caller: Caller) -> Me:
     return Me(id=caller.id, roles=sorted(caller.roles), is_approver=caller.is_approver, is_admin=caller.is_admin)
 
 
-@router.post("/prompts", status_code=201, response_model=PromptRef, tags=["prompts"])
-async def start_prompt(body: StartPrompt, caller: Caller, service: Service) -> PromptRef:
+@router.post("/prompts", status_code=201, response_model=PromptLink, tags=["prompts"])
+async def start_prompt(body: StartPrompt, caller: Caller, service: Service) -> PromptLink:
     """Start a prompt as the caller (its `user_id` is the authenticated principal). The API assigns the id
     (random, never reused): a caller cannot choose one, so nobody can take another user's."""
     if body.prompt_id is not None:
@@ -29,7 +29,7 @@ async def start_prompt(body: StartPrompt, caller: Caller, service: Service) -> P
     handle = await service.agent.start(body.input, user_id=caller.id, model=body.model,
                                        instructions=body.instructions, max_rounds=body.max_rounds,
                                        priority=prompt_priority(caller.id, priority_key=body.priority))
-    return PromptRef(id=handle.id, links=links(service, handle.id))
+    return PromptLink(id=handle.id, links=links(service, handle.id))
 
 
 @router.get("/prompts", response_model=list[PromptListItem], tags=["prompts"])
@@ -44,9 +44,7 @@ async def list_prompts(caller: Caller, service: Service,
             raise Problem("not-allowed", "you may list only your own prompts")
         user = caller.id
     found = await service.agent.list_prompts(user_id=user, conversation_id=conversation, state=state, limit=limit)
-    return [PromptListItem(id=p.prompt_id, user_id=p.user_id, conversation_id=p.conversation_id, state=p.state,
-                           status=p.status, started_at=p.started_at,
-                           links=links(service, p.prompt_id, p.conversation_id)) for p in found]
+    return [PromptListItem(**dict(p), links=links(service, p.prompt_id, p.conversation_id)) for p in found]
 
 
 @router.get("/prompts/{prompt_id}", response_model=PromptRecord, tags=["prompts"])

@@ -110,7 +110,8 @@ DA.start(async (me) => {
       node.append(argumentsList(entry.input, schema));
     }
     if (entry.result && entry.result.type === "success") {
-      node.append(el("pre", { class: "result", text: JSON.stringify(entry.result.output) }));
+      const output = entry.result.output;
+      node.append(el("pre", { class: "result", text: typeof output === "string" ? output : JSON.stringify(output) }));
     }
     if (entry.result && entry.result.type === "error") node.append(el("p", { class: "error", text: entry.result.error }));
     const note = prompt.notes.get(entry.id);

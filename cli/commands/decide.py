@@ -184,10 +184,9 @@ def pending(
             console.print("no prompt is waiting for approval")
         lines = []
         for row in rows:
-            call = row.call
-            path = f"  path={' -> '.join([row.prompt_id, *call.path])}" if call.path else ""  # a sub-agent's call
-            lines.append(f"{row.prompt_id}  user={row.user_id}  {call.tool_call_id}  {call.tool} "
-                         f"{json.dumps(call.input)}  — {call.reason}{path}")
+            path = f"  path={' -> '.join([row.prompt_id, *row.path])}" if row.path else ""  # a sub-agent's call
+            lines.append(f"{row.prompt_id}  user={row.user_id}  {row.tool_call_id}  {row.tool} "
+                         f"{json.dumps(row.input)}  — {row.reason}{path}")
         if lines:  # one print: rich's per-call cost adds up over thousands of rows
             console.print("\n".join(lines))
         return 0

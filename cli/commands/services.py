@@ -88,7 +88,7 @@ def codec_server(
     when that variable is set."""
     import asyncio
 
-    from durable_agent.workers.storage.codec_server import serve
+    from durable_agent.config.storage.codec_server import serve
 
     settings = common.load_settings(None)
     origins = list(cors_origin or settings.codec_cors_origins or [settings.ui_url])

@@ -17,7 +17,7 @@ store_app = typer.Typer(help="The blob store of payloads and files (DAGENT_STORE
 @store_app.command("check")
 def store_check() -> None:
     """Write and read back a probe object: exit 0 when the configured store is usable."""
-    from durable_agent.workers.storage.stores import check_store
+    from durable_agent.config.storage.stores import check_store
 
     settings = common.load_settings(None)
 
@@ -40,8 +40,8 @@ def store_sweep(
     rule, see docs/deploying.md)."""
     from datetime import timedelta
 
+    from durable_agent.config.storage.local import DirectoryObjects
     from durable_agent.workers.retention import sweep_directory
-    from durable_agent.workers.storage.local import DirectoryObjects
     from durable_agent.workers.worker import connect
 
     settings = common.load_settings(address, profile)
@@ -72,7 +72,7 @@ def store_refresh(
 ) -> None:
     """Keep every object an open workflow references younger than the store's age rule (run it daily; see
     docs/operations.md, Retention)."""
-    from durable_agent.workers.durations import parse_duration
+    from durable_agent.config.durations import parse_duration
     from durable_agent.workers.retention import refresh_live_blobs
     from durable_agent.workers.worker import connect
 

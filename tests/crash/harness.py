@@ -74,7 +74,7 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
 from temporalio.api.workflowservice.v1 import SignalWorkflowExecutionRequest, UpdateActivityOptionsRequest
 from temporalio.service import RPCError
 
-from durable_agent.agent.models import MessageOutput, ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, MessageOutput, ToolOutput
 from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, DecisionRefused
 from durable_agent.workers.settings import Settings
@@ -247,7 +247,7 @@ class Harness:
             return
         now = time.monotonic()
         for entry in prompt.output:
-            if not (isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending)):
+            if not (isinstance(entry, ToolOutput) and isinstance(entry.result, ApprovalRequest)):
                 continue
             first = t.first_pending.setdefault(entry.id, now)
             if now - t.sent.get(entry.id, -1e9) < 3.0 or now - first < self._approval_delay(t, entry.id):

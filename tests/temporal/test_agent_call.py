@@ -56,10 +56,10 @@ async def test_a_team_workflow_runs_a_prompt_whose_approval_a_person_decides(dev
                 waiting = found.rows[0]
                 break
             await asyncio.sleep(0.05)
-        assert waiting is not None and waiting.call.tool == "payment.send"
+        assert waiting is not None and waiting.tool == "payment.send"
         assert waiting.prompt_id.startswith(f"{review.id}.prompt-")
         prompt = agents.prompt(waiting.prompt_id)
-        await prompt.approve(waiting.call.tool_call_id, by="fiona", roles=["finance"], wait=True)
+        await prompt.approve(waiting.tool_call_id, by="fiona", roles=["finance"], wait=True)
         assert await asyncio.wait_for(review.result(), 30) == "completed: Paid the dinner."
         described = await prompt.workflow.describe()
         assert await described.static_summary() == "ann: pay the team dinner"

@@ -49,16 +49,16 @@ async def test_start_read_and_list_prompts_as_the_authenticated_user(dev_env: Wo
             listed = None
             for _ in range(100):  # visibility is eventually consistent
                 listed = (await http.get("/prompts", params={"state": "completed"})).json()
-                if any(p["id"] == prompt_id for p in listed):
+                if any(p["prompt_id"] == prompt_id for p in listed):
                     break
                 await asyncio.sleep(0.1)
-            assert listed is not None and any(p["id"] == prompt_id and p["user_id"] == "alice" for p in listed)
+            assert listed is not None and any(p["prompt_id"] == prompt_id and p["user_id"] == "alice" for p in listed)
             assert all(p["user_id"] == "alice" for p in listed)
             _problem(await http.get("/prompts", params={"user": "mallory"}), 403, "not-allowed")
         async with stack.http("mallory") as http:
             _problem(await http.get(f"/prompts/{prompt_id}"), 403, "not-allowed")
             mine = (await http.get("/prompts")).json()
-            assert all(p["id"] != prompt_id for p in mine)
+            assert all(p["prompt_id"] != prompt_id for p in mine)
 
 
 async def test_approve_with_corrected_arguments_records_the_principal(dev_env: WorkflowEnvironment) -> None:

@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.events import PromptEvent
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from durable_agent.agent.models import ToolError, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, ToolError, ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
@@ -100,7 +100,7 @@ async def test_approve_runs_tool_once_and_replaces_pending_in_place(dev_env: Wor
         waiting = await handle.wait_until("waiting_for_approval")
         assert waiting.state == "waiting_for_approval"
         pending = waiting.output[0]
-        assert isinstance(pending, ToolOutput) and isinstance(pending.result, ToolPending)
+        assert isinstance(pending, ToolOutput) and isinstance(pending.result, ApprovalRequest)
         assert pending.result.reason == "Sending $250 requires approval."
         listed = await handle.pending_approvals()
         assert [(p.tool_call_id, p.tool, p.input, p.reason) for p in listed] == [
@@ -175,7 +175,7 @@ async def test_an_invalid_correction_is_refused_and_the_call_stays_pending(dev_e
                 break
             await asyncio.sleep(0.05)
             still = await bad.get()
-        assert still.state == "waiting_for_approval" and isinstance(still.output[0].result, ToolPending)  # type: ignore[union-attr]
+        assert still.state == "waiting_for_approval" and isinstance(still.output[0].result, ApprovalRequest)  # type: ignore[union-attr]
         assert still.audit[0].detail.startswith("invalid correction for payment.send")
         resolved = await bad.approve(call_id, input={"amount": 120}, wait=True)
     assert resolved is not None and resolved.result == ToolSuccess(output={"sent": 120.0, "to": "bob"})
@@ -199,7 +199,7 @@ async def test_batch_later_calls_wait_for_the_batch(dev_env: WorkflowEnvironment
                                and p.state == "waiting_for_approval", "the first call done, the second pending")
         assert [o.tool for o in waiting.output] == ["echo.say", "payment.send", "echo.say"]  # all, in place
         assert waiting.output[0].result == ToolSuccess(output="one")  # type: ignore[union-attr]
-        assert isinstance(waiting.output[1].result, ToolPending)  # type: ignore[union-attr]
+        assert isinstance(waiting.output[1].result, ApprovalRequest)  # type: ignore[union-attr]
         assert waiting.output[2].result is None  # type: ignore[union-attr]  # after the batch: not started
         await handle.approve(waiting.output[1].id)  # type: ignore[union-attr]
         prompt = await handle.result()
@@ -214,10 +214,10 @@ async def test_batch_with_two_approvals_pending_at_once(dev_env: WorkflowEnviron
     async with agent_worker(dev_env, plugins=plugins, model=model) as c:
         handle = await c.start("two payments")
         waiting = await handle.wait_until("waiting_for_approval")
-        assert [type(o.result) for o in waiting.output] == [ToolPending, ToolPending]  # type: ignore[union-attr]
+        assert [type(o.result) for o in waiting.output] == [ApprovalRequest, ApprovalRequest]  # type: ignore[union-attr]
         assert [p.tool_call_id for p in await handle.pending_approvals()] == [o.id for o in waiting.output]  # type: ignore[union-attr]
         decided = await handle.approve(waiting.output[0].id, wait=True)  # type: ignore[union-attr]
-        assert decided is not None and isinstance(decided.result, ToolPending)  # decided; runs with the batch
+        assert decided is not None and isinstance(decided.result, ApprovalRequest)  # decided; runs with the batch
         assert decided.decision is not None and decided.decision.decision == "approved"
         assert [p.tool_call_id for p in await handle.pending_approvals()] == [waiting.output[1].id]  # type: ignore[union-attr]
         rejected = await handle.reject(waiting.output[1].id, reason="no", wait=True)  # type: ignore[union-attr]

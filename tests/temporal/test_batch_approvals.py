@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from durable_agent.agent.models import Decision, ToolError, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, Decision, ToolError, ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
@@ -86,7 +86,8 @@ async def test_a_batch_of_three_decided_in_any_order(dev_env: WorkflowEnvironmen
         await handle.wait_until("waiting_for_approval")
         ids = await _pending_ids(handle, 3)
         record = await handle.get()
-        assert [type(o.result) for o in record.output] == [ToolPending, ToolPending, ToolPending, type(None)]  # type: ignore[union-attr]
+        pending = ApprovalRequest
+        assert [type(o.result) for o in record.output] == [pending, pending, pending, type(None)]  # type: ignore[union-attr]
         for step, index in enumerate(order):
             call_id = ids[index]
             if index == 0:

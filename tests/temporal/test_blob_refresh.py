@@ -28,10 +28,10 @@ from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
 from durable_agent.client import AgentClient
+from durable_agent.config.storage.files import encode_segment
+from durable_agent.config.storage.stores import objects_for
 from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.retention import refresh_live_blobs
-from durable_agent.workers.storage.files import encode_segment
-from durable_agent.workers.storage.stores import objects_for
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.workers import TEST_SETTINGS
 

@@ -26,10 +26,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.providers.scripted import ScriptedModel
 from durable_agent.client import AgentClient
+from durable_agent.config.storage.files import encode_segment
+from durable_agent.config.storage.gcs import GCSObjects
 from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.settings import Settings
-from durable_agent.workers.storage.files import encode_segment
-from durable_agent.workers.storage.gcs import GCSObjects
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support.processes import DAGENT_CMD, REPO_ROOT
 from tests.temporal.test_blob_refresh import PLUGIN, RULE_DAYS, _script

@@ -106,6 +106,9 @@ async def test_the_inbox_shows_a_budget_requests_facts_as_facts_and_only_the_gra
                     card.find_element(By.CSS_SELECTOR, "button.approve").click()
                     wait_for(chat, lambda d: "approved by ann" in " ".join(e.text for e in d.find_elements(
                         By.CSS_SELECTOR, ".tool")), "the grant shown in the chat")
+                    granted = wait_for(chat, lambda d: [e.text for e in d.find_elements(
+                        By.CSS_SELECTOR, ".tool pre.result") if "granted" in e.text], "the grant's result")
+                    assert granted[-1].startswith("granted "), granted  # text as text, not a JSON string in quotes
 
             await asyncio.to_thread(scenario)
         finally:

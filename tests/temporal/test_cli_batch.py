@@ -20,7 +20,7 @@ from rich.console import Console
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.events import EventKind
-from durable_agent.agent.models import Conversation, Decision, ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, Conversation, Decision, ToolOutput
 from durable_agent.cli.devserver import free_port
 from durable_agent.cli.follow import LiveView
 from durable_agent.cli.ui_links import SERVERS_DIR_ENV, forget_server, recorded_ui, remember_server, with_ui_url
@@ -86,7 +86,7 @@ def test_the_spinner_says_what_the_prompt_waits_for() -> None:
     view = LiveView(Console(file=io.StringIO(), width=200))
     now = datetime.now(UTC)
     entries = [ToolOutput(id=f"call_r1_{i}", tool=tool, input=args, started_at=now,
-                          result=ToolPending(reason="needs a person", requested_at=now))
+                          result=ApprovalRequest(reason="needs a person", requested_at=now))
                for i, (tool, args) in enumerate(batch_desk.BATCH_CALLS)]
     view.set_step("running weather.get")
     for index, entry in enumerate(entries, 1):
@@ -100,7 +100,7 @@ def test_the_spinner_says_what_the_prompt_waits_for() -> None:
         done = entry.model_copy(update={"decision": Decision(decision="rejected", by="bob", at=now)})
         view.event(StreamEvent(kind=EventKind.OUTPUT_UPDATED, index=index, output=done))
     assert not view._status_text().startswith("waiting")
-    restricted = entries[0].model_copy(update={"result": ToolPending(reason="wire", requested_at=now,
+    restricted = entries[0].model_copy(update={"result": ApprovalRequest(reason="wire", requested_at=now,
                                                                      approvers=["finance"])})
     view.event(StreamEvent(kind=EventKind.APPROVAL_REQUESTED, index=1, output=restricted))
     assert view._status_text().startswith("waiting for approval of payment.send (approvers: finance) (")

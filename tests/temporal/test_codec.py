@@ -24,9 +24,9 @@ from durable_agent.agent.providers.scripted import ScriptedModel, text
 from durable_agent.cli.devserver import DevServer
 from durable_agent.cli.devserver.binaries import temporal_cli_path
 from durable_agent.client import AgentClient
+from durable_agent.config.storage.codec import AESGCMCodec, CodecKeyError, codec_from_env, parse_keys
+from durable_agent.config.storage.codec_server import serve
 from durable_agent.workers.settings import Settings
-from durable_agent.workers.storage.codec import AESGCMCodec, CodecKeyError, codec_from_env, parse_keys
-from durable_agent.workers.storage.codec_server import serve
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.temporal.test_prompt_workflow import math_plugin
 

@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.client import AgentClient
-from durable_agent.workers.connection import TemporalConnectError, describe_security, grpc_compression, is_loopback
+from durable_agent.config.connection import TemporalConnectError, describe_security, grpc_compression, is_loopback
 from durable_agent.workers.settings import Settings
 from durable_agent.workers.worker import build_runtime, connect, create_worker
 from tests.support.processes import DAGENT_CMD

@@ -9,7 +9,7 @@ import asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.events import EventKind, PromptEvent
-from durable_agent.agent.models import ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from tests.support.workers import agent_worker
 from tests.temporal.test_batch_approvals import _pending_ids, batch_model, plugin
@@ -44,11 +44,11 @@ async def test_a_decision_is_recorded_on_arrival_while_the_batch_waits(dev_env: 
         assert approved.decision is not None
         assert (approved.decision.decision, approved.decision.by) == ("approved", "alice")
         assert approved.input == {"amount": 90} and approved.decision.original_input == {"amount": 100}
-        assert isinstance(approved.result, ToolPending)  # it runs once the batch's last decision is in
+        assert isinstance(approved.result, ApprovalRequest)  # it runs once the batch's last decision is in
         rejected = calls[third]
         assert rejected.decision is not None and (rejected.decision.decision, rejected.decision.by) == ("rejected",
                                                                                                        "bob")
-        assert calls[second].decision is None and isinstance(calls[second].result, ToolPending)
+        assert calls[second].decision is None and isinstance(calls[second].result, ApprovalRequest)
         assert [p.tool_call_id for p in await handle.pending_approvals()] == [second]
         await handle.approve(second, by="carol", wait=True)
         done = await handle.result()
@@ -59,7 +59,8 @@ async def test_a_decision_is_recorded_on_arrival_while_the_batch_waits(dev_env: 
     decided = [(e.output.id, e.output.decision.by, type(e.output.result)) for e in events
                if e.kind == EventKind.OUTPUT_UPDATED and isinstance(e.output, ToolOutput) and e.output.decision]
     first_heard = [d for d in decided if d[0] in (first, third, second)][:3]
-    assert first_heard == [(first, "alice", ToolPending), (third, "bob", ToolPending), (second, "carol", ToolPending)]
+    pending = ApprovalRequest
+    assert first_heard == [(first, "alice", pending), (third, "bob", pending), (second, "carol", pending)]
 
 
 async def test_a_decision_is_recorded_while_the_approval_hooks_still_run(dev_env: WorkflowEnvironment) -> None:

@@ -140,7 +140,7 @@ async def test_a_tool_longer_than_the_period_is_cancelled_at_its_end_and_runs_ag
 
 def test_compose_gives_the_worker_longer_than_its_drain_period() -> None:
     """docker-compose.yml: the engine's SIGKILL comes after the worker's own drain period has run out."""
-    from durable_agent.workers.durations import parse_duration
+    from durable_agent.config.durations import parse_duration
     from durable_agent.workers.settings import Settings
     from tests.temporal.test_compose import _resolved_config
 

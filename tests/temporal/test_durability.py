@@ -30,7 +30,7 @@ import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.agent.models import Prompt, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, Prompt, ToolOutput, ToolSuccess
 from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.settings import Settings
@@ -229,7 +229,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
 
 
 def pending_call(prompt: Prompt) -> ToolOutput:
-    pending = [e for e in prompt.output if isinstance(e, ToolOutput) and isinstance(e.result, ToolPending)]
+    pending = [e for e in prompt.output if isinstance(e, ToolOutput) and isinstance(e.result, ApprovalRequest)]
     assert len(pending) == 1, f"expected one pending call, got {prompt.output}"
     assert pending[0].tool == "ledger.charge"
     return pending[0]

@@ -22,10 +22,10 @@ from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import tool
 from durable_agent.client import AgentClient
+from durable_agent.config.storage.codec import CodecKeyError, codec_for
+from durable_agent.config.storage.files import BlobFileStore
+from durable_agent.config.storage.local import DirectoryObjects
 from durable_agent.workers.settings import Settings
-from durable_agent.workers.storage.codec import CodecKeyError, codec_for
-from durable_agent.workers.storage.files import BlobFileStore
-from durable_agent.workers.storage.local import DirectoryObjects
 from durable_agent.workers.worker import build_runtime, create_worker
 
 SECRET = "FILESECRET-QQQ the quarterly numbers: 4711"

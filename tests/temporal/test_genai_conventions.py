@@ -24,7 +24,7 @@ from durable_agent.agent import metric_names
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.plugins import Plugin
 from durable_agent.client import AgentClient
-from durable_agent.workers.observability import ObservabilityConfig, metrics_runtime, temporal_plugins
+from durable_agent.config.observability import ObservabilityConfig, metrics_runtime, temporal_plugins
 from durable_agent.workers.plugin import DurableAgentPlugin
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.fakes import FakeLLMServer, FakeUsage

@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent.agent.identity import FOUR_EYES_REFUSAL, Identity, grant, may_decide, names, person_problem
 from durable_agent.agent.tools import Approval
 from durable_agent.api.config import ApiKey
-from durable_agent.client.pending import PendingRow, may_see
+from durable_agent.client.pending import may_see
 from durable_agent.workflows.corrections import correction_refusal, merge_patch
 from durable_agent.workflows.protocol import PendingApproval
 from tests.support.api import USERS, api_stack
@@ -41,10 +41,9 @@ def test_a_role_is_never_a_decider_and_four_eyes_binds_the_owner() -> None:
     assert may_decide(olga, ["role:finance"], owner="olga") is None
 
 
-def _row(owner: str, approvers: list[str] | None) -> PendingRow:
-    call = PendingApproval(tool_call_id="c1", tool="t", input={}, reason="r", requested_at="2026-01-01T00:00:00Z",
-                           approvers=approvers)
-    return PendingRow(prompt_id="p", user_id=owner, call=call)
+def _row(owner: str, approvers: list[str] | None) -> PendingApproval:
+    return PendingApproval(prompt_id="p", user_id=owner, tool_call_id="c1", tool="t", input={}, reason="r",
+                           requested_at="2026-01-01T00:00:00Z", approvers=approvers)  # type: ignore[arg-type]
 
 
 def test_who_sees_a_pending_call() -> None:

@@ -29,7 +29,7 @@ NOT_IN_A_PLAIN_PROCESS = ("fastapi", "uvicorn", "starlette", "sse_starlette", "a
 
 # What a plain worker (no decision key, no codec keys, no correction or JSON-schema tool, stderr not a terminal)
 # loads only when asked (issue 28: idle RSS, first poll): decision tokens (workflows/decision_tokens.py, and
-# cryptography also for codec keys: workers/storage/codec.py, workers/settings.py), schema checks
+# cryptography also for codec keys: config/storage/codec.py, workers/settings.py), schema checks
 # (workflows/corrections.py, agent/tools.py, agent/output_schema.py), the client package (cli/common.py),
 # structlog's console helpers (agent/logging.py; colorama is left out: `-X importtime` lists an import refused
 # by a None in sys.modules too, and it is no dependency of ours), anyio (activities/mcp_tools.py) and rich's

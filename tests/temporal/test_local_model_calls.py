@@ -88,9 +88,10 @@ async def test_a_round_costs_one_workflow_task_with_local_model_calls(dev_env: W
 
 
 async def test_a_conversation_gives_its_prompts_local_model_calls(dev_env: WorkflowEnvironment) -> None:
-    async with agent_worker(dev_env, plugins=[calc], model=ScriptedModel(_script)) as agent:
-        local_agent = type(agent)(agent.client, agent.settings.model_copy(update={"model_calls": "local"}))
-        conversation = await local_agent.start_conversation(user_id="u")
+    """DAGENT_MODEL_CALLS=local on the worker: a conversation's prompts call their model locally, whatever the
+    environment of the client that started the conversation (the worker routes: workers/routing.py)."""
+    async with agent_worker(dev_env, plugins=[calc], model=ScriptedModel(_script), model_calls="local") as agent:
+        conversation = await agent.start_conversation(user_id="u")
         prompt = await conversation.send("count")
         await prompt.result()
         _, scheduled, local = await _history_of(prompt)

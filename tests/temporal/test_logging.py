@@ -20,7 +20,7 @@ from temporalio.worker import Replayer
 
 from durable_agent.agent.logging import LIBRARY_LOGGER, get_logger
 from durable_agent.client import AgentClient
-from durable_agent.workers.observability import ObservabilityConfig, configure_log_export, flush_traces
+from durable_agent.config.observability import ObservabilityConfig, configure_log_export, flush_traces
 from durable_agent.workers.plugin import DurableAgentPlugin
 from tests.support.otlp import OtlpReceiver
 from tests.support.processes import WorkerProcess

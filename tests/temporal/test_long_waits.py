@@ -9,7 +9,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage
-from durable_agent.agent.models import ToolError, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, ToolError, ToolOutput, ToolSuccess
 from durable_agent.agent.plugins import Plugin
 from durable_agent.agent.providers.scripted import ScriptedModel, text, tool_calls
 from durable_agent.agent.tools import Approval, tool
@@ -50,7 +50,7 @@ async def test_approval_after_six_days_completes(skip_env: WorkflowEnvironment) 
         handle = await client.start("transfer 10")
         waiting = await handle.wait_until("waiting_for_approval")
         call = waiting.output[0]
-        assert isinstance(call, ToolOutput) and isinstance(call.result, ToolPending)
+        assert isinstance(call, ToolOutput) and isinstance(call.result, ApprovalRequest)
         await skip_env.sleep(timedelta(days=6))
         assert (await handle.get()).state == "waiting_for_approval"
         await handle.approve(call.id, by="manager")
@@ -67,7 +67,7 @@ async def test_unanswered_approval_expires_after_three_days(skip_env: WorkflowEn
         handle = await client.start("transfer 10 soon")
         waiting = await handle.wait_until("waiting_for_approval")
         pending = waiting.output[0].result  # type: ignore[union-attr]
-        assert isinstance(pending, ToolPending) and pending.expires_at == pending.requested_at + timedelta(days=3)
+        assert isinstance(pending, ApprovalRequest) and pending.expires_at == pending.requested_at + timedelta(days=3)
         prompt = await handle.result()  # nobody answers: the server skips to the expiry timer
     entry = prompt.output[0]
     assert isinstance(entry, ToolOutput) and isinstance(entry.result, ToolError)

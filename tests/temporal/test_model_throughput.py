@@ -54,7 +54,7 @@ async def test_fifty_prompts_never_exceed_the_limit_in_any_second(dev_env: Workf
     settings = TEST_SETTINGS.model_copy(update={"task_queue": queue, "model_task_queue": f"{queue}-models"})
     runtime = build_runtime(settings, plugins=[Plugin("none")], providers={"normal": make_provider(llm, "chat")})
     async with AsyncExitStack() as stack:
-        await stack.enter_async_context(create_worker(dev_env.client, runtime, task_queue=queue))
+        await stack.enter_async_context(create_worker(dev_env.client, runtime, task_queue=queue, settings=settings))
         # a fleet of two model workers (one client each, like two processes): the server-side rate covers both
         second = await Client.connect(dev_env.client.service_client.config.target_host,
                                       plugins=[DurableAgentPlugin(settings)])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, ToolOutput
 from durable_agent.client import DecisionRefused
 from tests.fakes.notify_servers import SLACK_TOKEN, WEBHOOK_SECRET, FakeSlack, SmtpSink, WebhookReceiver
 from tests.support.notify import notify_toml, notify_worker, until, wire_plugin
@@ -34,7 +34,7 @@ async def test_reminder_escalation_to_cfo_and_nothing_after_the_decision(skip_en
         async with notify_worker(skip_env, config, plugins=[wire_plugin(["webhook"])]) as client:
             handle = await client.start("wire 500 to acme", user_id="owner")
             call = _call(await handle.wait_until("waiting_for_approval"))
-            assert isinstance(call.result, ToolPending)
+            assert isinstance(call.result, ApprovalRequest)
             await until(lambda: hooks.steps() == ["requested"], "the first webhook")
             with pytest.raises(DecisionRefused, match="may not decide"):
                 await handle.approve(call.id, by="carol", roles=["cfo"], wait=True)

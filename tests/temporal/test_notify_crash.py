@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_agent.agent.models import ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, ToolOutput
 from tests.fakes.notify_servers import SLACK_TOKEN, WEBHOOK_SECRET, FakeSlack, WebhookReceiver
 from tests.support.notify import notify_toml, until
 from tests.temporal.test_durability import started_rig
@@ -28,7 +28,7 @@ async def test_worker_killed_mid_send_yields_one_message_per_step(tmp_path: Path
             handle = await rig.client.start("wire 500 to acme", user_id="owner")
             waiting = await rig.wait_state(handle, "waiting_for_approval")
             call = waiting.output[0]
-            assert isinstance(call, ToolOutput) and isinstance(call.result, ToolPending)
+            assert isinstance(call, ToolOutput) and isinstance(call.result, ApprovalRequest)
             await rig.within(asyncio.gather(asyncio.to_thread(slack.hold.reached.wait, 30),
                                             asyncio.to_thread(hooks.hold.reached.wait, 30)), 35,
                              "both channels reached mid-send")

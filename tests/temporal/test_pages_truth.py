@@ -24,11 +24,11 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent.agent.context import ToolContext
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
 from durable_agent.agent.models import (
+    ApprovalRequest,
     Decision,
     Prompt,
     TextOutput,
     ToolOutput,
-    ToolPending,
     ToolSuccess,
     WidgetOutput,
 )
@@ -418,6 +418,8 @@ async def test_api_docs_render_offline_from_local_files(dev_env: WorkflowEnviron
             for path in ("/docs", "/redoc"):
                 html = (await http.get(path)).text
                 assert "<script>" not in html and "cdn" not in html, f"{path} needs no inline script or CDN"
+                others = {"/inbox", "/chat", "/docs"} - {path}
+                assert all(f'<a href="{other}">' in html for other in others), f"{path} links back to the pages"
 
         def scenario() -> None:
             with browser(offline=True) as page:
@@ -469,7 +471,7 @@ def test_an_approval_context_names_its_own_response_only() -> None:
     """The model's message is the text of the response that asked for the call, never an earlier round's;
     the batch is that response's calls needing a decision, in record order (pure function, no Temporal)."""
     t1, t2 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC), datetime(2026, 1, 1, 10, 1, tzinfo=UTC)
-    pending = ToolPending(reason="needs a person", requested_at=t2)
+    pending = ApprovalRequest(reason="needs a person", requested_at=t2)
     prompt = Prompt(id="p", user_id="alice", input="pay and email", output=[
         TextOutput(text="Looking it up."),
         ToolOutput(id="a", tool="lookup", input={}, started_at=t1, result=ToolSuccess(output="ok")),
@@ -526,7 +528,7 @@ def test_show_says_a_decided_call_waits_for_the_rest_of_its_batch() -> None:
     """`dagent show` (describe_prompt, pure): a call with its decision but no result while the prompt waits is
     shown as taken and waiting for the others, never as running or as waiting for a decision of its own."""
     at = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
-    pending = ToolPending(reason="needs a person", requested_at=at)
+    pending = ApprovalRequest(reason="needs a person", requested_at=at)
     approved = Decision(decision="approved", by="alice", at=at, original_input={"amount": 480})
     prompt = Prompt(id="p", user_id="bob", input="pay", state="waiting_for_approval", output=[
         ToolOutput(id="a", tool="payment.send", input={"amount": 450}, started_at=at, result=pending,

@@ -19,7 +19,7 @@ async def test_a_waiting_prompt_without_a_worker_is_named_not_waited_for(dev_env
         await orphan.wait_until("waiting_for_approval")
     found = await gone.pending(user_id="alice", timeout=1.0)  # its queue has no worker now
     [row] = [row for row in found.rows if row.prompt_id == orphan.id]
-    assert (row.call.tool, row.call.input) == ("payment.send", None) and found.unanswered == []
+    assert (row.tool, row.input) == ("payment.send", None) and found.unanswered == []
     async with agent_worker(dev_env, plugins=[PLUGIN], model=web_model()) as agent:
         live = await agent.start("pay carol 300", user_id="alice")
         await live.wait_until("waiting_for_approval")
@@ -28,8 +28,8 @@ async def test_a_waiting_prompt_without_a_worker_is_named_not_waited_for(dev_env
         listed = {row.prompt_id for row in rows}
         assert live.id in listed and orphan.id not in listed  # another deployment's queue
         assert found.unanswered == []
-        assert [row.call.tool for row in rows if row.prompt_id == live.id] == ["payment.send"]
-        await live.approve(next(row.call.tool_call_id for row in rows if row.prompt_id == live.id), by="alice")
+        assert [row.tool for row in rows if row.prompt_id == live.id] == ["payment.send"]
+        await live.approve(next(row.tool_call_id for row in rows if row.prompt_id == live.id), by="alice")
 
 
 async def test_a_user_id_with_a_quote_is_quoted_in_the_visibility_queries(dev_env: WorkflowEnvironment) -> None:
@@ -42,4 +42,4 @@ async def test_a_user_id_with_a_quote_is_quoted_in_the_visibility_queries(dev_en
         assert [w.prompt_id for w in await agent.waiting_prompts(user_id="o' OR UserId != '")] == []
         listed = await agent.list_prompts(user_id="o'brien")
         assert [p.prompt_id for p in listed] == [handle.id]
-        await handle.approve(found.rows[0].call.tool_call_id, by="o'brien")
+        await handle.approve(found.rows[0].tool_call_id, by="o'brien")

@@ -36,7 +36,7 @@ async def _eventually(read: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
 
 
 def _rows_of(found: PendingList, prompt: PromptHandle) -> list[str]:
-    return [row.call.tool_call_id for row in found.rows if row.prompt_id == prompt.id]
+    return [row.tool_call_id for row in found.rows if row.prompt_id == prompt.id]
 
 
 def _two_payments(to_first: str = "ann") -> ScriptedModel:
@@ -66,9 +66,9 @@ async def test_waiting_calls_are_listed_with_their_detail_when_no_worker_runs(de
     assert found.unanswered == []
     [row] = found.rows
     assert (row.prompt_id, row.user_id) == (prompt.id, user)
-    assert row.call == expected  # tool, call id, reason, approvers, since, input and its schema
-    assert row.call.reason == "Sending $250 requires approval." and row.call.input == {"to": "bob", "amount": 250}
-    assert row.call.input_schema is not None and "amount" in row.call.input_schema["properties"]  # type: ignore[operator]
+    assert row == expected  # tool, call id, reason, approvers, since, input and its schema
+    assert row.reason == "Sending $250 requires approval." and row.input == {"to": "bob", "amount": 250}
+    assert row.input_schema is not None and "amount" in row.input_schema["properties"]  # type: ignore[operator]
     await prompt.workflow.terminate(reason="test over")
 
 
@@ -78,7 +78,7 @@ async def test_the_memo_follows_calls_as_they_start_and_stop_waiting(dev_env: Wo
         prompt = await agent.start("pay two people", user_id=user)
         both = await _eventually(lambda: agent.pending(user_id=user), lambda f: len(_rows_of(f, prompt)) == 2)
         first, second = _rows_of(both, prompt)
-        assert [row.call.input for row in both.rows] == [{"to": "ann", "amount": 200}, {"to": "ben", "amount": 300}]
+        assert [row.input for row in both.rows] == [{"to": "ann", "amount": 200}, {"to": "ben", "amount": 300}]
 
         await prompt.approve(first, by=user, wait=True)
         one = await _eventually(lambda: agent.pending(user_id=user), lambda f: _rows_of(f, prompt) == [second])
@@ -109,11 +109,11 @@ async def test_a_call_too_large_for_the_memo_is_listed_with_the_detail_asked_for
         prompt = await agent.start("pay a long name", user_id=user)
         found = await _eventually(lambda: agent.pending(user_id=user), lambda f: bool(_rows_of(f, prompt)))
         [row] = found.rows
-        assert row.call.input == {"to": long_name, "amount": 500} and row.call.input_schema is not None
+        assert row.input == {"to": long_name, "amount": 500} and row.input_schema is not None
         memo = await _memo(prompt)
-        assert isinstance(memo, dict) and memo["detail_omitted"] == [row.call.tool_call_id]
+        assert isinstance(memo, dict) and memo["detail_omitted"] == [row.tool_call_id]
         assert memo["calls"][0]["input"] is None and memo["calls"][0]["tool"] == "payment.send"
-        await prompt.approve(row.call.tool_call_id, by=user)
+        await prompt.approve(row.tool_call_id, by=user)
         assert (await prompt.result()).state == "completed"
 
 
@@ -131,7 +131,7 @@ async def test_the_whole_list_reads_every_page(dev_env: WorkflowEnvironment, mon
         found = await _eventually(lambda: agent.pending(user_id=user), lambda f: len(f.rows) == 5)
         paged = await agent.pending(user_id=user, limit=2)
     assert sorted(row.prompt_id for row in found.rows) == sorted(p.id for p in prompts)
-    assert sorted(row.call.input["amount"] for row in found.rows) == [250, 251, 252, 253, 254]  # type: ignore[index]
+    assert sorted(row.input["amount"] for row in found.rows) == [250, 251, 252, 253, 254]  # type: ignore[index]
     assert len(paged.rows) == 2 and paged.total == 5 and paged.next_cursor is not None
     for prompt in prompts:
         await prompt.workflow.terminate(reason="test over")

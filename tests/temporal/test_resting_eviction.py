@@ -57,7 +57,7 @@ async def _all_waiting(agent: AgentClient, user: str, count: int) -> dict[str, s
     for _ in range(400):
         listed = await agent.pending(user_id=user)
         if len(listed.rows) == count:
-            return {row.prompt_id: row.call.tool_call_id for row in listed.rows}
+            return {row.prompt_id: row.tool_call_id for row in listed.rows}
         await asyncio.sleep(0.05)
     raise AssertionError(f"{count} prompts never all waited")
 

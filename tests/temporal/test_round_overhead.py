@@ -111,7 +111,9 @@ async def test_tool_input_carries_each_id_once_and_no_policy_fields(dev_env: Wor
         events = await _history(handle)
         run_id = (await handle.workflow.describe()).run_id
     [sent] = _tool_inputs(events)
-    assert sent == {"id": "call_r1_0", "tool": "who.am_i", "plugin": "who", "input": {"n": 1}, "user_id": "u1"}
+    # The prompt's reference (agent/models.py PromptRef, flat) once, then the call: no policy field, no default.
+    assert sent == {"prompt_id": "lean-input-1", "user_id": "u1", "id": "call_r1_0", "tool": "who.am_i",
+                    "plugin": "who", "input": {"n": 1}}
     # Results too leave their defaults off: no empty side outputs, no unchanged plugin state, no null fields.
     [tool_result] = _results(events, "dagent.invoke_tool")
     assert set(tool_result) == {"result"}
@@ -148,7 +150,7 @@ async def test_conversation_and_prompt_ids_reach_the_tool_when_they_are_not_the_
         prompt = await handle.result()
         events = await _history(handle)
     [sent] = _tool_inputs(events)
-    assert sent["conversation_id"] == "conv-9" and "prompt_id" not in sent
+    assert (sent["prompt_id"], sent["user_id"], sent["conversation_id"]) == ("lean-input-2", "u2", "conv-9")
     entry = prompt.output[0]
     assert isinstance(entry, ToolOutput) and isinstance(entry.result, ToolSuccess)
     assert isinstance(entry.result.output, dict) and entry.result.output["conversation_id"] == "conv-9"
@@ -200,9 +202,11 @@ async def test_search_attributes_are_upserted_only_when_they_change(dev_env: Wor
 
 
 def test_tool_input_leaves_defaults_off_the_wire() -> None:
-    lean = ToolInvocation(id="c", tool="t", input={"a": 1})
-    assert json.loads(lean.model_dump_json()) == {"id": "c", "tool": "t", "input": {"a": 1}}
-    full = ToolInvocation(id="c", tool="t", plugin="p", user_id="u", max_attempts=2, plugin_state={"x": 1})
+    lean = ToolInvocation(prompt_id="p", user_id="u", id="c", tool="t", input={"a": 1})
+    assert json.loads(lean.model_dump_json()) == {"prompt_id": "p", "user_id": "u", "id": "c", "tool": "t",
+                                                  "input": {"a": 1}}
+    full = ToolInvocation(prompt_id="p", user_id="u", conversation_id="c0", id="c", tool="t", plugin="p",
+                          max_attempts=2, plugin_state={"x": 1})
     assert ToolInvocation.model_validate_json(full.model_dump_json()) == full
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from durable_agent.agent.models import Prompt, ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, Prompt, ToolOutput
 from durable_agent.cli.devserver import DevServer
 from durable_agent.client import AgentClient, PromptHandle
 from durable_agent.workers.settings import Settings
@@ -102,7 +102,7 @@ async def setup(tmp_path: Path, fake_llm: FakeLLMServer) -> AsyncIterator[Setup]
 
 
 def _pending(prompt: Prompt) -> ToolOutput:
-    pending = [e for e in prompt.output if isinstance(e, ToolOutput) and isinstance(e.result, ToolPending)]
+    pending = [e for e in prompt.output if isinstance(e, ToolOutput) and isinstance(e.result, ApprovalRequest)]
     assert len(pending) == 1, prompt.output
     return pending[0]
 

@@ -26,12 +26,12 @@ from moto.server import ThreadedMotoServer
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.agent.models import FileOutput, ToolOutput, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, FileOutput, ToolOutput, ToolSuccess
 from durable_agent.agent.providers.scripted import ScriptedModel, text
 from durable_agent.client import AgentClient
+from durable_agent.config.storage.objects import StoreUnavailable
+from durable_agent.config.storage.stores import check_store
 from durable_agent.workers.settings import Settings
-from durable_agent.workers.storage.objects import StoreUnavailable
-from durable_agent.workers.storage.stores import check_store
 from durable_agent.workers.worker import build_runtime, create_worker
 from tests.support import bigblobs
 from tests.support.processes import DAGENT_CMD
@@ -135,7 +135,7 @@ async def test_two_workers_take_turns_with_only_the_s3_store_shared(
     waiting = await handle.wait_until("waiting_for_approval")
     assert waiting.state == "waiting_for_approval", waiting.error
 
-    pending = [o for o in waiting.output if isinstance(o, ToolOutput) and isinstance(o.result, ToolPending)]
+    pending = [o for o in waiting.output if isinstance(o, ToolOutput) and isinstance(o.result, ApprovalRequest)]
     assert [p.tool for p in pending] == ["blob.publish"]
 
     first.kill()  # mid-prompt: the next steps must run on the other machine

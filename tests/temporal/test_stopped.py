@@ -70,9 +70,9 @@ async def test_the_api_says_stopped_with_who_may_grant_and_when_the_period_reset
                 listed: list[dict[str, object]] = []
                 for _ in range(100):  # visibility is eventually consistent
                     listed = (await http.get("/prompts", params={"state": "stopped"})).json()
-                    if any(p["id"] == prompt_id for p in listed):
+                    if any(p["prompt_id"] == prompt_id for p in listed):
                         break
                     await asyncio.sleep(0.1)
-                assert [p["state"] for p in listed if p["id"] == prompt_id] == ["stopped"], listed
+                assert [p["state"] for p in listed if p["prompt_id"] == prompt_id] == ["stopped"], listed
         finally:
             await stack.agent.set_budget(f"user:{user}", None)

@@ -5,6 +5,7 @@ cancelling the parent cancels the child."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import os
@@ -13,7 +14,7 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -22,7 +23,7 @@ import httpx
 from pydantic import BaseModel
 from rich.console import Console
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.agent.context import ToolContext
@@ -413,3 +414,34 @@ async def test_a_sub_agent_of_the_same_tier_calls_its_model_on_the_prompts_model
                   if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
                   and e.activity_task_scheduled_event_attributes.activity_type.name == "dagent.model_round"}
         assert queues == {f"models-{tag}"}
+
+
+async def test_a_sub_agent_of_another_tier_calls_its_model_on_its_tiers_queue(dev_env: WorkflowEnvironment) -> None:
+    """The prompt knows only its own tier's queues; the worker that runs the sub-agent's prompt gives it its tier's
+    (workers/routing.py), so the high tier's calls stay under the high tier's limit."""
+    tag = uuid.uuid4().hex[:8]
+    settings = TEST_SETTINGS.model_copy(update={"task_queue": f"wf-{tag}", "model_task_queue": f"models-{tag}",
+                                                "model_task_queue_high": f"high-{tag}"})
+    high_researcher = dataclasses.replace(researcher, model="high")
+    model = two_level_model("lookup.find")
+    runtime = build_runtime(settings, plugins=[plugins[0], Plugin("agents", tools=[high_researcher.tool()])],
+                            providers={"normal": model, "high": model})
+    workers = create_workers(dev_env.client, runtime, settings)
+    async with AsyncExitStack() as stack:
+        for worker in workers:
+            await stack.enter_async_context(worker)
+        client = AgentClient(dev_env.client, settings)
+        handle = await client.start("research two things")
+        prompt = await handle.result()
+        children = [o.child_prompt_id for o in prompt.output if isinstance(o, ToolOutput) and o.child_prompt_id]
+        histories = [await client.prompt(child).workflow.fetch_history() for child in children]
+        own = await handle.workflow.fetch_history()
+    assert prompt.state == "completed" and len(children) == 2
+    assert _model_queues(own) == {f"models-{tag}"}
+    assert [_model_queues(history) for history in histories] == [{f"high-{tag}"}] * 2
+
+
+def _model_queues(history: WorkflowHistory) -> set[str]:
+    return {e.activity_task_scheduled_event_attributes.task_queue.name for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "dagent.model_round"}

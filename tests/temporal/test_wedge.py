@@ -30,7 +30,7 @@ from temporalio.worker import Worker
 from durable_agent.agent.models import Conversation, Prompt, ToolOutput, ToolSuccess
 from durable_agent.cli.devserver.binaries import temporal_cli_path
 from durable_agent.client import AgentClient
-from durable_agent.workers.storage.converter import data_converter
+from durable_agent.config.storage.converter import data_converter
 from durable_agent.workflows.protocol import PromptRequest
 from tests import scenarios
 from tests.support.buggy_workflow import BuggyPromptWorkflow

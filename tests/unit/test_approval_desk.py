@@ -2,50 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from datetime import timedelta
 
 import pytest
 
 from durable_agent.agent.events import EventKind
-from durable_agent.agent.models import Decision, Prompt, ToolPending
+from durable_agent.agent.models import ApprovalRequest, Decision
 from durable_agent.workflows.prompt.approvals import ApprovalDesk, refusal_text
-from durable_agent.workflows.prompt.record import Recorder
-from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     ApproveRequest,
-    PromptRequest,
+    CallNeedingApproval,
     ReadyCall,
     RejectRequest,
 )
-from tests.unit.conftest import PlainHost
+from tests.unit.conftest import PlainHost, context_of
 
 SCHEMA = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}
 
 
-def _closed(work: Awaitable[None]) -> None:
-    work.close()  # type: ignore[attr-defined]  # background work needs a workflow: not run here
-
-
 def _desk(host: PlainHost) -> ApprovalDesk:
-    record = Recorder(Prompt(id="p1", user_id="owner"), host, set())
-    desk: ApprovalDesk
-    children = SubAgents(PromptRequest(), record, spawn=_closed, listed=lambda: desk.listed(),
-                         publish_pending=lambda: desk.publish_pending())
-    desk = ApprovalDesk(record, children, steered=lambda: False, spawn=_closed)
-    return desk
+    return ApprovalDesk(context_of(host), steered=lambda: False)
 
 
-def _ask(desk: ApprovalDesk, call_id: str, **requirement: object) -> None:
-    entry = desk._record.open_call(ReadyCall(id=call_id, tool="pay", input={"amount": 5}))
-    desk.request(entry, ApprovalRequirement(reason="money", **requirement))  # type: ignore[arg-type]
+def _ask(desk: ApprovalDesk, call_id: str, input_schema: dict[str, object] | None = None, **request: object) -> None:
+    call = CallNeedingApproval(id=call_id, tool="pay", input={"amount": 5}, input_schema=input_schema,  # type: ignore[arg-type]
+                               approval=ApprovalRequest(reason="money", **request))  # type: ignore[arg-type]
+    desk.request(desk._record.open_call(call), call)
 
 
 def test_a_request_makes_the_call_pending_in_place_and_says_so(host: PlainHost) -> None:
     desk = _desk(host)
-    _ask(desk, "c1", expires_after_seconds=3600, approvers=["bob"])
+    _ask(desk, "c1", expires_after=timedelta(hours=1), approvers=["bob"])
     entry = desk._record.tool_call("c1")
-    assert entry is not None and isinstance(entry.result, ToolPending)
+    assert entry is not None and isinstance(entry.result, ApprovalRequest)
     assert entry.result.expires_at is not None and (entry.result.expires_at - host.clock).total_seconds() == 3600
     assert desk._record.prompt.state == "waiting_for_approval"
     assert host.events[-1].kind == EventKind.APPROVAL_REQUESTED and host.events[-1].index == 0
@@ -81,7 +70,7 @@ def test_a_decision_is_on_its_entry_when_it_arrives(host: PlainHost) -> None:
     assert desk.approve_signal(ApproveRequest(tool_call_id="c1", by="alice")) is None
     entry = desk._record.tool_call("c1")
     assert entry is not None and entry.decision is not None and entry.decision.by == "alice"
-    assert isinstance(entry.result, ToolPending)  # it runs after the batch
+    assert isinstance(entry.result, ApprovalRequest)  # it runs after the batch
     assert list(desk.waiting) == ["c2"] and [row.tool_call_id for row in desk.listed()] == ["c2"]
     assert host.events[-1].kind == EventKind.OUTPUT_UPDATED and host.events[-1].output == entry
 
@@ -96,7 +85,7 @@ def test_a_batch_stays_waiting_until_its_last_call_is_settled(host: PlainHost) -
     assert list(desk.waiting) == ["c2"] and desk._record.prompt.state == "waiting_for_approval"
     assert host.events[-1].kind == EventKind.OUTPUT_UPDATED and host.events[-1].index == 0
     assert [row.tool_call_id for row in desk.listed()] == ["c2"]
-    second = desk.waiting["c2"].entry
+    second = desk.entry(desk.waiting["c2"])
     desk.settle(second, Decision(decision="expired", at=host.clock, reason="approval expired"))
     assert not desk.waiting and desk._record.prompt.state == "running" and desk.listed() == []
 

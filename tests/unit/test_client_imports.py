@@ -43,3 +43,16 @@ def test_a_worker_still_gets_every_workflow() -> None:
     registered = DurableAgentPlugin(Settings()).workflows(None)  # type: ignore[operator,misc]
     assert [w.__name__ for w in registered] == ["PromptWorkflow", "ConversationWorkflow", "BudgetLedgerWorkflow"]
     assert list(registered) == WORKFLOWS
+
+
+def test_a_client_loads_no_worker_module() -> None:
+    """What a client needs is `ClientSettings` and the `config` layer (connection, converter, payload store); the
+    worker's settings, routing, plugin and activities are a worker's (test_layers forbids the import itself)."""
+    script = ("import importlib, json, sys\nimportlib.import_module('durable_agent.client')\n"
+              "from durable_agent.client import AgentClient\nAgentClient.connect\n"
+              "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('durable_agent.workers', "
+              "'durable_agent.activities', 'durable_agent.config')))))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    loaded = json.loads(done.stdout)
+    assert "durable_agent.config.settings" in loaded  # the check sees our modules at all
+    assert [m for m in loaded if not m.startswith("durable_agent.config")] == []

@@ -119,11 +119,12 @@ def test_a_bad_config_names_the_field_never_the_secret(tmp_path: Path) -> None:
 
 def test_slack_message_shows_values_as_written() -> None:
     from durable_agent.activities.notify import slack_blocks
+    from durable_agent.workflows.wire.decisions import PendingApproval
     from durable_agent.workflows.wire.notify import Notice
 
-    notice = Notice(key="k", channel="slack", step="requested", prompt_id="p1", run_id="r", user_id="<!channel>",
-                    tool_call_id="c1", tool="pay", input={"memo": "<!everyone> <https://evil.test|click>"},
-                    reason="Pay & go", approvers=["role:finance"])
+    notice = Notice(key="k", channel="slack", step="requested", call=PendingApproval(
+        prompt_id="p1", run_id="r", user_id="<!channel>", tool_call_id="c1", tool="pay",
+        input={"memo": "<!everyone> <https://evil.test|click>"}, reason="Pay & go", approvers=["role:finance"]))
     blocks = slack_blocks(NotifyConfig(), notice)
     head, arguments = blocks[0]["text"], blocks[1]["text"]
     assert "&lt;!channel&gt;" in head["text"] and "<!channel>" not in head["text"] and "Pay &amp; go" in head["text"]

@@ -8,7 +8,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-from durable_agent.workers.observability import ObservabilityConfig, span_exporter
+from durable_agent.config.observability import ObservabilityConfig, span_exporter
 from durable_agent.workers.settings import Settings
 
 
@@ -62,7 +62,7 @@ def test_unsupported_choices_fail_clearly(env: dict[str, str]) -> None:
 
 
 def test_grpc_export_without_its_package_names_the_package_for_spans_and_logs() -> None:
-    from durable_agent.workers.observability import log_exporter, span_exporter
+    from durable_agent.config.observability import log_exporter, span_exporter
 
     config = ObservabilityConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp",
                                            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})

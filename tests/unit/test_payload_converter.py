@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from durable_agent.workers.storage.converter import data_converter
+from durable_agent.config.storage.converter import data_converter
 from durable_agent.workflows.protocol import PromptRequest
 
 

@@ -1,5 +1,5 @@
 """`DurableAgentPlugin` builds on what a team configured: its codec, failure converter, external storage and
-sandbox restrictions stay; ours are added around them (workers/storage/converter.py, workers/plugin.py)."""
+sandbox restrictions stay; ours are added around them (config/storage/converter.py, workers/plugin.py)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from temporalio.converter import (
 from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from durable_agent.config.storage.codec import AESGCMCodec
+from durable_agent.config.storage.converter import CodecChain, IncompatiblePayloadConverter
 from durable_agent.workers.plugin import DurableAgentPlugin, compose_runner
 from durable_agent.workers.settings import Settings
-from durable_agent.workers.storage.codec import AESGCMCodec
-from durable_agent.workers.storage.converter import CodecChain, IncompatiblePayloadConverter
 
 KEY = base64.b64encode(b"k" * 32).decode()
 
@@ -82,8 +82,8 @@ async def test_with_our_codec_keys_ours_runs_inside_the_team_codec(tmp_path: Pat
 
 
 def test_the_team_external_storage_is_kept(tmp_path: Path) -> None:
-    from durable_agent.workers.storage.drivers import payload_driver
-    from durable_agent.workers.storage.stores import objects_for
+    from durable_agent.config.storage.drivers import payload_driver
+    from durable_agent.config.storage.stores import objects_for
 
     theirs = ExternalStorage(drivers=[payload_driver(objects_for("", str(tmp_path / "theirs")))],
                              payload_size_threshold=1)

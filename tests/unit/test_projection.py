@@ -57,7 +57,7 @@ def test_tool_error_is_marked() -> None:
 
 
 def test_pending_and_in_flight_tools_are_skipped() -> None:
-    pending = tool("c1", "trigger.delete", {}, m.ToolPending(reason="needs approval", requested_at=T0))
+    pending = tool("c1", "trigger.delete", {}, m.ApprovalRequest(reason="needs approval", requested_at=T0))
     in_flight = tool("c2", "weather.get", {"city": "Nice"}, None)
     assert project_output(pending) == []
     assert project_output(in_flight) == []
@@ -121,7 +121,7 @@ CURRENT = m.Prompt(
     output=[
         tool("call_2", "trigger.create", {"when": "rain"}, m.ToolError(error="quota exceeded")),
         tool("call_3", "weather.get", {"city": "Lyon"}, m.ToolSuccess(output="sunny")),
-        tool("call_4", "trigger.delete", {}, m.ToolPending(reason="approval", requested_at=T0)),
+        tool("call_4", "trigger.delete", {}, m.ApprovalRequest(reason="approval", requested_at=T0)),
         tool("call_5", "weather.get", {"city": "Nice"}, None),
     ],
 )

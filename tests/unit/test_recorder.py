@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from durable_agent.agent.events import EventKind
-from durable_agent.agent.models import Prompt, TextOutput, ToolError, ToolPending, ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, Prompt, TextOutput, ToolError, ToolSuccess
 from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.protocol import PendingApproval, ReadyCall
 from tests.unit.conftest import PlainHost
 
 
 def _recorder(host: PlainHost) -> Recorder:
-    return Recorder(Prompt(id="p1", user_id="alice"), host, set())
+    return Recorder(Prompt(id="p1", user_id="alice"), host)
 
 
 def test_calls_get_unique_ids_and_are_found_by_id_without_a_scan(host: PlainHost) -> None:
@@ -49,7 +49,7 @@ def test_interrupt_ends_unfinished_and_waiting_calls_only(host: PlainHost) -> No
     record.end_call(done, "boom", "error")
     running = record.open_call(ReadyCall(id="running", tool="t"))
     waiting = record.open_call(ReadyCall(id="waiting", tool="t"))
-    waiting.result = ToolPending(reason="why", requested_at=host.clock)
+    waiting.result = ApprovalRequest(reason="why", requested_at=host.clock)
     record.interrupt("stopped while running", waiting="stopped while waiting")
     assert done.result == ToolError(error="boom")
     assert running.result == ToolError(error="stopped while running")
@@ -67,7 +67,8 @@ def test_state_goes_to_the_search_attributes_and_the_stream(host: PlainHost) -> 
 
 def test_the_memo_is_written_only_when_the_waiting_calls_change(host: PlainHost) -> None:
     record = _recorder(host)
-    row = PendingApproval(tool_call_id="c", tool="t", input={}, reason="why", requested_at=host.clock)
+    row = PendingApproval(prompt_id="p", user_id="u", tool_call_id="c", tool="t", input={}, reason="why",
+                          requested_at=host.clock)
     record.publish_pending(False, lambda: [])
     assert host.memos == []  # nothing said, nothing waits: no event
     record.publish_pending(True, lambda: [row])

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from durable_agent.agent.context import DirectoryFileStore, Services, ToolContext
-from durable_agent.agent.models import ScheduledPrompt
+from durable_agent.agent.models import PromptRef, ScheduledPrompt
 
 
 def _ctx(tmp_path: Path, conversation_id: str | None = "c1", key: str = "wf/call_r1_0") -> ToolContext:
-    return ToolContext(user_id="u", prompt_id="p", conversation_id=conversation_id, tool_call_id="call_r1_0",
+    return ToolContext(prompt=PromptRef(prompt_id="p", user_id="u", conversation_id=conversation_id),
+                       tool_call_id="call_r1_0",
                        idempotency_key=key, state={}, services=Services(), file_store=DirectoryFileStore(tmp_path))
 
 

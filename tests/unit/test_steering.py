@@ -3,18 +3,18 @@ and the planned calls they outdate recorded as skipped, never run."""
 
 from __future__ import annotations
 
-from durable_agent.agent.models import MessageOutput, Prompt, ToolError
+from durable_agent.agent.models import MessageOutput, ToolError
 from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.prompt.steering import Steering
 from durable_agent.workflows.prompt.tool_runner import SKIPPED_BY_STEER
 from durable_agent.workflows.protocol import ReadyCall, SteerRequest
-from tests.unit.conftest import PlainHost
+from tests.unit.conftest import PlainHost, context_of
 
 
 def _steering() -> tuple[Steering, Recorder]:
-    record = Recorder(Prompt(id="p1", user_id="owner"), PlainHost(), set())
-    record.set_state("running")
-    return Steering(record), record
+    context = context_of(PlainHost())
+    context.record.set_state("running")
+    return Steering(context), context.record
 
 
 def test_a_message_waits_for_the_next_round_then_enters_the_record() -> None:

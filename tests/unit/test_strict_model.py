@@ -12,7 +12,8 @@ from durable_agent.agent.context_window import ContextLimit
 from durable_agent.agent.model_settings import ModelSettings
 from durable_agent.agent.pricing import Price
 from durable_agent.agent.strict import StrictModel
-from durable_agent.api import config, schedules, schemas
+from durable_agent.api import config, schemas
+from durable_agent.api.routes import schedules
 from durable_agent.plugins.triggers import Trigger
 from durable_agent.workflows import decision_tokens, protocol
 from durable_agent.workflows.budget.limits import PromptBudget

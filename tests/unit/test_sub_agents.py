@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-
 from durable_agent.agent.events import EventKind
-from durable_agent.agent.models import Prompt, ToolOutput
-from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.agent.models import ToolOutput
 from durable_agent.workflows.prompt.sub_agents import Child, SubAgents
 from durable_agent.workflows.protocol import (
     ApproveRequest,
@@ -17,22 +14,26 @@ from durable_agent.workflows.protocol import (
     ReadyCall,
     SubAgentCall,
 )
-from tests.unit.conftest import PlainHost
+from tests.unit.conftest import PlainHost, context_of
 
 
 class Harness:
+    """A prompt's sub-agents; the desk they list through counts its memo writes and lists nothing."""
+
     def __init__(self, host: PlainHost, request: PromptRequest | None = None) -> None:
-        self.record = Recorder(Prompt(id="p1", user_id="u"), host, set())
-        self.spawned = 0
+        self.host = host
         self.memo_writes = 0
-        self.children = SubAgents(request or PromptRequest(), self.record, spawn=self._spawn,
-                                  listed=lambda: [], publish_pending=self._published)
+        self.children = SubAgents(context_of(host, request, user_id="u"), self)
+        self.record = self.children._record
 
-    def _spawn(self, work: Awaitable[None]) -> None:
-        self.spawned += 1
-        work.close()  # type: ignore[attr-defined]  # background work needs a workflow: not run here
+    @property
+    def spawned(self) -> int:
+        return self.host.spawned
 
-    def _published(self) -> None:
+    def listed(self) -> list[PendingApproval]:
+        return []
+
+    def publish_pending(self) -> None:
         self.memo_writes += 1
 
     def sub_agent_call(self, call_id: str) -> ToolOutput:
@@ -51,8 +52,8 @@ class Harness:
 
 
 def _waiting(host: PlainHost, call_id: str) -> PendingApproval:
-    return PendingApproval(tool_call_id=call_id, tool="pay", input={"amount": 1}, reason="money",
-                           requested_at=host.clock)
+    return PendingApproval(prompt_id="wf-1.a", user_id="owner", tool_call_id=call_id, tool="pay",
+                           input={"amount": 1}, reason="money", requested_at=host.clock)
 
 
 def test_a_sub_agents_waiting_calls_are_listed_here_under_its_call(host: PlainHost) -> None:

@@ -1,5 +1,5 @@
 """A tool's options have one shape and one set of defaults (agent/tools.py ToolOptions): `tool()`, `Tool`, an MCP
-server's tools and the planned call (workflows/wire/calls.py, wire names in seconds, unchanged) agree."""
+server's tools and the planned call (workflows/wire/calls.py, the same shape on the wire) agree."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from durable_agent.agent.context import ToolContext
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.tools import DEFAULT_OPTIONS, Tool, ToolOptions, tool
 from durable_agent.workflows.protocol import ReadyCall
+from durable_agent.workflows.wire.calls import PLANNED_DEFAULTS
 
 OPTION_NAMES = set(ToolOptions.model_fields)
 
@@ -39,23 +40,24 @@ def test_every_place_defaults_to_the_options_defaults() -> None:
     assert tool("t.echo")(_echo).options == DEFAULT_OPTIONS
 
 
-def test_the_planned_call_carries_the_options_under_their_wire_names() -> None:
+def test_the_planned_call_carries_the_options_in_their_own_shape() -> None:
     options = ToolOptions(timeout=timedelta(seconds=90), max_attempts=3, failure_mode="fail", local=True,
                           heartbeat_timeout=timedelta(seconds=5), sequential=True)
     made = tool("t.echo", **dict(options))(_echo)
     assert made.options == options
-    call = ReadyCall(id="c1", tool="t.echo", **ReadyCall.option_fields(made.options, local=True))
+    call = ReadyCall(id="c1", tool="t.echo", options=made.options)
     wire = json.loads(call.model_dump_json())
-    assert {k: wire[k] for k in ("timeout_seconds", "max_attempts", "failure_mode", "local",
-                                 "heartbeat_timeout_seconds", "sequential")} == {
-        "timeout_seconds": 90.0, "max_attempts": 3, "failure_mode": "fail", "local": True,
-        "heartbeat_timeout_seconds": 5.0, "sequential": True}
+    assert wire["options"] == {"timeout": "PT1M30S", "max_attempts": 3, "failure_mode": "fail", "local": True,
+                               "heartbeat_timeout": "PT5S", "sequential": True}
     assert ReadyCall.model_validate(wire).options == options
+    only_timeout = ReadyCall(id="c1", tool="t.echo", options=PLANNED_DEFAULTS.model_copy(
+        update={"timeout": timedelta(seconds=5)}))
+    assert json.loads(only_timeout.model_dump_json())["options"] == {"timeout": "PT5S", "local": False}
 
 
 def test_a_default_call_keeps_its_options_off_the_wire() -> None:
     """Recorded planned calls omit options at their defaults: those defaults are the options' defaults."""
-    call = ReadyCall(id="c1", tool="t.echo", **ReadyCall.option_fields(DEFAULT_OPTIONS, local=False))
+    call = ReadyCall(id="c1", tool="t.echo", options=DEFAULT_OPTIONS.model_copy(update={"local": False}))
     assert json.loads(call.model_dump_json()) == {"id": "c1", "tool": "t.echo", "kind": "ready"}
     assert ReadyCall(id="c1", tool="t.echo").options == DEFAULT_OPTIONS.model_copy(update={"local": False})
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from durable_agent.activities.tool_then_model import round_after_tool
 from durable_agent.agent.models import (
+    ApprovalRequest,
     FileOutput,
     Prompt,
     ScheduledPrompt,
@@ -21,7 +22,6 @@ from durable_agent.agent.models import (
 from durable_agent.workflows.budget.limits import PromptBudget
 from durable_agent.workflows.prompt.tool_then_model import fusable
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     CallNeedingApproval,
     InvalidCall,
     ModelRouting,
@@ -46,9 +46,9 @@ def test_the_one_ready_regular_call_of_a_round_that_a_next_round_follows_goes_wi
 
 
 calls = st.lists(st.sampled_from([
-    READY, READY.model_copy(update={"local": True}),
+    READY, READY.model_copy(update={"options": READY.options.model_copy(update={"local": True})}),
     ReadyCall(id="c2", tool="helper", agent=SubAgentCall(instructions="help")),
-    CallNeedingApproval(id="c3", tool="pay", approval=ApprovalRequirement(reason="money")),
+    CallNeedingApproval(id="c3", tool="pay", approval=ApprovalRequest(reason="money")),
     InvalidCall(id="c4", tool="nope", error="unknown tool"),
 ]), min_size=0, max_size=3)
 
@@ -71,7 +71,8 @@ def test_a_call_goes_with_the_next_round_only_when_nothing_is_decided_between_th
 
 def _fused(changes: list[OutputChange] | None, *, count: int, plugin: str | None = "steps") -> ToolThenModel:
     prompt = Prompt(id="p", user_id="u", input="go", plugin_state={"steps": {"last": 0}, "other": 1})
-    return ToolThenModel(call=ToolInvocation(id="c1", tool="step.run", plugin=plugin, input={"n": 1}),
+    return ToolThenModel(call=ToolInvocation(prompt_id="p", user_id="u", id="c1", tool="step.run", plugin=plugin,
+                                                     input={"n": 1}),
                          tool_timeout_seconds=5, entry_index=1,
                          round=RoundInput(prompt=prompt, round=2, changes=changes, output_count=count))
 

@@ -20,12 +20,12 @@ from durable_agent.activities.transcripts import (
     TranscriptMissing,
 )
 from durable_agent.agent.models import (
+    ApprovalRequest,
     Prompt,
     PromptOutput,
     TextOutput,
     ToolError,
     ToolOutput,
-    ToolPending,
     ToolSuccess,
 )
 from durable_agent.agent.projection import project_prompt, project_prompts
@@ -169,7 +169,7 @@ _OUTPUTS = st.one_of(
     st.builds(lambda n: _tool(n, 10), st.integers(0, 99)),
     st.builds(lambda text: TextOutput(text=text), st.text(max_size=5)),
     st.builds(lambda n: ToolOutput(id=f"c{n}", tool="t.x", input={"n": n}, started_at=NOW,
-                                   result=ToolPending(reason="r", requested_at=NOW)), st.integers(0, 99)),
+                                   result=ApprovalRequest(reason="r", requested_at=NOW)), st.integers(0, 99)),
     st.builds(lambda n: ToolOutput(id=f"c{n}", tool="t.x", input={}, result=ToolError(error="boom"),
                                    started_at=NOW), st.integers(0, 99)),
 )

@@ -9,30 +9,27 @@ A prompt whose request names no budget principal never gets here: no activity, r
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from durable_agent.agent.models import ToolSuccess
+from durable_agent.agent.models import ApprovalRequest, ToolSuccess
 from durable_agent.agent.period_budgets import (
     MAX_COST,
     MAX_TOKENS,
     MORE_BUDGET_TOOL,
     BudgetRefusal,
     BudgetRound,
-    BudgetRoundResult,
     BudgetSettlement,
     BudgetStanding,
     Grant,
 )
+from durable_agent.workflows.activity_refs import BUDGET_RESERVE, BUDGET_SETTLE
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.names import BUDGET_RESERVE_ACTIVITY, BUDGET_SETTLE_ACTIVITY
 from durable_agent.workflows.prompt.approvals import ApprovalDesk, refusal_text
-from durable_agent.workflows.prompt.record import Recorder
-from durable_agent.workflows.protocol import ApprovalRequirement, PromptRequest, ReadyCall, RoundResult
+from durable_agent.workflows.prompt.context import PromptContext, Room
+from durable_agent.workflows.protocol import CallNeedingApproval, RoundResult
 
 BUDGET_TIMEOUT = timedelta(seconds=30)
 BUSY_PAUSE = timedelta(seconds=1)
@@ -40,16 +37,12 @@ BUDGET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interv
                            maximum_attempts=10)
 
 
-class BudgetGate:
-    """`active`: the run goes through its ledgers (it names principals).
-    `ignore(kind, problem)` records what could not be done in the audit."""
+class BudgetGate(Room):
+    """`active`: the run goes through its ledgers (it names principals); a grant is asked at the `desk`."""
 
-    def __init__(self, request: PromptRequest, record: Recorder, desk: ApprovalDesk, *,
-                 ignore: Callable[[str, str], None]) -> None:
-        self._request = request
-        self._record = record
+    def __init__(self, context: PromptContext, desk: ApprovalDesk) -> None:
+        super().__init__(context)
         self._desk = desk
-        self._ignore = ignore
         self._reservation: str | None = None  # this round's reservation, until settled
         self._grant: tuple[str, Grant] | None = None  # (principal, extra approved) for the next reserve
         self.stop_reason: str | None = None
@@ -58,24 +51,19 @@ class BudgetGate:
     def active(self) -> bool:
         return bool(self._request.budgets)
 
-    @property
-    def principals(self) -> list[str]:
-        """The principals a sub-agent's rounds spend from too."""
-        return list(self._request.budgets) if self.active else []
-
     async def reserve(self, round_number: int) -> bool:
         """Reserve the round with every ledger; False (with `stop_reason`) when a spent budget stops the prompt.
         Under an `ask` budget the prompt first waits for an approver to grant more."""
-        host = self._record.host
+        host = self._host
         reservation = f"{host.workflow_id}/{host.run_id}/{round_number}"
         while True:
             principal, grant = self._grant or (None, None)
             try:
-                verdict = await workflow.execute_activity(
-                    BUDGET_RESERVE_ACTIVITY, BudgetRound(
+                verdict = await host.run_activity(
+                    BUDGET_RESERVE, BudgetRound(
                         principals=self._request.budgets, reservation_id=reservation,
                         prompt_id=self._record.prompt.id, grant=grant, grant_principal=principal),
-                    result_type=BudgetRoundResult, start_to_close_timeout=BUDGET_TIMEOUT, retry_policy=BUDGET_RETRY,
+                    start_to_close_timeout=BUDGET_TIMEOUT, retry_policy=BUDGET_RETRY,
                     summary=f"budget reserve round {round_number}")
             except ActivityError as exc:
                 if is_cancellation(exc):
@@ -83,7 +71,7 @@ class BudgetGate:
                 self.stop_reason = f"the budget ledger could not be reached: {failure_reason(exc)}"
                 return False
             if verdict.busy:  # the budget's concurrent rounds all run (the ledger waited 20 s): ask again
-                await workflow.sleep(BUSY_PAUSE, summary="budget busy")
+                await host.sleep(BUSY_PAUSE, "budget busy")
                 continue
             self._grant = None
             self._record_standings(verdict.standings)
@@ -102,16 +90,16 @@ class BudgetGate:
             return
         usage, round_number = result.usage, self._record.prompt.rounds
         try:
-            standings = await workflow.execute_activity(
-                BUDGET_SETTLE_ACTIVITY, BudgetSettlement(
+            standings = await self._host.run_activity(
+                BUDGET_SETTLE, BudgetSettlement(
                     principals=self._request.budgets, reservation_id=reservation,
                     tokens=usage.input_tokens + usage.output_tokens, cost=usage.cost or 0.0),
-                result_type=list[BudgetStanding], start_to_close_timeout=BUDGET_TIMEOUT, retry_policy=BUDGET_RETRY,
+                start_to_close_timeout=BUDGET_TIMEOUT, retry_policy=BUDGET_RETRY,
                 summary=f"budget settle round {round_number}")
         except ActivityError as exc:
             if is_cancellation(exc):
                 raise
-            self._ignore("budget_settle", f"round {round_number} spend not recorded by the budget ledgers: "
+            self._record.ignore("budget_settle", f"round {round_number} spend not recorded by the budget ledgers: "
                                           f"{failure_reason(exc)}")
             return
         self._record_standings(standings)
@@ -139,12 +127,10 @@ class BudgetGate:
         """A pending `dagent.more_budget` call, decided at the desk by the budget's approvers (four-eyes: never
         the prompt's own user); a correction of `asking` changes the amount. True once more was granted (added to
         this period's allowance by the ledger at the next reserve)."""
-        limit, unit, host = refusal.limit, refusal.unit, self._record.host
+        limit, unit, host = refusal.limit, refusal.unit, self._host
         asking = self._default_grant(refusal)
         fixed = {"budget": refusal.principal, "period": limit.period, "unit": unit, "allowance": refusal.allowance,
                  "spent": refusal.spent}
-        entry = self._record.open_call(ReadyCall(id="more-budget", tool=MORE_BUDGET_TOOL,
-                                                 input={**fixed, "asking": asking}))
         titles = {"budget": "Budget", "period": "Period", "unit": "Unit", "allowance": "Allowed this period",
                   "spent": "Spent this period"}
         schema = {"type": "object", "required": ["asking"],
@@ -156,11 +142,13 @@ class BudgetGate:
                                             "description": f"More {unit} for this {limit.period}; the default "
                                                            "covers what is spent over the allowance and one "
                                                            "more round."}}}
-        approval = ApprovalRequirement(
-            reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
-            approvers=limit.approvers, input_schema=schema, decision_key=decision_key,  # type: ignore[arg-type]
-            four_eyes=True)
-        decision = await self._desk.request_and_wait(entry, approval)
+        call = CallNeedingApproval(
+            id="more-budget", tool=MORE_BUDGET_TOOL, input={**fixed, "asking": asking}, input_schema=schema,
+            approval=ApprovalRequest(
+                reason=f"{refusal.reason}; approve to grant {asking:g} more {unit} this {limit.period}",
+                approvers=limit.approvers, decision_key=decision_key, four_eyes=True))
+        entry = self._record.open_call(call)
+        decision = await self._desk.request_and_wait(entry, call)
         entry.decision = decision
         if decision.decision != "approved":
             self._record.end_call(entry, refusal_text(decision), decision.decision)

@@ -8,30 +8,29 @@ No Temporal decorators: PromptWorkflow's signal and update handlers delegate her
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.events import EventKind, PromptEvent
-from durable_agent.agent.models import Decision, ToolOutput, ToolPending
+from durable_agent.agent.models import ApprovalRequest, Decision, ToolOutput
 from durable_agent.workflows import details, telemetry
+from durable_agent.workflows.activity_refs import EMIT_EVENT
 from durable_agent.workflows.corrections import merge_patch
 from durable_agent.workflows.decision_tokens import DecisionKind
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.inputs import decode_payloads, raw_payloads
-from durable_agent.workflows.names import EMIT_EVENT_ACTIVITY
-from durable_agent.workflows.prompt.decision_checks import Decider, DecisionChecks, WaitingCall
+from durable_agent.workflows.inputs import decode_payloads
+from durable_agent.workflows.prompt.context import PromptContext, Room
+from durable_agent.workflows.prompt.decision_checks import Decider, DecisionChecks
 from durable_agent.workflows.prompt.notifications import Notifications
-from durable_agent.workflows.prompt.record import Recorder
 from durable_agent.workflows.prompt.refusals import Refusal, applied
 from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     ApproveRequest,
+    CallNeedingApproval,
     EventDelivery,
     PendingApproval,
     RejectRequest,
@@ -54,34 +53,37 @@ def refusal_text(decision: Decision) -> str:
     return f"The call was rejected{by}{reason}"
 
 
-class ApprovalDesk:
-    """`steered`: a user message arrived (waiting calls are superseded); `spawn` runs work in the background."""
+class ApprovalDesk(Room):
+    """`steered`: a user message arrived (waiting calls are superseded). The desk keeps the prompt's sub-agents
+    (`children`): it lists and forwards their waiting calls, and they list its own to a parent prompt."""
 
-    def __init__(self, record: Recorder, children: SubAgents, *, steered: Callable[[], bool],
-                 spawn: Callable[[Awaitable[None]], None]) -> None:
-        self._record = record
-        self._host = record.host
-        self._children = children
+    def __init__(self, context: PromptContext, *, steered: Callable[[], bool]) -> None:
+        super().__init__(context)
         self._steered = steered
-        self._spawn = spawn
-        self.waiting: dict[str, WaitingCall] = {}  # calls waiting for a decision, in record order
+        self.children = self._children = SubAgents(context, self)
+        # Calls waiting for a decision, in record order: each view is also its entry's result in the record.
+        self.waiting: dict[str, PendingApproval] = {}
         self.decisions: dict[str, Decision] = {}
-        self.checks = DecisionChecks(record, children, self.waiting, self.decisions)
+        self.checks = DecisionChecks(context, self._children, self.waiting, self.decisions)
         self.event_hooks = False  # the worker's plugins hear of approval requests (set by each model round)
-        self.notices = Notifications(record, spawn=spawn, relist=self._relist)  # workflows/prompt/notifications.py
+        self.notices = Notifications(context, relist=self._relist)  # workflows/prompt/notifications.py
 
     # --- waiting calls -----------------------------------------------------------------------------------
 
-    def request(self, entry: ToolOutput, approval: ApprovalRequirement, plugin: str | None = None, *,
-                publish: bool = True) -> None:
-        """Make the call `pending` in place (`publish`: and say so in the memo now, not after its batch)."""
+    def request(self, entry: ToolOutput, call: CallNeedingApproval, *, publish: bool = True) -> None:
+        """Make the call `pending` in place, its planned request stamped with the time (`publish`: and say so in
+        the memo now, not after its batch)."""
         now = self._host.now()
-        expires_in = approval.expires_after
-        entry.result = ToolPending(reason=approval.reason, requested_at=now,
-                                   expires_at=now + expires_in if expires_in else None,
-                                   approvers=approval.approvers)
+        expires_in = call.approval.expires_after
+        prompt = self._record.prompt
+        waiting = PendingApproval(
+            **{**dict(call.approval), "requested_at": now, "expires_at": now + expires_in if expires_in else None},
+            prompt_id=self._host.workflow_id, user_id=prompt.user_id, conversation_id=prompt.conversation_id,
+            tool_call_id=entry.id, tool=entry.tool, input=entry.input, input_schema=call.input_schema,
+            run_id=self._host.run_id, plugin=call.plugin)
+        entry.result = waiting  # the record shows its request part (the record's `ToolResult` is ApprovalRequest)
         self._record.touch(entry)
-        self.waiting[entry.id] = WaitingCall(entry, approval, plugin)
+        self.waiting[entry.id] = waiting
         self._host.metrics.approval_requested(entry.tool)
         telemetry.log_step("approval requested", self._record.prompt.id, call_id=entry.id, tool=entry.tool)
         if self._record.prompt.state != "waiting_for_approval":
@@ -92,16 +94,15 @@ class ApprovalDesk:
         if publish:
             self.publish_pending()
 
-    async def request_and_wait(self, entry: ToolOutput, approval: ApprovalRequirement,
-                               plugin: str | None = None) -> Decision:
+    async def request_and_wait(self, entry: ToolOutput, call: CallNeedingApproval) -> Decision:
         """One call asks and waits alone (a request for more budget, workflows/budget/gate.py); a sub-agent's
         prompt reports it to its parent like any of its calls, so the top prompt shows and forwards it."""
-        self.request(entry, approval, plugin)
-        await self.announce(entry, approval)
+        self.request(entry, call)
+        await self.announce(entry, call.approval)
         await self._children.report_to_parent()
-        return await self.wait(entry, approval)
+        return await self.wait(entry, call.approval)
 
-    async def announce(self, entry: ToolOutput, approval: ApprovalRequirement) -> None:
+    async def announce(self, entry: ToolOutput, approval: ApprovalRequest) -> None:
         """The plugins' event hooks hear of the request (an activity), when the worker has any."""
         if not self.event_hooks:
             return
@@ -110,18 +111,17 @@ class ApprovalDesk:
                             conversation_id=prompt.conversation_id, tool_call_id=entry.id, tool=entry.tool,
                             input=entry.input, reason=approval.reason)
         try:
-            await workflow.execute_activity(
-                EMIT_EVENT_ACTIVITY, EventDelivery(event=event), start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=EVENT_RETRY, summary=f"event {event.kind}",
-            )
+            await self._host.run_activity(EMIT_EVENT, EventDelivery(event=event), summary=f"event {event.kind}",
+                                          start_to_close_timeout=timedelta(seconds=30), retry_policy=EVENT_RETRY)
         except ActivityError as exc:
             if is_cancellation(exc):
                 raise
-            workflow.logger.warning("event %s not delivered: %s", event.kind, failure_reason(exc))
+            self._host.logger.warning("event %s not delivered: %s", event.kind, failure_reason(exc))
 
-    async def wait(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
+    async def wait(self, entry: ToolOutput, approval: ApprovalRequest) -> Decision:
         """The call's decision: taken, expired, or superseded by a user message."""
-        requested_at = entry.result.requested_at if isinstance(entry.result, ToolPending) else self._host.now()
+        pending = entry.result if isinstance(entry.result, ApprovalRequest) else None
+        requested_at = pending.requested_at if pending and pending.requested_at else self._host.now()
         prompt_id = self._record.prompt.id
         with telemetry.span(telemetry.APPROVAL_SPAN, self._record.call_span(entry.id),
                             **{"dagent.tool.id": entry.tool, "dagent.tool.call_id": entry.id,
@@ -137,16 +137,15 @@ class ApprovalDesk:
                                decided_by=decision.by)
             return decision
 
-    async def _decision_for(self, entry: ToolOutput, approval: ApprovalRequirement) -> Decision:
-        expires_in = timedelta(seconds=approval.expires_after_seconds) if approval.expires_after_seconds else None
+    async def _decision_for(self, entry: ToolOutput, approval: ApprovalRequest) -> Decision:
+        expires_in = approval.expires_after
         if (waiting := self.waiting.get(entry.id)) is not None:
             self.notices.follow(waiting, lambda: entry.id not in self.waiting)
-        try:
-            await workflow.wait_condition(lambda: entry.id in self.decisions or self._steered(),
-                                          timeout=expires_in, timeout_summary=f"approval expiry {entry.tool}")
+        if await self._host.wait(lambda: entry.id in self.decisions or self._steered(), expires_in,
+                                 f"approval expiry {entry.tool}"):
             decision = self.decisions.get(entry.id) or Decision(
                 decision="superseded", at=self._host.now(), reason="the user sent a new message")
-        except TimeoutError:
+        else:
             decision = Decision(decision="expired", at=self._host.now(), reason="approval expired")
         if entry.id not in self.waiting:  # a decision is settled when it arrives (_arrived)
             return self.decisions[entry.id]
@@ -172,7 +171,7 @@ class ApprovalDesk:
         """Current details (Temporal UI): every call waiting now, and how to decide in this deployment."""
         waiting = list(self.waiting.values())
         self._host.set_details(details.waiting_for_approval(
-            self._record.prompt, [w.entry for w in waiting], signed=any(w.requirement.decision_key for w in waiting)))
+            self._record.prompt, [self.entry(w) for w in waiting], signed=any(w.signed_decisions for w in waiting)))
 
     def _relist(self) -> None:
         """A waiting call's listing changed (an escalation added deciders, a step was not delivered)."""
@@ -181,16 +180,14 @@ class ApprovalDesk:
 
     def listed(self) -> list[PendingApproval]:
         """Every call waiting for a decision: this prompt's own, then its sub-agents'."""
-        return [self._pending(waiting) for waiting in self.waiting.values()] + self._children.pending_rows()
+        return [waiting.model_copy(update={"undelivered": [n for n in self.entry(waiting).notifications if not n.ok]})
+                for waiting in self.waiting.values()] + self._children.pending_rows()
 
-    def _pending(self, waiting: WaitingCall) -> PendingApproval:
-        entry, requirement = waiting.entry, waiting.requirement
-        assert isinstance(entry.result, ToolPending)
-        return PendingApproval(tool_call_id=entry.id, tool=entry.tool, input=entry.input, reason=entry.result.reason,
-                               requested_at=entry.result.requested_at, expires_at=entry.result.expires_at,
-                               approvers=entry.result.approvers, input_schema=requirement.input_schema,
-                               signed_decisions=bool(requirement.decision_key), four_eyes=requirement.four_eyes,
-                               run_id=self._host.run_id, undelivered=[n for n in entry.notifications if not n.ok])
+    def entry(self, waiting: PendingApproval) -> ToolOutput:
+        """The waiting call's entry in the record."""
+        entry = self._record.tool_call(waiting.tool_call_id)
+        assert entry is not None
+        return entry
 
     def publish_pending(self) -> None:
         self._record.publish_pending(bool(self.waiting) or self._children.waiting(), self.listed)
@@ -200,7 +197,7 @@ class ApprovalDesk:
         entry = self._record.tool_call(tool_call_id)
         if entry is None:
             raise Refusal("unknown-tool-call", f"no tool call {tool_call_id!r}").error()
-        await workflow.wait_condition(lambda: entry.finished_at is not None or (
+        await self._host.wait(lambda: entry.finished_at is not None or (
             entry.id not in self.waiting and bool(self.waiting)))
         return entry
 
@@ -212,7 +209,7 @@ class ApprovalDesk:
             if self._children.call(request.tool_call_id) is not None:
                 self._children.forward("approve", request)
             elif self.checks.policy_checks(request):
-                self._spawn(self._approve_when_checked(request))
+                self._host.spawn(self._approve_when_checked(request))
             else:
                 self._accept_approval(request)
         return problem
@@ -263,7 +260,7 @@ class ApprovalDesk:
 
     def _accept_approval(self, request: ApproveRequest, decider: Decider | None = None) -> None:
         decider = self.checks.taken("approve", request, decider)
-        entry = self.waiting[request.tool_call_id].entry
+        entry = self.entry(self.waiting[request.tool_call_id])
         original = None
         if request.input is not None:  # JSON merge patch (RFC 7396): only the corrected fields change
             original, entry.input = entry.input, merge_patch(entry.input, request.input)
@@ -282,8 +279,8 @@ class ApprovalDesk:
     def _arrived(self, tool_call_id: str) -> None:
         """A decision was taken: on its entry (and the stream, the memo, the parent's report) now, not when the
         wait for it resumes: mid-batch, and while an approval-requested hook still runs."""
-        self.settle(self.waiting[tool_call_id].entry, self.decisions[tool_call_id])
-        self._spawn(self._children.report_to_parent())
+        self.settle(self.entry(self.waiting[tool_call_id]), self.decisions[tool_call_id])
+        self._host.spawn(self._children.report_to_parent())
 
     async def _approve_when_checked(self, request: ApproveRequest) -> None:
         """A signal's approval with a correction: taken once the policy agrees (else audited, still pending)."""
@@ -293,22 +290,3 @@ class ApprovalDesk:
         else:
             self._children.report_refusal(request.tool_call_id, checked.message)
 
-
-def decision_update(name: str, request_type: type[DecisionT], description: str,
-                    decide: Callable[[ApprovalDesk, tuple[object, ...]], Awaitable[ToolOutput]]) -> object:
-    """A workflow's update `name` that takes one decision at its desk (`decide`: the desk's approve_call or
-    reject_call), with a validator that runs the same checks first, so a refused decision never reaches
-    history. Returns the call once it has run."""
-
-    # `self` unannotated: Temporal leaves out only such a first parameter when it counts a handler's arguments.
-    @raw_payloads
-    async def handler(self, *payloads: object) -> ToolOutput:  # self: the workflow, which keeps its `_desk`
-        return await decide(self._desk, payloads)
-
-    @raw_payloads
-    def validator(self, *payloads: object) -> None:
-        self._desk.checked_request(payloads, request_type)
-
-    update = workflow.update(name=name, description=description)(handler)
-    update.validator(validator)
-    return update

@@ -13,24 +13,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_agent.agent import identity
 from durable_agent.agent.identity import Identity
-from durable_agent.agent.models import Decision, ToolOutput
+from durable_agent.agent.models import Decision
 from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
-from durable_agent.workflows.audit import record_ignored
+from durable_agent.workflows.activity_refs import CHECK_CORRECTION
 from durable_agent.workflows.corrections import correction_refusal, merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import DecisionClaims, DecisionKind, verify_decision
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.names import CHECK_CORRECTION_ACTIVITY
-from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.context import PromptContext, Room
+from durable_agent.workflows.prompt.host import native_imports
 from durable_agent.workflows.prompt.refusals import Refusal, decision_refused
 from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
-    ApprovalRequirement,
     ApproveRequest,
     CorrectionCheck,
     CorrectionVerdict,
@@ -40,15 +38,6 @@ from durable_agent.workflows.protocol import (
 
 CORRECTION_CHECK_TIMEOUT = timedelta(seconds=30)
 CORRECTION_CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-
-
-@dataclass
-class WaitingCall:
-    """A call waiting for a decision, with what its approval requires (approvers, schema, decision key)."""
-
-    entry: ToolOutput
-    requirement: ApprovalRequirement
-    plugin: str | None = None  # where the tool's policy runs again on a correction
 
 
 @dataclass(frozen=True)
@@ -61,14 +50,13 @@ class Decider:
     nonce: str | None = None
 
 
-class DecisionChecks:
+class DecisionChecks(Room):
     """The checks over the desk's `waiting` calls and `decisions` taken (the desk's own dicts, read here), under
     the approval policy (docs/approvals-policy.md)."""
 
-    def __init__(self, record: Recorder, children: SubAgents, waiting: dict[str, WaitingCall],
+    def __init__(self, context: PromptContext, children: SubAgents, waiting: dict[str, PendingApproval],
                  decisions: dict[str, Decision]) -> None:
-        self._record = record
-        self._host = record.host
+        super().__init__(context)
         self._children = children
         self._waiting = waiting
         self._decisions = decisions
@@ -97,33 +85,32 @@ class DecisionChecks:
         return decider if isinstance(decider, Refusal) else None
 
     def _decider(self, kind: DecisionKind, request: ApproveRequest | RejectRequest,
-                 waiting: WaitingCall) -> Decider | Refusal:
+                 waiting: PendingApproval) -> Decider | Refusal:
         """Who decides, as far as this prompt can tell: with a decision key, the signed token's principal and
         roles (bound to this run, the exact arguments and a one-use nonce); without, the request's word. They
         must be allowed by the call's approvers (and the four-eyes rule)."""
         tool_call_id, by = request.tool_call_id, request.by
-        requirement = waiting.requirement
         roles: list[str] = list(request.roles)
         nonce = None
-        if requirement.decision_key:
+        if waiting.decision_key:
             corrected = request.input if isinstance(request, ApproveRequest) else None
-            arguments = merge_patch(waiting.entry.input, corrected) if corrected is not None else waiting.entry.input
+            arguments = merge_patch(waiting.input, corrected) if corrected is not None else waiting.input
             # The signature check imports (e.g. cryptography's exception types) from native code: those
             # imports must reach the real modules, not sandbox copies. Pure computation, deterministic.
-            with workflow.unsafe.imports_passed_through():
+            with native_imports():
                 verified = verify_decision(
-                    request.token, public_key_pem=requirement.decision_key, prompt_id=self._host.workflow_id,
+                    request.token, public_key_pem=waiting.decision_key, prompt_id=self._host.workflow_id,
                     tool_call_id=tool_call_id, decision=kind, by=by, corrected_input=corrected,
                     now=self._host.now(), run_id=self._host.run_id, arguments=arguments,
-                    used_nonces=self._used_nonces, tool=waiting.entry.tool)
+                    used_nonces=self._used_nonces, tool=waiting.tool)
             if not isinstance(verified, DecisionClaims):
                 return decision_refused(tool_call_id, verified)
             roles, nonce = verified.roles, verified.nonce
         who = Identity.of(identity.person_id(by), roles)
-        problem = self._approver_problem(kind, by, roles, requirement.approvers, requirement.four_eyes)
+        problem = self._approver_problem(kind, by, roles, waiting.approvers, bool(waiting.four_eyes))
         if problem is not None:
             return decision_refused(tool_call_id, problem)
-        return Decider(who, identity.grant(who, requirement.approvers), nonce)
+        return Decider(who, identity.grant(who, waiting.approvers), nonce)
 
     def _approver_problem(self, kind: DecisionKind, by: str | None, roles: Sequence[str], approvers: list[str] | None,
                           four_eyes: bool) -> str | None:
@@ -141,7 +128,7 @@ class DecisionChecks:
                 return decision_refused(tool_call_id, "a signed decision token is required for this call "
                                                       "(decide through the API)")
             return None
-        problem = self._approver_problem(kind, by, request.roles, pending.approvers, pending.four_eyes)
+        problem = self._approver_problem(kind, by, request.roles, pending.approvers, bool(pending.four_eyes))
         return decision_refused(tool_call_id, problem) if problem else None
 
     def correction_problem(self, request: ApproveRequest) -> Refusal | None:
@@ -149,9 +136,8 @@ class DecisionChecks:
         waiting = self._waiting.get(request.tool_call_id)
         if request.input is None or waiting is None:
             return None
-        entry = waiting.entry
-        problem = schema_problem(merge_patch(entry.input, request.input), waiting.requirement.input_schema)
-        return Refusal("invalid-arguments", f"invalid correction for {entry.tool}: {problem}") if problem else None
+        problem = schema_problem(merge_patch(waiting.input, request.input), waiting.input_schema)
+        return Refusal("invalid-arguments", f"invalid correction for {waiting.tool}: {problem}") if problem else None
 
     # --- a decision being taken ----------------------------------------------------------------------------
 
@@ -175,49 +161,48 @@ class DecisionChecks:
         call; a sub-agent's prompt checks its own)."""
         waiting = self._waiting.get(request.tool_call_id)
         return (request.input is not None and waiting is not None
-                and waiting.entry.tool != MORE_BUDGET_TOOL)  # a budget request has no policy: its schema decides
+                and waiting.tool != MORE_BUDGET_TOOL)  # a budget request has no policy: its schema decides
 
     async def checked_correction(self, request: ApproveRequest) -> Decider | Refusal:
         """Run the tool's approval policy on the corrected arguments (an activity: the policy is worker code)
         and check the decider against what they need: who may approve them, or that nobody may. On a
         refusal the call stays pending; the refusal is recorded in the audit."""
         waiting = self._waiting[request.tool_call_id]
-        entry = waiting.entry
-        merged = merge_patch(entry.input, request.input)
+        merged = merge_patch(waiting.input, request.input)
         try:
-            verdict = await workflow.execute_activity(
-                CHECK_CORRECTION_ACTIVITY, CorrectionCheck(tool=entry.tool, plugin=waiting.plugin, input=merged),
-                result_type=CorrectionVerdict, start_to_close_timeout=CORRECTION_CHECK_TIMEOUT,
-                retry_policy=CORRECTION_CHECK_RETRY, summary=f"check correction {entry.tool}")
+            verdict = await self._host.run_activity(
+                CHECK_CORRECTION, CorrectionCheck(tool=waiting.tool, plugin=waiting.plugin, input=merged),
+                start_to_close_timeout=CORRECTION_CHECK_TIMEOUT, retry_policy=CORRECTION_CHECK_RETRY,
+                summary=f"check correction {waiting.tool}")
         except ActivityError as exc:
             if is_cancellation(exc):
                 raise
             verdict = CorrectionVerdict(problem=f"the approval policy could not be run: {failure_reason(exc)}")
         return self._correction_decider(request, waiting, verdict)
 
-    def _correction_decider(self, request: ApproveRequest, waiting: WaitingCall,
+    def _correction_decider(self, request: ApproveRequest, waiting: PendingApproval,
                             verdict: CorrectionVerdict) -> Decider | Refusal:
         """Who approves a correction, given what the tool's policy says of it; a refusal goes to the audit."""
-        entry = waiting.entry
         refusal = self.problem("approve", request)  # decided, expired or steered meanwhile?
         if refusal is None and verdict.problem is not None:
-            refusal = Refusal("not-allowed", f"correction of {entry.tool} {entry.id!r} refused: {verdict.problem}")
+            refusal = Refusal("not-allowed", f"correction of {waiting.tool} {waiting.tool_call_id!r} refused: "
+                                             f"{verdict.problem}")
         decider = None if refusal is not None else self._decider("approve", request, waiting)
         if isinstance(decider, Decider) and verdict.requirement is not None:
             needed = verdict.requirement
             problem = correction_refusal(decider.who, needed.approvers, needs_approval=True,
                                          owner=self._record.prompt.user_id,
-                                         four_eyes=needed.four_eyes or waiting.requirement.four_eyes)
+                                         four_eyes=bool(needed.four_eyes or waiting.four_eyes))
             if problem is not None:
                 who = decider.who.id or "an anonymous caller"
-                refusal = Refusal("not-allowed", f"{who} may not approve this correction of {entry.tool} "
-                                                 f"{entry.id!r}: {problem}")
+                refusal = Refusal("not-allowed", f"{who} may not approve this correction of {waiting.tool} "
+                                                 f"{waiting.tool_call_id!r}: {problem}")
             elif needed.approvers:
                 decider = Decider(decider.who, identity.grant(decider.who, needed.approvers), decider.nonce)
         if refusal is None and isinstance(decider, Refusal):
             refusal = decider
         if refusal is not None:
-            record_ignored(self._record.prompt.audit, "correction", refusal.message)
+            self._record.ignore("correction", refusal.message)
             return refusal
         assert decider is not None
         return decider

@@ -12,20 +12,19 @@ waits and tells this room when the call is decided.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from durable_agent.agent.models import ToolOutput, ToolPending
-from durable_agent.agent.notify import Channel, NoticeSent, idempotency_key, schedule
+from durable_agent.agent.models import ToolOutput
+from durable_agent.agent.notify import Channel, NoticeSent, Notify, idempotency_key, schedule
+from durable_agent.workflows.activity_refs import NOTIFY
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.names import NOTIFY_ACTIVITY
-from durable_agent.workflows.prompt.decision_checks import WaitingCall
-from durable_agent.workflows.prompt.record import Recorder
-from durable_agent.workflows.wire.notify import Notice, NoticeResult, NotifyPlan
+from durable_agent.workflows.prompt.context import PromptContext, Room
+from durable_agent.workflows.wire.decisions import PendingApproval
+from durable_agent.workflows.wire.notify import Notice
 
 NOTIFY_TIMEOUT = timedelta(seconds=15)  # a channel's own timeouts are 10 s (activities/notify.py)
 NOTIFY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
@@ -35,39 +34,30 @@ UPDATED_CHANNELS: tuple[Channel, ...] = ("slack",)
 CALLED_OFF = "not sent: the call was decided first"  # channels whose messages are updated when the call is decided
 
 
-class Notifications:
-    """`spawn` runs a call's steps in the background; `relist` is the desk's hook when a waiting call's listing
-    changed: an escalation added deciders, or a step could not be delivered (it publishes the listing again)."""
+class Notifications(Room):
+    """`relist` is the desk's hook when a waiting call's listing changed: an escalation added deciders, or a step
+    could not be delivered (it publishes the listing again)."""
 
-    def __init__(self, record: Recorder, *, spawn: Callable[[Awaitable[None]], None],
-                 relist: Callable[[], None]) -> None:
-        self._record = record
-        self._host = record.host
-        self._spawn = spawn
+    def __init__(self, context: PromptContext, *, relist: Callable[[], None]) -> None:
+        super().__init__(context)
         self._relist = relist
         self._sending: dict[str, dict[asyncio.Task[None], Channel]] = {}  # call id -> its sends in flight
 
-    def follow(self, waiting: WaitingCall, decided: Callable[[], bool]) -> None:
+    def follow(self, waiting: PendingApproval, decided: Callable[[], bool]) -> None:
         """Tell the call's addressees now, and remind and escalate on timers until `decided()`."""
-        plan = waiting.requirement.notify
+        plan = waiting.notify
         if plan is not None and not decided():
-            self._spawn(self._follow(waiting, plan, decided))
+            self._host.spawn(self._follow(waiting, plan, decided))
 
-    async def _follow(self, waiting: WaitingCall, plan: NotifyPlan, decided: Callable[[], bool]) -> None:
-        entry = waiting.entry
-        assert isinstance(entry.result, ToolPending)
-        requested_at = entry.result.requested_at
+    async def _follow(self, waiting: PendingApproval, plan: Notify, decided: Callable[[], bool]) -> None:
+        requested_at = waiting.requested_at or self._host.now()
         told = list(plan.to)
         await self._step(waiting, plan, "requested", told)
-        for step in schedule(plan.remind_after_seconds, plan.max_reminders, plan.escalate_after_seconds,
-                             waiting.requirement.expires_after_seconds):
+        for step in schedule(_seconds(plan.remind_after), plan.max_reminders, _seconds(plan.escalate_after),
+                             _seconds(waiting.expires_after)):
             due = requested_at + timedelta(seconds=step.at_seconds) - self._host.now()
             if due > timedelta(0):
-                try:
-                    await workflow.wait_condition(decided, timeout=due,
-                                                  timeout_summary=f"{step.name} {entry.tool} {entry.id}")
-                except TimeoutError:
-                    pass
+                await self._host.wait(decided, due, f"{step.name} {waiting.tool} {waiting.tool_call_id}")
             if decided():
                 return
             if step.kind == "escalated":
@@ -77,34 +67,36 @@ class Notifications:
             else:
                 await self._step(waiting, plan, step.name, told)
 
-    def _escalate(self, waiting: WaitingCall, added: list[str]) -> None:
+    def _escalate(self, waiting: PendingApproval, added: list[str]) -> None:
         """`added` may decide the call from now on (a policy naming nobody already lets anyone decide whom the
-        front door lets through: it stays so)."""
-        approvers = waiting.requirement.approvers
+        front door lets through: it stays so). The view is the entry's result: the record shows them too."""
+        approvers = waiting.approvers
         if not approvers:
             return
-        widened = approvers + [who for who in added if who not in approvers]
-        waiting.requirement = waiting.requirement.model_copy(update={"approvers": widened})
-        if isinstance(waiting.entry.result, ToolPending):
-            waiting.entry.result.approvers = widened
-        self._record.touch(waiting.entry)
+        waiting.approvers = approvers + [who for who in added if who not in approvers]
+        self._record.touch(self._entry(waiting))
         self._relist()
 
-    async def _step(self, waiting: WaitingCall, plan: NotifyPlan, step: str, to: list[str]) -> None:
+    async def _step(self, waiting: PendingApproval, plan: Notify, step: str, to: list[str]) -> None:
         await asyncio.gather(*(self._start(waiting, channel, step, to) for channel in plan.channels))
 
-    def _start(self, waiting: WaitingCall, channel: Channel, step: str, to: list[str], *,
+    def _entry(self, waiting: PendingApproval) -> ToolOutput:
+        entry = self._record.tool_call(waiting.tool_call_id)
+        assert entry is not None
+        return entry
+
+    def _start(self, waiting: PendingApproval, channel: Channel, step: str, to: list[str], *,
                refs: list[str] | None = None) -> asyncio.Task[None]:
         task = asyncio.ensure_future(self._send(waiting, channel, step, to, refs=refs))
-        sending = self._sending.setdefault(waiting.entry.id, {})
+        sending = self._sending.setdefault(waiting.tool_call_id, {})
         sending[task] = channel
         task.add_done_callback(lambda done: sending.pop(done, None))
         return task
 
-    def decided(self, waiting: WaitingCall) -> None:
+    def decided(self, waiting: PendingApproval) -> None:
         """The call is decided (or expired, or superseded): a step still being sent where it cannot be updated
         is called off (no reminder after the decision), and its messages that can be are updated in place."""
-        entry = waiting.entry
+        entry = self._entry(waiting)
         if entry.decision is None:
             return
         for task, channel in list(self._sending.get(entry.id, {}).items()):
@@ -115,30 +107,25 @@ class Notifications:
             if refs:
                 self._start(waiting, channel, "decided", [], refs=refs)
 
-    async def _send(self, waiting: WaitingCall, channel: Channel, step: str, to: list[str], *,
+    async def _send(self, waiting: PendingApproval, channel: Channel, step: str, to: list[str], *,
                     refs: list[str] | None = None) -> None:
-        entry, requirement, prompt = waiting.entry, waiting.requirement, self._record.prompt
-        pending = entry.result if isinstance(entry.result, ToolPending) else None
+        entry = self._entry(waiting)
         notice = Notice(
             key=idempotency_key(self._host.workflow_id, self._host.run_id, entry.id, step, channel),
-            channel=channel, step=step, prompt_id=self._host.workflow_id, run_id=self._host.run_id,
-            user_id=prompt.user_id, tool_call_id=entry.id, tool=entry.tool, input=entry.input,
-            reason=pending.reason if pending else "", to=to, approvers=requirement.approvers,
-            four_eyes=requirement.four_eyes,
-            expires_at=pending.expires_at.isoformat() if pending and pending.expires_at else None,
+            channel=channel, step=step, call=waiting.model_copy(update={"input": entry.input}), to=to,
             decision=entry.decision.model_dump(mode="json") if entry.decision else None, refs=refs or [])
         try:
-            result = await workflow.execute_activity(
-                NOTIFY_ACTIVITY, notice, result_type=NoticeResult, start_to_close_timeout=NOTIFY_TIMEOUT,
-                retry_policy=NOTIFY_RETRY, summary=summary(channel, step, entry, to),
+            result = await self._host.run_activity(
+                NOTIFY, notice, start_to_close_timeout=NOTIFY_TIMEOUT, retry_policy=NOTIFY_RETRY,
+                summary=summary(channel, step, entry, to),
                 # Called off when the call is decided: an attempt already sending finishes and counts (what it
                 # sent is recorded as sent); one waiting out its retry backoff stops there.
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+                wait_for_cancellation=True)
             sent = NoticeSent(step=step, channel=channel, to=result.to, at=self._host.now(), refs=result.refs,
                               unreached=result.unreached)
         except (ActivityError, asyncio.CancelledError) as exc:
             reason = CALLED_OFF if is_cancellation(exc) else failure_reason(exc)
-            workflow.logger.warning("notification %s of %s not delivered on %s: %s", step, entry.id, channel, reason)
+            self._host.logger.warning("notification %s of %s not delivered on %s: %s", step, entry.id, channel, reason)
             sent = NoticeSent(step=step, channel=channel, to=to, at=self._host.now(), ok=False, error=reason)
         entry.notifications.append(sent)
         self._record.touch(entry)
@@ -154,11 +141,12 @@ class Notifications:
         """Wait (a while) for the messages still being sent that a decision updates in place, and their updates;
         a step on another channel still being retried is not waited for."""
         if self._updating():
-            try:
-                await workflow.wait_condition(lambda: not self._updating(), timeout=FLUSH_LIMIT,
-                                              timeout_summary="last notifications")
-            except TimeoutError:
-                workflow.logger.warning("%d notification(s) still being sent when the prompt ended", self._updating())
+            if not await self._host.wait(lambda: not self._updating(), FLUSH_LIMIT, "last notifications"):
+                self._host.logger.warning("%d notification(s) still being sent when the prompt ended", self._updating())
+
+
+def _seconds(after: timedelta | None) -> float | None:
+    return after.total_seconds() if after else None
 
 
 def summary(channel: str, step: str, entry: ToolOutput, to: list[str]) -> str:

@@ -12,15 +12,16 @@ from typing import Any
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import (
+    ApprovalRequest,
     Prompt,
     PromptOutput,
     PromptState,
     ToolError,
     ToolOutput,
-    ToolPending,
     ToolSuccess,
 )
 from durable_agent.workflows import details, telemetry
+from durable_agent.workflows.audit import record_ignored
 from durable_agent.workflows.pending_memo import pending_memo
 from durable_agent.workflows.prompt.host import Host
 from durable_agent.workflows.protocol import PendingApproval, PlannedCall, StreamEvent
@@ -31,10 +32,10 @@ MAX_FAILURE_RECORD_CHARS = 256 * 1024  # a failure's details are not stored by r
 class Recorder:
     """Appends to and updates `prompt.output`; `changed` collects the indices a model round has not seen."""
 
-    def __init__(self, prompt: Prompt, host: Host, changed: set[int]) -> None:
+    def __init__(self, prompt: Prompt, host: Host) -> None:
         self.prompt = prompt
         self.host = host
-        self.changed = changed
+        self.changed: set[int] = set()  # output indices added or changed since the last model round
         self.span: telemetry.Span | None = None  # the prompt's span, once it runs
         self._positions: dict[str, int] = {}  # tool call id -> index in the record
         self._call_spans: dict[str, telemetry.Span] = {}  # open dagent.tool_call spans by call id
@@ -102,7 +103,7 @@ class Recorder:
     def interrupt(self, reason: str, *, waiting: str | None = None) -> None:
         """End every unfinished call with `reason` (`waiting`: for a call still waiting for its approval)."""
         for entry in self.prompt.output:
-            if isinstance(entry, ToolOutput) and isinstance(entry.result, ToolPending):
+            if isinstance(entry, ToolOutput) and isinstance(entry.result, ApprovalRequest):
                 self.end_call(entry, waiting or reason, "interrupted")
             elif isinstance(entry, ToolOutput) and entry.result is None:
                 self.end_call(entry, reason, "interrupted")
@@ -130,6 +131,11 @@ class Recorder:
         if memo != self._pending_memo:
             self._pending_memo = memo
             self.host.upsert_memo(memo)
+
+    def ignore(self, kind: str, problem: str) -> None:
+        """What could not be applied (a refused signal, a correction, a spend not recorded): in the audit and the
+        log, never raised (workflows/audit.py)."""
+        record_ignored(self.prompt.audit, kind, problem, at=self.host.now(), logger=self.host.logger)
 
     def failure_details(self) -> tuple[Prompt, ...]:
         """The details of the failure that ends a failed prompt's workflow: its record, unless it is too large

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from temporalio import workflow
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.failure.v1 import ApplicationFailureInfo, Failure
 from temporalio.exceptions import ApplicationError
@@ -15,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agent.agent.errors import RefusalKind
 from durable_agent.workflows import names
 from durable_agent.workflows.failures import describe_exception, is_workflow_bug
+from durable_agent.workflows.prompt.host import payload_converter
 from durable_agent.workflows.sdk_private import with_own_failure
 
 T = TypeVar("T")
@@ -33,8 +33,8 @@ class Refusal:
         failure (a message, a type, the kind; no stack trace, no cause), which the SDK's failure converter takes
         as is: the Temporal UI shows the reason alone, never the Python frames of the workflow and the SDK."""
         error = ApplicationError(self.message, self.kind, type=names.DECISION_REFUSED_ERROR, non_retryable=True)
-        if workflow.in_workflow():
-            details = workflow.payload_converter().to_payloads([self.kind])
+        if (converter := payload_converter()) is not None:  # in a workflow
+            details = converter.to_payloads([self.kind])
             with_own_failure(error, Failure(message=self.message, application_failure_info=ApplicationFailureInfo(
                 type=names.DECISION_REFUSED_ERROR, non_retryable=True, details=Payloads(payloads=details))))
         return error

@@ -7,18 +7,18 @@ lacks anything fails the round with `TranscriptMissing`, and `whole()` sends it 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.models import Prompt
 from durable_agent.workflows import names
+from durable_agent.workflows.activity_refs import MODEL_ROUND, STORE_HISTORY
 from durable_agent.workflows.failures import fallback_target, transcript_missing
-from durable_agent.workflows.names import MODEL_ROUND_ACTIVITY
-from durable_agent.workflows.protocol import HistoryRef, OutputChange, PromptRequest, RoundInput, RoundResult
+from durable_agent.workflows.history_store import STORE_RETRY, STORE_TIMEOUT
+from durable_agent.workflows.prompt.context import PromptContext, Room
+from durable_agent.workflows.protocol import HistoryRef, OutputChange, RoundInput, RoundResult, StoreHistoryRequest
 from durable_agent.workflows.transcript import change_for
 
 MODEL_TIMEOUT = timedelta(minutes=5)
@@ -31,17 +31,14 @@ MODEL_RETRY = RetryPolicy(
         names.FATAL_MODEL_ERROR, names.PLUGIN_PREPARE_ERROR, names.INVALID_OUTPUT_SCHEMA_ERROR],
 )
 
-# Stores earlier prompts (a ref to build on, the records, a summary) and returns their reference
-# (workflows/history_store.py: a local activity).
-StoreHistory = Callable[[HistoryRef | None, list[Prompt], str], Awaitable[HistoryRef]]
 
+class RoundInputs(Room):
+    """`changed` (the record's): output indices added or changed since the last model round."""
 
-class RoundInputs:
-    def __init__(self, request: PromptRequest, prompt: Prompt, store: StoreHistory) -> None:
-        self._request = request
-        self._prompt = prompt
-        self._store = store
-        self.changed: set[int] = set()  # output indices added or changed since the last model round
+    def __init__(self, context: PromptContext) -> None:
+        super().__init__(context)
+        self._prompt = context.prompt
+        self.changed = context.record.changed
         self._history_sent = False  # the request's by-value history went with a round input of this run
         self._history_stored: HistoryRef | None = None  # the request's history (both parts) in the store
 
@@ -54,20 +51,14 @@ class RoundInputs:
         round_input = self.next(round_number, run_id)
         next_model = ""
         queue = request.model_task_queue or None
-        workflow.set_current_details(details)
+        self._host.set_details(details)
         while True:
             summary = self.summary(round_number, round_input.fallback, next_model) + note
             try:
-                if request.model_local and queue is None:
-                    return await workflow.execute_local_activity(
-                        MODEL_ROUND_ACTIVITY, round_input, result_type=RoundResult,
-                        start_to_close_timeout=MODEL_TIMEOUT, retry_policy=MODEL_RETRY, summary=summary)
-                return await workflow.execute_activity(
-                    MODEL_ROUND_ACTIVITY, round_input,
-                    result_type=RoundResult, start_to_close_timeout=MODEL_TIMEOUT,
-                    heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
-                    task_queue=queue, summary=summary,
-                )
+                return await self._host.run_activity(
+                    MODEL_ROUND, round_input, summary=summary, start_to_close_timeout=MODEL_TIMEOUT,
+                    retry_policy=MODEL_RETRY, heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT, task_queue=queue,
+                    local=request.model_local and queue is None)
             except ActivityError as exc:
                 if transcript_missing(exc) and round_input.changes is not None:
                     round_input = self.whole(round_input)  # that worker lacked part of it
@@ -96,8 +87,10 @@ class RoundInputs:
         request = self._request
         if self._history_stored is not None or not request.history:
             return
-        self._history_stored = await self._store(request.history_ref, request.history,
-                                                 f"store {len(request.history)} earlier prompt record(s)")
+        self._history_stored = await self._host.run_activity(
+            STORE_HISTORY, StoreHistoryRequest(parent=request.history_ref, records=request.history), local=True,
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+            summary=f"store {len(request.history)} earlier prompt record(s)")
 
     def next(self, round_number: int, run_id: str) -> RoundInput:
         """What changed since the last round; earlier outputs and prompts stay with the worker (its cache) or

@@ -7,14 +7,14 @@ No Temporal decorators: PromptWorkflow's steer signal and its round loop delegat
 from __future__ import annotations
 
 from durable_agent.agent.models import TERMINAL_STATES, MessageOutput
-from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.context import PromptContext, Room
 from durable_agent.workflows.prompt.tool_runner import SKIPPED_BY_STEER
 from durable_agent.workflows.protocol import PlannedCall, SteerRequest
 
 
-class Steering:
-    def __init__(self, record: Recorder) -> None:
-        self._record = record
+class Steering(Room):
+    def __init__(self, context: PromptContext) -> None:
+        super().__init__(context)
         self._messages: list[str] = []  # arrived, not yet delivered to the model
 
     def arrived(self) -> bool:

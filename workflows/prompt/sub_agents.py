@@ -6,29 +6,25 @@ The same object reports this prompt's own waiting calls to its parent, when it i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
-from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
-from temporalio.workflow import ParentClosePolicy
 
 from durable_agent.agent.events import EventKind
 from durable_agent.agent.models import (
     DataOutput,
     Decision,
-    Prompt,
     TextOutput,
     ToolError,
     ToolOutput,
-    ToolPending,
     ToolSuccess,
 )
 from durable_agent.workflows import names
 from durable_agent.workflows.details import prompt_summary
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.context import PromptContext, Room
 from durable_agent.workflows.prompt.refusals import Refusal
 from durable_agent.workflows.protocol import (
     ApproveRequest,
@@ -55,23 +51,28 @@ class Child:
     run_id: str | None = None
 
 
-class SubAgents:
-    """Reports are taken only from the child this prompt started; forwarded decisions stay listed until the
-    sub-agent reports them taken. `listed` gives every call this prompt lists as waiting (its own and its
-    sub-agents'); `publish_pending` rewrites the memo."""
+class Listing(Protocol):
+    """What this prompt lists as waiting (the approvals desk, approvals.py)."""
 
-    def __init__(self, request: PromptRequest, record: Recorder, *, spawn: Callable[[Awaitable[None]], None],
-                 listed: Callable[[], list[PendingApproval]], publish_pending: Callable[[], None]) -> None:
-        self._request = request
-        self._record = record
-        self._spawn = spawn
-        self._listed = listed
-        self._publish_pending = publish_pending
+    def listed(self) -> list[PendingApproval]:
+        """Every call this prompt lists as waiting: its own and its sub-agents'."""
+        ...
+    def publish_pending(self) -> None:
+        """Rewrite the memo's waiting calls."""
+        ...
+
+
+class SubAgents(Room):
+    """Reports are taken only from the child this prompt started; forwarded decisions stay listed until the
+    sub-agent reports them taken."""
+
+    def __init__(self, context: PromptContext, listing: Listing) -> None:
+        super().__init__(context)
+        self._listing = listing
         self.reports: dict[str, ChildApprovals] = {}  # by sub-agent call id: what its prompt waits for
         self._announced: set[str] = set()  # sub-agents' calls (`<call>/<its call>`) published as approval_requested
         self._children: dict[str, Child] = {}  # by sub-agent call id
         self._refusals: dict[str, str] = {}  # `<call>/<its call>` -> why its sub-agent refused a decision
-        self.budgets: Callable[[], list[str]] = list  # the period budgets a child's rounds spend from (budget/gate.py)
 
     # --- running a sub-agent ---------------------------------------------------------------------------
 
@@ -80,7 +81,7 @@ class SubAgents:
         """The child prompt's input (raises ValueError when the call's arguments cannot make one)."""
         agent = call.agent
         assert agent is not None
-        host, own = self._record.host, self._request
+        host, own = self._host, self._request
         parent_path = [*own.parent.path, own.parent.prompt_id] if own.parent else []
         return PromptRequest(
             prompt_id=child_id or f"{host.workflow_id}.{entry.id}", user_id=self._record.prompt.user_id,
@@ -89,15 +90,15 @@ class SubAgents:
             instructions=agent.instructions, max_rounds=agent.max_rounds, output_schema=agent.output_schema,
             plugins=agent.plugins, fail_workflow_on_error=False,
             max_parallel_tools=own.max_parallel_tools, workflow_version=versions.CURRENT_VERSION,
-            budgets=self.budgets(), **self._model_calls_for(agent.model),
+            budgets=list(own.budgets), **self._model_calls_for(agent.model),  # the same period budgets
             parent=ParentLink(workflow_id=host.workflow_id, prompt_id=self._record.prompt.id, tool_call_id=entry.id,
                               path=parent_path, report_nonce=nonce))
 
     async def run(self, entry: ToolOutput, call: PlannedCall, arguments: object) -> ToolInvocationResult:
         """A sub-agent call: a child PromptWorkflow whose final answer (data, or else text) is the result."""
         # `<prompt>.<call>.<random>`: a call id can be predictable, so nobody can start this id first (agent/ids.py)
-        child_id = f"{self._record.host.workflow_id}.{entry.id}.{self._record.host.random_id()[:8]}"
-        nonce = self._record.host.random_id()  # its reports must carry it
+        child_id = f"{self._host.workflow_id}.{entry.id}.{self._host.random_id()[:8]}"
+        nonce = self._host.random_id()  # its reports must carry it
         try:
             request = self.child_request(entry, call, arguments, nonce, child_id)
         except ValueError as exc:
@@ -108,9 +109,8 @@ class SubAgents:
         failed: str | None = None
         try:
             # start + await: the same commands as execute_child_workflow, and the child's run id in between
-            handle = await workflow.start_child_workflow(
-                names.PROMPT_WORKFLOW, request, id=child_id, result_type=Prompt,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, static_summary=f"sub-agent {call.tool}",
+            handle = await self._host.start_child(
+                request, id=child_id, summary=f"sub-agent {call.tool}",
                 memo={"summary": f"sub-agent {call.tool}: {prompt_summary(request.user_id, request.input)}"})
             self._children[entry.id].run_id = handle.first_execution_run_id
             child = await handle
@@ -123,7 +123,7 @@ class SubAgents:
         finally:
             reported = self.reports.pop(entry.id, None)
         if reported is not None:  # not in `finally`: an evicted workflow's coroutine is closed outside its loop
-            self._publish_pending()
+            self._listing.publish_pending()
         if failed is not None:
             return ToolInvocationResult(result=ToolError(error=failed))
         self._record.prompt.usage = self._record.prompt.usage + child.usage
@@ -136,9 +136,8 @@ class SubAgents:
         return ToolInvocationResult(result=ToolSuccess(output=answer))
 
     def _model_calls_for(self, tier: str) -> dict[str, object]:
-        """How a sub-agent's model calls run: local when this prompt's are; on this prompt's model queues (and
-        under their rate limits) when it uses the same tier; the workflow knows no other tier's queue, so then
-        the workflow's queue."""
+        """How a sub-agent's model calls run: local when this prompt's are; on this prompt's model queues when it
+        uses the same tier (its input records them); another tier's queues as its worker says (workers/routing.py)."""
         request = self._request
         queues = {"model_task_queue": request.model_task_queue, "model_routing": request.model_routing}
         return {"model_local": request.model_local, **(queues if tier == request.model else {})}
@@ -156,15 +155,15 @@ class SubAgents:
         for child_call, reason in report.refused.items():
             self._refusals[f"{report.tool_call_id}/{child_call}"] = reason
         self.reports[report.tool_call_id] = report
-        self._publish_pending()
+        self._listing.publish_pending()
         for pending in report.pending:  # watchers of this prompt see the sub-agent's requests, once each
             call_id = f"{report.tool_call_id}/{pending.tool_call_id}"
             if call_id not in self._announced:
                 self._announced.add(call_id)
-                self._record.host.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED,
+                self._host.publish(StreamEvent(kind=EventKind.APPROVAL_REQUESTED,
                                                       index=self._record.index(entry),
                                                       output=child_entry(call_id, pending)))
-        self._spawn(self.report_to_parent())
+        self._host.spawn(self.report_to_parent())
         return None
 
     def _from_own_child(self, report: ChildApprovals) -> bool:
@@ -189,8 +188,11 @@ class SubAgents:
 
     def pending_rows(self) -> list[PendingApproval]:
         """The sub-agents' waiting calls as this prompt lists them, in the order of their calls in the record."""
+        prompt, host = self._record.prompt, self._record.host
         return [pending.model_copy(update={"tool_call_id": f"{call_id}/{pending.tool_call_id}",
-                                           "path": [report.child_workflow_id, *pending.path]})
+                                           "path": [report.child_workflow_id, *pending.path],
+                                           "prompt_id": host.workflow_id, "user_id": prompt.user_id,
+                                           "conversation_id": prompt.conversation_id})
                 for call_id, report in sorted(self.reports.items(), key=lambda item: self._record.position(item[0]))
                 for pending in report.pending]
 
@@ -210,10 +212,10 @@ class SubAgents:
         report, pending = found
         child_request = request.model_copy(update={"tool_call_id": pending.tool_call_id})
         signal = names.APPROVE_SIGNAL if kind == "approve" else names.REJECT_SIGNAL
-        self._spawn(_signal(report.child_workflow_id, signal, child_request))
+        self._host.spawn(self._host.signal(report.child_workflow_id, signal, child_request))
         # The call stays listed until the sub-agent, which verifies the decision, reports it decided.
         decision = Decision(decision="approved" if kind == "approve" else "rejected", by=request.by,
-                            at=self._record.host.now(), reason=getattr(request, "reason", None))
+                            at=self._host.now(), reason=getattr(request, "reason", None))
         return child_entry(request.tool_call_id, pending, decision)
 
     async def _verdict(self, tool_call_id: str) -> None:
@@ -222,10 +224,7 @@ class SubAgents:
         def settled() -> bool:
             return tool_call_id in self._refusals or self.call(tool_call_id) is None
 
-        try:
-            await workflow.wait_condition(settled, timeout=CHILD_VERDICT_TIMEOUT,
-                                          timeout_summary="sub-agent decision verdict")
-        except TimeoutError:
+        if not await self._host.wait(settled, CHILD_VERDICT_TIMEOUT, "sub-agent decision verdict"):
             return
         reason = self._refusals.pop(tool_call_id, None)
         if reason is not None:
@@ -238,31 +237,26 @@ class SubAgents:
         link = self._request.parent
         own_call = self._record.tool_call(tool_call_id) is not None  # junk ids are only audited here
         if own_call and link is not None and link.report_nonce is not None:
-            self._spawn(self.report_to_parent({tool_call_id: problem}))
+            self._host.spawn(self.report_to_parent({tool_call_id: problem}))
 
     async def report_to_parent(self, refused: dict[str, str] | None = None) -> None:
         link = self._request.parent
         if link is None:
             return
-        host = self._record.host
+        host = self._host
         report = ChildApprovals(tool_call_id=link.tool_call_id, child_workflow_id=host.workflow_id,
-                                pending=self._listed())
+                                pending=self._listing.listed())
         if link.report_nonce is not None:  # a parent that checks where reports come from
             report = report.model_copy(update={"child_run_id": host.run_id, "nonce": link.report_nonce,
                                                "refused": refused or {}})
         try:
-            await workflow.get_external_workflow_handle(link.workflow_id).signal(names.CHILD_APPROVALS_SIGNAL, report)
+            await host.signal(link.workflow_id, names.CHILD_APPROVALS_SIGNAL, report)
         except Exception as exc:  # the parent is gone: our own pending calls still work
-            workflow.logger.warning("could not report approvals to the parent prompt: %s", exc)
-
-
-async def _signal(workflow_id: str, signal: str, request: ApproveRequest | RejectRequest) -> None:
-    await workflow.get_external_workflow_handle(workflow_id).signal(signal, request)
+            host.logger.warning("could not report approvals to the parent prompt: %s", exc)
 
 
 def child_entry(call_id: str, pending: PendingApproval, decision: Decision | None = None) -> ToolOutput:
     """A sub-agent's pending call as this prompt shows it: addressed `<call>/<its call>`."""
+    assert pending.requested_at is not None  # a waiting call's view is stamped
     return ToolOutput(id=call_id, tool=pending.tool, input=pending.input, started_at=pending.requested_at,
-                      result=ToolPending(reason=pending.reason, requested_at=pending.requested_at,
-                                         expires_at=pending.expires_at, approvers=pending.approvers),
-                      decision=decision)
+                      result=pending, decision=decision)

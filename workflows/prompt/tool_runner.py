@@ -9,27 +9,24 @@ import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_agent.agent.errors import PromptFailedError
 from durable_agent.agent.models import ScheduledPrompt, ToolError, ToolOutput, ToolSuccess
 from durable_agent.workflows import details, telemetry
+from durable_agent.workflows.activity_refs import INVOKE_TOOL, TOOL_THEN_MODEL
 from durable_agent.workflows.failures import failure_reason, is_cancellation
-from durable_agent.workflows.names import INVOKE_TOOL_ACTIVITY, TOOL_THEN_MODEL_ACTIVITY
-from durable_agent.workflows.prompt.record import Recorder
+from durable_agent.workflows.prompt.context import PromptContext, Room
 from durable_agent.workflows.prompt.round_input import MODEL_TIMEOUT
 from durable_agent.workflows.prompt.sub_agents import SubAgents
 from durable_agent.workflows.protocol import (
     PlannedCall,
-    PromptRequest,
     RoundInput,
     RoundResult,
     ToolInvocation,
     ToolInvocationResult,
     ToolThenModel,
-    ToolThenModelResult,
 )
 
 INFRASTRUCTURE_ATTEMPTS = 5  # extra tool attempts for worker crashes/timeouts, beyond the tool's own
@@ -37,19 +34,17 @@ SKIPPED_BY_STEER = "Skipped: the user sent a new message before this call ran."
 
 
 def fail_if_fatal(call: PlannedCall, outcome: ToolInvocationResult) -> None:
-    if isinstance(outcome.result, ToolError) and call.failure_mode == "fail":
+    if isinstance(outcome.result, ToolError) and call.options.failure_mode == "fail":
         raise PromptFailedError(f"tool '{call.tool}' failed: {outcome.result.error}")
 
 
-class ToolRunner:
+class ToolRunner(Room):
     """`steered`: a user message arrived (calls not started yet are skipped). `failed_tools`: tools whose calls
     ended in an error since the last model round."""
 
-    def __init__(self, request: PromptRequest, record: Recorder, children: SubAgents, *,
-                 steered: Callable[[], bool]) -> None:
-        self._request = request
-        self._record = record
-        self._prompt = record.prompt
+    def __init__(self, context: PromptContext, children: SubAgents, *, steered: Callable[[], bool]) -> None:
+        super().__init__(context)
+        self._prompt = context.prompt
         self._children = children
         self._steered = steered
         self.failed_tools: list[str] = []
@@ -88,12 +83,12 @@ class ToolRunner:
         index = 0
         while index < len(calls):
             end = index + 1
-            if not calls[index][1].sequential:
-                while end < len(calls) and not calls[end][1].sequential:
+            if not calls[index][1].options.sequential:
+                while end < len(calls) and not calls[end][1].options.sequential:
                     end += 1
             group = calls[index:end]
             await asyncio.gather(*(run(entry, call) for entry, call in group))
-            if any(call.failure_mode == "fail" and isinstance(outcomes[entry.id].result, ToolError)
+            if any(call.options.failure_mode == "fail" and isinstance(outcomes[entry.id].result, ToolError)
                    for entry, call in group if entry.id in outcomes):
                 break  # the prompt fails: later calls are not started
             index = end
@@ -127,16 +122,17 @@ class ToolRunner:
     async def _execute_call(self, entry: ToolOutput, call: PlannedCall, arguments: object,
                             then: RoundInput | None = None) -> tuple[ToolInvocationResult, RoundResult | None]:
         """The call's activity (`then`: with the next model round after it, in one activity)."""
-        entry.started_at = self._record.host.now()
+        entry.started_at = self._host.now()
         if call.agent is not None:
             outcome = await self._children.run(entry, call, arguments)
             self._record.resolve(entry, outcome.result)
             return outcome, None
         invocation = self._tool_invocation(entry, call, arguments)
+        options = call.options
         retry = RetryPolicy(initial_interval=timedelta(seconds=1),
-                            maximum_attempts=call.max_attempts + INFRASTRUCTURE_ATTEMPTS)
-        timeout = call.timeout
-        self._record.host.set_details(details.running_tool(self._prompt.rounds, entry))
+                            maximum_attempts=options.max_attempts + INFRASTRUCTURE_ATTEMPTS)
+        timeout = options.timeout
+        self._host.set_details(details.running_tool(self._prompt.rounds, entry))
         summary = details.cut_at_word(f"tool {call.tool} {details.compact_args(arguments)}", 100)
         if entry.decision is not None:
             summary += f" · {details.decided(entry.decision)}"
@@ -144,25 +140,20 @@ class ToolRunner:
         try:
             # With the next model round: a regular call, or a fast tool's call that would otherwise run local.
             if then is not None:
-                fused = await workflow.execute_activity(
-                    TOOL_THEN_MODEL_ACTIVITY, ToolThenModel(
+                fused = await self._host.run_activity(
+                    TOOL_THEN_MODEL, ToolThenModel(
                         call=invocation, tool_timeout_seconds=timeout.total_seconds(),
                         entry_index=self._record.index(entry), round=then,
-                        stop_on_error=call.failure_mode == "fail"),
-                    result_type=ToolThenModelResult, start_to_close_timeout=timeout + MODEL_TIMEOUT,
-                    heartbeat_timeout=call.heartbeat_timeout, retry_policy=retry,  # the model part beats every 0.5 s
+                        stop_on_error=options.failure_mode == "fail"),
+                    start_to_close_timeout=timeout + MODEL_TIMEOUT,
+                    heartbeat_timeout=options.heartbeat_timeout, retry_policy=retry,  # the model part beats every 0.5 s
                     summary=f"{summary} · then model round {then.round}")
                 outcome, next_round = fused.tool, fused.round
-            elif call.local:
-                outcome = await workflow.execute_local_activity(
-                    INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
-                    start_to_close_timeout=timeout, retry_policy=retry, summary=summary)
             else:
-                outcome = await workflow.execute_activity(
-                    INVOKE_TOOL_ACTIVITY, invocation, result_type=ToolInvocationResult,
-                    start_to_close_timeout=timeout, heartbeat_timeout=call.heartbeat_timeout,
-                    retry_policy=retry,
-                    summary=summary)
+                outcome = await self._host.run_activity(
+                    INVOKE_TOOL, invocation, start_to_close_timeout=timeout,
+                    heartbeat_timeout=options.heartbeat_timeout, retry_policy=retry, summary=summary,
+                    local=bool(options.local))
         except ActivityError as exc:
             if is_cancellation(exc):
                 raise
@@ -175,8 +166,8 @@ class ToolRunner:
         prompt = self._prompt
         return ToolInvocation(
             id=entry.id, tool=call.tool, plugin=call.plugin, input=arguments, user_id=prompt.user_id,  # type: ignore[arg-type]
-            conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.max_attempts,
-            prompt_id=None if prompt.id == self._record.host.workflow_id else prompt.id,
+            conversation_id=prompt.conversation_id, plugin_state=plugin_state, max_attempts=call.options.max_attempts,
+            prompt_id=prompt.id,
             conversation_schedule=self._request.conversation_schedule)
 
     def record_outcome(self, call: PlannedCall, outcome: ToolInvocationResult) -> None:

@@ -19,7 +19,7 @@ from durable_agent.workflows.protocol import PlannedCall, PromptRequest, ReadyCa
 def fusable(calls: list[PlannedCall], round_number: int, request: PromptRequest, usage: Usage, *,
             period_budgets: bool) -> ReadyCall | None:
     """The round's only call, when it runs with the next model round in one activity; else None."""
-    if (len(calls) != 1 or not isinstance(call := calls[0], ReadyCall) or (call.local and not call.fast)
+    if (len(calls) != 1 or not isinstance(call := calls[0], ReadyCall) or (call.options.local and not call.fast)
             or call.agent is not None
             or round_number >= request.max_rounds or period_budgets or request.model_local
             or request.model_task_queue or request.model_routing is not None

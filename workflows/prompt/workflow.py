@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from operator import attrgetter
 from typing import Literal, TypeVar
 
 from temporalio import workflow
@@ -33,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.agent.stops import PromptStop, budget_stop, rounds_stop
     from durable_agent.workflows import details, names, telemetry
-    from durable_agent.workflows.audit import record_ignored
     from durable_agent.workflows.budget.gate import BudgetGate
     from durable_agent.workflows.budget.limits import budget_reached
     from durable_agent.workflows.failures import (
@@ -43,16 +44,15 @@ with workflow.unsafe.imports_passed_through():
         is_cancellation,
         is_workflow_bug,
     )
-    from durable_agent.workflows.history_store import store_history
     from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
     from durable_agent.workflows.names import EVENTS_TOPIC
-    from durable_agent.workflows.prompt.approvals import ApprovalDesk, decision_update, refusal_text
+    from durable_agent.workflows.prompt.approvals import ApprovalDesk, DecisionT, refusal_text
+    from durable_agent.workflows.prompt.context import PromptContext
     from durable_agent.workflows.prompt.host import WorkflowHost
     from durable_agent.workflows.prompt.record import Recorder
     from durable_agent.workflows.prompt.refusals import Refusal
     from durable_agent.workflows.prompt.round_input import RoundInputs
     from durable_agent.workflows.prompt.steering import Steering
-    from durable_agent.workflows.prompt.sub_agents import SubAgents
     from durable_agent.workflows.prompt.tool_runner import ToolRunner
     from durable_agent.workflows.prompt.tool_then_model import fusable
     from durable_agent.workflows.protocol import (
@@ -99,6 +99,25 @@ def _delegated_signal(name: str, model: type[ModelT],
     return workflow.signal(name=name, description=description)(handler)
 
 
+def _decision_update(name: str, request_type: type[DecisionT], description: str,
+                     decide: Callable[[ApprovalDesk, tuple[object, ...]], Awaitable[ToolOutput]]) -> object:
+    """Update `name`, which takes one decision at the desk (`decide`: its approve_call or reject_call), with a
+    validator that runs the same checks first, so a refused decision never reaches history. Returns the call
+    once it has run."""
+
+    @raw_payloads
+    async def handler(self, *payloads: object) -> ToolOutput:  # self unannotated: not counted as an argument
+        return await decide(self._desk, payloads)
+
+    @raw_payloads
+    def validator(self, *payloads: object) -> None:
+        self._desk.checked_request(payloads, request_type)
+
+    update = workflow.update(name=name, description=description)(handler)
+    update.validator(validator)
+    return update
+
+
 @workflow.defn(name=names.PROMPT_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES)
 class PromptWorkflow:
     @workflow.init
@@ -111,28 +130,29 @@ class PromptWorkflow:
             conversation_id=request.conversation_id, model=request.model, visible=request.visible,
             model_settings=request.model_settings,
             input=request.input, created_at=workflow.now(), plugin_state=dict(request.plugin_state),
+            parent_prompt_id=request.parent.prompt_id if request.parent is not None else None,
         )
-        self._background: set[asyncio.Task[None]] = set()
-        if request.parent is not None:
-            self._prompt.parent_prompt_id = request.parent.prompt_id
         self._output_attempts = 0
         self._ahead: RoundResult | None = None  # the next model round, run after the last call in one activity
         self._stream = WorkflowStream()
         events = self._stream.topic(EVENTS_TOPIC, type=StreamEvent)
-        guard_stream_publish(lambda problem: self._ignore("stream_publish", problem))
+        self._record = Recorder(self._prompt, WorkflowHost(events.publish))  # workflows/prompt/record.py
+        guard_stream_publish(partial(self._record.ignore, "stream_publish"))
         guard_stream_poll(self._stream)
-        self._inputs = RoundInputs(request, self._prompt, store_history)
-        self._record = Recorder(self._prompt, WorkflowHost(events.publish), self._inputs.changed)
-        self._steering = Steering(self._record)  # workflows/prompt/steering.py
-        self._children = SubAgents(request, self._record, spawn=self._in_background, listed=lambda: self._desk.listed(),
-                                   publish_pending=lambda: self._desk.publish_pending())
-        self._desk = ApprovalDesk(self._record, self._children, steered=self._steering.arrived,
-                                  spawn=self._in_background)
-        self._tools = ToolRunner(request, self._record, self._children, steered=self._steering.arrived)
-        self._budgets = BudgetGate(request, self._record, self._desk, ignore=self._ignore)
-        self._children.budgets = lambda: self._budgets.principals  # a sub-agent spends the same period budgets
+        context = PromptContext(request, self._record)  # what every room shares (context.py)
+        self._inputs = RoundInputs(context)
+        self._steering = Steering(context)
+        self._desk = ApprovalDesk(context, steered=self._steering.arrived)
+        self._children = self._desk.children  # sub-agents: their waiting calls are listed at the desk
+        self._tools = ToolRunner(context, self._children, steered=self._steering.arrived)
+        self._budgets = BudgetGate(context, self._desk)
 
     # --- run --------------------------------------------------------------------------------------
+
+    @property
+    def routable_request(self) -> PromptRequest:
+        """The request whose model calls a worker routes (workers/routing.py) before `run` starts."""
+        return self._request
 
     @workflow.run
     @raw_payloads
@@ -298,7 +318,7 @@ class PromptWorkflow:
                 case _:
                     (before if index < first_approval else after).append((entry, call))
         for entry, waiting in batch:
-            self._desk.request(entry, waiting.approval, waiting.plugin, publish=False)
+            self._desk.request(entry, waiting, publish=False)
         self._desk.publish_pending()  # the batch's calls in one memo update
         outcomes, _ = await asyncio.gather(self._tools.run_side_by_side(before), self._decide_batch(batch))
         self._tools.fail_in_order(before, outcomes)
@@ -322,14 +342,6 @@ class PromptWorkflow:
 
     # --- the workflow's own helpers ---------------------------------------------------------------------
 
-    def _in_background(self, work: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _ignore(self, kind: str, problem: str) -> None:
-        record_ignored(self._prompt.audit, kind, problem)
-
     def _finish(self, state: PromptState, error: str | None = None) -> None:
         self._prompt.finished_at = workflow.now()
         self._prompt.error = error
@@ -351,42 +363,42 @@ class PromptWorkflow:
                     raise
                 problem = f"internal error: {describe_exception(exc)}"
         if problem:
-            self._ignore(kind, problem)
+            self._record.ignore(kind, problem)
             if isinstance(request, ApproveRequest | RejectRequest):
                 self._children.report_refusal(request.tool_call_id, problem)
 
     # --- signals, updates and queries: each delegates -----------------------------------------------------
 
     steer = _delegated_signal(
-        names.STEER_SIGNAL, SteerRequest, lambda self: self._steering.accept,
+        names.STEER_SIGNAL, SteerRequest, attrgetter("_steering.accept"),
         description="Send the prompt a new user message: it is delivered after the tool call in flight and the rest "
         'of the model\'s planned calls are skipped. Payload: {"message": "…"}')
     child_approvals = _delegated_signal(
-        names.CHILD_APPROVALS_SIGNAL, ChildApprovals, lambda self: self._children.accept_report,
+        names.CHILD_APPROVALS_SIGNAL, ChildApprovals, attrgetter("_children.accept_report"),
         description="A sub-agent's prompt reports the approvals it waits for; they are listed (and decided) here.")
     approve = _delegated_signal(
-        names.APPROVE_SIGNAL, ApproveRequest, lambda self: self._desk.approve_signal,
+        names.APPROVE_SIGNAL, ApproveRequest, attrgetter("_desk.approve_signal"),
         description="Approve the pending tool call (no reply; a wrong call id is ignored and recorded "
         "in the audit). Prefer the approve_call update. "
         'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance", …your roles, when the call\'s approvers '
         'name a role], "input": {…corrected args, optional}}')
     reject = _delegated_signal(
-        names.REJECT_SIGNAL, RejectRequest, lambda self: self._desk.reject_signal,
+        names.REJECT_SIGNAL, RejectRequest, attrgetter("_desk.reject_signal"),
         description="Reject the pending tool call; the model sees the reason (no reply; prefer the "
         'reject_call update). Payload: {"tool_call_id": "…", "by": "you", "roles": [optional], "reason": "…"}')
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
-        self._ignore("unknown_signal", f"this workflow has no signal named {name!r}")
+        self._record.ignore("unknown_signal", f"this workflow has no signal named {name!r}")
 
-    approve_call = decision_update(
+    approve_call = _decision_update(
         names.APPROVE_CALL_UPDATE, ApproveRequest, decide=ApprovalDesk.approve_call,
         description="Approve the pending tool call, checked first: a wrong call id or approver is "
         "refused with the reason. Returns the call once it has run. "
         'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance"], "input": {…corrected args}}; '
         '"roles": the roles you act in, needed when the call\'s approvers name a role (role:finance), '
         '"input" optional.')
-    reject_call = decision_update(
+    reject_call = _decision_update(
         names.REJECT_CALL_UPDATE, RejectRequest, decide=ApprovalDesk.reject_call,
         description="Reject the pending tool call, checked first; the model sees the reason. "
         'Payload: {"tool_call_id": "…", "by": "you", "roles": ["finance"], "reason": "…"}; "roles": the roles '

@@ -3,43 +3,29 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, WrapSerializer
 
 from durable_agent.agent.models import (
+    ApprovalRequest,
     FileOutput,
+    PromptRef,
     ScheduledPrompt,
     ToolError,
     ToolSuccess,
     WidgetOutput,
 )
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
-from durable_agent.agent.tools import DEFAULT_OPTIONS, FailureMode, ToolOptions
+from durable_agent.agent.tools import DEFAULT_OPTIONS, ToolOptions
 from durable_agent.workflows.wire.inputs import SubAgentCall
 from durable_agent.workflows.wire.lean import Lean as _Lean
-from durable_agent.workflows.wire.notify import NotifyPlan
+from durable_agent.workflows.wire.lean import lean_model
 
-
-class ApprovalRequirement(_Model):
-    """What the workflow needs to ask for a decision: an approval policy's answer, in wire units."""
-
-    reason: str
-    approvers: list[str] | None = None
-    expires_after_seconds: float | None = None
-    input_schema: dict[str, JsonValue] | None = Field(
-        default=None, description="The tool's input JSON schema: an approver's correction is checked against it.")
-    decision_key: str | None = Field(default=None, description="Ed25519 public key (PEM) that must have signed "
-                                                               "the decision; from the worker's configuration.")
-    four_eyes: bool = Field(default=False, exclude_if=lambda v: not v,
-                            description="The prompt's own user may not approve the call.")
-    notify: NotifyPlan | None = Field(default=None, exclude_if=lambda v: v is None,
-                                      description="Who is told, and when (workflows/prompt/notifications.py).")
-
-    @property
-    def expires_after(self) -> timedelta | None:
-        return timedelta(seconds=self.expires_after_seconds) if self.expires_after_seconds else None
+# A planned call's options: the tool's, `local` decided (False unless the worker chose a local activity).
+PLANNED_DEFAULTS = DEFAULT_OPTIONS.model_copy(update={"local": False})
+# Options nested in a lean call: only those that differ from ToolOptions' defaults go on the wire.
+LeanOptions = Annotated[ToolOptions, WrapSerializer(lean_model)]
 
 
 class _CallBase(_Lean):
@@ -50,39 +36,12 @@ class _CallBase(_Lean):
     tool: str
     input: JsonValue = None
     plugin: str | None = None
-    # The tool's options (agent/tools.py ToolOptions) in wire units; `local` as the worker decided it.
-    timeout_seconds: float = DEFAULT_OPTIONS.timeout.total_seconds()
-    max_attempts: int = DEFAULT_OPTIONS.max_attempts
-    failure_mode: FailureMode = DEFAULT_OPTIONS.failure_mode
-    local: bool = False
+    options: LeanOptions = Field(default=PLANNED_DEFAULTS, description=(
+        "The tool's options (agent/tools.py ToolOptions), `local` as the worker decided it (never None here)."))
     fast: bool = Field(default=False, description=(
         "Local only because the worker saw the tool's calls finish fast (fast tools), not because the tool says "
         "`local=True`: the workflow may run it with the next model round in one activity instead."))
-    heartbeat_timeout_seconds: float = DEFAULT_OPTIONS.heartbeat_timeout.total_seconds()
-    sequential: bool = Field(default=DEFAULT_OPTIONS.sequential,
-                             description="Runs alone, never side by side with other calls.")
     agent: SubAgentCall | None = Field(default=None, description="A sub-agent: runs as a child prompt.")
-
-    @staticmethod
-    def option_fields(options: ToolOptions, *, local: bool) -> dict[str, Any]:
-        """A tool's options as a planned call's wire fields."""
-        return dict(timeout_seconds=options.timeout.total_seconds(), max_attempts=options.max_attempts,
-                    failure_mode=options.failure_mode, local=local,
-                    heartbeat_timeout_seconds=options.heartbeat_timeout.total_seconds(), sequential=options.sequential)
-
-    @property
-    def options(self) -> ToolOptions:
-        """The call's options as the tool's shape (timedelta fields)."""
-        return ToolOptions(timeout=self.timeout, max_attempts=self.max_attempts, failure_mode=self.failure_mode,
-                           local=self.local, heartbeat_timeout=self.heartbeat_timeout, sequential=self.sequential)
-
-    @property
-    def timeout(self) -> timedelta:
-        return timedelta(seconds=self.timeout_seconds)
-
-    @property
-    def heartbeat_timeout(self) -> timedelta:
-        return timedelta(seconds=self.heartbeat_timeout_seconds)
 
 
 class InvalidCall(_CallBase):
@@ -98,7 +57,9 @@ class CallNeedingApproval(_CallBase):
 
     kind: Literal["approval"] = "approval"
     error: None = None
-    approval: ApprovalRequirement
+    approval: ApprovalRequest = Field(description="Built once, when the worker planned the call.")
+    input_schema: dict[str, JsonValue] | None = Field(
+        default=None, description="The tool's input JSON schema: an approver's correction is checked against it.")
 
 
 class ReadyCall(_CallBase):
@@ -112,9 +73,9 @@ class ReadyCall(_CallBase):
 PlannedCall = Annotated[InvalidCall | CallNeedingApproval | ReadyCall, Field(discriminator="kind")]
 
 
-class ToolInvocation(_Lean):
-    """The tool activity's input: only what the activity cannot derive, each id once. Fields at their
-    defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
+class ToolInvocation(PromptRef, _Lean):
+    """The tool activity's input: which prompt (flat), and only what the activity cannot derive. Fields at
+    their defaults stay off the wire. The workflow id (idempotency key), the heartbeat timeout and the attempt
     come from the activity's info; the call's other policy fields (timeout, failure mode, local, sequential)
     are the workflow's business."""
 
@@ -122,9 +83,6 @@ class ToolInvocation(_Lean):
     tool: str
     plugin: str | None = None
     input: JsonValue = Field(default=None, description="The arguments (as corrected by an approver).")
-    user_id: str = "anonymous"
-    conversation_id: str | None = None
-    prompt_id: str | None = Field(default=None, description="None: the workflow id (a prompt's default id).")
     plugin_state: JsonValue = None
     max_attempts: int = Field(default=1, description="The tool's own attempts (an MCP server that is down).")
     conversation_schedule: list[ScheduledPrompt] = Field(default_factory=list, exclude_if=lambda v: not v,
@@ -146,7 +104,7 @@ class CorrectionVerdict(_Model):
     """What the policy says of corrected arguments: the approval they need (None: none), or why they cannot
     be approved at all (`problem`: invalid arguments, a policy that raised, a tool this worker lacks)."""
 
-    requirement: ApprovalRequirement | None = None
+    requirement: ApprovalRequest | None = None
     problem: str | None = None
 
 

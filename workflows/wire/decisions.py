@@ -4,13 +4,12 @@ how it lists a waiting call.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from pydantic import (
     Field,
     JsonValue,
 )
 
+from durable_agent.agent.models import ApprovalRequest, PromptRef
 from durable_agent.agent.notify import NoticeSent
 from durable_agent.agent.strict import StrictModel as _Model  # the one strict base (agent/strict.py)
 from durable_agent.workflows.wire.inputs import MAX_INPUT_CHARS
@@ -53,24 +52,23 @@ class RejectRequest(_Model):
     token: str | None = Field(default=None, description="Signed decision token; see ApproveRequest.token.")
 
 
-class PendingApproval(_Model):
+class PendingApproval(ApprovalRequest, PromptRef):
+    """A call waiting for a decision, the one view of it that the desk lists, the memo keeps, a sub-agent
+    reports, the client lists and the API serves: the prompt it is decided on (flat), the call, its approval
+    request as it waits (flat: reason, approvers, requested_at, expires_at, ...) and where it waits."""
+
     tool_call_id: str
     tool: str
     input: JsonValue
-    reason: str
-    requested_at: datetime
-    expires_at: datetime | None = None
-    approvers: list[str] | None = None
+    input_schema: dict[str, JsonValue] | None = Field(default=None, description="JSON schema of the arguments.")
     path: list[str] = Field(default_factory=list, description="Prompt ids from this prompt to the one that waits "
                                                              "(empty: this prompt itself); a sub-agent's call.")
-    input_schema: dict[str, JsonValue] | None = Field(default=None, description="JSON schema of the arguments.")
-    signed_decisions: bool = Field(default=False, description="Decisions need a signed token (decide via the API).")
-    four_eyes: bool = Field(default=False, exclude_if=lambda v: not v,
-                            description="The prompt's own user may not approve this call.")
     run_id: str | None = Field(default=None, exclude_if=lambda v: v is None,
                                description="The run of the prompt that waits (decision tokens name it).")
     undelivered: list[NoticeSent] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
         "The steps telling people of the call that could not be delivered (docs/telling-approvers.md)."))
+    plugin: str | None = Field(default=None, exclude=True, description=(
+        "The tool's plugin, where its policy runs again on a correction (the waiting prompt's own; not listed)."))
 
 
 ChildApprovals.model_rebuild()

@@ -17,7 +17,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
 from durable_agent.agent.logging import get_logger
-from durable_agent.workers.storage.codec import AESGCMCodec, CodecKeyError
+from durable_agent.config.storage.codec import AESGCMCodec, CodecKeyError
 
 log = get_logger("codec_server")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -35,7 +35,7 @@ async def prompt_approvals(prompt_id: PathId, caller: Caller, service: Service) 
     settings = service.agent.settings
     links = Links(self=f"/prompts/{prompt_id}", events=f"/prompts/{prompt_id}/events",
                   temporal_ui=settings.workflow_url(prompt_id) if settings.ui_url else None)
-    return [PendingApprovalItem.of(call, prompt_id=prompt_id, user_id=prompt.user_id,
-                                   conversation_id=prompt.conversation_id,
+    on_this = {"prompt_id": prompt_id, "user_id": prompt.user_id, "conversation_id": prompt.conversation_id}
+    return [PendingApprovalItem.of(call.model_copy(update=on_this),
                                    can_decide=service.may_decide(caller, prompt.user_id, call), links=links)
             for call in pending]

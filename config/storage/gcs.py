@@ -15,7 +15,7 @@ from temporalio.converter import (
 )
 
 from durable_agent.agent.extras import require
-from durable_agent.workers.storage.objects import BlobMissing, ObjectClient, PerLoop
+from durable_agent.config.storage.objects import BlobMissing, ObjectClient, PerLoop
 
 
 class GCSObjects(ObjectClient):

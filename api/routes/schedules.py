@@ -26,7 +26,7 @@ from durable_agent.client.schedules import (
     schedule_handle,
     view_schedule,
 )
-from durable_agent.workers.durations import format_duration, parse_duration
+from durable_agent.config.durations import format_duration, parse_duration
 
 router = APIRouter(tags=["schedules"])
 Caller = Annotated[Principal, Depends(current_principal)]

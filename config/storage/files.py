@@ -10,9 +10,9 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from durable_agent.workers.storage.codec import AESGCMCodec, CodecKeyError
-from durable_agent.workers.storage.local import DirectoryObjects
-from durable_agent.workers.storage.objects import BlobMissing, ObjectClient, StoreUnavailable, describe
+from durable_agent.config.storage.codec import AESGCMCodec, CodecKeyError
+from durable_agent.config.storage.local import DirectoryObjects
+from durable_agent.config.storage.objects import BlobMissing, ObjectClient, StoreUnavailable, describe
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from temporalio.contrib.aws.s3driver import S3StorageDriver
 from temporalio.converter import StorageDriver
 
 from durable_agent.agent.extras import require
-from durable_agent.workers.storage.objects import BlobMissing, ObjectClient, PerLoop, S3Adapter
+from durable_agent.config.storage.objects import BlobMissing, ObjectClient, PerLoop, S3Adapter
 
 
 class S3Objects(ObjectClient):

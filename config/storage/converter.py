@@ -1,5 +1,5 @@
 """The data converter every client and worker uses: pydantic JSON, optionally encrypted, with large payloads
-kept out of history in the blob store (workers/storage/).
+kept out of history in the blob store (config/storage/).
 
 Payloads above a threshold (a whole prompt record, a conversation's history, a big tool output) are stored
 by Temporal's external storage, and history holds only a small reference. Every client and worker must
@@ -34,9 +34,9 @@ from temporalio.converter import (
     WithSerializationContext,
 )
 
-from durable_agent.workers.storage.drivers import MeteredStorageDriver, payload_driver
-from durable_agent.workers.storage.objects import ObjectClient
-from durable_agent.workers.storage.stores import objects_for
+from durable_agent.config.storage.drivers import MeteredStorageDriver, payload_driver
+from durable_agent.config.storage.objects import ObjectClient
+from durable_agent.config.storage.stores import objects_for
 
 DEFAULT_PAYLOAD_THRESHOLD = 256 * 1024
 

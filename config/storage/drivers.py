@@ -19,8 +19,8 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from durable_agent.workers.observability import process_meter
-from durable_agent.workers.storage.objects import BlobMissing, ObjectClient, StoreUnavailable, describe, root_cause
+from durable_agent.config.observability import process_meter
+from durable_agent.config.storage.objects import BlobMissing, ObjectClient, StoreUnavailable, describe, root_cause
 
 MISSING_BLOB_ERROR = "PayloadBlobMissing"
 

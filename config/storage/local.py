@@ -14,7 +14,7 @@ from temporalio.converter import (
     StorageDriver,
 )
 
-from durable_agent.workers.storage.objects import BlobMissing, ObjectClient, S3Adapter
+from durable_agent.config.storage.objects import BlobMissing, ObjectClient, S3Adapter
 
 DIR_DRIVER_NAME = "dagent-dir"
 STORE_ID_FILE = ".store-id"

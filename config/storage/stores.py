@@ -7,10 +7,10 @@ import asyncio
 import functools
 from pathlib import Path
 
-from durable_agent.workers.storage.gcs import GCSObjects
-from durable_agent.workers.storage.local import DirectoryObjects
-from durable_agent.workers.storage.objects import ObjectClient, StoreUnavailable, describe
-from durable_agent.workers.storage.s3 import S3Objects
+from durable_agent.config.storage.gcs import GCSObjects
+from durable_agent.config.storage.local import DirectoryObjects
+from durable_agent.config.storage.objects import ObjectClient, StoreUnavailable, describe
+from durable_agent.config.storage.s3 import S3Objects
 
 
 def objects_for(store_url: str, directory: str | Path, *, s3_endpoint_url: str | None = None) -> ObjectClient:
