@@ -6,8 +6,9 @@ cannot heartbeat and holds the workflow task while it runs, so it suits only cal
 report nothing while running. A worker learns that from the calls it runs: a tool whose last
 `RUNS_BEFORE_LOCAL` calls here each finished within `FAST_SECONDS` without reporting progress has its next
 calls planned local; one slow or reporting call (local or not) sends it back to regular activities for
-good. Calls that need approval, MCP tools and sub-agents always stay regular; `local=True`/`False` on a
-tool overrides all this. The plan is part of the model round's result, so replays take the recorded choice.
+good. A call that needs approval is planned the same way: approved, a fast tool's call runs inside the workflow
+task that takes the decision. MCP tools and sub-agents always stay regular; `local=True`/`False` on a tool
+overrides all this. The plan is part of the model round's result, so replays take the recorded choice.
 """
 
 from __future__ import annotations

@@ -64,9 +64,11 @@ def plan_call(call: ModelToolCall, tools: dict[str, tuple[Tool[Any], str]], deci
         return CallNeedingApproval(**fields, input_schema=tool.parameters_schema(), approval=approval_request(
             ApprovalRequest(reason=f"The approval policy of '{tool.id}' raised {type(exc).__name__}: {exc}; "
                                    "a person must decide."), decision_key, four_eyes, notify))
+    # A call that needs approval runs local too when its tool does: once approved it runs inside the workflow
+    # task that takes the decision, and the next model round is scheduled in that same task.
+    local = runs_local(tool) and fields["agent"] is None
+    how = {"options": tool.options.model_copy(update={"local": local}), "fast": local and tool.options.local is None}
     if approval is None:
-        local = runs_local(tool) and fields["agent"] is None
-        return ReadyCall(**{**fields, "options": tool.options.model_copy(update={"local": local}),
-                            "fast": local and tool.options.local is None})
-    return CallNeedingApproval(**fields, input_schema=tool.parameters_schema(),
+        return ReadyCall(**{**fields, **how})
+    return CallNeedingApproval(**{**fields, **how}, input_schema=tool.parameters_schema(),
                                approval=approval_request(approval, decision_key, four_eyes, notify))

@@ -1,7 +1,7 @@
 """Where users pay: Temporal billable actions per prompt at a real model's latency, ours against the hand-rolled
 loop in the same run, and what watching a prompt costs.
 
-    .venv/bin/python -m bench.realistic            # ~0 s, 2 s and 10 s model calls, then the watchers (~10 min)
+    .venv/bin/python -m bench.realistic            # ~0 s, 2 s and 10 s model calls, then the watchers (~12 min)
     .venv/bin/python -m bench.realistic --quick    # one prompt per latency, 10 s watches (~7 min)
     .venv/bin/python -m bench.realistic --report bench/results/realistic.json
 
@@ -15,8 +15,12 @@ by action type, the prompt's wall time beyond the model's own (the fake server's
 bytes, and worker and server CPU per prompt.
 
 Sides: the hand-rolled loop (`bench/baseline.py`: one model activity and one tool activity per round, no
-heartbeats), ours with its defaults, and ours with `DAGENT_STREAM_TEXT=1` (streamed text published to watchers
-every 0.5 s while the model streams).
+heartbeats), ours with its defaults, ours with `DAGENT_STREAM_TEXT=1` (streamed text published to watchers
+every 0.5 s while the model streams), and ours with `DAGENT_MODEL_CALLS=local` on client and worker (each model
+call a local activity in the workflow task that takes the tools' results; docs/providers.md says what it gives
+up). Per side and latency the overhead's spread (least and largest prompt) and where it goes: workflow tasks per
+prompt, the server-timed phases of their histories (`bench/round_phases.py`) and the activities' time beyond the
+model's.
 
 Watchers (`--watch-seconds`, default 30): with one prompt running (a 10-minute model call) and one waiting for
 approval, each of these runs alone while the actions are counted, scaled to a minute, less what the two prompts
@@ -45,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -52,6 +57,7 @@ from bench.actions import HEARTBEAT, settled, since
 from bench.config import BASELINE, PRODUCT, REPO, RESULTS, log
 from bench.measure import cpu_seconds, history_stats
 from bench.paced_llm import FakeCall, Pace, PacedLLM, function_call_outputs_after_last_user, serve_paced_llm
+from bench.round_phases import phases
 from bench.scenario import Scenario, next_step
 from bench.sides import BaselineSide, ProductSide, Side, product_settings
 from durable_agent.cli.devserver import DevServer
@@ -60,12 +66,13 @@ from durable_agent.workers.worker import connect
 
 ROUNDS = 5  # tool rounds per prompt: 6 model calls
 LIVE_TEXT = "durable-agent+live-text"
+LOCAL_MODEL = "durable-agent+local-model-calls"
 LATENCIES: dict[str, Pace] = {  # 60 tokens at 50/s after the time to first token
     "~0 s": Pace(first_token_seconds=0.0, tokens=60, tokens_per_second=0),
     "2 s": Pace(first_token_seconds=0.8, tokens=60, tokens_per_second=50),
     "10 s": Pace(first_token_seconds=8.8, tokens=60, tokens_per_second=50),
 }
-PROMPTS = {"~0 s": 3, "2 s": 2, "10 s": 1}  # per side
+PROMPTS = {"~0 s": 5, "2 s": 3, "10 s": 1}  # per side (the overhead is a median: its spread is printed)
 API_KEY = "bench-realistic-key-0123456789"
 
 
@@ -79,10 +86,11 @@ def respond(body: dict[str, Any]) -> list[FakeCall]:
 
 
 class RealProduct(ProductSide):
-    def __init__(self, client: Client, address: str, workdir: Path, base_url: str, *, stream_text: str) -> None:
-        super().__init__(client, address, workdir, {"tool": "", "model_calls": "activity"})
+    def __init__(self, client: Client, address: str, workdir: Path, base_url: str, *, stream_text: str = "",
+                 model_calls: str = "activity") -> None:
+        super().__init__(client, address, workdir, {"tool": "", "model_calls": model_calls})
         self.base_url, self.stream_text = base_url, stream_text
-        self.name = LIVE_TEXT if stream_text == "1" else PRODUCT
+        self.name = LIVE_TEXT if stream_text == "1" else LOCAL_MODEL if model_calls == "local" else PRODUCT
 
     def worker_env(self) -> dict[str, str]:
         return super().worker_env() | {"DAGENT_MODEL_NORMAL": "openai:paced-model", "OPENAI_API_KEY": "sk-bench",
@@ -106,6 +114,12 @@ class Sample:
     history_bytes: int
     worker_cpu_s: float
     server_cpu_s: float
+    workflow_tasks: int
+    phases_ms: dict[str, float]  # per prompt: the sum of each server-timed phase (bench/round_phases.py)
+
+
+OVERHEAD_PHASES = ("wft_schedule_to_start", "wft_start_to_complete", "activity_schedule_to_start",
+                   "activity_complete_to_wft_schedule")
 
 
 async def measure_prompt(side: Side, llm: PacedLLM, metrics: str, server_pid: int) -> Sample:
@@ -118,21 +132,38 @@ async def measure_prompt(side: Side, llm: PacedLLM, metrics: str, server_pid: in
     worker1, server1 = cpu_seconds(side.worker.pid), cpu_seconds(server_pid)
     actions = since(await settled(metrics), before)
     history = await history_stats(run.wf)
-    return Sample(actions, wall, llm.model_seconds(since=t0), int(history["bytes"]), worker1 - worker0,
-                  server1 - server0)
+    events = list((await run.wf.fetch_history()).events)
+    tasks = sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    model_s = llm.model_seconds(since=t0)
+    found = {name: sum(values) for name, values in phases(events).items()}
+    # what the activities spent beyond the model's own serving time (the SDK client, transcript, planning, tool);
+    # model calls that ran as local activities ran inside workflow tasks: their time comes off those tasks'
+    activities, model_ms = found.get("activity_start_to_complete", 0.0), model_s * 1000
+    if activities >= model_ms:
+        found["activity_beyond_model"] = activities - model_ms
+    else:
+        found["activity_beyond_model"] = activities
+        found["wft_start_to_complete"] = found.get("wft_start_to_complete", 0.0) - model_ms
+    return Sample(actions, wall, model_s, int(history["bytes"]), worker1 - worker0, server1 - server0, tasks, found)
 
 
 def summarize(samples: list[Sample]) -> dict[str, Any]:
     kinds = sorted({kind for sample in samples for kind in sample.actions})
     per_prompt = {kind: statistics.mean(s.actions[kind] for s in samples) for kind in kinds}
     total = sum(per_prompt.values())
-    overhead = statistics.median(s.wall_s - s.model_s for s in samples)
+    overheads = sorted((s.wall_s - s.model_s) * 1000 for s in samples)
+    overhead = statistics.median(overheads) / 1000
+    names = sorted({name for s in samples for name in s.phases_ms})
     wall = statistics.median(s.wall_s for s in samples)
     return {
         "prompts": len(samples), "actions_per_prompt": total, "actions_per_round": total / (ROUNDS + 1),
         "by_type_per_prompt": per_prompt, "heartbeats_per_prompt": per_prompt.get(HEARTBEAT, 0.0),
         "wall_s": wall, "model_s": statistics.median(s.model_s for s in samples),
         "overhead_ms": overhead * 1000, "overhead_ms_per_round": overhead * 1000 / (ROUNDS + 1),
+        "overhead_ms_samples": overheads, "overhead_ms_min": overheads[0], "overhead_ms_max": overheads[-1],
+        "workflow_tasks_per_prompt": statistics.median(s.workflow_tasks for s in samples),
+        "phases_ms_per_prompt": {name: statistics.median(s.phases_ms.get(name, 0.0) for s in samples)
+                                 for name in names},
         "overhead_pct_of_round": 100 * overhead / wall if wall else 0.0,
         "history_bytes": statistics.median(s.history_bytes for s in samples),
         "worker_cpu_ms": 1000 * statistics.median(s.worker_cpu_s for s in samples),
@@ -248,35 +279,40 @@ async def watchers(product: RealProduct, llm: PacedLLM, metrics: str, seconds: f
 
 # --- report ------------------------------------------------------------------------------------------------
 
-SIDES = (BASELINE, PRODUCT, LIVE_TEXT)
+SIDES = (BASELINE, PRODUCT, LIVE_TEXT, LOCAL_MODEL)
 
 
 def render(results: dict[str, Any]) -> str:
     lines = ["Actions per prompt (K=5 tool rounds = 6 model calls), per round in brackets; heartbeats of them",
              "",
              "| model call | hand-rolled | Durable Agent (defaults) | ours / hand-rolled "
-             "| ours + live text (DAGENT_STREAM_TEXT=1) |",
-             "|---|---|---|---|---|"]
+             "| ours + live text (DAGENT_STREAM_TEXT=1) | ours, model calls local (DAGENT_MODEL_CALLS=local) |",
+             "|---|---|---|---|---|---|"]
     for label, row in results["latency"].items():
-        base, ours, live = (row[name] for name in SIDES)
+        base, ours = row[BASELINE], row[PRODUCT]
+        extra = " | ".join(_actions(row[name]) if name in row else "-" for name in (LIVE_TEXT, LOCAL_MODEL))
         lines.append(f"| {label} ({row['model_call_s']:.1f} s) | {_actions(base)} | {_actions(ours)} | "
-                     f"**{ours['actions_per_prompt'] / base['actions_per_prompt']:.2f}x** | {_actions(live)} |")
+                     f"**{ours['actions_per_prompt'] / base['actions_per_prompt']:.2f}x** | {extra} |")
     lines += ["", "By action type, per prompt:", ""]
     for label, row in results["latency"].items():
         for name in [name for name in row if name in SIDES]:
             kinds = ", ".join(f"{kind.split('_', 1)[1]} {count:g}"
                               for kind, count in sorted(row[name]["by_type_per_prompt"].items()))
             lines.append(f"- {label}, {name}: {kinds}")
-    lines += ["", "| model call | side | wall s | model s | overhead ms (per round) | % of round | history bytes "
-                  "| worker CPU ms | server CPU ms |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| model call | side | wall s | model s | overhead ms, median (per round) [min-max] | % of round "
+                  "| history bytes | worker CPU ms | server CPU ms |", "|---|---|---|---|---|---|---|---|---|"]
     for label, row in results["latency"].items():
         for name in [name for name in row if name in SIDES]:
             r = row[name]
+            spread = f" [{r['overhead_ms_min']:.0f}-{r['overhead_ms_max']:.0f}]" if "overhead_ms_min" in r else ""
             lines.append(f"| {label} | {name} | {r['wall_s']:.2f} | {r['model_s']:.2f} | {r['overhead_ms']:.0f} "
-                         f"({r['overhead_ms_per_round']:.1f}) | {r['overhead_pct_of_round']:.2f} | "
+                         f"({r['overhead_ms_per_round']:.1f}){spread} | {r['overhead_pct_of_round']:.2f} | "
                          f"{r['history_bytes']:.0f} | {r['worker_cpu_ms']:.0f} | {r['server_cpu_ms']:.0f} |")
-        ratio = row[PRODUCT]["overhead_ms"] / row[BASELINE]["overhead_ms"] if row[BASELINE]["overhead_ms"] else 0
-        lines.append(f"| {label} | ours / hand-rolled overhead | | | **{ratio:.2f}x** | | | | |")
+        for name in (PRODUCT, LOCAL_MODEL):
+            if name in row and row[BASELINE]["overhead_ms"]:
+                ratio = row[name]["overhead_ms"] / row[BASELINE]["overhead_ms"]
+                lines.append(f"| {label} | {name} / hand-rolled overhead | | | **{ratio:.2f}x** | | | | |")
+    lines += _phase_table(results["latency"])
     watch = results.get("watchers")
     if watch:
         lines += ["", f"Watchers: actions per minute (watched {watch['seconds']:.0f} s, less the prompts' own)", "",
@@ -289,6 +325,25 @@ def render(results: dict[str, Any]) -> str:
             unit = "actions" if "one run" in name else "/ minute"
             lines.append(f"| {name} | {total:.1f} {unit} | {kinds} |")
     return "\n".join(lines)
+
+
+def _phase_table(latency: dict[str, Any]) -> list[str]:
+    """Where each side's overhead goes, per prompt (medians): server-timed phases from its history."""
+    rows = [(label, name, row[name]) for label, row in latency.items() for name in row
+            if name in SIDES and "phases_ms_per_prompt" in row[name]]
+    if not rows:
+        return []
+    columns = (*OVERHEAD_PHASES, "activity_beyond_model")
+    lines = ["", "Where the overhead goes, ms per prompt (medians; server timestamps, 1 ms resolution): "
+                 "workflow tasks, their phases, and the activities' time beyond the model's (model calls run as "
+                 "local activities: their time is taken off the workflow tasks', where they ran)", "",
+             "| model call | side | workflow tasks | " + " | ".join(columns) + " |",
+             "|---|---|---|" + "---|" * len(columns)]
+    for label, name, r in rows:
+        found = r["phases_ms_per_prompt"]
+        lines.append(f"| {label} | {name} | {r['workflow_tasks_per_prompt']:g} | "
+                     + " | ".join(f"{found.get(column, 0.0):.0f}" for column in columns) + " |")
+    return lines
 
 
 def _actions(row: dict[str, Any]) -> str:
@@ -309,7 +364,8 @@ async def run(args: argparse.Namespace, watch_seconds: float, workdir: Path) -> 
             baseline_client = await Client.connect(server.address, data_converter=pydantic_data_converter)
             sides = [RealBaseline(baseline_client, server.address, workdir, base_url),
                      *[RealProduct(product_client, server.address, workdir, base_url, stream_text=stream)
-                       for stream in ("", "1")]]
+                       for stream in ("", "1")],
+                     RealProduct(product_client, server.address, workdir, base_url, model_calls="local")]
             for side in sides:
                 side.start_worker("realistic")
             for side in sides:  # warm-up: imports, sandbox, the worker learning the tool is fast
@@ -334,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one prompt per side and latency, 10 s watches")
     parser.add_argument("--watch-seconds", type=float, help="how long each watcher is counted (default 30)")
     parser.add_argument("--latencies", help=f"comma-separated subset of {','.join(LATENCIES)}")
-    parser.add_argument("--prompts", type=int, help="prompts per side and latency (default 3 / 2 / 1)")
+    parser.add_argument("--prompts", type=int, help="prompts per side and latency (default 5 / 3 / 1)")
     parser.add_argument("--no-watchers", action="store_true", help="skip the watchers' count")
     parser.add_argument("--out", type=Path, default=RESULTS / "realistic.json")
     parser.add_argument("--report", type=Path, metavar="JSON", help="only print an earlier run's table")

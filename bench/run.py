@@ -27,7 +27,8 @@ Sections (``--sections``):
   ``HistoryEvent.ByteSize()`` over ``fetch_history()``; payloads the project's data converter keeps outside
   history (external storage) are reported next to it.
 * ``approval`` - ``approve`` signal sent -> first ``get_prompt`` (baseline: ``get_state``) query that shows
-  the tool's result, median of 20; compared with one baseline round (the latency slope).
+  the tool's result, median of 20; and, this project only (the baseline has no update), the ``approve_call``
+  update sent -> its reply, the call's result; each compared with one baseline round (the latency slope).
 * ``waiting`` - a fresh worker's RSS (VmRSS) when idle (after a warm-up) and when N prompts (``--waiting``,
   default 1,000) wait for approval (started in bursts of 50, each once the previous burst waits; counted
   through the ``PromptState`` search attribute), and the server's CPU and store growth (SQLite pages in use:

@@ -31,6 +31,7 @@ from bench.measure import (
 )
 from bench.scenario import Scenario
 from bench.sides import BaselineSide, ProductSide, Run, Side, WorkerProcess, product_settings
+from durable_agent.agent.models import ToolSuccess
 
 RESUME_CALL_ID = "call_r1_0"  # the first round's call, as both sides' scripted model names it
 
@@ -163,13 +164,21 @@ class Bench:
         cfg = self.cfg
         fresh = await start_workers(self.sides, "approval", approval=True, reuse="approval" not in cfg.fresh_for)
         samples: dict[str, list[float]] = {s.name: [] for s in self.sides}
+        by_update: dict[str, list[float]] = {s.name: [] for s in self.sides if isinstance(s, ProductSide)}
         for rep in range(cfg.approval_repeats):
             for side in self.interleaved(rep):
                 samples[side.name].append(await guarded(self._approve_once(side), self.sides, 60) * 1000)
-        out: dict[str, Any] = {"unit": "ms", "repeats": cfg.approval_repeats, "samples": samples}
+                if isinstance(side, ProductSide):
+                    by_update[side.name].append(
+                        await guarded(self._approve_once(side, update=True), self.sides, 60) * 1000)
+        out: dict[str, Any] = {"unit": "ms", "repeats": cfg.approval_repeats, "samples": samples,
+                               "update_samples": by_update}
         for name, values in samples.items():
-            out[name] = {"approve_to_result_ms": median(values)}
+            out[name] = {"approve_to_result_ms": median(values), "approve_to_result_spread_ms": _spread(values)}
             log(f"  approve->result {name}: {median(values):.1f} ms")
+        for name, values in by_update.items():
+            out[name] |= {"approve_update_to_result_ms": median(values), "approve_update_spread_ms": _spread(values)}
+            log(f"  approve (update, wait) -> result returned {name}: {median(values):.1f} ms")
         if baseline_round_ms is None:  # the latency section did not run: measure one baseline round here
             ones = [await self.baseline.run(Scenario(rounds=1)) for _ in range(3)]
             twenties = [await self.baseline.run(Scenario(rounds=20)) for _ in range(3)]
@@ -182,11 +191,22 @@ class Bench:
         out["fresh_workers"] = fresh
         return out
 
-    async def _approve_once(self, side: Side) -> float:
+    async def _approve_once(self, side: Side, *, update: bool = False) -> float:
+        """Seconds from the decision to the call's result at the client: by signal, then `get` polled (issue 6's
+        measure; the baseline's only door), or (`update`, this project) by the `approve_call` update, whose reply
+        is the call's result once it has run."""
         run = await side.start(Scenario(rounds=1, approve=1))
         call_id = await side.wait_waiting(run)
         await asyncio.sleep(0.05)  # let the worker go idle: time the decision, not the tail of the pause
-        elapsed = await _approve_and_see_result(side, run, call_id)
+        if update:
+            assert isinstance(side, ProductSide) and run.prompt is not None
+            t0 = time.perf_counter()
+            output = await run.prompt.approve(call_id, by="bench", wait=True)
+            elapsed = time.perf_counter() - t0
+            if output is None or not isinstance(output.result, ToolSuccess):
+                raise RuntimeError(f"{run.wf.id}: the approve_call update returned {output!r}")
+        else:
+            elapsed = await _approve_and_see_result(side, run, call_id)
         await side.finish(run)
         return elapsed
 
@@ -354,6 +374,11 @@ class Bench:
             log(f"  long {side.name}: {status.name} after {elapsed:.1f} s, {stats['tool_rounds_done']} tool rounds, "
                 f"{stats['bytes'] / 1e6:.1f} MB history{' (capped)' if capped else ''} {stats['close']}")
         return out
+
+
+def _spread(values: list[float]) -> list[float]:
+    """The least and the largest sample."""
+    return [min(values), max(values)] if values else []
 
 
 async def _approve_and_see_result(side: Side, run: Run, call_id: str) -> float:

@@ -117,8 +117,8 @@ class WorkerSettings(ClientSettings):
     trace_content: bool = Field(default=False, description=(
         "DAGENT_TRACE_CONTENT: record prompt and completion text on model spans (off by default)."))
     fast_tools: bool = Field(default=True, description=(
-        "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs a call without approval as a local "
-        "activity once this worker has seen it finish fast (docs: Tools and plugins, fast tools); off: always a "
+        "DAGENT_FAST_TOOLS (worker): a tool that leaves `local` unset runs its calls as local activities "
+        "once this worker has seen it finish fast (docs: Tools and plugins, fast tools); off: always a "
         "regular activity."))
     provider_env: Mapping[str, str] = Field(default_factory=dict, repr=False, exclude=True, description=(
         "The environment providers read their API keys and base URLs from (never serialised or shown)."))
