@@ -61,7 +61,7 @@ class ApprovalDesk(Room):
         super().__init__(context)
         self._steered = steered
         self.children = self._children = SubAgents(context, self)
-        # Calls waiting for a decision, in record order: each view is also its entry's result in the record.
+        # Calls waiting for a decision, in record order (each entry's result in the record is its request).
         self.waiting: dict[str, PendingApproval] = {}
         self.decisions: dict[str, Decision] = {}
         self.checks = DecisionChecks(context, self._children, self.waiting, self.decisions)
@@ -81,7 +81,7 @@ class ApprovalDesk(Room):
             prompt_id=self._host.workflow_id, user_id=prompt.user_id, conversation_id=prompt.conversation_id,
             tool_call_id=entry.id, tool=entry.tool, input=entry.input, input_schema=call.input_schema,
             run_id=self._host.run_id, plugin=call.plugin)
-        entry.result = waiting  # the record shows its request part (the record's `ToolResult` is ApprovalRequest)
+        entry.result = waiting.request()
         self._record.touch(entry)
         self.waiting[entry.id] = waiting
         self._host.metrics.approval_requested(entry.tool)

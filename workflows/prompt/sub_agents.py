@@ -259,4 +259,4 @@ def child_entry(call_id: str, pending: PendingApproval, decision: Decision | Non
     """A sub-agent's pending call as this prompt shows it: addressed `<call>/<its call>`."""
     assert pending.requested_at is not None  # a waiting call's view is stamped
     return ToolOutput(id=call_id, tool=pending.tool, input=pending.input, started_at=pending.requested_at,
-                      result=pending, decision=decision)
+                      result=pending.request(), decision=decision)

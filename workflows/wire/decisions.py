@@ -70,5 +70,10 @@ class PendingApproval(ApprovalRequest, PromptRef):
     plugin: str | None = Field(default=None, exclude=True, description=(
         "The tool's plugin, where its policy runs again on a correction (the waiting prompt's own; not listed)."))
 
+    def request(self) -> ApprovalRequest:
+        """Its approval request alone, as the record's pending result holds it: a plain `ApprovalRequest`, since
+        how a subclass in that field serializes differs between pydantic releases (2.12 writes every field)."""
+        return ApprovalRequest(**{name: getattr(self, name) for name in ApprovalRequest.model_fields})
+
 
 ChildApprovals.model_rebuild()
