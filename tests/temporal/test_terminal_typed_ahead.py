@@ -51,6 +51,18 @@ def _decide(prompt_id: str, call: str, verdict: str, env: dict[str, str]) -> Non
     assert decided.returncode == 0, decided.stderr
 
 
+def _wait_decided_in_child(prompt_id: str, call: str, env: dict[str, str]) -> None:
+    """Until the sub-agent of the top prompt's first call has recorded a decision on `call` (a decision through
+    the top prompt is forwarded to it, so the CLI's exit does not mean it is taken yet)."""
+    deadline = time.monotonic() + 30
+    while True:
+        child_id = _calls(_record(prompt_id, env))["call_r1_0"].get("child_prompt_id")
+        if child_id and _calls(_record(child_id, env)).get(call, {}).get("decision"):
+            return
+        assert time.monotonic() < deadline, f"{call} not decided in the sub-agent of {prompt_id}"
+        time.sleep(0.2)
+
+
 def _asked_again(terminal: Terminal, times: int) -> None:
     deadline = time.monotonic() + 60
     while len(re.findall(r"Approve payment\.send\? \[y/N\]:", terminal.screen())) < times:
@@ -112,6 +124,7 @@ def test_a_sub_agents_question_keeps_what_the_screen_shows(
     terminal.keys("y")
     time.sleep(0.3)
     _decide(prompt_id, "call_r1_0/call_r1_1", "reject", desk_env)
+    _wait_decided_in_child(prompt_id, "call_r1_1", desk_env)  # forwarded, taken, and reported back to the top
     time.sleep(1.5)  # whatever the terminal prints about it, it has printed
     terminal.keys("es", "Enter")
     terminal.wait_for(r"^LEFT=\[.*\]$")
