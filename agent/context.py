@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
-from durable_agent.agent.models import FileOutput, PromptRef, ScheduledPrompt, WidgetOutput
+from durable_agent.agent.models import FileOutput, HoldsPromptRef, PromptRef, ScheduledPrompt, WidgetOutput
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ class DirectoryFileStore:
 
 
 @dataclass
-class ToolContext:
+class ToolContext(HoldsPromptRef):
     """Passed to every tool call. `idempotency_key` is the same across retries and worker crashes."""
 
     prompt: PromptRef  # which prompt the call belongs to; its ids are readable as `user_id`, `prompt_id`, ...
@@ -95,18 +95,6 @@ class ToolContext:
     conversation_schedule: list[ScheduledPrompt] = field(default_factory=list)
     """The conversation's scheduled prompts that had not fired when this prompt started (with `fire_at`); what
     this prompt's own calls schedule or cancel is taken when it ends. Empty outside a conversation."""
-
-    @property
-    def user_id(self) -> str:
-        return self.prompt.user_id
-
-    @property
-    def prompt_id(self) -> str:
-        return self.prompt.prompt_id
-
-    @property
-    def conversation_id(self) -> str | None:
-        return self.prompt.conversation_id
 
     @property
     def cancelled(self) -> bool:

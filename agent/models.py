@@ -219,6 +219,24 @@ class PromptRef(_Model):
     conversation_id: str | None = None
 
 
+class HoldsPromptRef:
+    """For a context that holds its prompt's `PromptRef` as `prompt`: the ids readable as its own attributes."""
+
+    prompt: PromptRef
+
+    @property
+    def user_id(self) -> str:
+        return self.prompt.user_id
+
+    @property
+    def prompt_id(self) -> str:
+        return self.prompt.prompt_id
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.prompt.conversation_id
+
+
 class ModelRound(_Model):
     """Which model answered one round, with which settings."""
 

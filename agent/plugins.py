@@ -14,12 +14,12 @@ from durable_agent.agent.context import Services
 from durable_agent.agent.events import PromptEvent
 from durable_agent.agent.mcp import MCPServer
 from durable_agent.agent.messages import ModelRequest, ModelResponse
-from durable_agent.agent.models import PromptOutput, PromptRef, ToolError, ToolSuccess
+from durable_agent.agent.models import HoldsPromptRef, PromptOutput, PromptRef, ToolError, ToolSuccess
 from durable_agent.agent.tools import Tool
 
 
 @dataclass
-class PrepareContext:
+class PrepareContext(HoldsPromptRef):
     """Passed to `Plugin.prepare` before every model call."""
 
     prompt: PromptRef  # which prompt; its ids are readable as `user_id`, `prompt_id`, `conversation_id`
@@ -30,18 +30,6 @@ class PrepareContext:
     services: Services
     tools: list[Tool[Any]] = field(default_factory=list)
     context: list[str] = field(default_factory=list)
-
-    @property
-    def user_id(self) -> str:
-        return self.prompt.user_id
-
-    @property
-    def prompt_id(self) -> str:
-        return self.prompt.prompt_id
-
-    @property
-    def conversation_id(self) -> str | None:
-        return self.prompt.conversation_id
 
     def add_tool(self, tool: Tool[Any]) -> None:
         self.tools.append(tool)
