@@ -284,6 +284,8 @@ async def follow(handle: PromptHandle, console: Console, *, interactive: bool | 
                     elif isinstance(item, StreamEvent):
                         if item.kind == "state_changed" and item.state:
                             state = item.state
+                        if asker is not None:
+                            await asker.before_event(item)
                         if asker is None or not asker.event(item):
                             view.event(item)
                 view.flush_held()

@@ -52,6 +52,7 @@ class Asker:
         self.task: asyncio.Task[None] | None = None
         self.answering: set[str] = set()  # answered here (sent, or being sent)
         self.said: set[str] = set()  # ... whose decision line is printed: from its event or the update's answer
+        self._sub_agents: dict[tuple[str, ...], PromptHandle] = {}  # a sub-agent call's path -> its prompt
 
     def ask_waiting(self) -> None:
         """Start asking if a call waits that was not asked about yet (after each batch of events)."""
@@ -204,20 +205,36 @@ class Asker:
         """While the question about a sub-agent's call (`<call>/<its call>`) is on screen, read the prompt that
         waits for it (queries: nothing is written) until someone decides it there or through this prompt —
         perhaps before the question was even asked."""
-        *path, own_id = call_id.split("/")
-        waiting: PromptHandle | None = None
         while self.current == call_id:
-            try:
-                if waiting is None:
-                    waiting = await self._sub_agent_prompt(path)
-                found = (await waiting.get()).tool_call(own_id) if waiting is not None else None
-            except Exception:  # a moment without a worker: ask again
-                found = None
+            found = await self._sub_agent_call(call_id)
             if found is not None and found.decision is not None:
                 if call_id not in self.answering:
                     self._withdraw(found.model_copy(update={"id": call_id}))
                 return
             await asyncio.sleep(SUB_AGENT_POLL_SECONDS)
+
+    async def before_event(self, event: StreamEvent) -> None:
+        """The sub-agent call whose own call is on screen has ended: one last read of the sub-agent's record
+        first, so a decision taken there is said as such (answered elsewhere) before the call's result prints,
+        not left for the question to vanish as "no longer waits"."""
+        entry, current = event.output, self.current
+        if current is None or not isinstance(entry, ToolOutput) or not current.startswith(f"{entry.id}/") \
+                or entry.result is None or isinstance(entry.result, ApprovalRequest) or current in self.answering:
+            return
+        found = await self._sub_agent_call(current)
+        if found is not None and found.decision is not None and self.current == current:
+            self._withdraw(found.model_copy(update={"id": current}))
+
+    async def _sub_agent_call(self, call_id: str) -> ToolOutput | None:
+        """A sub-agent's call (`<call>/<its call>`) as the sub-agent's record has it; None when unreadable now."""
+        *path, own_id = call_id.split("/")
+        try:
+            waiting = self._sub_agents.get(tuple(path)) or await self._sub_agent_prompt(path)
+            if waiting is not None:  # found once: later reads are one query each
+                self._sub_agents[tuple(path)] = waiting
+            return (await waiting.get()).tool_call(own_id) if waiting is not None else None
+        except Exception:  # a moment without a worker: ask again
+            return None
 
     async def _sub_agent_prompt(self, path: list[str]) -> PromptHandle | None:
         """The prompt of the sub-agent that `path` (this prompt's call, its sub-agent's call, ...) leads to."""
