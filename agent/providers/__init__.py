@@ -26,21 +26,18 @@ if TYPE_CHECKING:
     from durable_agent.agent.providers.registry import resolve_provider
     from durable_agent.agent.providers.scripted import ScriptedModel
 
-_EXPORTS = {
-    "AnthropicMessagesProvider": "durable_agent.agent.providers.anthropic_messages",
-    "FatalModelError": "durable_agent.agent.providers.base",
-    "ModelError": "durable_agent.agent.providers.base",
-    "ModelProvider": "durable_agent.agent.providers.base",
-    "OpenAIChatProvider": "durable_agent.agent.providers.openai_chat",
-    "OpenAIResponsesProvider": "durable_agent.agent.providers.openai_responses",
-    "RetryableModelError": "durable_agent.agent.providers.base",
-    "ScriptedModel": "durable_agent.agent.providers.scripted",
-    "StreamingModelProvider": "durable_agent.agent.providers.base",
-    "TextSink": "durable_agent.agent.providers.base",
-    "ToolNameMap": "durable_agent.agent.providers.naming",
-    "resolve_provider": "durable_agent.agent.providers.registry",
-    "to_model_error": "durable_agent.agent.providers.errors",
+_MODULES: dict[str, tuple[str, ...]] = {
+    "durable_agent.agent.providers.base": ("FatalModelError", "ModelError", "ModelProvider", "RetryableModelError",
+                                           "StreamingModelProvider", "TextSink"),
+    "durable_agent.agent.providers.anthropic_messages": ("AnthropicMessagesProvider",),
+    "durable_agent.agent.providers.openai_chat": ("OpenAIChatProvider",),
+    "durable_agent.agent.providers.openai_responses": ("OpenAIResponsesProvider",),
+    "durable_agent.agent.providers.scripted": ("ScriptedModel",),
+    "durable_agent.agent.providers.naming": ("ToolNameMap",),
+    "durable_agent.agent.providers.registry": ("resolve_provider",),
+    "durable_agent.agent.providers.errors": ("to_model_error",),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "AnthropicMessagesProvider",

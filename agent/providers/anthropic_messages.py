@@ -161,25 +161,27 @@ def apply_settings(kwargs: dict[str, Any], request: ModelRequest, names: ToolNam
     return kwargs
 
 
-def parse_usage(response: Message) -> Usage:
-    """`input_tokens` counts every prompt token (uncached + cache reads + cache writes), as OpenAI does."""
-    usage = response.usage
+def usage_counts(usage: Any) -> dict[str, int | None]:
+    """The counts of a `usage` object (a message's, or a stream's `message_start` / `message_delta`)."""
     if usage is None:
+        return {}
+    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cache_read": usage.cache_read_input_tokens, "cache_write": usage.cache_creation_input_tokens,
+            "thinking": getattr(usage.output_tokens_details, "thinking_tokens", None)}
+
+
+def usage_from(counts: Mapping[str, int | None]) -> Usage:
+    """`input_tokens` counts every prompt token (uncached + cache reads + cache writes), as OpenAI does."""
+    if not counts:
         return Usage(model_calls=1)
-    return usage_from(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                      cache_read=usage.cache_read_input_tokens, cache_write=usage.cache_creation_input_tokens,
-                      thinking=getattr(usage.output_tokens_details, "thinking_tokens", None))
-
-
-def usage_from(*, input_tokens: int | None, output_tokens: int | None, cache_read: int | None,
-               cache_write: int | None, thinking: int | None) -> Usage:
-    cache_read = cache_read or 0
+    cache_read = counts["cache_read"] or 0
+    cache_write = counts["cache_write"] or 0
     return Usage(
-        input_tokens=(input_tokens or 0) + cache_read + (cache_write or 0),
-        output_tokens=output_tokens or 0,
+        input_tokens=(counts["input_tokens"] or 0) + cache_read + cache_write,
+        output_tokens=counts["output_tokens"] or 0,
         cached_tokens=cache_read,
-        cache_write_tokens=cache_write or 0,
-        reasoning_tokens=thinking or 0,
+        cache_write_tokens=cache_write,
+        reasoning_tokens=counts["thinking"] or 0,
         model_calls=1,
     )
 
@@ -217,8 +219,8 @@ def parse_response(response: Message, *, names: ToolNameMap) -> ModelResponse:
         elif block.type == "tool_use":
             calls.append(tool_call(block.id, block.name, block.input, names=names))
     text = "".join(texts)
-    return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, usage=parse_usage(response),
-                         model=model, response_id=str(response.id or ""))
+    return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, model=model,
+                         usage=usage_from(usage_counts(response.usage)), response_id=str(response.id or ""))
 
 
 @dataclass
@@ -251,13 +253,8 @@ class AnthropicStreamAccumulator:
             message = event.message
             self.model = str(message.model or "")
             self.response_id = str(getattr(message, "id", "") or "")
-            usage = message.usage
-            if usage is not None:
-                self.usage = {
-                    "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-                    "cache_read": usage.cache_read_input_tokens, "cache_write": usage.cache_creation_input_tokens,
-                    "thinking": getattr(usage.output_tokens_details, "thinking_tokens", None),
-                }
+            if message.usage is not None:
+                self.usage = usage_counts(message.usage)
         elif kind == "content_block_start":
             block = event.content_block
             self.blocks[event.index] = _Block(
@@ -289,15 +286,10 @@ class AnthropicStreamAccumulator:
             if delta.type == "signature_delta" and block.type == "thinking":
                 block.signature += delta.signature or ""
         elif kind == "message_delta":
-            usage = event.usage
-            if usage is not None:  # cumulative totals: overwrite; optional ones only when present
-                self.usage["output_tokens"] = usage.output_tokens
-                for key, value in (("input_tokens", usage.input_tokens),
-                                   ("cache_read", usage.cache_read_input_tokens),
-                                   ("cache_write", usage.cache_creation_input_tokens),
-                                   ("thinking", getattr(usage.output_tokens_details, "thinking_tokens", None))):
-                    if value is not None:
-                        self.usage[key] = value
+            if event.usage is not None:  # cumulative totals: overwrite; optional ones only when present
+                counts = usage_counts(event.usage)
+                self.usage["output_tokens"] = counts.pop("output_tokens")
+                self.usage.update({key: value for key, value in counts.items() if value is not None})
         elif kind == "message_stop":
             self.stopped = True
         return ""
@@ -316,9 +308,8 @@ class AnthropicStreamAccumulator:
             elif block.type == "tool_use":
                 raw = "".join(block.json) if block.json else block.input
                 calls.append(tool_call(block.id, block.name, raw, names=names))
-        usage = usage_from(**self.usage) if self.usage else Usage(model_calls=1)
-        return ModelResponse(reasoning=reasoning, text="".join(texts) or None, tool_calls=calls, usage=usage,
-                             model=self.model, response_id=self.response_id)
+        return ModelResponse(reasoning=reasoning, text="".join(texts) or None, tool_calls=calls,
+                             usage=usage_from(self.usage), model=self.model, response_id=self.response_id)
 
 
 class AnthropicMessagesProvider(SDKProvider):

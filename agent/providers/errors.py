@@ -46,10 +46,6 @@ _STATUS_NAMES = {
 }
 
 
-def is_retryable_status(status: int) -> bool:
-    return status in RETRYABLE_STATUSES or status >= 500
-
-
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date), if present."""
     lowered = {k.lower(): v for k, v in headers.items()}
@@ -73,18 +69,17 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     return max(when.timestamp() - time.time(), 0.0)
 
 
+def _inner(body: object) -> object:
+    """An error body's error: `{"error": {...}}` or the body itself."""
+    return body.get("error", body) if isinstance(body, Mapping) else body
+
+
 def _body_detail(body: object) -> str:
-    if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        if isinstance(inner, Mapping):
-            message = inner.get("message")
-            if isinstance(message, str):
-                return message
-        elif isinstance(inner, str):
-            return inner
-    elif isinstance(body, str):
-        return body
-    return ""
+    inner = _inner(body)
+    if isinstance(inner, Mapping):
+        message = inner.get("message")
+        return message if isinstance(message, str) else ""
+    return inner if isinstance(inner, str) else ""
 
 
 def _scrub(text: str, secrets: Iterable[str | None]) -> str:
@@ -95,10 +90,8 @@ def _scrub(text: str, secrets: Iterable[str | None]) -> str:
 
 
 def _stream_codes(body: object) -> list[str]:
-    """`type` / `code` of an error body (`{"error": {...}}` or the inner object itself)."""
-    if not isinstance(body, Mapping):
-        return []
-    inner = body.get("error", body)
+    """`type` / `code` of an error body."""
+    inner = _inner(body)
     if not isinstance(inner, Mapping):
         return []
     return [str(inner[key]) for key in ("type", "code") if isinstance(inner.get(key), str | int)]
@@ -139,7 +132,7 @@ def to_model_error(
         detail = _scrub(_body_detail(exc.body) or exc.message, secrets)
         label = _STATUS_NAMES.get(status, "server error" if status >= 500 else "client error")
         message = f"{where}: HTTP {status} ({label})" + (f": {detail}" if detail else "")
-        if is_retryable_status(status):
+        if status in RETRYABLE_STATUSES or status >= 500:
             retry_after = parse_retry_after(exc.response.headers)
             return RetryableModelError(message, status=status, retry_after=retry_after)
         return FatalModelError(message, status=status)

@@ -19,10 +19,6 @@ _LEGAL = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ILLEGAL_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-def is_legal_name(name: str) -> bool:
-    return bool(_LEGAL.match(name))
-
-
 def sanitize_name(tool_id: str) -> str:
     """The legal name a tool id would get if nothing else claimed it."""
     name = _ILLEGAL_CHARS.sub("_", tool_id)[:MAX_NAME_LENGTH]
@@ -37,7 +33,7 @@ class ToolNameMap:
         self._to_provider: dict[str, str] = {}
         self._from_provider: dict[str, str] = {}
         for tool_id in ids:  # already-legal ids keep their own name
-            if is_legal_name(tool_id):
+            if _LEGAL.match(tool_id):
                 self._claim(tool_id, tool_id)
         for tool_id in ids:
             if tool_id not in self._to_provider:

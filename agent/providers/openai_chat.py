@@ -23,10 +23,15 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from durable_agent.agent import messages as m
 from durable_agent.agent.messages import ModelRequest, ModelResponse, ModelToolCall
-from durable_agent.agent.models import ReasoningOutput, Usage
+from durable_agent.agent.models import ReasoningOutput
 from durable_agent.agent.providers.base import TextSink
 from durable_agent.agent.providers.naming import ToolNameMap
-from durable_agent.agent.providers.openai_responses import OpenAISDKProvider, decode_arguments, encode_arguments
+from durable_agent.agent.providers.openai_responses import (
+    OpenAISDKProvider,
+    decode_arguments,
+    encode_arguments,
+    parse_usage,
+)
 from durable_agent.agent.providers.options import forced_tool_name, with_extra
 from durable_agent.agent.providers.streaming import accumulate, open_stream
 
@@ -101,23 +106,8 @@ def apply_settings(kwargs: dict[str, Any], request: ModelRequest, names: ToolNam
     return kwargs
 
 
-def parse_usage(response: ChatCompletion) -> Usage:
-    return usage_from(response.usage)
-
-
-def usage_from(usage: CompletionUsage | None) -> Usage:
-    if usage is None:
-        return Usage(model_calls=1)
-    return Usage(
-        input_tokens=usage.prompt_tokens or 0,
-        output_tokens=usage.completion_tokens or 0,
-        cached_tokens=getattr(usage.prompt_tokens_details, "cached_tokens", None) or 0,
-        reasoning_tokens=getattr(usage.completion_tokens_details, "reasoning_tokens", None) or 0,
-        model_calls=1,
-    )
-
-
 PROVIDER = "openai-chat"
+CHAT_USAGE = ("prompt", "completion")
 
 
 def reasoning_text(message: object) -> str:
@@ -147,8 +137,9 @@ def parse_response(response: ChatCompletion, *, names: ToolNameMap) -> ModelResp
             if call.type != "function":
                 continue
             calls.append(tool_call(i, call.id, call.function.name, call.function.arguments, names=names))
-    return ModelResponse(reasoning=reasoning, text=text, tool_calls=calls, usage=parse_usage(response),
-                         model=str(response.model or ""), response_id=str(response.id or ""))
+    return ModelResponse(reasoning=reasoning, text=text, tool_calls=calls,
+                         usage=parse_usage(response.usage, CHAT_USAGE), model=str(response.model or ""),
+                         response_id=str(response.id or ""))
 
 
 def tool_call(position: int, call_id: str | None, name: str, arguments: object, *,
@@ -229,8 +220,8 @@ class ChatStreamAccumulator:
         calls = [tool_call(i, call.id, call.name, "".join(call.arguments), names=names)
                  for i, call in enumerate(self.calls[index] for index in sorted(self.calls))]
         return ModelResponse(reasoning=shown_reasoning("".join(self.reasoning), self.model),
-                             text="".join(self.text) or None, tool_calls=calls, usage=usage_from(self.usage),
-                             model=self.model, response_id=self.response_id)
+                             text="".join(self.text) or None, tool_calls=calls,
+                             usage=parse_usage(self.usage, CHAT_USAGE), model=self.model, response_id=self.response_id)
 
 
 class OpenAIChatProvider(OpenAISDKProvider):

@@ -127,17 +127,17 @@ def apply_settings(kwargs: dict[str, Any], request: ModelRequest, names: ToolNam
     return kwargs
 
 
-def parse_usage(response: Response) -> Usage:
-    usage = response.usage
+def parse_usage(usage: Any, sides: tuple[str, str] = ("input", "output")) -> Usage:
+    """An OpenAI usage object's counts: `input_tokens`, `output_tokens` and their `_details` (Responses), or with
+    `sides=("prompt", "completion")` the Chat Completions names."""
     if usage is None:
         return Usage(model_calls=1)
-    input_details = getattr(usage, "input_tokens_details", None)
-    output_details = getattr(usage, "output_tokens_details", None)
+    inputs, outputs = sides
     return Usage(
-        input_tokens=usage.input_tokens or 0,
-        output_tokens=usage.output_tokens or 0,
-        cached_tokens=getattr(input_details, "cached_tokens", None) or 0,
-        reasoning_tokens=getattr(output_details, "reasoning_tokens", None) or 0,
+        input_tokens=getattr(usage, f"{inputs}_tokens") or 0,
+        output_tokens=getattr(usage, f"{outputs}_tokens") or 0,
+        cached_tokens=getattr(getattr(usage, f"{inputs}_tokens_details", None), "cached_tokens", None) or 0,
+        reasoning_tokens=getattr(getattr(usage, f"{outputs}_tokens_details", None), "reasoning_tokens", None) or 0,
         model_calls=1,
     )
 
@@ -173,7 +173,7 @@ def parse_response(response: Response, *, names: ToolNameMap) -> ModelResponse:
             calls.append(ModelToolCall(id=item.call_id, tool=tool, arguments=arguments,
                                        arguments_error=error))
     text = "".join(texts)
-    return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, usage=parse_usage(response),
+    return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, usage=parse_usage(response.usage),
                          model=str(response.model or ""), response_id=str(response.id or ""))
 
 
