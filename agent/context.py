@@ -8,13 +8,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from pydantic import JsonValue
 
 from durable_agent.agent.models import FileOutput, HoldsPromptRef, PromptRef, ScheduledPrompt, WidgetOutput
-
-T = TypeVar("T")
 
 
 class Services(Mapping[str, Any]):
@@ -34,12 +32,6 @@ class Services(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._items)
-
-    def require(self, name: str, kind: type[T]) -> T:
-        value = self[name]
-        if not isinstance(value, kind):
-            raise TypeError(f"service {name!r} is {type(value).__name__}, expected {kind.__name__}")
-        return value
 
 
 class FileStore(Protocol):

@@ -35,15 +35,8 @@ class Usage(_Model):
 
     def __add__(self, other: Usage) -> Usage:
         cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cached_tokens=self.cached_tokens + other.cached_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-            model_calls=self.model_calls + other.model_calls,
-            cost=cost,
-        )
+        counts = {name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields if name != "cost"}
+        return Usage(**counts, cost=cost)
 
 
 # --- tool results -------------------------------------------------------------------------------

@@ -38,24 +38,24 @@ def api() -> ModuleType | None:
     return _trace_api
 
 
+def _enabled(module: ModuleType | None) -> ModuleType:
+    if module is None:
+        raise RuntimeError("tracing is off: enable() first")
+    return module
+
+
 def gen_ai() -> ModuleType:
     """`opentelemetry.semconv._incubating.attributes.gen_ai_attributes` (GEN_AI_REQUEST_MODEL, ...); only while
     tracing is on."""
-    if _gen_ai is None:
-        raise RuntimeError("tracing is off: enable() first")
-    return _gen_ai
+    return _enabled(_gen_ai)
 
 
 def error_type() -> str:
     """`error.type` from `opentelemetry.semconv.attributes.error_attributes`; only while tracing is on."""
-    if _error is None:
-        raise RuntimeError("tracing is off: enable() first")
-    return str(_error.ERROR_TYPE)
+    return str(_enabled(_error).ERROR_TYPE)
 
 
 def context_api() -> ModuleType:
     """`opentelemetry.context` (the worker process's module, also inside the workflow sandbox); only while
     tracing is on."""
-    if _context_api is None:
-        raise RuntimeError("tracing is off: enable() first")
-    return _context_api
+    return _enabled(_context_api)

@@ -14,66 +14,40 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_EXPORTS: dict[str, str] = {
+_MODULES: dict[str, tuple[str, ...]] = {
     # Writing tools and plugins
-    "tool": "durable_agent.agent.tools",
-    "Tool": "durable_agent.agent.tools",
-    "ToolOptions": "durable_agent.agent.tools",
-    "Approval": "durable_agent.agent.tools",
-    "ToolFailed": "durable_agent.agent.tools",
-    "Plugin": "durable_agent.agent.plugins",
-    "ToolCallInfo": "durable_agent.agent.plugins",
-    "ToolContext": "durable_agent.agent.context",
-    "PrepareContext": "durable_agent.agent.plugins",
-    "MCPServer": "durable_agent.agent.mcp",
-    "MissingExtra": "durable_agent.agent.extras",
-    "SubAgent": "durable_agent.agent.subagents",
-    "PromptEvent": "durable_agent.agent.events",
-    "EventKind": "durable_agent.agent.events",
+    "durable_agent.agent.tools": ("tool", "Tool", "ToolOptions", "Approval", "ToolFailed"),
+    "durable_agent.agent.plugins": ("Plugin", "ToolCallInfo", "PrepareContext"),
+    "durable_agent.agent.context": ("ToolContext",),
+    "durable_agent.agent.mcp": ("MCPServer",),
+    "durable_agent.agent.extras": ("MissingExtra",),
+    "durable_agent.agent.subagents": ("SubAgent",),
+    "durable_agent.agent.events": ("PromptEvent", "EventKind"),
     # The record
-    "Prompt": "durable_agent.agent.models",
-    "PromptRef": "durable_agent.agent.models",
-    "Conversation": "durable_agent.agent.models",
-    "Usage": "durable_agent.agent.models",
-    "Decision": "durable_agent.agent.models",
+    "durable_agent.agent.models": ("Prompt", "PromptRef", "Conversation", "Usage", "Decision"),
     # Errors
-    "DurableAgentError": "durable_agent.agent.errors",
-    "PromptFailedError": "durable_agent.agent.errors",
-    "PromptNotStartedError": "durable_agent.agent.errors",
-    "ToolInputError": "durable_agent.agent.errors",
-    "DecisionRefused": "durable_agent.agent.errors",
-    # Models
-    "ScriptedModel": "durable_agent.agent.providers.scripted",
+    "durable_agent.agent.errors": ("DurableAgentError", "PromptFailedError", "PromptNotStartedError",
+                                   "ToolInputError", "DecisionRefused"),
+    # Models, and scripted models for tests (docs/testing.md; the rest of the kit is `durable_agent.testing`)
+    "durable_agent.agent.providers.scripted": ("ScriptedModel", "tool_calls", "text", "results_since_last_user"),
+    "durable_agent.agent.messages": ("ModelRequest", "UserMessage"),
     # Starting prompts and deciding approvals
-    "AgentClient": "durable_agent.client",
-    "PromptHandle": "durable_agent.client",
-    "ConversationHandle": "durable_agent.client",
-    "PromptNotFound": "durable_agent.client",
+    "durable_agent.client": ("AgentClient", "PromptHandle", "ConversationHandle", "PromptNotFound"),
+    "durable_agent.client.priority": ("prompt_priority",),
     # Prompts from your own workflows (workflows/agent_call.py)
-    "PromptRequest": "durable_agent.workflows.protocol",
-    "run_prompt": "durable_agent.workflows.agent_call",
-    "start_prompt": "durable_agent.workflows.agent_call",
+    "durable_agent.workflows.protocol": ("PromptRequest",),
+    "durable_agent.workflows.agent_call": ("run_prompt", "start_prompt"),
     # Running workers
-    "Settings": "durable_agent.workers.settings",
-    "WorkerSettings": "durable_agent.workers.settings",
-    "ClientSettings": "durable_agent.config.settings",
-    "DurableAgentPlugin": "durable_agent.workers.plugin",
-    "build_runtime": "durable_agent.workers.worker",
-    "create_worker": "durable_agent.workers.worker",
-    "create_workers": "durable_agent.workers.worker",
-    "drain": "durable_agent.workers.drain",
-    "StopSignals": "durable_agent.workers.drain",
-    "serve_readiness": "durable_agent.workers.readiness",
-    "check_search_attributes": "durable_agent.workers.search_attributes",
-    "register_search_attributes": "durable_agent.cli.devserver.search_attributes",
-    # Scripted models for tests (docs/testing.md; the rest of the kit is `durable_agent.testing`)
-    "tool_calls": "durable_agent.agent.providers.scripted",
-    "text": "durable_agent.agent.providers.scripted",
-    "ModelRequest": "durable_agent.agent.messages",
-    "UserMessage": "durable_agent.agent.messages",
-    "results_since_last_user": "durable_agent.agent.providers.scripted",
-    "prompt_priority": "durable_agent.client.priority",
+    "durable_agent.workers.settings": ("Settings", "WorkerSettings"),
+    "durable_agent.config.settings": ("ClientSettings",),
+    "durable_agent.workers.plugin": ("DurableAgentPlugin",),
+    "durable_agent.workers.worker": ("build_runtime", "create_worker", "create_workers"),
+    "durable_agent.workers.drain": ("drain", "StopSignals"),
+    "durable_agent.workers.readiness": ("serve_readiness",),
+    "durable_agent.workers.search_attributes": ("check_search_attributes",),
+    "durable_agent.cli.devserver.search_attributes": ("register_search_attributes",),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "AgentClient",
