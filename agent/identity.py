@@ -55,10 +55,8 @@ class Approver:
 def parse_approver(entry: str) -> Approver:
     """`user:alice` / `role:finance` / a bare `alice` (a user)."""
     if entry.startswith(ROLE_PREFIX):
-        return Approver("role", entry[len(ROLE_PREFIX):])
-    if entry.startswith(USER_PREFIX):
-        return Approver("user", entry[len(USER_PREFIX):])
-    return Approver("user", entry)
+        return Approver("role", entry.removeprefix(ROLE_PREFIX))
+    return Approver("user", entry.removeprefix(USER_PREFIX))
 
 
 def person_problem(by: str | None) -> str | None:
@@ -88,9 +86,7 @@ def principal_problem(principal: str) -> str | None:
 
 def person_id(by: str | None) -> str | None:
     """The user id `by` names: `user:alice` and `alice` are both `alice`."""
-    if by is not None and by.startswith(USER_PREFIX):
-        return by[len(USER_PREFIX):]
-    return by
+    return by.removeprefix(USER_PREFIX) if by is not None else None
 
 
 def grant(identity: Identity, approvers: list[str] | None) -> str | None:

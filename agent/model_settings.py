@@ -73,9 +73,8 @@ class ModelSettings(StrictModel):
 
     def summary(self) -> str:
         """`temperature=0.2 max_output_tokens=500 extra=[top_k]`: the fields that are set, for summaries."""
-        parts = []
-        for name, value in self.model_dump(exclude_none=True, exclude={"extra"}).items():
-            parts.append(f"{name}={','.join(value) if isinstance(value, list) else value}")
+        parts = [f"{name}={','.join(value) if isinstance(value, list) else value}"
+                 for name, value in self.model_dump(exclude_none=True, exclude={"extra"}).items()]
         if self.extra:
             parts.append(f"extra=[{','.join(sorted(self.extra))}]")
         return " ".join(parts)

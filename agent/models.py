@@ -280,10 +280,7 @@ class Prompt(_Model):
     trace_id: str | None = None  # the OpenTelemetry trace of this prompt, when tracing is on
 
     def tool_call(self, tool_call_id: str) -> ToolOutput | None:
-        for entry in self.output:
-            if isinstance(entry, ToolOutput) and entry.id == tool_call_id:
-                return entry
-        return None
+        return next((e for e in self.output if isinstance(e, ToolOutput) and e.id == tool_call_id), None)
 
 
 class Conversation(_Model):

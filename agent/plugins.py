@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,9 +116,7 @@ def load_plugin(path: str) -> Plugin:
         target: Any = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot load plugin {path!r}: {exc}") from exc
-    if inspect.isclass(target) and issubclass(target, Plugin):
-        target = target()
-    elif callable(target) and not isinstance(target, Plugin):
+    if callable(target) and not isinstance(target, Plugin):  # a Plugin subclass, or a factory
         target = target()
     if not isinstance(target, Plugin):
         raise ValueError(f"plugin {path!r} is a {type(target).__name__}, not a Plugin")

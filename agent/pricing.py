@@ -97,10 +97,7 @@ class PriceTable(RootModel[dict[str, Price]]):
         if ":" in model:
             candidates.append(model.split(":", 1)[1])
         candidates += [_SNAPSHOT_SUFFIX.sub("", c) for c in candidates]
-        for candidate in candidates:
-            if candidate in self.root:
-                return self.root[candidate]
-        return None
+        return next((self.root[c] for c in candidates if c in self.root), None)
 
     def cost(self, model: str, usage: Usage) -> float | None:
         """The cost in US dollars of `usage` on `model`; `None` when the model has no price."""

@@ -87,16 +87,9 @@ def project_input(text: str) -> list[Message]:
 
 
 def project_prompt(prompt: Prompt) -> list[Message]:
-    messages = project_input(prompt.input)
-    for entry in prompt.output:
-        messages.extend(project_output(entry))
-    return messages
+    return project_input(prompt.input) + [message for entry in prompt.output for message in project_output(entry)]
 
 
 def project_prompts(history: Iterable[Prompt], current: Prompt) -> list[Message]:
     """All earlier prompts of the conversation, then the current one, as one neutral message list."""
-    messages: list[Message] = []
-    for prompt in history:
-        messages.extend(project_prompt(prompt))
-    messages.extend(project_prompt(current))
-    return messages
+    return [message for prompt in [*history, current] for message in project_prompt(prompt)]

@@ -133,10 +133,8 @@ def parse_response(response: ChatCompletion, *, names: ToolNameMap) -> ModelResp
         message = response.choices[0].message
         text = message.content or None
         reasoning = shown_reasoning(reasoning_text(message), str(response.model or ""))
-        for i, call in enumerate(message.tool_calls or []):
-            if call.type != "function":
-                continue
-            calls.append(tool_call(i, call.id, call.function.name, call.function.arguments, names=names))
+        calls = [tool_call(i, call.id, call.function.name, call.function.arguments, names=names)
+                 for i, call in enumerate(message.tool_calls or []) if call.type == "function"]
     return ModelResponse(reasoning=reasoning, text=text, tool_calls=calls,
                          usage=parse_usage(response.usage, CHAT_USAGE), model=str(response.model or ""),
                          response_id=str(response.id or ""))
@@ -201,10 +199,7 @@ class ChatStreamAccumulator:
         index = fragment.index
         if index is None:  # lenient servers: a new id starts a new call, anything else continues the last
             is_new = bool(fragment.id) and all(call.id != fragment.id for call in self.calls.values())
-            if is_new or not self.calls:
-                index = len(self.calls)
-            else:
-                index = max(self.calls)
+            index = len(self.calls) if is_new or not self.calls else max(self.calls)
         call = self.calls.setdefault(index, _PartialCall())
         if fragment.id and not call.id:
             call.id = fragment.id

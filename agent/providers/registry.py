@@ -77,13 +77,11 @@ def _azure(provider: str, deployment: str, spec: str, env: Mapping[str, str], ti
     client = openai.AsyncAzureOpenAI(
         azure_endpoint=_required(env, "AZURE_OPENAI_ENDPOINT", spec), api_key=api_key,
         api_version=_required(env, "OPENAI_API_VERSION", spec), timeout=timeout, max_retries=0)
-    if provider == "azure":
-        from durable_agent.agent.providers.openai_responses import OpenAIResponsesProvider
-
-        return OpenAIResponsesProvider(model=deployment, api_key=api_key, client=client, name="azure")
     from durable_agent.agent.providers.openai_chat import OpenAIChatProvider
+    from durable_agent.agent.providers.openai_responses import OpenAIResponsesProvider
 
-    return OpenAIChatProvider(model=deployment, api_key=api_key, client=client, name="azure-chat")
+    kind = OpenAIResponsesProvider if provider == "azure" else OpenAIChatProvider
+    return kind(model=deployment, api_key=api_key, client=client, name=provider)
 
 
 def _vertex(model: str, spec: str, env: Mapping[str, str], timeout: float) -> ModelProvider:
