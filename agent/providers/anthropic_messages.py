@@ -204,27 +204,10 @@ def thinking_output(block_type: str, *, thinking: str, signature: str, data: str
                            item={"type": "thinking", "thinking": thinking, "signature": signature})
 
 
-def parse_response(response: Message, *, names: ToolNameMap) -> ModelResponse:
-    texts: list[str] = []
-    calls: list[ModelToolCall] = []
-    reasoning: list[ReasoningOutput] = []
-    model = str(response.model or "")
-    for block in response.content or []:
-        if block.type in ("thinking", "redacted_thinking"):
-            reasoning.append(thinking_output(block.type, thinking=getattr(block, "thinking", "") or "",
-                                             signature=getattr(block, "signature", "") or "",
-                                             data=getattr(block, "data", "") or "", model=model))
-        elif block.type == "text":
-            texts.append(block.text)
-        elif block.type == "tool_use":
-            calls.append(tool_call(block.id, block.name, block.input, names=names))
-    text = "".join(texts)
-    return ModelResponse(reasoning=reasoning, text=text or None, tool_calls=calls, model=model,
-                         usage=usage_from(usage_counts(response.usage)), response_id=str(response.id or ""))
-
-
 @dataclass
 class _Block:
+    """A content block: a message's, or one a stream builds up from its start and deltas."""
+
     type: str
     text: list[str] = field(default_factory=list)
     id: str = ""
@@ -233,6 +216,39 @@ class _Block:
     json: list[str] = field(default_factory=list)
     signature: str = ""
     data: str = ""
+
+    @classmethod
+    def of(cls, block: Any) -> _Block:
+        """A message's content block, or the one a stream's `content_block_start` opens (text / thinking so far)."""
+        text = getattr(block, block.type, None) if block.type in ("text", "thinking") else None
+        return cls(type=str(block.type), text=[text] if isinstance(text, str) and text else [],
+                   id=str(getattr(block, "id", "") or ""), name=str(getattr(block, "name", "") or ""),
+                   input=getattr(block, "input", None), signature=str(getattr(block, "signature", "") or ""),
+                   data=str(getattr(block, "data", "") or ""))
+
+
+def _response(blocks: list[_Block], *, names: ToolNameMap, model: str, response_id: str,
+              usage: Usage) -> ModelResponse:
+    texts: list[str] = []
+    calls: list[ModelToolCall] = []
+    reasoning: list[ReasoningOutput] = []
+    for block in blocks:
+        if block.type in ("thinking", "redacted_thinking"):
+            reasoning.append(thinking_output(block.type, thinking="".join(block.text), signature=block.signature,
+                                             data=block.data, model=model))
+        elif block.type == "text":
+            texts.append("".join(block.text))
+        elif block.type == "tool_use":
+            raw = "".join(block.json) if block.json else block.input
+            calls.append(tool_call(block.id, block.name, raw, names=names))
+    return ModelResponse(reasoning=reasoning, text="".join(texts) or None, tool_calls=calls, usage=usage,
+                         model=model, response_id=response_id)
+
+
+def parse_response(response: Message, *, names: ToolNameMap) -> ModelResponse:
+    return _response([_Block.of(block) for block in response.content or []], names=names,
+                     model=str(response.model or ""), response_id=str(response.id or ""),
+                     usage=usage_from(usage_counts(response.usage)))
 
 
 @dataclass
@@ -256,20 +272,11 @@ class AnthropicStreamAccumulator:
             if message.usage is not None:
                 self.usage = usage_counts(message.usage)
         elif kind == "content_block_start":
-            block = event.content_block
-            self.blocks[event.index] = _Block(
-                type=str(block.type), id=str(getattr(block, "id", "") or ""),
-                name=str(getattr(block, "name", "") or ""), input=getattr(block, "input", None),
-                signature=str(getattr(block, "signature", "") or ""), data=str(getattr(block, "data", "") or ""),
-            )
-            thinking = getattr(block, "thinking", None) if block.type == "thinking" else None
-            if isinstance(thinking, str) and thinking:
-                self.blocks[event.index].text.append(thinking)
-                self.reasoning_deltas.append(thinking)
-            initial = getattr(block, "text", None) if block.type == "text" else None
-            if isinstance(initial, str) and initial:
-                self.blocks[event.index].text.append(initial)
-                return initial
+            block = self.blocks[event.index] = _Block.of(event.content_block)
+            if block.type == "thinking":
+                self.reasoning_deltas.extend(block.text)
+            elif block.text:  # a text block's first text
+                return block.text[0]
         elif kind == "content_block_delta":
             block = self.blocks.get(event.index)
             delta = event.delta
@@ -295,21 +302,8 @@ class AnthropicStreamAccumulator:
         return ""
 
     def response(self, *, names: ToolNameMap) -> ModelResponse:
-        texts: list[str] = []
-        calls: list[ModelToolCall] = []
-        reasoning: list[ReasoningOutput] = []
-        for index in sorted(self.blocks):
-            block = self.blocks[index]
-            if block.type in ("thinking", "redacted_thinking"):
-                reasoning.append(thinking_output(block.type, thinking="".join(block.text), signature=block.signature,
-                                                 data=block.data, model=self.model))
-            elif block.type == "text":
-                texts.append("".join(block.text))
-            elif block.type == "tool_use":
-                raw = "".join(block.json) if block.json else block.input
-                calls.append(tool_call(block.id, block.name, raw, names=names))
-        return ModelResponse(reasoning=reasoning, text="".join(texts) or None, tool_calls=calls,
-                             usage=usage_from(self.usage), model=self.model, response_id=self.response_id)
+        return _response([self.blocks[index] for index in sorted(self.blocks)], names=names, model=self.model,
+                         response_id=self.response_id, usage=usage_from(self.usage))
 
 
 class AnthropicMessagesProvider(SDKProvider):
