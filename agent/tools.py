@@ -195,8 +195,18 @@ def tool(
         doc = description or inspect.getdoc(fn)
         if not doc:
             raise TypeError(f"tool {id!r}: give a description or a docstring")
-        options = dict(timeout=timeout, max_attempts=max_attempts, failure_mode=failure_mode, local=local,
-                       heartbeat_timeout=heartbeat_timeout, sequential=sequential)
-        return Tool(id, doc, _input_model_of(fn), fn, approval, **options)
+        return Tool(
+            id=id,
+            description=doc,
+            input_model=_input_model_of(fn),
+            fn=fn,
+            approval=approval,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            failure_mode=failure_mode,
+            local=local,
+            heartbeat_timeout=heartbeat_timeout,
+            sequential=sequential,
+        )
 
     return wrap
