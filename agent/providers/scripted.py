@@ -95,6 +95,9 @@ class ScriptedModel:
         self.requests: deque[ModelRequest] = deque(maxlen=MAX_RECORDED_REQUESTS)
         self._served: set[int] = set()  # the script indexes served at least once (bounded by the script)
 
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self._serve(request)
+
     def assert_complete(self) -> None:
         """Raise `AssertionError` unless every response of a list script was served at least once.
 
@@ -113,7 +116,7 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
-        response = await self.complete(request)
+        response = await self._serve(request)
         for reasoning in response.reasoning if on_reasoning is not None else []:
             for chunk in split_words(reasoning.summary):
                 await on_reasoning(chunk)
@@ -121,7 +124,7 @@ class ScriptedModel:
             await on_text(chunk)
         return response
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def _serve(self, request: ModelRequest) -> ModelResponse:
         # A copy of the request and of its message list (a caller appending later does not change the record),
         # sharing the messages themselves: a deep copy took ~60-90 ms per call at 2,000 messages (a 500-turn
         # conversation), a cost of this test double that no real provider has.
