@@ -115,8 +115,7 @@ def webhook_body(config: NotifyConfig, notice: Notice) -> bytes:
 
 async def send_webhook(config: NotifyConfig, notice: Notice) -> NoticeResult:
     hook = config.webhook
-    if hook is None:
-        raise ApplicationError("no [webhook] in the notification config", non_retryable=True)
+    assert hook is not None  # `NotifyActivity.notify` checked
     body = webhook_body(config, notice)
     timestamp = int(time.time())
     headers = {"content-type": "application/json", "webhook-id": notice.key, "webhook-timestamp": str(timestamp),
@@ -133,8 +132,7 @@ async def send_webhook(config: NotifyConfig, notice: Notice) -> NoticeResult:
 
 async def send_email(config: NotifyConfig, notice: Notice) -> NoticeResult:
     smtp = config.email
-    if smtp is None:
-        raise ApplicationError("no [email] in the notification config", non_retryable=True)
+    assert smtp is not None
     require("email", "e-mail notifications")
     import aiosmtplib
 
@@ -212,8 +210,6 @@ async def _posted_before(client: Any, channel: str, key: str) -> str | None:
 
 
 async def send_slack(config: NotifyConfig, notice: Notice) -> NoticeResult:
-    if config.slack is None:
-        raise ApplicationError("no [slack] in the notification config", non_retryable=True)
     client = slack_client(config)
     if notice.step == "decided":
         text, blocks = decided_blocks(notice)
@@ -258,6 +254,8 @@ class NotifyActivity:
             metric_names.name_of(APPROVAL_NOTIFICATIONS), APPROVAL_NOTIFICATIONS.description,
             APPROVAL_NOTIFICATIONS.unit)
         try:
+            if getattr(self.config, notice.channel) is None:
+                raise ApplicationError(f"no [{notice.channel}] in the notification config", non_retryable=True)
             result = await SENDERS[notice.channel](self.config, notice)
         except MissingExtra as exc:  # retrying cannot install it
             counter.add(1, outcome(notice, "failed"))

@@ -58,13 +58,6 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
     )
 
 
-@functools.cache
-def code_build_id() -> str:
-    """The worker's build id when it does not poll as a deployment version (one per process, like Temporal's
-    default): `loaded_code_digest()` when first asked."""
-    return loaded_code_digest()
-
-
 def loaded_code_digest() -> str:
     """A digest of every loaded module's name, file size and modification time. Temporal's default build id
     (`load_default_build_id`) reads and unmarshals the bytecode of every loaded module instead, about 0.65 s
@@ -80,6 +73,10 @@ def loaded_code_digest() -> str:
             continue
         digest.update(f"{name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return f"dagent-{digest.hexdigest()}"
+
+
+# The worker's build id when it does not poll as a deployment version: one per process, like Temporal's default.
+code_build_id = functools.cache(loaded_code_digest)
 
 
 def _versioning(options: dict[str, Any], settings: Settings | None) -> dict[str, Any]:
