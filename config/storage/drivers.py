@@ -29,11 +29,7 @@ class StoreDriver(StorageDriver):
     """A backend's payload driver under the same name and type, with every failure one line naming the store's
     location and the object key, and what it stores counted: `dagent_payload_stored_bytes` and
     `dagent_payloads_stored` by driver (on the process's metrics runtime; nothing is recorded without one).
-
-    A missing object fails the workflow (non-retryable `PayloadBlobMissing`, also the activity's type); any
-    other failure (unreachable store, wrong store) is retryable, so the prompt waits and the reason is in
-    the workflow task failure until the configuration or the store is fixed.
-    """
+    A missing object is `PayloadBlobMissing` (non-retryable; also the activity's type): see the module docstring."""
 
     def __init__(self, inner: StorageDriver, location: str) -> None:
         self.inner = inner
