@@ -43,10 +43,13 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
                 workflow_queue=settings.task_queue, stopping=stop.stopping))
             queues = [settings.task_queue] if settings.worker_queues != "models" else []
             queues += settings.model_queues if settings.worker_queues != "workflows" else []
+            # local model calls run with the workflow tasks the worker runs at once: as many model calls at once
+            local = "" if settings.model_calls != "local" else \
+                f" model_calls=local workflow_tasks={settings.workflow_task_slots or SDK_WORKFLOW_TASK_SLOTS}"
             say(f"worker on {settings.temporal_address} ({describe_security(settings.temporal_profile)}) "
                 f"queues={','.join(queues)} store={settings.blob_objects().location} "
                 f"codec={'on' if settings.codec_keys else 'off'} plugins={','.join(settings.plugins)} "
-                f"models={settings.model_tiers}{_model_calls(settings)}")
+                f"models={settings.model_tiers}{local}")
             if settings.metrics_port is not None:
                 say(f"metrics on http://{settings.observability().metrics_bind}/metrics")
             await stop.wait()
@@ -57,11 +60,3 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
         await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
         flush_traces()
     return 0
-
-
-def _model_calls(settings: Settings) -> str:
-    """How model rounds run, on the start line when they are local: with the workflow tasks the worker runs at
-    once, which are also its model calls at once (docs/providers.md, Local model calls)."""
-    if settings.model_calls != "local":
-        return ""
-    return f" model_calls=local workflow_tasks={settings.workflow_task_slots or SDK_WORKFLOW_TASK_SLOTS}"
