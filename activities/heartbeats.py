@@ -150,7 +150,6 @@ async def _run_closed() -> None:
 
 
 def payload_codec() -> PayloadCodec | None:
-    """The worker's payload codec (encryption), if it has one."""
     try:
         return activity.client().data_converter.payload_codec
     except RuntimeError:  # no client: an activity run outside a worker (ActivityEnvironment)

@@ -159,7 +159,6 @@ async def wait_for_routing(client: Client, name: str, timeout: float = ROUTING_W
 
 
 async def list_deployments(client: Client) -> list[str]:
-    """The names of the namespace's Worker Deployments."""
     names: list[str] = []
     token = b""
     while True:

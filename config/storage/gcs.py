@@ -20,8 +20,6 @@ from durable_agent.config.storage.objects import BlobMissing, ObjectClient, PerL
 
 
 class GCSObjects(ObjectClient):
-    """Google Cloud Storage through gcloud-aio-storage (the SDK's GCS driver adapter)."""
-
     def __init__(self, bucket: str) -> None:
         require("gcs", f"the blob store gs://{bucket}")
         self.bucket = bucket

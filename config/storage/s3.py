@@ -16,8 +16,6 @@ from durable_agent.config.storage.objects import BlobMissing, ObjectClient, PerL
 
 
 class S3Objects(ObjectClient):
-    """S3 or any S3-compatible server, through aioboto3 (the SDK's S3 driver uses the same client)."""
-
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None) -> None:
         require("s3", f"the blob store s3://{bucket}")
         self.bucket = bucket
