@@ -132,7 +132,7 @@ async def send_webhook(config: NotifyConfig, notice: Notice) -> NoticeResult:
 
 async def send_email(config: NotifyConfig, notice: Notice) -> NoticeResult:
     smtp = config.email
-    assert smtp is not None
+    assert smtp is not None  # `NotifyActivity.notify` checked
     require("email", "e-mail notifications")
     import aiosmtplib
 
@@ -191,14 +191,6 @@ def decided_blocks(notice: Notice) -> tuple[str, list[dict[str, Any]]]:
     return text, [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{str(outcome).capitalize()}*: {text}"}}]
 
 
-def slack_client(config: NotifyConfig) -> Any:
-    require("slack", "Slack notifications")
-    from slack_sdk.web.async_client import AsyncWebClient
-
-    assert config.slack is not None
-    return AsyncWebClient(token=config.slack.token.get_secret_value(), base_url=config.slack.base_url)
-
-
 async def _posted_before(client: Any, channel: str, key: str) -> str | None:
     """The `ts` of a message this step already posted in `channel` (an attempt that crashed after posting)."""
     history = await client.conversations_history(channel=channel, limit=HISTORY_LOOKBACK, include_all_metadata=True)
@@ -210,7 +202,11 @@ async def _posted_before(client: Any, channel: str, key: str) -> str | None:
 
 
 async def send_slack(config: NotifyConfig, notice: Notice) -> NoticeResult:
-    client = slack_client(config)
+    require("slack", "Slack notifications")
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    assert config.slack is not None  # `NotifyActivity.notify` checked
+    client = AsyncWebClient(token=config.slack.token.get_secret_value(), base_url=config.slack.base_url)
     if notice.step == "decided":
         text, blocks = decided_blocks(notice)
         for ref in notice.refs:

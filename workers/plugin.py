@@ -195,29 +195,22 @@ class DurableAgentPlugin(SimplePlugin):
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """See base class. While the worker runs, its prompts waiting for a person beyond the most recent
         `Settings.cached_waiting` leave its workflow cache (workers/resting.py)."""
+        sweeper: asyncio.Task[None] | None = None
         try:
-            await self._run_worker(worker, functools.partial(_run_checked, next=next))
+            runner = worker.config(active_config=True).get("workflow_runner")
+            if isinstance(runner, WatchedRunner):
+                if (evict := eviction_door(worker)) is not None:
+                    sweeper = asyncio.create_task(evict_resting(runner.runs, evict, self.settings.cached_waiting))
+                else:
+                    log.warning("workflow_cache.no_eviction_door", task_queue=worker.task_queue,
+                                detail="this temporalio has no request_workflow_eviction: waiting prompts stay cached")
+            await super().run_worker(worker, functools.partial(_run_checked, next=next))
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
             flush_traces()  # the worker's spans (and its process's client spans) reach the exporter
-
-    async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        runner = worker.config(active_config=True).get("workflow_runner")
-        if not isinstance(runner, WatchedRunner):
-            await super().run_worker(worker, next)
-            return
-        evict = eviction_door(worker)
-        if evict is None:
-            log.warning("workflow_cache.no_eviction_door", task_queue=worker.task_queue,
-                        detail="this temporalio has no request_workflow_eviction: waiting prompts stay cached")
-            await super().run_worker(worker, next)
-            return
-        sweeper = asyncio.create_task(evict_resting(runner.runs, evict, self.settings.cached_waiting))
-        try:
-            await super().run_worker(worker, next)
-        finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
 
 
 async def _run_checked(worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
