@@ -68,10 +68,8 @@ class ToolActivities(RuntimeActivities):
             outcome = await self._run_tool(tool, call, prompt_id, info_for_hooks.input, logger, live)
             self.runtime.fast_tools.observe(tool, time.monotonic() - started, reported_progress=live.value is not None)
             outcome.result = await self._after_tool(info_for_hooks, outcome.result)
-            if isinstance(outcome.result, ToolError):
-                telemetry.tool_outcome(span, "error", outcome.result.error)
-            else:
-                telemetry.tool_outcome(span, "success")
+            error = outcome.result.error if isinstance(outcome.result, ToolError) else None
+            telemetry.tool_outcome(span, "success" if error is None else "error", error)
         self.transcripts.outputs.remember(outcome.result)  # the next model round receives it by reference
         return outcome
 
