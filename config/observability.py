@@ -276,11 +276,13 @@ def configure_log_export(config: ObservabilityConfig, exporter: Any = None) -> A
 
 
 _runtimes: dict[ObservabilityConfig, Runtime] = {}
+_process_meter: MetricMeter = MetricMeter.noop  # for measurements outside workflows and activities (payload storage)
 
 
 def metrics_runtime(config: ObservabilityConfig) -> Runtime | None:
     """A Temporal runtime exporting its metrics and the agent's (Prometheus endpoint or OTLP), or None for
     the default runtime (no metrics). One per configuration per process: a runtime owns its endpoint."""
+    global _process_meter
     if config.metrics == "none":
         return None
     if config in _runtimes:
@@ -299,17 +301,8 @@ def metrics_runtime(config: ObservabilityConfig) -> Runtime | None:
     runtime = Runtime(telemetry=TelemetryConfig(metrics=metrics, global_tags={"service_name": config.service_name},
                                                 attach_service_name=False))
     _runtimes[config] = runtime
-    set_process_meter(runtime.metric_meter)
+    _process_meter = runtime.metric_meter
     return runtime
-
-
-_process_meter: MetricMeter = MetricMeter.noop
-
-
-def set_process_meter(meter: MetricMeter) -> None:
-    """The meter for measurements outside workflows and activities (payload storage)."""
-    global _process_meter
-    _process_meter = meter
 
 
 def process_meter() -> MetricMeter:
