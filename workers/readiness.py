@@ -35,7 +35,7 @@ class NotReady(Exception):
     """The worker is not ready; the message says why in one line."""
 
 
-class ReadyState(BaseModel):  # what the ready file holds
+class ReadyState(BaseModel):
     pid: int
     identity: str
     address: str
