@@ -15,26 +15,14 @@ from temporalio import activity
 from durable_agent.activities.budget_activities import BudgetActivities
 from durable_agent.activities.heartbeats import bound_log
 from durable_agent.activities.history import HistoryActivity
-from durable_agent.activities.model_round import ModelRoundActivity
 from durable_agent.activities.notify import NotifyActivity
-from durable_agent.activities.runtime import AgentRuntime, RuntimeActivities
-from durable_agent.activities.tool_calls import ToolActivities
 from durable_agent.activities.tool_then_model import ToolThenModelActivity
 from durable_agent.workflows.names import EMIT_EVENT_ACTIVITY
 from durable_agent.workflows.protocol import EventDelivery
 
 
-class AgentActivities(RuntimeActivities):
+class AgentActivities(ToolThenModelActivity, HistoryActivity):
     """Register with `Worker(activities=AgentActivities(runtime).all())`."""
-
-    def __init__(self, runtime: AgentRuntime) -> None:
-        super().__init__(runtime)
-        tools = ToolActivities(runtime)
-        self.model_round = ModelRoundActivity(runtime).model_round
-        self.invoke_tool = tools.invoke_tool
-        self.check_correction = tools.check_correction
-        self.store_history = HistoryActivity(runtime).store_history
-        self.tool_then_model = ToolThenModelActivity(runtime).tool_then_model
 
     def all(self) -> list[Any]:
         return [self.model_round, self.invoke_tool, self.tool_then_model, self.emit_event, self.store_history,

@@ -95,12 +95,6 @@ class LiveDetails:
         return () if value is None else (value,)
 
 
-def liveness_interval() -> float | None:
-    """Seconds between liveness beats for this call's heartbeat timeout (from its info); None: it has none."""
-    timeout = activity.info().heartbeat_timeout
-    return timeout.total_seconds() * LIVENESS_SHARE if timeout else None
-
-
 @contextlib.asynccontextmanager
 async def heartbeating(live: LiveDetails, live_every: float | None = None) -> AsyncIterator[None]:
     """Heartbeat while a tool or a model call runs, as rarely as the module docstring says: a dead worker is
@@ -109,7 +103,8 @@ async def heartbeating(live: LiveDetails, live_every: float | None = None) -> As
     if activity.info().is_local:  # local activities cannot heartbeat
         yield
         return
-    beats, interval = _beats(), liveness_interval()
+    beats, timeout = _beats(), activity.info().heartbeat_timeout
+    interval = timeout.total_seconds() * LIVENESS_SHARE if timeout else None  # between liveness beats
 
     async def beat() -> None:
         while True:
@@ -155,7 +150,6 @@ async def _run_closed() -> None:
 
 
 def payload_codec() -> PayloadCodec | None:
-    """The worker's payload codec (encryption), if it has one."""
     try:
         return activity.client().data_converter.payload_codec
     except RuntimeError:  # no client: an activity run outside a worker (ActivityEnvironment)

@@ -4,6 +4,7 @@ when the provider streams), fallback along the model chain, and the tool calls p
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -199,21 +200,16 @@ class ModelRoundActivity(RuntimeActivities):
         def publish() -> None:
             live.set(StreamingText(text=text.delta(), reasoning=reasoning.delta()))
 
-        def maybe_publish() -> None:
-            nonlocal last
-            if loop.time() - last >= LIVE_TEXT_EVERY_SECONDS:
-                last = loop.time()
-                publish()
+        def adding_to(streamed: _StreamedText) -> Callable[[str], Awaitable[None]]:
+            async def add(chunk: str) -> None:
+                nonlocal last
+                streamed.add(chunk)
+                if loop.time() - last >= LIVE_TEXT_EVERY_SECONDS:
+                    last = loop.time()
+                    publish()
+            return add
 
-        async def on_text(chunk: str) -> None:
-            text.add(chunk)
-            maybe_publish()
-
-        async def on_reasoning(chunk: str) -> None:
-            reasoning.add(chunk)
-            maybe_publish()
-
-        response = await provider.stream(request, on_text, on_reasoning)  # type: ignore[attr-defined]
+        response = await provider.stream(request, adding_to(text), adding_to(reasoning))  # type: ignore[attr-defined]
         publish()
         return response  # type: ignore[no-any-return]
 

@@ -115,8 +115,7 @@ def webhook_body(config: NotifyConfig, notice: Notice) -> bytes:
 
 async def send_webhook(config: NotifyConfig, notice: Notice) -> NoticeResult:
     hook = config.webhook
-    if hook is None:
-        raise ApplicationError("no [webhook] in the notification config", non_retryable=True)
+    assert hook is not None  # `NotifyActivity.notify` checked
     body = webhook_body(config, notice)
     timestamp = int(time.time())
     headers = {"content-type": "application/json", "webhook-id": notice.key, "webhook-timestamp": str(timestamp),
@@ -133,8 +132,7 @@ async def send_webhook(config: NotifyConfig, notice: Notice) -> NoticeResult:
 
 async def send_email(config: NotifyConfig, notice: Notice) -> NoticeResult:
     smtp = config.email
-    if smtp is None:
-        raise ApplicationError("no [email] in the notification config", non_retryable=True)
+    assert smtp is not None  # `NotifyActivity.notify` checked
     require("email", "e-mail notifications")
     import aiosmtplib
 
@@ -193,14 +191,6 @@ def decided_blocks(notice: Notice) -> tuple[str, list[dict[str, Any]]]:
     return text, [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{str(outcome).capitalize()}*: {text}"}}]
 
 
-def slack_client(config: NotifyConfig) -> Any:
-    require("slack", "Slack notifications")
-    from slack_sdk.web.async_client import AsyncWebClient
-
-    assert config.slack is not None
-    return AsyncWebClient(token=config.slack.token.get_secret_value(), base_url=config.slack.base_url)
-
-
 async def _posted_before(client: Any, channel: str, key: str) -> str | None:
     """The `ts` of a message this step already posted in `channel` (an attempt that crashed after posting)."""
     history = await client.conversations_history(channel=channel, limit=HISTORY_LOOKBACK, include_all_metadata=True)
@@ -212,9 +202,11 @@ async def _posted_before(client: Any, channel: str, key: str) -> str | None:
 
 
 async def send_slack(config: NotifyConfig, notice: Notice) -> NoticeResult:
-    if config.slack is None:
-        raise ApplicationError("no [slack] in the notification config", non_retryable=True)
-    client = slack_client(config)
+    require("slack", "Slack notifications")
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    assert config.slack is not None  # `NotifyActivity.notify` checked
+    client = AsyncWebClient(token=config.slack.token.get_secret_value(), base_url=config.slack.base_url)
     if notice.step == "decided":
         text, blocks = decided_blocks(notice)
         for ref in notice.refs:
@@ -258,6 +250,8 @@ class NotifyActivity:
             metric_names.name_of(APPROVAL_NOTIFICATIONS), APPROVAL_NOTIFICATIONS.description,
             APPROVAL_NOTIFICATIONS.unit)
         try:
+            if getattr(self.config, notice.channel) is None:
+                raise ApplicationError(f"no [{notice.channel}] in the notification config", non_retryable=True)
             result = await SENDERS[notice.channel](self.config, notice)
         except MissingExtra as exc:  # retrying cannot install it
             counter.add(1, outcome(notice, "failed"))

@@ -35,6 +35,8 @@ Secrets are `SecretStr`: never in a repr, a log line or an error.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field, SecretStr
 
 from durable_agent.agent.identity import parse_approver
@@ -90,33 +92,28 @@ class NotifyConfig(_Model):
 
     def emails(self, to: list[str]) -> tuple[list[str], list[str]]:
         """The addresses `to` reaches by e-mail, and the addressees it cannot reach."""
-        found: list[str] = []
-        unreached: list[str] = []
-        for entry in to:
-            if entry.startswith("slack:"):
-                continue
-            addresses = [entry.removeprefix("email:")] if entry.startswith("email:") else [
-                person.email for user in self.members(entry)
-                if (person := self.people.get(user)) is not None and person.email]
-            found += [a for a in addresses if a not in found]
-            if not addresses:
-                unreached.append(entry)
-        return found, unreached
+        return self._reached(to, "email")
 
     def slack_targets(self, to: list[str]) -> tuple[list[str], list[str]]:
         """The Slack channels and users `to` reaches, and the addressees it cannot reach; with none reached,
         the configured channel."""
+        found, unreached = self._reached(to, "slack")
+        if not found and self.slack is not None and self.slack.channel:
+            found.append(self.slack.channel)
+        return found, unreached
+
+    def _reached(self, to: list[str], channel: Literal["email", "slack"]) -> tuple[list[str], list[str]]:
+        """What `to` names on `channel` (its own `email:`/`slack:` entries, and people's ids), and the addressees
+        it cannot reach there; entries addressed to the other channel are left out."""
         found: list[str] = []
         unreached: list[str] = []
         for entry in to:
-            if entry.startswith("email:"):
+            if entry.startswith(("email:", "slack:")) and not entry.startswith(f"{channel}:"):
                 continue
-            targets = [entry.removeprefix("slack:")] if entry.startswith("slack:") else [
-                person.slack for user in self.members(entry)
-                if (person := self.people.get(user)) is not None and person.slack]
+            targets = [entry.removeprefix(f"{channel}:")] if entry.startswith(f"{channel}:") else [
+                getattr(person, channel) for user in self.members(entry)
+                if (person := self.people.get(user)) is not None and getattr(person, channel)]
             found += [t for t in targets if t not in found]
             if not targets:
                 unreached.append(entry)
-        if not found and self.slack is not None and self.slack.channel:
-            found.append(self.slack.channel)
         return found, unreached

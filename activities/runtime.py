@@ -157,8 +157,10 @@ class AgentRuntime:
         for tool in offered:
             tools[tool.id] = (tool, plugin_name)
 
-    async def find_mcp_tool(self, plugin_name: str | None, tool_id: str) -> Tool[Any] | None:
-        """An MCP server's tool, from the server's cached listing (raises `MCPUnavailable`)."""
+    async def find_tool(self, plugin_name: str | None, tool_id: str) -> Tool[Any] | None:
+        """A tool of the registry, else an MCP server's from the server's cached listing (raises `MCPUnavailable`)."""
+        if (tool := self.tools.find(plugin_name, tool_id)) is not None:
+            return tool
         for plugin in self.plugins:
             if plugin_name is not None and plugin.name != plugin_name:
                 continue

@@ -40,15 +40,13 @@ class ToolActivities(RuntimeActivities):
     async def invoke_tool(self, call: ToolInvocation) -> ToolInvocationResult:
         prompt_id = call.prompt_id
         logger = bound_log(prompt_id=prompt_id, tool=call.tool, tool_call_id=call.id)
-        tool = self.runtime.tools.find(call.plugin, call.tool)
-        if tool is None:
-            try:
-                tool = await self.runtime.find_mcp_tool(call.plugin, call.tool)
-            except MCPUnavailable as exc:
-                if activity.info().attempt < call.max_attempts:
-                    raise ApplicationError(str(exc), type=names.MCP_UNAVAILABLE_ERROR) from exc
-                logger.warning("mcp server unavailable", error=str(exc))
-                return _error(str(exc))
+        try:
+            tool = await self.runtime.find_tool(call.plugin, call.tool)
+        except MCPUnavailable as exc:
+            if activity.info().attempt < call.max_attempts:
+                raise ApplicationError(str(exc), type=names.MCP_UNAVAILABLE_ERROR) from exc
+            logger.warning("mcp server unavailable", error=str(exc))
+            return _error(str(exc))
         if tool is None:
             logger.warning("tool not in this worker's registry")
             return _error(f"Tool '{call.tool}' is not available on this worker: its plugin "
@@ -70,10 +68,8 @@ class ToolActivities(RuntimeActivities):
             outcome = await self._run_tool(tool, call, prompt_id, info_for_hooks.input, logger, live)
             self.runtime.fast_tools.observe(tool, time.monotonic() - started, reported_progress=live.value is not None)
             outcome.result = await self._after_tool(info_for_hooks, outcome.result)
-            if isinstance(outcome.result, ToolError):
-                telemetry.tool_outcome(span, "error", outcome.result.error)
-            else:
-                telemetry.tool_outcome(span, "success")
+            error = outcome.result.error if isinstance(outcome.result, ToolError) else None
+            telemetry.tool_outcome(span, "success" if error is None else "error", error)
         self.transcripts.outputs.remember(outcome.result)  # the next model round receives it by reference
         return outcome
 
@@ -125,12 +121,10 @@ class ToolActivities(RuntimeActivities):
         """The tool's approval policy run again on arguments an approver corrected: what approval they need.
         The workflow holds no tool code, so it asks here before it takes an approval with a correction."""
         logger = bound_log(tool=check.tool)
-        tool = self.runtime.tools.find(check.plugin, check.tool)
-        if tool is None:
-            try:
-                tool = await self.runtime.find_mcp_tool(check.plugin, check.tool)
-            except MCPUnavailable as exc:
-                raise ApplicationError(str(exc), type=names.MCP_UNAVAILABLE_ERROR) from exc
+        try:
+            tool = await self.runtime.find_tool(check.plugin, check.tool)
+        except MCPUnavailable as exc:
+            raise ApplicationError(str(exc), type=names.MCP_UNAVAILABLE_ERROR) from exc
         if tool is None:
             return CorrectionVerdict(problem=f"tool '{check.tool}' is not available on this worker, so its "
                                              "approval policy cannot check the correction")

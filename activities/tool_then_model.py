@@ -85,7 +85,7 @@ def round_after_tool(inp: ToolThenModel, outcome: ToolInvocationResult) -> Round
     entry is not among the input's changes (nothing to resolve)."""
     changes = list(inp.round.changes or [])
     position = next((i for i, change in enumerate(changes) if change.index == inp.entry_index), None)
-    if inp.round.changes is None or position is None:
+    if position is None:  # no changes at all, or none for the call's entry
         return None
     entry = changes[position].output
     if not isinstance(entry, ToolOutput) or entry.id != inp.call.id:

@@ -53,9 +53,7 @@ def describe_security(profile: ClientConfigProfile | None) -> str:
     if profile is None:
         return "plaintext"
     tls = profile.tls
-    uses_tls = (tls is not None and tls.disabled is not True) or profile.api_key is not None
-    if tls is not None and tls.disabled is True:
-        uses_tls = False
+    uses_tls = tls.disabled is not True if tls is not None else profile.api_key is not None
     if profile.api_key is not None:
         return "api-key" if uses_tls else "api-key (no TLS)"
     if not uses_tls:

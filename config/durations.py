@@ -11,6 +11,7 @@ from datetime import timedelta
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_PARTS = re.compile(rf"(?:{_PART.pattern})+")
 
 
 def parse_duration(text: str, *, what: str = "duration") -> timedelta:
@@ -21,14 +22,9 @@ def parse_duration(text: str, *, what: str = "duration") -> timedelta:
     try:
         seconds = float(value)
     except ValueError:
-        pos, seconds = 0, 0.0
-        for match in _PART.finditer(value):
-            if match.start() != pos:
-                break
-            seconds += float(match.group(1)) * _UNITS[match.group(2)]
-            pos = match.end()
-        if pos != len(value):
+        if not _PARTS.fullmatch(value):
             raise ValueError(f"{what} must be a duration such as 30s, 5m, 1h30m or 2d, not {text!r}") from None
+        seconds = sum(float(number) * _UNITS[unit] for number, unit in _PART.findall(value))
     if seconds < 0:
         raise ValueError(f"{what} must not be negative, not {text!r}")
     return timedelta(seconds=seconds)

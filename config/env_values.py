@@ -82,28 +82,24 @@ def pem(env: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def named_errors(exc: ValidationError, fields: Mapping[str, FieldInfo]) -> str:
-    """A settings model's validation errors in one line, each naming its environment variable (the field's
-    description starts with it) rather than the field."""
-    def variable(location: tuple[int | str, ...]) -> str:
-        name = str(location[0]) if location else "value"
-        field = fields.get(name)
-        described = (field.description or "").split(":")[0] if field is not None else ""
-        return described.split()[0] if described.startswith(("DAGENT_", "TEMPORAL_")) else name
-
-    return "; ".join(f"{variable(error['loc'])}: {error['msg']}" for error in exc.errors())
-
-
 def naming_variables(read: Callable[..., T]) -> Callable[..., T]:
-    """`read` (a settings model's classmethod body) with its validation errors as one `ValueError` line naming
-    each variable."""
+    """`read` (a settings model's classmethod body) with its validation errors as one `ValueError` line, each
+    naming its environment variable (the field's description starts with it) rather than the field."""
     @functools.wraps(read)
     def named(cls: Any, *args: Any, **kwargs: Any) -> T:
         try:
             return read(cls, *args, **kwargs)
         except ValidationError as exc:
-            raise ValueError(named_errors(exc, cls.model_fields)) from None
+            raise ValueError("; ".join(f"{_variable(error['loc'], cls.model_fields)}: {error['msg']}"
+                                       for error in exc.errors())) from None
     return named
+
+
+def _variable(location: tuple[int | str, ...], fields: Mapping[str, FieldInfo]) -> str:
+    name = str(location[0]) if location else "value"
+    field = fields.get(name)
+    described = (field.description or "").split(":")[0] if field is not None else ""
+    return described.split()[0] if described.startswith(("DAGENT_", "TEMPORAL_")) else name
 
 
 def one_of(env: Mapping[str, str], name: str, choices: Any, default: str) -> Any:

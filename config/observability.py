@@ -74,19 +74,15 @@ class ObservabilityConfig:
                 "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") else "none")
         if port is not None and metrics != "none":
             metrics = "prometheus"
-        if traces not in ("none", "otlp", "console"):
-            raise ValueError(f"OTEL_TRACES_EXPORTER must be otlp, console or none, not {traces!r}")
+        _one_of("OTEL_TRACES_EXPORTER", traces, ("otlp", "console", "none"))
         interval = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
         if interval and not interval.isdigit():
             raise ValueError(f"OTEL_METRIC_EXPORT_INTERVAL must be milliseconds, not {interval!r}")
-        logs = env.get("OTEL_LOGS_EXPORTER", "").strip().lower() or "none"
-        if logs not in ("none", "otlp", "console"):
-            raise ValueError(f"OTEL_LOGS_EXPORTER must be otlp, console or none, not {logs!r}")
-        if metrics not in ("none", "otlp", "prometheus"):
-            raise ValueError(f"OTEL_METRICS_EXPORTER must be otlp, prometheus or none, not {metrics!r}")
-        protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip() or "http/protobuf"
-        if protocol not in ("http/protobuf", "grpc"):
-            raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf or grpc, not {protocol!r}")
+        logs = _one_of("OTEL_LOGS_EXPORTER", env.get("OTEL_LOGS_EXPORTER", "").strip().lower() or "none",
+                       ("otlp", "console", "none"))
+        _one_of("OTEL_METRICS_EXPORTER", metrics, ("otlp", "prometheus", "none"))
+        protocol = _one_of("OTEL_EXPORTER_OTLP_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
+                           or "http/protobuf", ("http/protobuf", "grpc"))
         metrics_url = (env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
                        or _otlp_metrics_url(endpoint, protocol))
         raw_headers = env.get("OTEL_EXPORTER_OTLP_METRICS_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
@@ -103,6 +99,12 @@ class ObservabilityConfig:
     @property
     def tracing(self) -> bool:
         return self.traces != "none"
+
+
+def _one_of(var: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{var} must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {value!r}")
+    return value
 
 
 def _otlp_metrics_url(endpoint: str, protocol: str) -> str:
@@ -150,11 +152,7 @@ def span_exporter(config: ObservabilityConfig) -> SpanExporter | None:
         return ConsoleSpanExporter()
     if config.traces != "otlp":
         return None
-    if config.otlp_protocol == "grpc":
-        return _grpc_exporter("trace_exporter", "OTLPSpanExporter")
-    exporter = import_extra("opentelemetry.exporter.otlp.proto.http.trace_exporter", "otel",
-                            feature="OTLP trace export")
-    return exporter.OTLPSpanExporter()  # type: ignore[no-any-return]
+    return _otlp_exporter(config, "trace_exporter", "OTLPSpanExporter", "trace")  # type: ignore[no-any-return]
 
 
 _installed_exporters: set[str] = set()
@@ -215,8 +213,12 @@ def flush_traces(timeout_millis: int = 5000) -> None:
 _log_providers: dict[str, Any] = {}
 
 
-def _grpc_exporter(module: str, name: str) -> Any:
-    """An OTLP/gRPC exporter (OTEL_EXPORTER_OTLP_PROTOCOL=grpc), or a one-line error naming the package it needs."""
+def _otlp_exporter(config: ObservabilityConfig, module: str, name: str, what: str) -> Any:
+    """An OTLP exporter over `config`'s protocol; over gRPC (OTEL_EXPORTER_OTLP_PROTOCOL=grpc), or a one-line error
+    naming the package it needs."""
+    if config.otlp_protocol != "grpc":
+        return getattr(import_extra(f"opentelemetry.exporter.otlp.proto.http.{module}", "otel",
+                                    feature=f"OTLP {what} export"), name)()
     try:
         exporter = importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{module}")
     except ImportError as exc:
@@ -229,10 +231,7 @@ def log_exporter(config: ObservabilityConfig) -> Any:
     """The log record exporter OTEL_LOGS_EXPORTER asks for (OTLP exporters read OTEL_EXPORTER_OTLP_*)."""
     if config.logs == "console":
         return import_extra("opentelemetry.sdk._logs.export", "otel", feature="log export").ConsoleLogRecordExporter()
-    if config.otlp_protocol == "grpc":
-        return _grpc_exporter("_log_exporter", "OTLPLogExporter")
-    exporter = import_extra("opentelemetry.exporter.otlp.proto.http._log_exporter", "otel", feature="OTLP log export")
-    return exporter.OTLPLogExporter()
+    return _otlp_exporter(config, "_log_exporter", "OTLPLogExporter", "log")
 
 
 def _logging_handler() -> Any:
@@ -277,11 +276,13 @@ def configure_log_export(config: ObservabilityConfig, exporter: Any = None) -> A
 
 
 _runtimes: dict[ObservabilityConfig, Runtime] = {}
+_process_meter: MetricMeter = MetricMeter.noop  # for measurements outside workflows and activities (payload storage)
 
 
 def metrics_runtime(config: ObservabilityConfig) -> Runtime | None:
     """A Temporal runtime exporting its metrics and the agent's (Prometheus endpoint or OTLP), or None for
     the default runtime (no metrics). One per configuration per process: a runtime owns its endpoint."""
+    global _process_meter
     if config.metrics == "none":
         return None
     if config in _runtimes:
@@ -300,17 +301,8 @@ def metrics_runtime(config: ObservabilityConfig) -> Runtime | None:
     runtime = Runtime(telemetry=TelemetryConfig(metrics=metrics, global_tags={"service_name": config.service_name},
                                                 attach_service_name=False))
     _runtimes[config] = runtime
-    set_process_meter(runtime.metric_meter)
+    _process_meter = runtime.metric_meter
     return runtime
-
-
-_process_meter: MetricMeter = MetricMeter.noop
-
-
-def set_process_meter(meter: MetricMeter) -> None:
-    """The meter for measurements outside workflows and activities (payload storage)."""
-    global _process_meter
-    _process_meter = meter
 
 
 def process_meter() -> MetricMeter:

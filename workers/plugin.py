@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, TypeVar
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agent.agent.errors import DurableAgentError
 from durable_agent.agent.logging import get_logger
@@ -58,36 +58,30 @@ PLUGIN_NAME = "durable-agent"
 HEARTBEAT_THROTTLE = timedelta(milliseconds=500)
 STICKY_TIMEOUT = timedelta(seconds=2)  # a crashed worker's prompts move on after 2 s, not the SDK's 10 s
 T = TypeVar("T")
+C = TypeVar("C", WorkerConfig, ReplayerConfig)
 FAILURE_TYPES: tuple[type[BaseException], ...] = (DurableAgentError,)
 
 
 def workflow_runner(mode: WorkflowSandbox = "on") -> WorkflowRunner:
-    """How workflow code runs: `on` (default), `strict` or `off` (Settings.workflow_sandbox).
-
-    `on` is Temporal's sandbox with the whole `durable_agent` package passed through: every workflow run
-    still gets a fresh sandbox (restricted builtins, no I/O, no `datetime.now()`), but our modules are not
-    re-imported per run (that cost ~280 KB per cached prompt). Only this project's workflow code runs in a
-    worker's workflows (tools, plugins and providers run in activities). `strict` passes nothing of ours
-    through; every test worker and the replay tests run under it, failing on any non-deterministic call.
-    `off` (an opt-in, for those who measured its gain on their load: docs/performance-next.md) runs
-    workflow code without the sandbox, saving its per-activation cost but losing its guard in production.
-    """
-    if mode == "strict":
-        return SandboxedWorkflowRunner()
-    if mode == "on":
-        # The whole package: the workflows' failure types import agent.errors, re-imported per workflow run otherwise.
-        passed = SandboxRestrictions.default.with_passthrough_modules("durable_agent")
-        return SandboxedWorkflowRunner(restrictions=passed)
-    if mode == "off":
-        return UnsandboxedWorkflowRunner()
-    raise ValueError(f"workflow sandbox must be off, on or strict, not {mode!r}")
+    """How workflow code runs, for a worker given no runner of its own: `compose_runner(mode)(None)`."""
+    return compose_runner(mode)(None)
 
 
 def compose_runner(mode: WorkflowSandbox = "on") -> Callable[[WorkflowRunner | None], WorkflowRunner]:
-    """The worker's runner as a function of the one it was given: a `SandboxedWorkflowRunner` keeps its
-    restrictions and runner class (a team's `with_passthrough_modules("mylib")` stays) and, in mode `on`, also
-    passes `durable_agent` through; a runner of another kind is the team's choice and is kept. Mode `off` runs
-    every workflow of the worker unsandboxed, as documented for DAGENT_WORKFLOW_SANDBOX."""
+    """The worker's runner as a function of the one it was given, for mode `on` (default), `strict` or `off`
+    (Settings.workflow_sandbox).
+
+    `on` is Temporal's sandbox with the whole `durable_agent` package passed through: every workflow run
+    still gets a fresh sandbox (restricted builtins, no I/O, no `datetime.now()`), but our modules are not
+    re-imported per run (that cost ~280 KB per cached prompt; the workflows' failure types import agent.errors).
+    Only this project's workflow code runs in a worker's workflows (tools, plugins and providers run in
+    activities). `strict` passes nothing of ours through; every test worker and the replay tests run under it,
+    failing on any non-deterministic call. `off` (an opt-in, for those who measured its gain on their load:
+    docs/performance-next.md) runs every workflow of the worker unsandboxed, saving the sandbox's
+    per-activation cost but losing its guard in production.
+
+    A `SandboxedWorkflowRunner` given keeps its restrictions and runner class (a team's
+    `with_passthrough_modules("mylib")` stays); a runner of another kind is the team's choice and is kept."""
     def compose(existing: WorkflowRunner | None) -> WorkflowRunner:
         if isinstance(existing, WatchedRunner):  # the plugin already configured this worker
             return existing
@@ -158,9 +152,7 @@ class DurableAgentPlugin(SimplePlugin):
         if carried_plugin(config["client"]) is None:  # type: ignore[typeddict-item]
             raise ValueError("build the worker on a client connected with plugins=[DurableAgentPlugin(...)]: "
                              "the worker needs that client's data converter")
-        config = super().configure_worker(config)
-        if not has_routing(config.get("interceptors")):  # the worker says where its prompts' model calls run
-            config["interceptors"] = [*config.get("interceptors", ()), RoutingInterceptor(self.settings.routing())]
+        config = self._routed(super().configure_worker(config))  # the worker says where its prompts' model calls run
         config["sticky_queue_schedule_to_start_timeout"] = STICKY_TIMEOUT
         config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
@@ -193,7 +185,9 @@ class DurableAgentPlugin(SimplePlugin):
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         """See base class. Also routes replayed prompts as this plugin's workers route them."""
-        config = super().configure_replayer(config)
+        return self._routed(super().configure_replayer(config))
+
+    def _routed(self, config: C) -> C:
         if not has_routing(config.get("interceptors")):
             config["interceptors"] = [*config.get("interceptors", ()), RoutingInterceptor(self.settings.routing())]
         return config
@@ -201,29 +195,22 @@ class DurableAgentPlugin(SimplePlugin):
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """See base class. While the worker runs, its prompts waiting for a person beyond the most recent
         `Settings.cached_waiting` leave its workflow cache (workers/resting.py)."""
+        sweeper: asyncio.Task[None] | None = None
         try:
-            await self._run_worker(worker, functools.partial(_run_checked, next=next))
+            runner = worker.config(active_config=True).get("workflow_runner")
+            if isinstance(runner, WatchedRunner):
+                if (evict := eviction_door(worker)) is not None:
+                    sweeper = asyncio.create_task(evict_resting(runner.runs, evict, self.settings.cached_waiting))
+                else:
+                    log.warning("workflow_cache.no_eviction_door", task_queue=worker.task_queue,
+                                detail="this temporalio has no request_workflow_eviction: waiting prompts stay cached")
+            await super().run_worker(worker, functools.partial(_run_checked, next=next))
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
             flush_traces()  # the worker's spans (and its process's client spans) reach the exporter
-
-    async def _run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        runner = worker.config(active_config=True).get("workflow_runner")
-        if not isinstance(runner, WatchedRunner):
-            await super().run_worker(worker, next)
-            return
-        evict = eviction_door(worker)
-        if evict is None:
-            log.warning("workflow_cache.no_eviction_door", task_queue=worker.task_queue,
-                        detail="this temporalio has no request_workflow_eviction: waiting prompts stay cached")
-            await super().run_worker(worker, next)
-            return
-        sweeper = asyncio.create_task(evict_resting(runner.runs, evict, self.settings.cached_waiting))
-        try:
-            await super().run_worker(worker, next)
-        finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
 
 
 async def _run_checked(worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:

@@ -36,8 +36,6 @@ class NotReady(Exception):
 
 
 class ReadyState(BaseModel):
-    """What the ready file holds."""
-
     pid: int
     identity: str
     address: str
@@ -45,33 +43,21 @@ class ReadyState(BaseModel):
     since: datetime
 
 
-class QueuePoll(BaseModel):
-    """One queue the worker must be seen polling, and for which kind of task."""
-
-    task_queue: str
-    workflows: bool  # True: the workflow-task poller; False: the activity-task poller
-
-
-async def pollers_seen(client: Client, polls: Sequence[QueuePoll], identity: str) -> list[QueuePoll]:
-    """The polls the server does not (yet) list `identity` for."""
-    missing = []
-    for poll in polls:
-        kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW if poll.workflows else TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
-        reply = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=poll.task_queue), task_queue_type=kind),
-            retry=True)
-        if not any(p.identity == identity for p in reply.pollers):
-            missing.append(poll)
-    return missing
+async def _polling(client: Client, task_queue: str, workflows: bool, identity: str) -> bool:
+    """Whether the server lists `identity` as a poller of `task_queue`'s workflow tasks (else activity tasks)."""
+    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW if workflows else TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+    reply = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind), retry=True)
+    return any(p.identity == identity for p in reply.pollers)
 
 
-async def wait_until_polling(client: Client, polls: Sequence[QueuePoll], identity: str) -> None:
-    """Return once the server lists `identity` as a poller of every queue in `polls` (no timeout: a worker that
-    never gets there stays not-ready, which is what a probe should see)."""
+async def wait_until_polling(client: Client, polls: Sequence[tuple[str, bool]], identity: str) -> None:
+    """Return once the server lists `identity` as a poller of every (task queue, workflow tasks or not) in `polls`
+    (no timeout: a worker that never gets there stays not-ready, which is what a probe should see)."""
     missing = list(polls)
     while missing:
         try:
-            missing = await pollers_seen(client, missing, identity)
+            missing = [poll for poll in missing if not await _polling(client, *poll, identity)]
         except Exception as exc:  # the server may be restarting: keep trying, the probe says "not ready" meanwhile
             log.warning("readiness check failed", error=str(exc))
         if missing:
@@ -146,12 +132,12 @@ async def serve_readiness(client: Client, workers: Sequence[Worker], path: Path 
             return worker.task_queue == workflow_queue
         return bool(worker.config(active_config=True).get("workflows"))
 
-    polls = [QueuePoll(task_queue=w.task_queue, workflows=polls_workflows(w)) for w in workers]
+    polls = [(w.task_queue, polls_workflows(w)) for w in workers]
     identity = workers[0].config().get("identity") or client.identity  # the SDK's default: the client's
 
     async def serve() -> None:
         await wait_until_polling(client, polls, identity)
-        state = ready.mark_ready(identity=identity, address=address, queues=[p.task_queue for p in polls])
+        state = ready.mark_ready(identity=identity, address=address, queues=[queue for queue, _ in polls])
         log.info("worker ready", ready_file=str(path), since=state.since.isoformat())
         await stopping.wait()
         ready.clear()

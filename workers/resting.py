@@ -40,7 +40,7 @@ from durable_agent.workflows.sdk_private import workflow_eviction
 if TYPE_CHECKING:
     import temporalio.workflow
     from temporalio.converter import SerializationContext, StorageDriverStoreContext
-    from temporalio.worker import Worker, WorkflowInstanceDetails
+    from temporalio.worker import WorkflowInstanceDetails
 
     from durable_agent.workflows.sdk_private import CommandInfo, WorkflowDefinition
 
@@ -176,9 +176,8 @@ class WatchedRunner(WorkflowRunner):
         self.inner.set_worker_level_failure_exception_types(types)
 
 
-def eviction_door(worker: Worker) -> Callable[[str], None] | None:
-    """The worker core's `request_workflow_eviction`, where temporalio 1.35 has it; None on an SDK without it."""
-    return workflow_eviction(worker)
+# The worker core's `request_workflow_eviction`, where temporalio 1.35 has it; None on an SDK without it.
+eviction_door = workflow_eviction
 
 
 @dataclass

@@ -12,7 +12,6 @@ On S3 and GCS a lifecycle rule on the `v0/ns/<ns>/` prefix does the same job (se
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,10 +29,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.config.storage.files import encode_segment
-from durable_agent.config.storage.gcs import GCSObjects
-from durable_agent.config.storage.local import DirectoryObjects
 from durable_agent.config.storage.objects import ObjectClient
-from durable_agent.config.storage.s3 import S3Objects
 
 DEFAULT_GRACE = timedelta(hours=1)
 
@@ -172,68 +168,6 @@ def _workflow_prefixes(namespace: str, workflow_type: str, workflow_id: str) -> 
     return [*(f"v0/ns/{ns}/wt/{t}/wi/{wid}/" for t in sorted(types)), f"v0/ns/{ns}/files/wi/{wid}/"]
 
 
-async def _listed(objects: ObjectClient, prefix: str) -> list[str]:
-    if isinstance(objects, DirectoryObjects):
-        base = objects.root / prefix
-        return [str(p.relative_to(objects.root)) for p in base.rglob("*") if p.is_file()] if base.exists() else []
-    keys: list[str] = []
-    if isinstance(objects, S3Objects):
-        s3 = await objects.raw()
-        async for page in s3.get_paginator("list_objects_v2").paginate(Bucket=objects.bucket, Prefix=prefix):
-            keys += [item["Key"] for item in page.get("Contents", [])]
-        return keys
-    if isinstance(objects, GCSObjects):
-        storage, token = await objects.raw(), None
-        while True:
-            page = await storage.list_objects(objects.bucket, params={"prefix": prefix,
-                                                                      **({"pageToken": token} if token else {})})
-            keys += [item["name"] for item in page.get("items", [])]
-            if not (token := page.get("nextPageToken")):
-                return keys
-    raise ValueError(f"{objects.location}: refreshing is implemented for directories, S3 and GCS only")
-
-
-async def _written_at(objects: ObjectClient, key: str) -> datetime | None:
-    """When the object was last written (None: it does not exist)."""
-    if isinstance(objects, DirectoryObjects):
-        path = objects.root / key
-        return datetime.fromtimestamp(path.stat().st_mtime, UTC) if path.is_file() else None
-    if isinstance(objects, S3Objects):
-        from botocore.exceptions import ClientError
-
-        try:
-            head = await (await objects.raw()).head_object(Bucket=objects.bucket, Key=key)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
-            raise
-        return head["LastModified"]  # type: ignore[no-any-return]
-    if isinstance(objects, GCSObjects):
-        from aiohttp import ClientResponseError
-
-        try:
-            metadata = await (await objects.raw()).download_metadata(objects.bucket, key)
-        except ClientResponseError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        # A GCS lifecycle `age` counts from the object's creation: a rewrite creates it again.
-        return datetime.fromisoformat(metadata["timeCreated"].replace("Z", "+00:00"))
-    raise ValueError(f"{objects.location}: refreshing is implemented for directories, S3 and GCS only")
-
-
-async def _rewrite(objects: ObjectClient, key: str) -> None:
-    """Write the object again in place: same key, same bytes, a new age."""
-    if isinstance(objects, DirectoryObjects):
-        os.utime(objects.root / key)
-    elif isinstance(objects, S3Objects):
-        await (await objects.raw()).copy_object(Bucket=objects.bucket, Key=key, MetadataDirective="REPLACE",
-                                                CopySource={"Bucket": objects.bucket, "Key": key})
-    elif isinstance(objects, GCSObjects):  # rewriteTo onto itself: a new generation, so a new creation time
-        refreshed = {"metadata": {"dagent-refreshed-at": datetime.now(UTC).isoformat()}}
-        await (await objects.raw()).copy(objects.bucket, key, objects.bucket, new_name=key, metadata=refreshed)
-
-
 async def refresh_live_blobs(client: Client, stores: Sequence[ObjectClient], *, older_than: timedelta =
                              DEFAULT_REFRESH_AGE, now: datetime | None = None, dry_run: bool = False,
                              task_queue: str | None = None) -> RefreshReport:
@@ -251,7 +185,7 @@ async def refresh_live_blobs(client: Client, stores: Sequence[ObjectClient], *, 
         report.workflows += 1
         for objects in stores:
             for prefix in _workflow_prefixes(client.namespace, execution.workflow_type, execution.id):
-                referenced.update(await _listed(objects, prefix))
+                referenced.update(await objects.keys(prefix))
         history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
         for event in history.events:
             referenced.update(key for payload in _payloads(event) if (key := claimed_key(payload)))
@@ -259,13 +193,13 @@ async def refresh_live_blobs(client: Client, stores: Sequence[ObjectClient], *, 
     for key in sorted(referenced):
         found = False
         for objects in stores:
-            written = await _written_at(objects, key)
+            written = await objects.written_at(key)
             if written is None:
                 continue
             found = True
             if written + older_than <= now:
                 if not dry_run:
-                    await _rewrite(objects, key)
+                    await objects.rewrite(key)
                 report.refreshed.append(key)
             break
         if not found:

@@ -52,17 +52,13 @@ class WorkerRouting(BaseModel):
     tiers: dict[str, TierRouting]
     model_local: bool = False
 
-    def fields_for(self, tier: str) -> dict[str, Any]:
-        """The request fields that route a prompt of `tier`, as plain data (the request validates them)."""
-        routing = self.tiers.get(tier, TierRouting())
-        return {"model_task_queue": routing.model_task_queue, "model_local": self.model_local,
-                "model_routing": routing.model_routing.model_dump() if routing.model_routing else None}
-
     def fill(self, request: Any) -> None:
         """Give `request` (a `PromptRequest`, in place) this worker's routing, unless its caller chose its own."""
         if request.model_fields_set & ROUTING_FIELDS:
             return
-        fields = self.fields_for(request.model)
+        routing = self.tiers.get(request.model, TierRouting())  # its fields as plain data: the request validates them
+        fields = {"model_task_queue": routing.model_task_queue, "model_local": self.model_local,
+                  "model_routing": routing.model_routing.model_dump() if routing.model_routing else None}
         if not any(fields.values()):  # model calls on the workflow's queue, as activities: what the request says
             return
         routed = type(request).model_validate(fields)  # by the request's own class (the sandbox's re-import)

@@ -31,7 +31,11 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
     try:
         async with AsyncExitStack() as workers:
             running = create_workers(client, runtime, settings)
-            settle_startup_objects()
+            # What start-up built (modules, schemas, the workers) leaves the cycle collector's sight (`gc.freeze`):
+            # every later full collection, such as the one after waiting prompts leave the cache (workers/resting.py),
+            # then scans only what the work since made, about 6 ms instead of 40.
+            gc.collect()
+            gc.freeze()
             for one in running:
                 await workers.enter_async_context(one)
             await workers.enter_async_context(serve_readiness(
@@ -39,10 +43,13 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
                 workflow_queue=settings.task_queue, stopping=stop.stopping))
             queues = [settings.task_queue] if settings.worker_queues != "models" else []
             queues += settings.model_queues if settings.worker_queues != "workflows" else []
+            # local model calls run with the workflow tasks the worker runs at once: as many model calls at once
+            local = "" if settings.model_calls != "local" else \
+                f" model_calls=local workflow_tasks={settings.workflow_task_slots or SDK_WORKFLOW_TASK_SLOTS}"
             say(f"worker on {settings.temporal_address} ({describe_security(settings.temporal_profile)}) "
                 f"queues={','.join(queues)} store={settings.blob_objects().location} "
                 f"codec={'on' if settings.codec_keys else 'off'} plugins={','.join(settings.plugins)} "
-                f"models={settings.model_tiers}{_model_calls(settings)}")
+                f"models={settings.model_tiers}{local}")
             if settings.metrics_port is not None:
                 say(f"metrics on http://{settings.observability().metrics_bind}/metrics")
             await stop.wait()
@@ -53,19 +60,3 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
         await runtime.mcp.aclose()  # stops the stdio MCP servers this worker started
         flush_traces()
     return 0
-
-
-def settle_startup_objects() -> None:
-    """Move what start-up built (modules, schemas, the workers) out of the cycle collector's sight
-    (`gc.freeze`): every later full collection, such as the one after waiting prompts leave the cache
-    (workers/resting.py), then scans only what the work since made, about 6 ms instead of 40."""
-    gc.collect()
-    gc.freeze()
-
-
-def _model_calls(settings: Settings) -> str:
-    """How model rounds run, on the start line when they are local: with the workflow tasks the worker runs at
-    once, which are also its model calls at once (docs/providers.md, Local model calls)."""
-    if settings.model_calls != "local":
-        return ""
-    return f" model_calls=local workflow_tasks={settings.workflow_task_slots or SDK_WORKFLOW_TASK_SLOTS}"

@@ -41,12 +41,11 @@ async def check_search_attributes(client: Client) -> None:
         _SETTLED.add(where)
         return
     present = {*listed.custom_attributes, *listed.system_attributes}
-    missing = [name for name in required_search_attributes() if name not in present]
-    if not missing:
-        _SETTLED.add(where)
-    else:
+    missing = {name: kind for name, kind in required_search_attributes().items() if name not in present}
+    if missing:
         commands = "; ".join(f"temporal operator search-attribute create --namespace {client.namespace} "
-                             f"--name {name} --type {required_search_attributes()[name]}" for name in missing)
+                             f"--name {name} --type {kind}" for name, kind in missing.items())
         raise MissingSearchAttributes(f"namespace {client.namespace} lacks the search attribute"
                                       f"{'s' if len(missing) > 1 else ''} {', '.join(missing)} that Durable "
                                       f"Agent's workflows set: {commands}")
+    _SETTLED.add(where)

@@ -105,10 +105,6 @@ class DeploymentView(BaseModel):
     routing_propagated: bool = True  # False while the last routing change is still reaching the task queues
 
 
-def _enum_name(prefix: str, full: str) -> str:
-    return full.removeprefix(prefix)
-
-
 def _one_line(exc: RPCError, what: str) -> DeploymentError:
     message = exc.message.splitlines()[0] if exc.message else exc.status.name if exc.status else "error"
     if exc.status == RPCStatusCode.NOT_FOUND:
@@ -130,8 +126,8 @@ async def describe_deployment(client: Client, name: str) -> DeploymentView:
     versions = [
         VersionView(
             build_id=summary.deployment_version.build_id,
-            status=_enum_name("WORKER_DEPLOYMENT_VERSION_STATUS_", WorkerDeploymentVersionStatus.Name(summary.status)),
-            drainage=_enum_name("VERSION_DRAINAGE_STATUS_", VersionDrainageStatus.Name(summary.drainage_status))
+            status=WorkerDeploymentVersionStatus.Name(summary.status).removeprefix("WORKER_DEPLOYMENT_VERSION_STATUS_"),
+            drainage=VersionDrainageStatus.Name(summary.drainage_status).removeprefix("VERSION_DRAINAGE_STATUS_")
             if summary.drainage_status else None,
             created_at=summary.create_time.ToDatetime().astimezone() if summary.HasField("create_time") else None,
         )
@@ -163,7 +159,6 @@ async def wait_for_routing(client: Client, name: str, timeout: float = ROUTING_W
 
 
 async def list_deployments(client: Client) -> list[str]:
-    """The names of the namespace's Worker Deployments."""
     names: list[str] = []
     token = b""
     while True:

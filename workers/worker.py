@@ -58,13 +58,6 @@ def build_runtime(settings: Settings, *, plugins: Sequence[Plugin] | None = None
     )
 
 
-@functools.cache
-def code_build_id() -> str:
-    """The worker's build id when it does not poll as a deployment version (one per process, like Temporal's
-    default): `loaded_code_digest()` when first asked."""
-    return loaded_code_digest()
-
-
 def loaded_code_digest() -> str:
     """A digest of every loaded module's name, file size and modification time. Temporal's default build id
     (`load_default_build_id`) reads and unmarshals the bytecode of every loaded module instead, about 0.65 s
@@ -80,6 +73,10 @@ def loaded_code_digest() -> str:
             continue
         digest.update(f"{name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return f"dagent-{digest.hexdigest()}"
+
+
+# The worker's build id when it does not poll as a deployment version: one per process, like Temporal's default.
+code_build_id = functools.cache(loaded_code_digest)
 
 
 def _versioning(options: dict[str, Any], settings: Settings | None) -> dict[str, Any]:
@@ -137,14 +134,10 @@ def create_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, set
 def create_model_worker(client: Client, runtime: AgentRuntime, *, task_queue: str, settings: Settings | None = None,
                         max_concurrent: int | None = None, worker_rate: float | None = None,
                         rate_limit: float | None = None, **options: Any) -> Worker:
-    """A worker for model calls only, on their own task queue.
-
-    `rate_limit`: the most model calls the queue starts in any one second, all its workers together. The
-    server enforces it, as Temporal's `max_task_queue_activities_per_second` set to `queue_rate(rate_limit)`
-    (about half: the server's token bucket hands out a second's worth at once after a pause), and `PacedCalls`
-    starts the calls spaced as the server handed them out, however late they reach this worker (see
-    workers/rate_limits.py). `worker_rate` (`max_activities_per_second`) and `max_concurrent` bound one worker.
-    (The client's plugin registers the workflows on every worker; no workflow is ever started on a model queue.)
+    """A worker for model calls only, on their own task queue. `rate_limit`: the most model calls the queue starts
+    in any one second, all its workers together: enforced by the server at `queue_rate(rate_limit)` and paced here
+    by `PacedCalls` (workers/rate_limits.py). `worker_rate` (`max_activities_per_second`) and `max_concurrent`
+    bound one worker. (The client's plugin registers the workflows on every worker; none starts on a model queue.)
     """
     client = _with_plugin(client, settings)
     options = _versioning(options, settings)

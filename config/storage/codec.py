@@ -150,5 +150,4 @@ def codec_for(spec: str, key_id: str | None = None) -> AESGCMCodec | None:
 
 
 def codec_from_env(env: Mapping[str, str]) -> AESGCMCodec | None:
-    """The codec if `DAGENT_CODEC_KEYS` is set in `env`, else None."""
     return codec_for(env.get("DAGENT_CODEC_KEYS", ""), env.get("DAGENT_CODEC_KEY_ID"))

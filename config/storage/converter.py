@@ -34,7 +34,7 @@ from temporalio.converter import (
     WithSerializationContext,
 )
 
-from durable_agent.config.storage.drivers import MeteredStorageDriver, payload_driver
+from durable_agent.config.storage.drivers import payload_driver
 from durable_agent.config.storage.objects import ObjectClient
 from durable_agent.config.storage.stores import objects_for
 
@@ -98,7 +98,7 @@ def compose_data_converter(existing: DataConverter | None, store: ObjectClient |
     storage = existing.external_storage
     if storage is None:
         objects = store if isinstance(store, ObjectClient) else objects_for("", store)
-        storage = ExternalStorage(drivers=[MeteredStorageDriver(payload_driver(objects))],
+        storage = ExternalStorage(drivers=[payload_driver(objects)],
                                   payload_size_threshold=threshold)
     return dataclasses.replace(existing, payload_converter_class=payload_converter_class(
         existing.payload_converter_class), payload_codec=payload_codec, external_storage=storage)

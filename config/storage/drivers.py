@@ -25,11 +25,15 @@ from durable_agent.config.storage.objects import BlobMissing, ObjectClient, Stor
 MISSING_BLOB_ERROR = "PayloadBlobMissing"
 
 
-class WrappingDriver(StorageDriver):
-    """A driver around another one: the same name and type; subclasses add to what it stores and retrieves."""
+class StoreDriver(StorageDriver):
+    """A backend's payload driver under the same name and type, with every failure one line naming the store's
+    location and the object key, and what it stores counted: `dagent_payload_stored_bytes` and
+    `dagent_payloads_stored` by driver (on the process's metrics runtime; nothing is recorded without one).
+    A missing object is `PayloadBlobMissing` (non-retryable; also the activity's type): see the module docstring."""
 
-    def __init__(self, inner: StorageDriver) -> None:
+    def __init__(self, inner: StorageDriver, location: str) -> None:
         self.inner = inner
+        self.location = location
 
     def name(self) -> str:
         return self.inner.name()
@@ -38,36 +42,22 @@ class WrappingDriver(StorageDriver):
         return self.inner.type()
 
     async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        return list(await self.inner.store(context, payloads))
-
-    async def retrieve(self, context: StorageDriverRetrieveContext,
-                       claims: Sequence[StorageDriverClaim]) -> list[Payload]:
-        return list(await self.inner.retrieve(context, claims))
-
-
-class ExplainingDriver(WrappingDriver):
-    """Wraps a payload driver so every failure is one line with the store's location and the object key.
-
-    A missing object fails the workflow (non-retryable `PayloadBlobMissing`, also the activity's type); any
-    other failure (unreachable store, wrong store) is retryable, so the prompt waits and the reason is in
-    the workflow task failure until the configuration or the store is fixed.
-    """
-
-    def __init__(self, inner: StorageDriver, location: str) -> None:
-        super().__init__(inner)
-        self.location = location
-
-    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
         try:
-            return await super().store(context, payloads)
+            claims = list(await self.inner.store(context, payloads))
         except Exception as exc:
             raise StoreUnavailable(f"payload store {self.location}: cannot write a payload: "
                                    f"{describe(exc)}") from exc
+        meter = process_meter()
+        labels = {"driver": self.inner.type()}
+        meter.create_counter("dagent_payload_stored_bytes", "Payload bytes sent to external storage", "By").add(
+            sum(p.ByteSize() for p in payloads), labels)
+        meter.create_counter("dagent_payloads_stored", "Payloads sent to external storage").add(len(payloads), labels)
+        return claims
 
     async def retrieve(self, context: StorageDriverRetrieveContext,
                        claims: Sequence[StorageDriverClaim]) -> list[Payload]:
         try:
-            return await super().retrieve(context, claims)
+            return list(await self.inner.retrieve(context, claims))
         except Exception as exc:
             keys = ", ".join(str(c.claim_data.get("key") or c.claim_data.get("sha256")) for c in claims)
             cause = root_cause(exc)
@@ -80,19 +70,5 @@ class ExplainingDriver(WrappingDriver):
                                    f"{describe(exc)}") from exc
 
 
-class MeteredStorageDriver(WrappingDriver):
-    """Counts what another driver stores: `dagent_payload_stored_bytes` and `dagent_payloads_stored` by driver
-    (on the process's metrics runtime; nothing is recorded without one)."""
-
-    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        claims = await super().store(context, payloads)
-        meter = process_meter()
-        labels = {"driver": self.inner.type()}
-        meter.create_counter("dagent_payload_stored_bytes", "Payload bytes sent to external storage", "By").add(
-            sum(p.ByteSize() for p in payloads), labels)
-        meter.create_counter("dagent_payloads_stored", "Payloads sent to external storage").add(len(payloads), labels)
-        return claims
-
-
 def payload_driver(objects: ObjectClient) -> StorageDriver:
-    return ExplainingDriver(objects.payload_driver(), objects.location)
+    return StoreDriver(objects.payload_driver(), objects.location)

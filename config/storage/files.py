@@ -27,17 +27,13 @@ def encode_segment(value: str | None) -> str:
     return "".join(chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in value.encode())
 
 
-def file_key(namespace: str, workflow_id: str, digest: str) -> str:
-    return f"v0/ns/{encode_segment(namespace)}/files/wi/{encode_segment(workflow_id)}/d/sha256/{digest}"
-
-
 SEALED_SEGMENT = "/d/hmac-sha256/"
 
 
-def sealed_file_key(namespace: str, workflow_id: str, key_id: str, digest: str) -> str:
-    """Where an encrypted file lives: named by the HMAC of its content under the codec key `key_id`."""
-    return (f"v0/ns/{encode_segment(namespace)}/files/wi/{encode_segment(workflow_id)}"
-            f"{SEALED_SEGMENT}{encode_segment(key_id)}/{digest}")
+def file_key(namespace: str, workflow_id: str, digest: str, key_id: str | None = None) -> str:
+    """Where a file lives: under its sha256, or encrypted under the HMAC of its content with the codec key `key_id`."""
+    named_by = "/d/sha256/" if key_id is None else f"{SEALED_SEGMENT}{encode_segment(key_id)}/"
+    return f"v0/ns/{encode_segment(namespace)}/files/wi/{encode_segment(workflow_id)}{named_by}{digest}"
 
 
 class _BackgroundLoop:
@@ -89,7 +85,8 @@ class BlobFileStore:
 
     async def aput(self, name: str, content: bytes, media_type: str) -> str:
         if self.codec is not None:
-            key = sealed_file_key(self.namespace, self.workflow_id, *self.codec.file_digest(content))
+            key_id, digest = self.codec.file_digest(content)
+            key = file_key(self.namespace, self.workflow_id, digest, key_id)
             data = self.codec.seal_file(content, key)
         else:
             key = file_key(self.namespace, self.workflow_id, hashlib.sha256(content).hexdigest())

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
@@ -19,8 +20,6 @@ from durable_agent.config.storage.objects import BlobMissing, ObjectClient, PerL
 
 
 class GCSObjects(ObjectClient):
-    """Google Cloud Storage through gcloud-aio-storage (the SDK's GCS driver adapter)."""
-
     def __init__(self, bucket: str) -> None:
         require("gcs", f"the blob store gs://{bucket}")
         self.bucket = bucket
@@ -51,21 +50,40 @@ class GCSObjects(ObjectClient):
             raise
 
     async def exists(self, key: str) -> bool:
+        return await self._metadata(key) is not None
+
+    async def written_at(self, key: str) -> datetime | None:
+        # A GCS lifecycle `age` counts from the object's creation: a rewrite creates it again.
+        metadata = await self._metadata(key)
+        return None if metadata is None else datetime.fromisoformat(metadata["timeCreated"].replace("Z", "+00:00"))
+
+    async def _metadata(self, key: str) -> dict[str, Any] | None:
         from aiohttp import ClientResponseError
 
         try:
-            await (await self.raw()).download_metadata(self.bucket, key)
-            return True
+            return await (await self.raw()).download_metadata(self.bucket, key)  # type: ignore[no-any-return]
         except ClientResponseError as exc:
             if exc.status == 404:
-                return False
+                return None
             raise
 
-    def payload_driver(self) -> StorageDriver:
-        from temporalio.contrib.gcp.gcsdriver import GCSStorageDriver
-        from temporalio.contrib.gcp.gcsdriver.gcloud_aio import new_gcloud_aio_client
+    async def keys(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        storage, token = await self.raw(), None
+        while True:
+            page = await storage.list_objects(self.bucket, params={"prefix": prefix,
+                                                                   **({"pageToken": token} if token else {})})
+            keys += [item["name"] for item in page.get("items", [])]
+            if not (token := page.get("nextPageToken")):
+                return keys
 
-        return _LazyGCSDriver(self, GCSStorageDriver, new_gcloud_aio_client)
+    async def rewrite(self, key: str) -> None:
+        # rewriteTo onto itself: a new generation, so a new creation time
+        refreshed = {"metadata": {"dagent-refreshed-at": datetime.now(UTC).isoformat()}}
+        await (await self.raw()).copy(self.bucket, key, self.bucket, new_name=key, metadata=refreshed)
+
+    def payload_driver(self) -> StorageDriver:
+        return _LazyGCSDriver(self)
 
     async def aclose(self) -> None:
         await self._clients.aclose()
@@ -74,10 +92,8 @@ class GCSObjects(ObjectClient):
 class _LazyGCSDriver(StorageDriver):
     """The SDK's GCS driver over a per-event-loop gcloud-aio client."""
 
-    def __init__(self, objects: GCSObjects, driver_cls: Any, adapter: Callable[[Any], Any]) -> None:
+    def __init__(self, objects: GCSObjects) -> None:
         self.objects = objects
-        self._driver_cls = driver_cls
-        self._adapter = adapter
 
     def name(self) -> str:
         return "gcp.gcsdriver"
@@ -86,9 +102,10 @@ class _LazyGCSDriver(StorageDriver):
         return "gcp.gcsdriver"
 
     async def _driver(self) -> StorageDriver:
-        driver: StorageDriver = self._driver_cls(client=self._adapter(await self.objects.raw()),
-                                                 bucket=self.objects.bucket)
-        return driver
+        from temporalio.contrib.gcp.gcsdriver import GCSStorageDriver
+        from temporalio.contrib.gcp.gcsdriver.gcloud_aio import new_gcloud_aio_client
+
+        return GCSStorageDriver(client=new_gcloud_aio_client(await self.objects.raw()), bucket=self.objects.bucket)
 
     async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
         return list(await (await self._driver()).store(context, payloads))
@@ -96,4 +113,3 @@ class _LazyGCSDriver(StorageDriver):
     async def retrieve(self, context: StorageDriverRetrieveContext,
                        claims: Sequence[StorageDriverClaim]) -> list[Payload]:
         return list(await (await self._driver()).retrieve(context, claims))
-

@@ -7,12 +7,11 @@ import asyncio
 import contextlib
 import os
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 from temporalio.contrib.aws.s3driver import S3StorageDriver
-from temporalio.converter import (
-    StorageDriver,
-)
+from temporalio.converter import StorageDriver
 
 from durable_agent.config.storage.objects import BlobMissing, ObjectClient, S3Adapter
 
@@ -72,6 +71,17 @@ class DirectoryObjects(ObjectClient):
 
     async def exists(self, key: str) -> bool:
         return await asyncio.to_thread(self._path(key).exists)
+
+    async def keys(self, prefix: str) -> list[str]:
+        base = self.root / prefix
+        return [str(p.relative_to(self.root)) for p in base.rglob("*") if p.is_file()] if base.exists() else []
+
+    async def written_at(self, key: str) -> datetime | None:
+        path = self.root / key
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC) if path.is_file() else None
+
+    async def rewrite(self, key: str) -> None:
+        os.utime(self.root / key)
 
     def payload_driver(self) -> StorageDriver:
         return S3StorageDriver(client=S3Adapter(self), bucket=lambda _c, _p: self.bucket, driver_name=DIR_DRIVER_NAME)

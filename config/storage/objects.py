@@ -7,6 +7,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from temporalio.contrib.aws.s3driver import S3StorageDriverClient
@@ -41,6 +42,19 @@ class ObjectClient:
         raise NotImplementedError
 
     def payload_driver(self) -> StorageDriver:
+        raise NotImplementedError
+
+    # What `dagent store refresh` (workers/retention.py) needs of a store: implemented for directories, S3 and GCS.
+
+    async def keys(self, prefix: str) -> list[str]:
+        raise ValueError(f"{self.location}: refreshing is implemented for directories, S3 and GCS only")
+
+    async def written_at(self, key: str) -> datetime | None:
+        """When the object was last written (None: it does not exist)."""
+        raise ValueError(f"{self.location}: refreshing is implemented for directories, S3 and GCS only")
+
+    async def rewrite(self, key: str) -> None:
+        """Write the object again in place: same key, same bytes, a new age."""
         raise NotImplementedError
 
     async def aclose(self) -> None:

@@ -5,6 +5,7 @@ botocore); `DAGENT_S3_ENDPOINT_URL` (or `AWS_ENDPOINT_URL_S3`) points it at anot
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from temporalio.contrib.aws.s3driver import S3StorageDriver
@@ -15,8 +16,6 @@ from durable_agent.config.storage.objects import BlobMissing, ObjectClient, PerL
 
 
 class S3Objects(ObjectClient):
-    """S3 or any S3-compatible server, through aioboto3 (the SDK's S3 driver uses the same client)."""
-
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None) -> None:
         require("s3", f"the blob store s3://{bucket}")
         self.bucket = bucket
@@ -58,15 +57,32 @@ class S3Objects(ObjectClient):
         return bytes(await response["Body"].read())
 
     async def exists(self, key: str) -> bool:
+        return await self._head(key) is not None
+
+    async def written_at(self, key: str) -> datetime | None:
+        head = await self._head(key)
+        return None if head is None else head["LastModified"]
+
+    async def _head(self, key: str) -> dict[str, Any] | None:
         from botocore.exceptions import ClientError
 
         try:
-            await (await self.raw()).head_object(Bucket=self.bucket, Key=key)
-            return True
+            return await (await self.raw()).head_object(Bucket=self.bucket, Key=key)  # type: ignore[no-any-return]
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return False
+                return None
             raise
+
+    async def keys(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        async for page in (await self.raw()).get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                                       Prefix=prefix):
+            keys += [item["Key"] for item in page.get("Contents", [])]
+        return keys
+
+    async def rewrite(self, key: str) -> None:
+        await (await self.raw()).copy_object(Bucket=self.bucket, Key=key, MetadataDirective="REPLACE",
+                                             CopySource={"Bucket": self.bucket, "Key": key})
 
     def payload_driver(self) -> StorageDriver:
         return S3StorageDriver(client=S3Adapter(self), bucket=self.bucket)
