@@ -18,6 +18,7 @@ from durable_agent.cli.errors import Explained as Explained  # the commands use 
 from durable_agent.cli.errors import explained as explained
 from durable_agent.cli.printed_lines import AddressOption as AddressOption  # the commands import it from here
 from durable_agent.cli.running import exit_now as exit_now
+from durable_agent.cli.running import exit_user_error as exit_user_error
 from durable_agent.cli.running import load_settings as load_settings
 from durable_agent.cli.running import run_async as run_async
 

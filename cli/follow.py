@@ -22,15 +22,7 @@ from rich.status import Status
 from rich.text import Text
 
 from durable_agent.agent.models import ApprovalRequest, PromptOutput, ToolOutput
-from durable_agent.cli.answer_line import (
-    discard_at_exit,
-    discard_typed_ahead,
-    owned_answer_line,
-    questions_were_asked,
-    read_answer,
-    read_line,
-    typed_answer,
-)
+from durable_agent.cli.answer_line import discard_typed_ahead, owned_answer_line, questions_were_asked, typed_answer
 from durable_agent.cli.render import decision_words, describe_output, state_words
 from durable_agent.client import PromptHandle
 from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgress
@@ -38,8 +30,6 @@ from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgres
 STATE_STYLES = {"waiting_for_approval": "bold yellow", "failed": "bold red", "cancelled": "yellow",
                 "completed": "bold green", "stopped": "bold yellow", "running": "cyan"}
 
-__all__ = ["STATE_STYLES", "LiveView", "decision_words", "discard_at_exit", "discard_typed_ahead", "follow",
-           "read_answer", "read_line"]
 
 class LiveView:
     """Prints a prompt's events as a timeline and keeps a spinner with the current step below it."""

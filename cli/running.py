@@ -18,10 +18,16 @@ def exit_now(code: int = 0) -> NoReturn:
     """Leave without running interpreter teardown: the Temporal SDK can crash there (sdk-python#300)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    follow = sys.modules.get("durable_agent.cli.follow")  # only a command that followed asked questions
-    if follow is not None:
-        follow.discard_at_exit()
+    answer_line = sys.modules.get("durable_agent.cli.answer_line")  # only a command that followed asked questions
+    if answer_line is not None:
+        answer_line.discard_at_exit()
     os._exit(code)
+
+
+def exit_user_error(exc: BaseException) -> NoReturn:
+    """One line on stderr, exit code 2: the command cannot run as given."""
+    report("error", exc)
+    exit_now(USER_ERROR)
 
 
 def run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
@@ -42,8 +48,7 @@ def load_settings(address: str | None, profile: str | None = None) -> Settings:
     try:
         settings = Settings.from_env(profile=profile)
     except ValueError as exc:
-        report("error", exc)
-        exit_now(USER_ERROR)
+        exit_user_error(exc)
     if address:
         settings = settings.model_copy(update={"temporal_address": address})
     configure_logging(settings.log_level)

@@ -10,7 +10,7 @@ import typer
 
 from durable_agent.cli import common
 from durable_agent.cli.common import AddressOption, ProfileOption, console, err_console
-from durable_agent.cli.errors import REFUSED, USER_ERROR, report
+from durable_agent.cli.errors import REFUSED, report
 
 if TYPE_CHECKING:
     from durable_agent.agent.stops import PromptStop
@@ -41,7 +41,6 @@ def run(
     max_cost: Annotated[float | None, typer.Option(help="Stop after the round that reaches this cost")] = None,
 ) -> None:
     """Start a prompt, stream its outputs, and ask for approvals on a TTY."""
-    from pydantic import ValidationError
     from rich.text import Text
 
     from durable_agent.agent.models import TERMINAL_STATES, ModelTier
@@ -60,15 +59,10 @@ def run(
         task_priority = prompt_priority(user, priority_key=priority, fairness_key=fairness_key)
         budget = (PromptBudget(max_tokens=max_tokens, max_cost=max_cost)
                   if max_tokens is not None or max_cost is not None else None)
-    except ValueError as exc:
-        report("error", exc)
-        common.exit_now(USER_ERROR)
-    ask = sys.stdin.isatty() if interactive is None else interactive
-    try:
         PromptRequest(input=text, max_rounds=max_rounds or DEFAULT_MAX_ROUNDS)  # refuse bad input before connecting
-    except ValidationError as exc:
-        report("error", exc)
-        common.exit_now(USER_ERROR)
+    except ValueError as exc:  # pydantic's ValidationError included
+        common.exit_user_error(exc)
+    ask = sys.stdin.isatty() if interactive is None else interactive
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -147,7 +141,7 @@ def chat(
 ) -> None:
     """An interactive conversation: each line you type is a prompt with the whole conversation as history.
     Approvals are asked inline. Empty line or Ctrl-D ends the session (the conversation stays open)."""
-    from durable_agent.cli.follow import read_line
+    from durable_agent.cli.answer_line import read_line
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)

@@ -38,22 +38,14 @@ DYNAMIC_CONFIG: dict[str, str] = {
 }
 
 
-# arguments
+def _flags(flag: str, values: Mapping[str, str]) -> list[str]:
+    """``flag KEY=VALUE`` for each entry."""
+    return [arg for key, value in values.items() for arg in (flag, f"{key}={value}")]
 
 
 def search_attribute_args(attributes: Mapping[str, str] = SEARCH_ATTRIBUTES) -> list[str]:
     """``--search-attribute NAME=Type`` for each attribute."""
-    args: list[str] = []
-    for name, kind in attributes.items():
-        args += ["--search-attribute", f"{name}={kind}"]
-    return args
-
-
-def _dynamic_config_args(config: Mapping[str, str] = DYNAMIC_CONFIG) -> list[str]:
-    args: list[str] = []
-    for key, value in config.items():
-        args += ["--dynamic-config-value", f"{key}={value}"]
-    return args
+    return _flags("--search-attribute", attributes)
 
 
 def dev_server_args(
@@ -78,9 +70,7 @@ def dev_server_args(
         args.append("--headless")
     else:
         args += ["--ui-port", str(ui_port)]
-    args += search_attribute_args()
-    args += _dynamic_config_args()
-    return args
+    return args + extra_args_for_start_local()
 
 
 def extra_args_for_start_local() -> list[str]:
@@ -89,5 +79,5 @@ def extra_args_for_start_local() -> list[str]:
     The SDK already passes ``--ip``, ``--port``, ``--namespace``, ``--db-filename``, ``--ui-port`` /
     ``--headless`` and log options itself; this adds our search attributes and dynamic config.
     """
-    return search_attribute_args() + _dynamic_config_args()
+    return search_attribute_args() + _flags("--dynamic-config-value", DYNAMIC_CONFIG)
 
