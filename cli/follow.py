@@ -50,8 +50,6 @@ class LiveView:
         self.not_yours: set[str] = set()  # calls whose answer here was not applied: someone else must decide
         self.tools: dict[str, str] = {}  # call id -> tool, of the calls printed (a sub-agent's question names it)
 
-    # --- spinner ----------------------------------------------------------------------------------
-
     def _status_text(self) -> str:
         if self.waiting:
             elapsed = int(time.monotonic() - self.waiting_since)
@@ -100,8 +98,6 @@ class LiveView:
             await asyncio.sleep(1)
             self.refresh()
 
-    # --- waiting calls ----------------------------------------------------------------------------
-
     def wait_for(self, index: int, entry: ToolOutput) -> None:
         if not self.waiting:
             self.waiting_since = time.monotonic()
@@ -118,34 +114,25 @@ class LiveView:
         return sorted((item for waiting_id, item in self.waiting.items() if waiting_id != call_id),
                       key=lambda item: item[0])
 
-    # --- lines ------------------------------------------------------------------------------------
-
     def line(self, text: str | Text, style: str | None = None) -> None:
-        self._end_stream()
+        if self.streaming:  # end the streamed text's line
+            self.console.print()
+            self.streaming = False
         if self.question is not None:
             self.console.print()  # leave the question's line; it is asked again below
         self.console.print(text if isinstance(text, Text) else Text(text, style=style or ""))
         if self.question is not None:  # asked again with what was typed so far: the answer is what shows
             self.console.print(Text(self.question, style="bold"), Text(typed_answer()), sep="", end="")
 
-    def _end_stream(self) -> None:
-        if self.streaming:
-            self.console.print()
-            self.streaming = False
-
     def entry(self, index: int, entry: PromptOutput) -> None:
         self.flush_held(before=index)
-        text = Text(f"[{index}] ", style="dim")
-        rendered = describe_output(entry)
+        style = ""
         if isinstance(entry, ToolOutput):
             self.tools[entry.id] = entry.tool
             result = entry.result
             style = ("red" if result is not None and result.type == "error" else
                      "yellow" if isinstance(result, ApprovalRequest) else "")
-            text.append(rendered, style=style)
-        else:
-            text.append(rendered)
-        self.line(text)
+        self.line(Text(f"[{index}] ", style="dim").append(describe_output(entry), style=style))
 
     def flush_held(self, before: int | None = None) -> None:
         """Print the held calls as running (those recorded before `before`, or all)."""

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
-from durable_agent.cli.common import STATES  # noqa: F401  (defined there: `dagent ls --help` shows them)
 from durable_agent.client import prompt_query
 from durable_agent.workflows.names import PROMPT_STATE, USER_ID
 

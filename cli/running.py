@@ -30,6 +30,17 @@ def exit_user_error(exc: BaseException) -> NoReturn:
     exit_now(USER_ERROR)
 
 
+async def until_interrupted() -> None:
+    """Return on SIGINT or SIGTERM (a long-running command's end)."""
+    import asyncio
+    import signal
+
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
 def run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
     import asyncio
 

@@ -45,7 +45,7 @@ def run(
 
     from durable_agent.agent.models import TERMINAL_STATES, ModelTier
     from durable_agent.cli import hints
-    from durable_agent.cli.render import describe_prompt
+    from durable_agent.cli.render import describe_prompt, state_words
     from durable_agent.client import AgentClient
     from durable_agent.client.priority import prompt_priority
     from durable_agent.workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest
@@ -77,8 +77,6 @@ def run(
         prompt = await handle.get()
         if state in TERMINAL_STATES:
             console.print(next(line for line in describe_prompt(prompt) if line.startswith("usage")))
-        from durable_agent.cli.render import state_words
-
         console.print(f"state: {state_words(prompt.state)}")
         return _ended_badly(handle.id, prompt.state, prompt.error, prompt.stop)
 

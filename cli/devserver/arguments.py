@@ -39,7 +39,6 @@ DYNAMIC_CONFIG: dict[str, str] = {
 
 
 def _flags(flag: str, values: Mapping[str, str]) -> list[str]:
-    """``flag KEY=VALUE`` for each entry."""
     return [arg for key, value in values.items() for arg in (flag, f"{key}={value}")]
 
 
@@ -57,10 +56,7 @@ def dev_server_args(
     ip: str = "127.0.0.1",
     log_level: str = "warn",
 ) -> list[str]:
-    """Arguments after the ``temporal`` executable: ``["server", "start-dev", ...]``.
-
-    ``ui_port=None`` runs headless; ``db_file=None`` keeps all state in memory (lost on exit).
-    """
+    """Arguments after ``temporal``: ``ui_port=None`` runs headless; ``db_file=None`` keeps state in memory."""
     args = ["server", "start-dev", "--ip", ip, "--port", str(port), "--log-level", log_level]
     if namespace != "default":  # "default" is always created
         args += ["--namespace", namespace]
@@ -74,10 +70,7 @@ def dev_server_args(
 
 
 def extra_args_for_start_local() -> list[str]:
-    """Extra CLI args for ``WorkflowEnvironment.start_local(dev_server_extra_args=...)``.
-
-    The SDK already passes ``--ip``, ``--port``, ``--namespace``, ``--db-filename``, ``--ui-port`` /
-    ``--headless`` and log options itself; this adds our search attributes and dynamic config.
-    """
+    """For ``WorkflowEnvironment.start_local(dev_server_extra_args=...)`` (which passes the address, database, UI
+    and log options itself): our search attributes and dynamic config."""
     return search_attribute_args() + _flags("--dynamic-config-value", DYNAMIC_CONFIG)
 

@@ -95,8 +95,6 @@ class DevServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
-    # ---- addresses ---------------------------------------------------------------------------
-
     @property
     def _host(self) -> str:
         return "127.0.0.1" if self.ip in ("0.0.0.0", "", "::") else self.ip
@@ -137,8 +135,6 @@ class DevServer:
             *self.extra_args,
         ]
 
-    # ---- lifecycle (sync) --------------------------------------------------------------------
-
     def start(self) -> Self:
         """Start the server and block until it is healthy (raises :class:`DevServerError`)."""
         with self._lock:
@@ -172,10 +168,7 @@ class DevServer:
         return self
 
     def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL.
-
-        Returns the exit code (None if never started). A graceful stop takes 1.5-3 s.
-        """
+        """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL; the exit code (a graceful stop takes 1.5-3 s)."""
         return self._end(signal.SIGTERM, timeout)
 
     def kill(self) -> int | None:
@@ -210,8 +203,6 @@ class DevServer:
         self._wait_port_free()
         return self.start()
 
-    # ---- lifecycle (async) -------------------------------------------------------------------
-
     async def start_async(self) -> Self:
         return await asyncio.to_thread(self.start)
 
@@ -221,8 +212,6 @@ class DevServer:
 
     async def restart_async(self, *, kill: bool = False) -> Self:
         return await asyncio.to_thread(self.restart, kill=kill)
-
-    # ---- context managers --------------------------------------------------------------------
 
     def __enter__(self) -> Self:
         return self.start()
@@ -241,8 +230,6 @@ class DevServer:
         return (
             f"DevServer(address={self.address!r}, ui_url={self.ui_url!r}, db_file={self.db_file!r}, {state})"
         )
-
-    # ---- internals ---------------------------------------------------------------------------
 
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines of the server's log file."""
