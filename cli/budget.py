@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from durable_agent.cli.errors import exit_user_error
 from durable_agent.cli.printed_lines import AddressOption, JsonLinesOption, print_lines_of, print_rows_of
-from durable_agent.cli.running import exit_user_error
 
 if TYPE_CHECKING:  # `dagent --help` lists this group without loading pydantic
     from durable_agent.agent.period_budgets import BudgetLimit, LedgerView

@@ -17,9 +17,9 @@ from durable_agent.activities.runtime import AgentRuntime
 from durable_agent.agent.extras import install_hint, missing_modules
 from durable_agent.cli.demo_webhooks import demo_webhooks
 from durable_agent.cli.devserver import DevServer, free_port
+from durable_agent.cli.errors import until_interrupted
 from durable_agent.cli.follow import follow
 from durable_agent.cli.render import describe_prompt
-from durable_agent.cli.running import until_interrupted
 from durable_agent.cli.ui_links import forget_server, remember_server
 from durable_agent.client import AgentClient, DecisionRefused
 from durable_agent.config.observability import flush_traces

@@ -32,8 +32,7 @@ DeciderOption = Annotated[str, typer.Option(help="Your user id (a person, `alice
 
 def _deciding(address: str | None, profile: str | None, tool_call_id: str | None, every: bool,
               by: str) -> tuple[Settings, str]:
-    """The settings and the deciding person of `approve` and `reject`, once the options both take are checked:
-    a TOOL_CALL_ID or --all (not both), and a --by that names a person."""
+    """The settings and the deciding person of `approve` and `reject`, once the options both take are checked."""
     settings = common.load_settings(address, profile)
     if (tool_call_id is None) == (not every):
         raise typer.BadParameter("give a TOOL_CALL_ID or --all (not both)")

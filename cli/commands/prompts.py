@@ -168,18 +168,17 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the full record as JSON")] = False,
 ) -> None:
     """Print a prompt's record."""
+    import contextlib
+
+    from temporalio.client import WorkflowExecutionStatus
+
+    from durable_agent.cli import hints
     from durable_agent.cli.render import describe_prompt
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)
 
     async def main() -> int:
-        import contextlib
-
-        from temporalio.client import WorkflowExecutionStatus
-
-        from durable_agent.cli import hints
-
         client = await AgentClient.connect(settings)
         handle = client.prompt(prompt_id)
         problem = await handle.task_problem()
