@@ -221,10 +221,9 @@ async def _read_into(items: AsyncIterator[tuple[int | None, object]], queue: asy
     try:
         async for _, item in items:
             queue.put_nowait(item)
+        queue.put_nowait(_END)
     except Exception as exc:
         queue.put_nowait(exc)
-        return
-    queue.put_nowait(_END)
 
 
 async def follow(handle: PromptHandle, console: Console, *, interactive: bool | None, approver: str,

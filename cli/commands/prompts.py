@@ -14,15 +14,8 @@ from durable_agent.cli.errors import REFUSED, report
 
 if TYPE_CHECKING:
     from durable_agent.agent.stops import PromptStop
-    from durable_agent.client import PromptHandle
 
 app = typer.Typer()
-
-
-async def _follow(handle: PromptHandle, *, interactive: bool | None, approver: str, from_offset: int = 0) -> str:
-    from durable_agent.cli.follow import follow
-
-    return await follow(handle, console, interactive=interactive, approver=approver, from_offset=from_offset)
 
 
 @app.command()
@@ -45,6 +38,7 @@ def run(
 
     from durable_agent.agent.models import TERMINAL_STATES, ModelTier
     from durable_agent.cli import hints
+    from durable_agent.cli.follow import follow
     from durable_agent.cli.render import describe_prompt, state_words
     from durable_agent.client import AgentClient
     from durable_agent.client.priority import prompt_priority
@@ -73,7 +67,7 @@ def run(
         console.print(f"Temporal UI: {settings.workflow_url(handle.id)}")
         if not await hints.worker_polling(client.client, settings):
             err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(settings)))
-        state = await _follow(handle, interactive=ask, approver=user)
+        state = await follow(handle, console, interactive=ask, approver=user)
         prompt = await handle.get()
         if state in TERMINAL_STATES:
             console.print(next(line for line in describe_prompt(prompt) if line.startswith("usage")))
@@ -109,6 +103,7 @@ def watch(
     from temporalio.client import WorkflowExecutionStatus
 
     from durable_agent.cli import hints
+    from durable_agent.cli.follow import follow
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)
@@ -124,7 +119,7 @@ def watch(
         if description.status == WorkflowExecutionStatus.RUNNING and not await hints.worker_polling(client.client,
                                                                                                      queue):
             err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(queue)))
-        state = await _follow(handle, interactive=None, approver="", from_offset=from_offset)
+        state = await follow(handle, console, interactive=None, approver="", from_offset=from_offset)
         return _ended_badly(prompt_id, state, None)
 
     common.run_async(main, settings)
@@ -140,6 +135,7 @@ def chat(
     """An interactive conversation: each line you type is a prompt with the whole conversation as history.
     Approvals are asked inline. Empty line or Ctrl-D ends the session (the conversation stays open)."""
     from durable_agent.cli.answer_line import read_line
+    from durable_agent.cli.follow import follow
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)
@@ -155,7 +151,7 @@ def chat(
                 return 0
             prompt = await conversation.send(line, user_id=user)
             await conversation.prompt_started(prompt.id, timeout=300)
-            await _follow(prompt, interactive=True, approver=user)
+            await follow(prompt, console, interactive=True, approver=user)
 
     common.run_async(main, settings)
 
