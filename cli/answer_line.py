@@ -69,6 +69,7 @@ class _Stdin:
         self.typed = ""  # the answer on screen, while the program owns the answer line (a question at a terminal)
 
     async def line(self) -> str | None:
+        """One line from stdin without blocking the event loop; None at the end of input."""
         while b"\n" not in self.buffer and not self.eof:
             data = await self._read()
             self.eof = not data
@@ -161,11 +162,9 @@ def _stdin_is_terminal() -> bool:
 
 
 _STDIN = _Stdin()
-
-
-async def read_line() -> str | None:
-    """One line from stdin without blocking the event loop; None at the end of input."""
-    return await _STDIN.line()
+read_line = _STDIN.line
+read_answer = _STDIN.answer
+discard_typed_ahead = _STDIN.discard
 
 
 @contextlib.contextmanager
@@ -185,18 +184,9 @@ def owned_answer_line(out: TextIO) -> Iterator[None]:
             _STDIN.owned = False
 
 
-async def read_answer(out: TextIO) -> str | None:
-    """An answer to the question on screen, read with the answer line owned by the program (`_Stdin.answer`)."""
-    return await _STDIN.answer(out)
-
-
 def typed_answer() -> str:
     """What is typed on the answer line now (empty when the terminal owns the line)."""
     return _STDIN.typed
-
-
-def discard_typed_ahead() -> None:
-    _STDIN.discard()
 
 
 def discard_at_exit() -> None:
@@ -209,7 +199,3 @@ def discard_at_exit() -> None:
 def questions_were_asked() -> None:
     """Keys typed from now until `dagent` exits are meant for questions that are gone (`discard_at_exit`)."""
     _STDIN.discard_at_exit = True
-
-
-__all__ = ["discard_at_exit", "discard_typed_ahead", "owned_answer_line", "questions_were_asked", "read_answer",
-           "read_line", "typed_answer"]

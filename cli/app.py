@@ -14,8 +14,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from durable_agent.cli.common import exit_now
-from durable_agent.cli.errors import REFUSED, USER_ERROR, report
+from durable_agent.cli.common import exit_now, exit_user_error
+from durable_agent.cli.errors import REFUSED, report
 
 # name -> "module:attribute": a command function in a module's `app`, or a sub-app (`typer.Typer`) of its own.
 # In the order `dagent --help` lists them. A new command or group is one line here.
@@ -147,11 +147,9 @@ def main() -> None:
     except typer.Abort:
         exit_now(130)
     except (typer.TyperException, MissingExtra) as exc:
-        report("error", exc)
-        exit_now(USER_ERROR)
+        exit_user_error(exc)
     except ModuleNotFoundError as exc:  # an optional package imported outside extras.import_extra
-        report("error", explain_missing(exc, "this command"))
-        exit_now(USER_ERROR)
+        exit_user_error(explain_missing(exc, "this command"))
     except Exception as exc:
         report("error", exc)
         exit_now(REFUSED)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from durable_agent.cli.errors import exit_user_error
 from durable_agent.cli.printed_lines import AddressOption, JsonLinesOption, print_lines_of, print_rows_of
 
 if TYPE_CHECKING:  # `dagent --help` lists this group without loading pydantic
@@ -21,14 +22,6 @@ budget_app = typer.Typer(help="Budgets of users and conversations per day, week 
                          no_args_is_help=True)
 
 PrincipalArgument = Annotated[str, typer.Argument(help="user:<id> or conversation:<id>")]
-
-
-def _refuse(exc: Exception) -> None:
-    from durable_agent.cli.common import exit_now
-    from durable_agent.cli.errors import USER_ERROR, report
-
-    report("error", exc)
-    exit_now(USER_ERROR)
 
 
 def describe(view: LedgerView) -> list[str]:
@@ -81,7 +74,7 @@ def budget_set(
             limit = budget_limit(period=period, max_tokens=tokens, max_cost=cost,
                                  on_exhausted="ask" if ask else "stop", approvers=approver or [])
     except BudgetError as exc:
-        _refuse(exc)
+        exit_user_error(exc)
 
     async def work(agent: object) -> list[str]:
         view = await set_budget(agent, principal, limit, by=by)  # type: ignore[arg-type]
@@ -99,7 +92,7 @@ def budget_show(principal: PrincipalArgument, address: AddressOption = None,
     try:
         check_principal(principal)
     except BudgetError as exc:
-        _refuse(exc)
+        exit_user_error(exc)
 
     async def work(agent: object) -> list[str]:
         view = await show_budget(agent, principal)  # type: ignore[arg-type]

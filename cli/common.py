@@ -15,11 +15,12 @@ from rich.console import Console
 
 from durable_agent.cli.errors import REFUSED, report
 from durable_agent.cli.errors import Explained as Explained  # the commands use these from here
+from durable_agent.cli.errors import exit_now as exit_now
+from durable_agent.cli.errors import exit_user_error as exit_user_error
 from durable_agent.cli.errors import explained as explained
+from durable_agent.cli.errors import load_settings as load_settings
+from durable_agent.cli.errors import run_async as run_async
 from durable_agent.cli.printed_lines import AddressOption as AddressOption  # the commands import it from here
-from durable_agent.cli.running import exit_now as exit_now
-from durable_agent.cli.running import load_settings as load_settings
-from durable_agent.cli.running import run_async as run_async
 
 # Text is printed as given: no emoji codes (`:name:` in a prompt or an id stays as typed; rich's table of them
 # is 1 MiB of every process that prints, a worker's included).

@@ -45,7 +45,10 @@ async def print_decision_commands(view: LiveView, handle: PromptHandle) -> None:
                                    approvers=entry.result.approvers)
                    for _, entry in sorted(view.waiting.values(), key=lambda item: item[0])
                    if isinstance(entry.result, ApprovalRequest)]
-    prompt_id = handle.id
+    if not pending:
+        return
+    prompt_id, first = handle.id, pending[0]
+    flags, fields = decider(first.approvers)
     if len(pending) > 1:
         view.line(f"The prompt is waiting for {len(pending)} decisions; it goes on once every one is in:",
                   style="yellow")
@@ -54,13 +57,9 @@ async def print_decision_commands(view: LiveView, handle: PromptHandle) -> None:
         view.line("Decide each with one of:", style="yellow")
         for call in pending:
             view.line(f"  dagent approve {prompt_id} {call.tool_call_id}{decider(call.approvers)[0]}")
-    elif pending:
+    else:
         view.line("The prompt is waiting for approval. Decide with one of:", style="yellow")
-        view.line(f"  dagent approve {prompt_id} {pending[0].tool_call_id}{decider(pending[0].approvers)[0]}")
-    if not pending:
-        return
-    first = pending[0]
-    flags, fields = decider(first.approvers)
+        view.line(f"  dagent approve {prompt_id} {first.tool_call_id}{flags}")
     signal = json.dumps({"tool_call_id": first.tool_call_id, **fields})
     view.line(f"  dagent reject {prompt_id} {first.tool_call_id}{flags} --reason 'not now'")
     view.line(f"  temporal workflow signal -w {prompt_id} --name approve --input '{signal}'")

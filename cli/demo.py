@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import signal
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +17,7 @@ from durable_agent.activities.runtime import AgentRuntime
 from durable_agent.agent.extras import install_hint, missing_modules
 from durable_agent.cli.demo_webhooks import demo_webhooks
 from durable_agent.cli.devserver import DevServer, free_port
+from durable_agent.cli.errors import until_interrupted
 from durable_agent.cli.follow import follow
 from durable_agent.cli.render import describe_prompt
 from durable_agent.cli.ui_links import forget_server, remember_server
@@ -83,7 +83,7 @@ async def run_demo(*, db_file: Path, keep: bool, interactive: bool, console: Con
             console.print(f"\nTemporal UI: {settings.workflow_url(handle.id)}")
             if keep:
                 console.print("Server and worker keep running; Ctrl-C stops them.")
-                await _wait_for_interrupt()
+                await until_interrupted()
             else:
                 console.print(f"(The server stops now; `dagent server --db-file {db_file}` brings it back "
                               "with this history.)")
@@ -127,11 +127,3 @@ async def _approve_from_second_client(settings: Settings, prompt_id: str, consol
         console.print(f"    Approving from a second client: dagent approve {prompt.id} {pending.tool_call_id}")
         with contextlib.suppress(DecisionRefused):
             await approver.approve(pending.tool_call_id, by=APPROVER, wait=True)
-
-
-async def _wait_for_interrupt() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()

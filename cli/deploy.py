@@ -13,11 +13,15 @@ set-current-version / set-ramping-version / describe`; changes return once they 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from durable_agent.cli.printed_lines import AddressOption
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 deploy_app = typer.Typer(help="Worker Versioning rollouts: which build new prompts start on (DAGENT_DEPLOYMENT_NAME).",
                          no_args_is_help=True)
@@ -26,75 +30,71 @@ DeploymentOption = Annotated[str | None, typer.Option(
     "--deployment", help="Worker Deployment name (default: $DAGENT_DEPLOYMENT_NAME)")]
 
 
-def _name(deployment: str | None, default: str | None) -> str:
-    name = deployment or default
-    if not name:
+def _run(address: str | None, deployment: str | None, work: Callable[[Client, str], Awaitable[list[str]]],
+         refuse: str | None = None, named: bool = True) -> None:
+    """Connect as a worker does, run `work(client, the deployment's name)` and print its lines."""
+    from durable_agent.cli.common import console, load_settings, run_async
+    from durable_agent.workers.worker import connect
+
+    settings = load_settings(address)
+    name = deployment or settings.deployment_name or ""
+    if named and not name:
         raise typer.BadParameter("give --deployment or set DAGENT_DEPLOYMENT_NAME")
-    return name
+    if refuse:
+        raise typer.BadParameter(refuse)
+
+    async def main() -> int:
+        for line in await work(await connect(settings), name):
+            console.print(line)
+        return 0
+
+    run_async(main, settings)
 
 
 @deploy_app.command("ls")
 def deploy_ls(address: AddressOption = None) -> None:
     """The namespace's Worker Deployments."""
-    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.versioning import list_deployments
-    from durable_agent.workers.worker import connect
 
-    settings = load_settings(address)
+    async def work(client: Client, _: str) -> list[str]:
+        return await list_deployments(client)
 
-    async def main() -> int:
-        for name in await list_deployments(await connect(settings)):
-            console.print(name)
-        return 0
-
-    run_async(main, settings)
+    _run(address, None, work, named=False)
 
 
 @deploy_app.command("describe")
 def deploy_describe(deployment: DeploymentOption = None, address: AddressOption = None,
                     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """Versions of the deployment: which is current, which ramps, which are draining or drained."""
-    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.versioning import describe_deployment
-    from durable_agent.workers.worker import connect
 
-    settings = load_settings(address)
-    name = _name(deployment, settings.deployment_name)
-
-    async def main() -> int:
-        view = await describe_deployment(await connect(settings), name)
+    async def work(client: Client, name: str) -> list[str]:
+        view = await describe_deployment(client, name)
         if as_json:
-            console.print(json.dumps(view.model_dump(mode="json")))
-            return 0
+            return [json.dumps(view.model_dump(mode="json"))]
         ramp = f", ramping {view.ramping} at {view.ramping_percent:g}%" if view.ramping else ""
-        console.print(f"deployment {view.name}: current {view.current or '(none: unversioned workers)'}{ramp}"
-                      f"{'' if view.routing_propagated else ' (routing change in progress)'}")
+        lines = [f"deployment {view.name}: current {view.current or '(none: unversioned workers)'}{ramp}"
+                 f"{'' if view.routing_propagated else ' (routing change in progress)'}"]
         for version in view.versions:
             drain = f" {version.drainage.lower()}" if version.drainage else ""
             created = f" created {version.created_at:%Y-%m-%d %H:%M}" if version.created_at else ""
-            console.print(f"  {version.build_id:<20} {version.status.lower()}{drain}{created}")
-        return 0
+            lines.append(f"  {version.build_id:<20} {version.status.lower()}{drain}{created}")
+        return lines
 
-    run_async(main, settings)
+    _run(address, deployment, work)
 
 
 @deploy_app.command("set-current")
 def deploy_set_current(build_id: Annotated[str, typer.Argument(help="The build id new prompts start on")],
                        deployment: DeploymentOption = None, address: AddressOption = None) -> None:
     """New prompts start on this build; prompts already running stay on the build they started on."""
-    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.versioning import set_current_version
-    from durable_agent.workers.worker import connect
 
-    settings = load_settings(address)
-    name = _name(deployment, settings.deployment_name)
+    async def work(client: Client, name: str) -> list[str]:
+        await set_current_version(client, name, build_id)
+        return [f"{name}: current version {build_id}"]
 
-    async def main() -> int:
-        await set_current_version(await connect(settings), name, build_id)
-        console.print(f"{name}: current version {build_id}")
-        return 0
-
-    run_async(main, settings)
+    _run(address, deployment, work)
 
 
 @deploy_app.command("set-ramping")
@@ -105,18 +105,10 @@ def deploy_set_ramping(
     deployment: DeploymentOption = None, address: AddressOption = None,
 ) -> None:
     """Send a share of new prompts to a build before making it current."""
-    from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.versioning import set_ramping_version
-    from durable_agent.workers.worker import connect
 
-    settings = load_settings(address)
-    name = _name(deployment, settings.deployment_name)
-    if not stop and not build_id:
-        raise typer.BadParameter("give a build id to ramp, or --stop")
+    async def work(client: Client, name: str) -> list[str]:
+        await set_ramping_version(client, name, None if stop else build_id, percent)
+        return [f"{name}: {'no ramping version' if stop else f'ramping {build_id} at {percent:g}%'}"]
 
-    async def main() -> int:
-        await set_ramping_version(await connect(settings), name, None if stop else build_id, percent)
-        console.print(f"{name}: {'no ramping version' if stop else f'ramping {build_id} at {percent:g}%'}")
-        return 0
-
-    run_async(main, settings)
+    _run(address, deployment, work, refuse=None if stop or build_id else "give a build id to ramp, or --stop")

@@ -1,14 +1,16 @@
-"""How `dagent` reports a failure: one line on stderr, a non-zero exit code.
+"""How `dagent` runs a command's work and reports a failure: one line on stderr, a non-zero exit code.
 
 Shared by every command (and by whatever else prints user errors): `--json` output stays the only thing
-on stdout, and a script can rely on `dagent ...; echo $?`.
+on stdout, and a script can rely on `dagent ...; echo $?`. Without typer or rich: the worker process
+(cli/worker_process.py) runs through it too.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from durable_agent.workers.settings import Settings
@@ -95,3 +97,55 @@ def report_failure(exc: BaseException) -> int:
         return USER_ERROR
     report("error", exc)  # connection failures, RPC errors: still one line, never a traceback
     return REFUSED
+
+
+def exit_now(code: int = 0) -> NoReturn:
+    """Leave without running interpreter teardown: the Temporal SDK can crash there (sdk-python#300)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    answer_line = sys.modules.get("durable_agent.cli.answer_line")  # only a command that followed asked questions
+    if answer_line is not None:
+        answer_line.discard_at_exit()
+    os._exit(code)
+
+
+def exit_user_error(exc: BaseException) -> NoReturn:
+    """One line on stderr, exit code 2: the command cannot run as given."""
+    report("error", exc)
+    exit_now(USER_ERROR)
+
+
+async def until_interrupted() -> None:
+    """Return on SIGINT or SIGTERM (a long-running command's end)."""
+    import asyncio
+    import signal
+
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+def run_async(main: Callable[[], Awaitable[int | None]], settings: Settings | None = None) -> None:
+    import asyncio
+
+    try:
+        code = asyncio.run(explained(main, settings))
+    except (KeyboardInterrupt, Exception) as exc:
+        code = report_failure(exc)
+    exit_now(code or 0)
+
+
+def load_settings(address: str | None, profile: str | None = None) -> Settings:
+    from durable_agent.agent.logging import configure_logging
+    from durable_agent.cli.ui_links import with_ui_url
+    from durable_agent.workers.settings import Settings
+
+    try:
+        settings = Settings.from_env(profile=profile)
+    except ValueError as exc:
+        exit_user_error(exc)
+    if address:
+        settings = settings.model_copy(update={"temporal_address": address})
+    configure_logging(settings.log_level)
+    return with_ui_url(settings)  # links to the UI the server really has

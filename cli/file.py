@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from durable_agent.cli import common
 from durable_agent.cli.common import AddressOption, ProfileOption, console
 
 if TYPE_CHECKING:
@@ -52,7 +53,6 @@ def pick(prompt: Prompt, which: str | None) -> tuple[int, FileOutput]:
 @file_app.command("ls")
 def file_ls(prompt_id: PromptArgument, address: AddressOption = None, profile: ProfileOption = None) -> None:
     """List the prompt's attached files."""
-    from durable_agent.cli import common
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)
@@ -85,7 +85,6 @@ def file_get(
     """Save a file the prompt's tools attached."""
     import sys
 
-    from durable_agent.cli import common
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)

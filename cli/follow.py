@@ -22,15 +22,7 @@ from rich.status import Status
 from rich.text import Text
 
 from durable_agent.agent.models import ApprovalRequest, PromptOutput, ToolOutput
-from durable_agent.cli.answer_line import (
-    discard_at_exit,
-    discard_typed_ahead,
-    owned_answer_line,
-    questions_were_asked,
-    read_answer,
-    read_line,
-    typed_answer,
-)
+from durable_agent.cli.answer_line import discard_typed_ahead, owned_answer_line, questions_were_asked, typed_answer
 from durable_agent.cli.render import decision_words, describe_output, state_words
 from durable_agent.client import PromptHandle
 from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgress
@@ -38,8 +30,6 @@ from durable_agent.workflows.protocol import StreamEvent, TextDelta, ToolProgres
 STATE_STYLES = {"waiting_for_approval": "bold yellow", "failed": "bold red", "cancelled": "yellow",
                 "completed": "bold green", "stopped": "bold yellow", "running": "cyan"}
 
-__all__ = ["STATE_STYLES", "LiveView", "decision_words", "discard_at_exit", "discard_typed_ahead", "follow",
-           "read_answer", "read_line"]
 
 class LiveView:
     """Prints a prompt's events as a timeline and keeps a spinner with the current step below it."""
@@ -59,8 +49,6 @@ class LiveView:
         self.question: str | None = None  # the question on screen (lines printed meanwhile repeat it)
         self.not_yours: set[str] = set()  # calls whose answer here was not applied: someone else must decide
         self.tools: dict[str, str] = {}  # call id -> tool, of the calls printed (a sub-agent's question names it)
-
-    # --- spinner ----------------------------------------------------------------------------------
 
     def _status_text(self) -> str:
         if self.waiting:
@@ -110,8 +98,6 @@ class LiveView:
             await asyncio.sleep(1)
             self.refresh()
 
-    # --- waiting calls ----------------------------------------------------------------------------
-
     def wait_for(self, index: int, entry: ToolOutput) -> None:
         if not self.waiting:
             self.waiting_since = time.monotonic()
@@ -128,34 +114,25 @@ class LiveView:
         return sorted((item for waiting_id, item in self.waiting.items() if waiting_id != call_id),
                       key=lambda item: item[0])
 
-    # --- lines ------------------------------------------------------------------------------------
-
     def line(self, text: str | Text, style: str | None = None) -> None:
-        self._end_stream()
+        if self.streaming:  # end the streamed text's line
+            self.console.print()
+            self.streaming = False
         if self.question is not None:
             self.console.print()  # leave the question's line; it is asked again below
         self.console.print(text if isinstance(text, Text) else Text(text, style=style or ""))
         if self.question is not None:  # asked again with what was typed so far: the answer is what shows
             self.console.print(Text(self.question, style="bold"), Text(typed_answer()), sep="", end="")
 
-    def _end_stream(self) -> None:
-        if self.streaming:
-            self.console.print()
-            self.streaming = False
-
     def entry(self, index: int, entry: PromptOutput) -> None:
         self.flush_held(before=index)
-        text = Text(f"[{index}] ", style="dim")
-        rendered = describe_output(entry)
+        style = ""
         if isinstance(entry, ToolOutput):
             self.tools[entry.id] = entry.tool
             result = entry.result
             style = ("red" if result is not None and result.type == "error" else
                      "yellow" if isinstance(result, ApprovalRequest) else "")
-            text.append(rendered, style=style)
-        else:
-            text.append(rendered)
-        self.line(text)
+        self.line(Text(f"[{index}] ", style="dim").append(describe_output(entry), style=style))
 
     def flush_held(self, before: int | None = None) -> None:
         """Print the held calls as running (those recorded before `before`, or all)."""
@@ -244,10 +221,9 @@ async def _read_into(items: AsyncIterator[tuple[int | None, object]], queue: asy
     try:
         async for _, item in items:
             queue.put_nowait(item)
+        queue.put_nowait(_END)
     except Exception as exc:
         queue.put_nowait(exc)
-        return
-    queue.put_nowait(_END)
 
 
 async def follow(handle: PromptHandle, console: Console, *, interactive: bool | None, approver: str,

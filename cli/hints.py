@@ -28,23 +28,17 @@ def missing_prompt_id(exc: BaseException) -> str | None:
     return None
 
 
-async def similar_prompt_ids(client: Client, wrong: str) -> list[str]:
-    """Recent prompt ids that look like `wrong` (a typo, a missing prefix, a truncated id)."""
-    ids: list[str] = []
-    async for execution in client.list_workflows(f"WorkflowType = '{PROMPT_WORKFLOW}'",
-                                                 limit=RECENT_FOR_SUGGESTIONS):
-        ids.append(execution.id)
-    containing = [i for i in ids if wrong and wrong in i]
-    return (containing or difflib.get_close_matches(wrong, ids, n=3, cutoff=0.6))[:3]
-
-
 async def unknown_prompt(client: Client | None, prompt_id: str) -> str:
+    """`no prompt 'x'`, suggesting recent prompt ids that look like it (a typo, a missing prefix, a truncated id)."""
     message = f"no prompt {prompt_id!r}"
     if client is not None:
         try:
-            similar = await similar_prompt_ids(client, prompt_id)
+            ids = [execution.id async for execution in client.list_workflows(
+                f"WorkflowType = '{PROMPT_WORKFLOW}'", limit=RECENT_FOR_SUGGESTIONS)]
         except RPCError:
-            similar = []
+            ids = []
+        containing = [i for i in ids if prompt_id and prompt_id in i]
+        similar = (containing or difflib.get_close_matches(prompt_id, ids, n=3, cutoff=0.6))[:3]
         if similar:
             return f"{message} — did you mean {' or '.join(similar)}?"
     return f"{message} — `dagent ls` lists recent prompts"

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
-from durable_agent.cli.common import STATES  # noqa: F401  (defined there: `dagent ls --help` shows them)
 from durable_agent.client import prompt_query
 from durable_agent.workflows.names import PROMPT_STATE, USER_ID
 
@@ -58,6 +57,4 @@ async def recent_prompts(client: Client, *, state: str | None = None, user: str 
         async for execution in client.list_workflows(_query(state, user), limit=limit + len(waiting)):
             if execution.id not in waiting and len(rows) < limit:
                 rows.append(await _row(execution))
-    head = [row for row in rows if row.state == WAITING]
-    rest = sorted((row for row in rows if row.state != WAITING), key=lambda row: row.started_at, reverse=True)
-    return sorted(head, key=lambda row: row.started_at, reverse=True) + rest
+    return sorted(rows, key=lambda row: (row.state == WAITING, row.started_at), reverse=True)

@@ -22,7 +22,8 @@ from durable_agent.agent.models import ApprovalRequest, ToolOutput
 from durable_agent.agent.period_budgets import MORE_BUDGET_TOOL
 from durable_agent.agent.stops import people_words
 from durable_agent.cli import api_decisions
-from durable_agent.cli.follow import LiveView, discard_typed_ahead, read_answer
+from durable_agent.cli.answer_line import discard_typed_ahead, read_answer
+from durable_agent.cli.follow import LiveView
 from durable_agent.cli.hints import refused_roles
 from durable_agent.cli.render import decision_words, short
 from durable_agent.client import DecisionRefused, PromptHandle

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from operator import methodcaller
+from typing import Annotated, Any
 
 import typer
 
@@ -37,8 +39,7 @@ def schedule_create(
     address: AddressOption = None,
 ) -> None:
     """Create a schedule that starts a prompt on a cron or interval spec."""
-    from durable_agent.cli.common import exit_now
-    from durable_agent.cli.errors import USER_ERROR, report
+    from durable_agent.cli.common import exit_user_error
     from durable_agent.client.schedules import OVERLAP_POLICIES, ScheduleError, create_schedule, schedule_spec
 
     if model not in ("normal", "high"):
@@ -48,8 +49,7 @@ def schedule_create(
         if overlap not in OVERLAP_POLICIES:
             raise ScheduleError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}")
     except ScheduleError as exc:
-        report("error", exc)
-        exit_now(USER_ERROR)
+        exit_user_error(exc)
 
     async def work(agent: object) -> list[str]:
         await create_schedule(agent, schedule_id, text, user_id=user, cron=cron, every=every,  # type: ignore[arg-type]
@@ -86,38 +86,26 @@ def schedule_runs(schedule_id: IdArgument, address: AddressOption = None) -> Non
     print_lines_of(address, work)
 
 
-def _simple(verb: str, schedule_id: str, address: str | None) -> None:
-    from durable_agent.client.schedules import schedule_handle
-
-    async def work(agent: object) -> list[str]:
-        handle = await schedule_handle(agent, schedule_id)  # type: ignore[arg-type]
-        if verb == "paused":
-            await handle.pause(note="paused by dagent")
-        elif verb == "unpaused":
-            await handle.unpause(note="unpaused by dagent")
-        elif verb == "triggered":
-            await handle.trigger()
-        else:
-            await handle.delete()
-        return [f"schedule {schedule_id} {verb}"]
-
-    print_lines_of(address, work)
-
-
-def _simple_command(name: str, verb: str, help_text: str) -> None:
+def _simple_command(name: str, verb: str, act: Callable[[Any], Awaitable[None]], help_text: str) -> None:
     """Register `dagent schedule <name> ID`: one call on the schedule's handle, then `schedule ID <verb>`."""
 
     def command(schedule_id: IdArgument, address: AddressOption = None) -> None:
-        _simple(verb, schedule_id, address)
+        from durable_agent.client.schedules import schedule_handle
+
+        async def work(agent: object) -> list[str]:
+            await act(await schedule_handle(agent, schedule_id))  # type: ignore[arg-type]
+            return [f"schedule {schedule_id} {verb}"]
+
+        print_lines_of(address, work)
 
     command.__doc__ = help_text
     schedule_app.command(name)(command)
 
 
-for _name, _verb, _help in [
-    ("pause", "paused", "Stop starting runs until unpaused."),
-    ("unpause", "unpaused", "Start runs again on the spec."),
-    ("trigger", "triggered", "Start one run now (subject to the overlap policy)."),
-    ("delete", "deleted", "Delete the schedule (prompts it started are kept)."),
+for _name, _verb, _act, _help in [
+    ("pause", "paused", methodcaller("pause", note="paused by dagent"), "Stop starting runs until unpaused."),
+    ("unpause", "unpaused", methodcaller("unpause", note="unpaused by dagent"), "Start runs again on the spec."),
+    ("trigger", "triggered", methodcaller("trigger"), "Start one run now (subject to the overlap policy)."),
+    ("delete", "deleted", methodcaller("delete"), "Delete the schedule (prompts it started are kept)."),
 ]:
-    _simple_command(_name, _verb, _help)
+    _simple_command(_name, _verb, _act, _help)

@@ -17,7 +17,7 @@ def say(line: str) -> None:
 
 def main() -> None:
     put_working_directory_on_path()
-    from durable_agent.cli.running import load_settings, run_async
+    from durable_agent.cli.errors import load_settings, run_async
     from durable_agent.workers.run import run_worker
 
     settings = load_settings(None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from functools import partial
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -16,7 +17,7 @@ from durable_agent.cli.errors import REFUSED
 if TYPE_CHECKING:
     from durable_agent.agent.models import ToolOutput
     from durable_agent.cli import decisions
-    from durable_agent.client import AgentClient, PromptHandle
+    from durable_agent.client import AgentClient
     from durable_agent.workers.settings import Settings
 
 app = typer.Typer()
@@ -31,8 +32,7 @@ DeciderOption = Annotated[str, typer.Option(help="Your user id (a person, `alice
 
 def _deciding(address: str | None, profile: str | None, tool_call_id: str | None, every: bool,
               by: str) -> tuple[Settings, str]:
-    """The settings and the deciding person of `approve` and `reject`, once the options both take are checked:
-    a TOOL_CALL_ID or --all (not both), and a --by that names a person."""
+    """The settings and the deciding person of `approve` and `reject`, once the options both take are checked."""
     settings = common.load_settings(address, profile)
     if (tool_call_id is None) == (not every):
         raise typer.BadParameter("give a TOOL_CALL_ID or --all (not both)")
@@ -104,8 +104,7 @@ def approve(
     if corrected is not None and every:
         raise typer.BadParameter("--input corrects one call; it cannot be used with --all")
 
-    async def approve_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
-        return await api_decisions.approve(handle, call_id, by=by, input=corrected, roles=role or ())
+    approve_one = partial(api_decisions.approve, by=by, input=corrected, roles=role or ())
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -127,8 +126,7 @@ def reject(
 
     settings, by = _deciding(address, profile, tool_call_id, every, by)
 
-    async def reject_one(handle: PromptHandle, call_id: str) -> ToolOutput | None:
-        return await api_decisions.reject(handle, call_id, by=by, reason=reason, roles=role or ())
+    reject_one = partial(api_decisions.reject, by=by, reason=reason, roles=role or ())
 
     async def main() -> int:
         await _decide(await AgentClient.connect(settings), prompt_id, tool_call_id, reject_one, "rejected")

@@ -10,19 +10,12 @@ import typer
 
 from durable_agent.cli import common
 from durable_agent.cli.common import AddressOption, ProfileOption, console, err_console
-from durable_agent.cli.errors import REFUSED, USER_ERROR, report
+from durable_agent.cli.errors import REFUSED, report
 
 if TYPE_CHECKING:
     from durable_agent.agent.stops import PromptStop
-    from durable_agent.client import PromptHandle
 
 app = typer.Typer()
-
-
-async def _follow(handle: PromptHandle, *, interactive: bool | None, approver: str, from_offset: int = 0) -> str:
-    from durable_agent.cli.follow import follow
-
-    return await follow(handle, console, interactive=interactive, approver=approver, from_offset=from_offset)
 
 
 @app.command()
@@ -41,12 +34,12 @@ def run(
     max_cost: Annotated[float | None, typer.Option(help="Stop after the round that reaches this cost")] = None,
 ) -> None:
     """Start a prompt, stream its outputs, and ask for approvals on a TTY."""
-    from pydantic import ValidationError
     from rich.text import Text
 
     from durable_agent.agent.models import TERMINAL_STATES, ModelTier
     from durable_agent.cli import hints
-    from durable_agent.cli.render import describe_prompt
+    from durable_agent.cli.follow import follow
+    from durable_agent.cli.render import describe_prompt, state_words
     from durable_agent.client import AgentClient
     from durable_agent.client.priority import prompt_priority
     from durable_agent.workflows.protocol import DEFAULT_MAX_ROUNDS, PromptRequest
@@ -60,15 +53,10 @@ def run(
         task_priority = prompt_priority(user, priority_key=priority, fairness_key=fairness_key)
         budget = (PromptBudget(max_tokens=max_tokens, max_cost=max_cost)
                   if max_tokens is not None or max_cost is not None else None)
-    except ValueError as exc:
-        report("error", exc)
-        common.exit_now(USER_ERROR)
-    ask = sys.stdin.isatty() if interactive is None else interactive
-    try:
         PromptRequest(input=text, max_rounds=max_rounds or DEFAULT_MAX_ROUNDS)  # refuse bad input before connecting
-    except ValidationError as exc:
-        report("error", exc)
-        common.exit_now(USER_ERROR)
+    except ValueError as exc:  # pydantic's ValidationError included
+        common.exit_user_error(exc)
+    ask = sys.stdin.isatty() if interactive is None else interactive
 
     async def main() -> int:
         client = await AgentClient.connect(settings)
@@ -79,12 +67,10 @@ def run(
         console.print(f"Temporal UI: {settings.workflow_url(handle.id)}")
         if not await hints.worker_polling(client.client, settings):
             err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(settings)))
-        state = await _follow(handle, interactive=ask, approver=user)
+        state = await follow(handle, console, interactive=ask, approver=user)
         prompt = await handle.get()
         if state in TERMINAL_STATES:
             console.print(next(line for line in describe_prompt(prompt) if line.startswith("usage")))
-        from durable_agent.cli.render import state_words
-
         console.print(f"state: {state_words(prompt.state)}")
         return _ended_badly(handle.id, prompt.state, prompt.error, prompt.stop)
 
@@ -117,6 +103,7 @@ def watch(
     from temporalio.client import WorkflowExecutionStatus
 
     from durable_agent.cli import hints
+    from durable_agent.cli.follow import follow
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)
@@ -132,7 +119,7 @@ def watch(
         if description.status == WorkflowExecutionStatus.RUNNING and not await hints.worker_polling(client.client,
                                                                                                      queue):
             err_console.print(Text.assemble(("warning: ", "yellow"), hints.no_worker(queue)))
-        state = await _follow(handle, interactive=None, approver="", from_offset=from_offset)
+        state = await follow(handle, console, interactive=None, approver="", from_offset=from_offset)
         return _ended_badly(prompt_id, state, None)
 
     common.run_async(main, settings)
@@ -147,7 +134,8 @@ def chat(
 ) -> None:
     """An interactive conversation: each line you type is a prompt with the whole conversation as history.
     Approvals are asked inline. Empty line or Ctrl-D ends the session (the conversation stays open)."""
-    from durable_agent.cli.follow import read_line
+    from durable_agent.cli.answer_line import read_line
+    from durable_agent.cli.follow import follow
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)
@@ -163,7 +151,7 @@ def chat(
                 return 0
             prompt = await conversation.send(line, user_id=user)
             await conversation.prompt_started(prompt.id, timeout=300)
-            await _follow(prompt, interactive=True, approver=user)
+            await follow(prompt, console, interactive=True, approver=user)
 
     common.run_async(main, settings)
 
@@ -176,18 +164,17 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the full record as JSON")] = False,
 ) -> None:
     """Print a prompt's record."""
+    import contextlib
+
+    from temporalio.client import WorkflowExecutionStatus
+
+    from durable_agent.cli import hints
     from durable_agent.cli.render import describe_prompt
     from durable_agent.client import AgentClient
 
     settings = common.load_settings(address, profile)
 
     async def main() -> int:
-        import contextlib
-
-        from temporalio.client import WorkflowExecutionStatus
-
-        from durable_agent.cli import hints
-
         client = await AgentClient.connect(settings)
         handle = client.prompt(prompt_id)
         problem = await handle.task_problem()

@@ -86,8 +86,7 @@ def codec_server(
 
     Keys from DAGENT_CODEC_KEYS; every request must carry `Authorization: Bearer $DAGENT_CODEC_AUTH_TOKEN`
     when that variable is set."""
-    import asyncio
-
+    from durable_agent.cli import errors
     from durable_agent.config.storage.codec_server import serve
 
     settings = common.load_settings(None)
@@ -101,11 +100,7 @@ def codec_server(
         runner = await serve(codec, host=host, port=port, origins=origins, auth_token=token)
         err_console.print(f"codec server on http://{host}:{port} keys={','.join(codec.key_ids)} "
                           f"active={codec.active_key_id} cors={','.join(origins)} auth={'on' if token else 'off'}")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await errors.until_interrupted()
         await runner.cleanup()
         return 0
 

@@ -9,7 +9,6 @@ import typer
 
 from durable_agent.cli import common
 from durable_agent.cli.common import AddressOption, ProfileOption, console
-from durable_agent.cli.errors import USER_ERROR, report
 
 store_app = typer.Typer(help="The blob store of payloads and files (DAGENT_STORE).", no_args_is_help=True)
 
@@ -80,8 +79,7 @@ def store_refresh(
     try:
         age = parse_duration(older_than, what="--older-than")
     except ValueError as exc:
-        report("error", exc)
-        common.exit_now(USER_ERROR)
+        common.exit_user_error(exc)
 
     async def main() -> int:
         stores = {o.location: o for o in (settings.blob_objects(), settings.file_store().objects)}

@@ -38,22 +38,13 @@ DYNAMIC_CONFIG: dict[str, str] = {
 }
 
 
-# arguments
+def _flags(flag: str, values: Mapping[str, str]) -> list[str]:
+    return [arg for key, value in values.items() for arg in (flag, f"{key}={value}")]
 
 
 def search_attribute_args(attributes: Mapping[str, str] = SEARCH_ATTRIBUTES) -> list[str]:
     """``--search-attribute NAME=Type`` for each attribute."""
-    args: list[str] = []
-    for name, kind in attributes.items():
-        args += ["--search-attribute", f"{name}={kind}"]
-    return args
-
-
-def _dynamic_config_args(config: Mapping[str, str] = DYNAMIC_CONFIG) -> list[str]:
-    args: list[str] = []
-    for key, value in config.items():
-        args += ["--dynamic-config-value", f"{key}={value}"]
-    return args
+    return _flags("--search-attribute", attributes)
 
 
 def dev_server_args(
@@ -65,10 +56,7 @@ def dev_server_args(
     ip: str = "127.0.0.1",
     log_level: str = "warn",
 ) -> list[str]:
-    """Arguments after the ``temporal`` executable: ``["server", "start-dev", ...]``.
-
-    ``ui_port=None`` runs headless; ``db_file=None`` keeps all state in memory (lost on exit).
-    """
+    """Arguments after ``temporal``: ``ui_port=None`` runs headless; ``db_file=None`` keeps state in memory."""
     args = ["server", "start-dev", "--ip", ip, "--port", str(port), "--log-level", log_level]
     if namespace != "default":  # "default" is always created
         args += ["--namespace", namespace]
@@ -78,16 +66,11 @@ def dev_server_args(
         args.append("--headless")
     else:
         args += ["--ui-port", str(ui_port)]
-    args += search_attribute_args()
-    args += _dynamic_config_args()
-    return args
+    return args + extra_args_for_start_local()
 
 
 def extra_args_for_start_local() -> list[str]:
-    """Extra CLI args for ``WorkflowEnvironment.start_local(dev_server_extra_args=...)``.
-
-    The SDK already passes ``--ip``, ``--port``, ``--namespace``, ``--db-filename``, ``--ui-port`` /
-    ``--headless`` and log options itself; this adds our search attributes and dynamic config.
-    """
-    return search_attribute_args() + _dynamic_config_args()
+    """For ``WorkflowEnvironment.start_local(dev_server_extra_args=...)`` (which passes the address, database, UI
+    and log options itself): our search attributes and dynamic config."""
+    return search_attribute_args() + _flags("--dynamic-config-value", DYNAMIC_CONFIG)
 

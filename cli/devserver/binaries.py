@@ -31,10 +31,7 @@ def _is_executable(path: Path) -> bool:
 
 
 def find_binary(name: str, dist: str) -> str:
-    """Return the absolute path of executable ``name`` installed by the pip distribution ``dist``.
-
-    Raises ``FileNotFoundError`` naming the pip package to install when it cannot be found.
-    """
+    """The absolute path of executable ``name`` installed by the pip distribution ``dist``."""
     try:
         for entry in files(dist) or []:
             if Path(str(entry)).name == name:

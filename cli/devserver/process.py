@@ -12,9 +12,8 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from durable_agent.cli.devserver.arguments import dev_server_args
@@ -78,7 +77,6 @@ class DevServer:
         log_file: str | os.PathLike[str] | None = None,
         startup_timeout: float = 30.0,
         extra_args: Sequence[str] = (),
-        executable: str | None = None,
     ) -> None:
         self.port: int = port if port is not None else free_port()
         self.ui_port: int | None = ui_port
@@ -88,7 +86,6 @@ class DevServer:
         self.log_level = log_level
         self.startup_timeout = startup_timeout
         self.extra_args: list[str] = list(extra_args)
-        self._executable = executable
         if log_file is not None:
             self.log_file = str(Path(log_file).absolute())
         elif self.db_file is not None:
@@ -97,8 +94,6 @@ class DevServer:
             self.log_file = str(Path(tempfile.gettempdir()) / f"dagent-devserver-{self.port}.log")
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
-
-    # ---- addresses ---------------------------------------------------------------------------
 
     @property
     def _host(self) -> str:
@@ -117,13 +112,6 @@ class DevServer:
         host = "localhost" if self._host == "127.0.0.1" else self._host
         return f"http://{host}:{self.ui_port}"
 
-    def workflow_url(self, workflow_id: str, run_id: str | None = None) -> str | None:
-        """Web UI link to one workflow (its latest run unless ``run_id`` is given)."""
-        if self.ui_url is None:
-            return None
-        url = f"{self.ui_url}/namespaces/{self.namespace}/workflows/{workflow_id}"
-        return f"{url}/{run_id}/history" if run_id else url
-
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
@@ -134,9 +122,8 @@ class DevServer:
 
     def command(self) -> list[str]:
         """The full command line this server runs."""
-        exe = self._executable or temporal_cli_path()
         return [
-            exe,
+            temporal_cli_path(),
             *dev_server_args(
                 port=self.port,
                 ui_port=self.ui_port,
@@ -147,8 +134,6 @@ class DevServer:
             ),
             *self.extra_args,
         ]
-
-    # ---- lifecycle (sync) --------------------------------------------------------------------
 
     def start(self) -> Self:
         """Start the server and block until it is healthy (raises :class:`DevServerError`)."""
@@ -183,10 +168,7 @@ class DevServer:
         return self
 
     def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL.
-
-        Returns the exit code (None if never started). A graceful stop takes 1.5-3 s.
-        """
+        """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL; the exit code (a graceful stop takes 1.5-3 s)."""
         return self._end(signal.SIGTERM, timeout)
 
     def kill(self) -> int | None:
@@ -221,42 +203,26 @@ class DevServer:
         self._wait_port_free()
         return self.start()
 
-    def wait(self, timeout: float | None = None) -> int:
-        """Block until the server process exits (e.g. ``dagent server`` in the foreground)."""
-        if self._proc is None:
-            raise DevServerError("dev server was never started")
-        return self._proc.wait(timeout)
-
-    # ---- lifecycle (async) -------------------------------------------------------------------
-
     async def start_async(self) -> Self:
-        await asyncio.to_thread(self.start)
-        return self
+        return await asyncio.to_thread(self.start)
 
     async def stop_async(self, grace_seconds: float = 10.0) -> int | None:
         """:meth:`stop` in a thread, so the event loop (e.g. a worker) keeps running meanwhile."""
         return await asyncio.to_thread(self.stop, grace_seconds)
 
     async def restart_async(self, *, kill: bool = False) -> Self:
-        await asyncio.to_thread(lambda: self.restart(kill=kill))
-        return self
-
-    # ---- context managers --------------------------------------------------------------------
+        return await asyncio.to_thread(self.restart, kill=kill)
 
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     async def __aenter__(self) -> Self:
         return await self.start_async()
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.stop_async()
 
     def __repr__(self) -> str:
@@ -264,8 +230,6 @@ class DevServer:
         return (
             f"DevServer(address={self.address!r}, ui_url={self.ui_url!r}, db_file={self.db_file!r}, {state})"
         )
-
-    # ---- internals ---------------------------------------------------------------------------
 
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines of the server's log file."""
@@ -278,10 +242,11 @@ class DevServer:
             return ""
         return "\n".join(data.splitlines()[-lines:])
 
-    def _health_command(self) -> list[str]:
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
         # Succeeds once the frontend serves *and* the namespace is registered.
-        return [
-            self._executable or temporal_cli_path(),
+        health = [
+            temporal_cli_path(),
             "operator",
             "namespace",
             "describe",
@@ -294,10 +259,6 @@ class DevServer:
             "--command-timeout",
             "2s",
         ]
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        health = self._health_command()
         while True:
             proc = self._proc
             assert proc is not None
@@ -326,6 +287,6 @@ class DevServer:
 
     def _wait_port_free(self, timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
-        ports: Iterable[int] = [self.port] if self.ui_port is None else [self.port, self.ui_port]
+        ports = [port for port in (self.port, self.ui_port) if port is not None]
         while any(port_open(self._host, p) for p in ports) and time.monotonic() < deadline:
             time.sleep(0.05)

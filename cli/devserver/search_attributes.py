@@ -28,13 +28,9 @@ async def register_search_attributes(
     namespace: str = "default",
     attributes: Mapping[str, str] = SEARCH_ATTRIBUTES,
 ) -> None:
-    """Register our custom search attributes on ``namespace`` when missing. Idempotent.
-
-    Works on the dev server / a real cluster (lists first, adds only the missing ones, and raises
-    ``ValueError`` if one exists with a different type) and on the time-skipping test server, which
-    does not implement ``ListSearchAttributes``: there each attribute is added on its own and
-    ``ALREADY_EXISTS`` is treated as success (that server cannot report the existing type).
-    """
+    """Register our custom search attributes on ``namespace`` when missing (``ValueError``: one exists with another
+    type). The time-skipping test server cannot list them: there each is added on its own, ``ALREADY_EXISTS`` is
+    success."""
     wanted = {name: _INDEXED_VALUE_TYPES[kind] for name, kind in attributes.items()}
     try:
         listed = await client.operator_service.list_search_attributes(
@@ -47,10 +43,7 @@ async def register_search_attributes(
             await _add_search_attributes(client, namespace, {name: value_type})
         return
 
-    existing: dict[str, IndexedValueType.ValueType] = {
-        **dict(listed.system_attributes),
-        **dict(listed.custom_attributes),
-    }
+    existing = {**listed.system_attributes, **listed.custom_attributes}
     conflicts = {
         name: IndexedValueType.Name(existing[name])
         for name, value_type in wanted.items()
