@@ -205,6 +205,8 @@ class ConversationWorkflow:
         """Start the turn's child prompt. An id someone else took (by an id leaked before the turn started) is
         replaced by a fresh one, at most TAKEN_ID_ATTEMPTS times."""
         request = self._request
+        user_id = item.user_id or request.user_id
+        summary = prompt_summary(user_id, item.input)
         for attempt in range(1, TAKEN_ID_ATTEMPTS + 1):
             try:
                 # The child prompt starts a trace of its own, linked to this span (one trace per prompt).
@@ -212,7 +214,7 @@ class ConversationWorkflow:
                                                                          "dagent.prompt.id": item.prompt_id}):
                     child = await workflow.start_child_workflow(
                         names.PROMPT_WORKFLOW,
-                        PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
+                        PromptRequest(prompt_id=item.prompt_id, user_id=user_id,
                                       conversation_id=self._id, model=request.model, input=item.input,
                                       model_settings=request.model_settings,
                                       model_task_queue=request.model_task_queue, model_routing=request.model_routing,
@@ -222,9 +224,8 @@ class ConversationWorkflow:
                                       workflow_version=versions.CURRENT_VERSION, budgets=self._budgets_for(item),
                                       conversation_schedule=self._scheduled),
                         id=item.prompt_id, result_type=Prompt,
-                        static_summary=prompt_summary(item.user_id or request.user_id, item.input),
-                        static_details=prompt_static_details(item.user_id or request.user_id, item.input),
-                        memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
+                        static_summary=summary, static_details=prompt_static_details(user_id, item.input),
+                        memo={"summary": summary},
                         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     )
                 return child, item
@@ -302,7 +303,4 @@ class ConversationWorkflow:
 
 
 def _usage(prompts: Sequence[Prompt]) -> Usage:
-    total = Usage()
-    for prompt in prompts:
-        total = total + prompt.usage
-    return total
+    return sum((prompt.usage for prompt in prompts), Usage())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -124,12 +124,11 @@ def _started(name: str, attributes: dict[str, str | int | float | bool], *,
     if trace is None:
         yield NO_SPAN
         return
-    otel_context = otel.context_api()
     current = tracer().start_span(name, context=parent, attributes=attributes, record_exception=False,  # type: ignore[arg-type]
                                   set_status_on_exception=False, **options)
-    token = otel_context.attach(trace.set_span_in_context(current))
     try:
-        yield current
+        with within(current):
+            yield current
     except BaseException as exc:
         if workflow.in_workflow() and (isinstance(exc, asyncio.CancelledError) or workflow.is_failure_exception(exc)):
             mark_error(current, f"{type(exc).__name__}: {exc}")
@@ -137,9 +136,6 @@ def _started(name: str, attributes: dict[str, str | int | float | bool], *,
         raise
     else:
         current.end()
-    finally:
-        with contextlib.suppress(ValueError):  # a token from another contextvars.Context
-            token.var.reset(token)
 
 
 @contextmanager
@@ -171,16 +167,12 @@ def prompt_span(prompt_id: str, *, conversation_child: bool, conversation_id: st
         yield current
 
 
-@contextmanager
-def span(name: str, parent: Span | None = None, **attributes: str | int | float | bool) -> Iterator[Span]:
+def span(name: str, parent: Span | None = None, **attributes: str | int | float | bool
+         ) -> AbstractContextManager[Span]:
     """A span under `parent` (by default the current span), current for the block."""
     trace = otel.api()
-    if trace is None:
-        yield NO_SPAN
-        return
-    context = trace.set_span_in_context(parent) if parent is not None else None
-    with _started(name, attributes, parent=context, kind=trace.SpanKind.INTERNAL) as current:
-        yield current
+    context = trace.set_span_in_context(parent) if parent is not None and trace is not None else None
+    return _started(name, attributes, parent=context, kind=span_kind("INTERNAL"))
 
 
 def start_span(name: str, **attributes: str | int | float | bool) -> Span:
@@ -246,13 +238,13 @@ class WorkflowMetrics:
 
     def __init__(self) -> None:
         meter = workflow.metric_meter()
-        self._rounds = meter.create_counter(*_spelled(metric_names.MODEL_ROUNDS))
-        self._tool_calls = meter.create_counter(*_spelled(metric_names.TOOL_CALLS))
-        self._cost = meter.create_histogram_float(*_spelled(metric_names.MODEL_COST))
-        self._approvals_requested = meter.create_counter(*_spelled(metric_names.APPROVAL_REQUESTS))
-        self._approvals_decided = meter.create_counter(*_spelled(metric_names.APPROVAL_DECISIONS))
-        self._approval_wait = meter.create_histogram_float(*_spelled(metric_names.APPROVAL_WAIT))
-        self._prompts = meter.create_counter(*_spelled(metric_names.PROMPTS_FINISHED))
+        self._rounds = meter.create_counter(*spelled(metric_names.MODEL_ROUNDS))
+        self._tool_calls = meter.create_counter(*spelled(metric_names.TOOL_CALLS))
+        self._cost = meter.create_histogram_float(*spelled(metric_names.MODEL_COST))
+        self._approvals_requested = meter.create_counter(*spelled(metric_names.APPROVAL_REQUESTS))
+        self._approvals_decided = meter.create_counter(*spelled(metric_names.APPROVAL_DECISIONS))
+        self._approval_wait = meter.create_histogram_float(*spelled(metric_names.APPROVAL_WAIT))
+        self._prompts = meter.create_counter(*spelled(metric_names.PROMPTS_FINISHED))
 
     def model_round(self, model: str, usage: Usage) -> None:
         model_only = metric_names.attributes({metric_names.REQUEST_MODEL: model})
@@ -275,6 +267,6 @@ class WorkflowMetrics:
         self._prompts.add(1, metric_names.attributes({"dagent.prompt.state": state}))
 
 
-def _spelled(instrument: metric_names.Instrument) -> tuple[str, str, str]:
+def spelled(instrument: metric_names.Instrument) -> tuple[str, str, str]:
     """(name, description, unit) for this process's exporter."""
     return metric_names.name_of(instrument), instrument.description, instrument.unit

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.workflows import names
     from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
+    from durable_agent.workflows.telemetry import spelled
 
 PAST_PERIODS_KEPT = 12
 SETTLED_IDS_KEPT = 200  # a retried settle of one of these is not counted twice
@@ -249,23 +250,19 @@ class BudgetLedgerWorkflow:
         if memo != self._memo:
             self._memo = memo
             workflow.upsert_memo({names.BUDGET_MEMO: memo})
-        if standing.limit is None or not standing.limit.metrics:
+        limit = standing.limit
+        if limit is None or not limit.metrics:
             return
         meter = workflow.metric_meter()
         attributes = metric_names.attributes({"dagent.budget.principal": standing.principal})
-
-        def spelled(instrument: metric_names.Instrument) -> tuple[str, str, str]:
-            return metric_names.name_of(instrument), instrument.description, instrument.unit
-
         meter.create_gauge(*spelled(metric_names.BUDGET_SPENT_TOKENS)).set(standing.spent_tokens, attributes)
         meter.create_gauge_float(*spelled(metric_names.BUDGET_SPENT_COST)).set(standing.spent_cost, attributes)
-        if standing.limit is not None:  # always, here: kept for the type checker
-            if standing.limit.max_tokens is not None:
-                meter.create_gauge(*spelled(metric_names.BUDGET_LIMIT_TOKENS)).set(
-                    standing.limit.max_tokens + standing.extra_tokens, attributes)
-            if standing.limit.max_cost is not None:
-                meter.create_gauge_float(*spelled(metric_names.BUDGET_LIMIT_COST)).set(
-                    standing.limit.max_cost + standing.extra_cost, attributes)
+        if limit.max_tokens is not None:
+            meter.create_gauge(*spelled(metric_names.BUDGET_LIMIT_TOKENS)).set(
+                limit.max_tokens + standing.extra_tokens, attributes)
+        if limit.max_cost is not None:
+            meter.create_gauge_float(*spelled(metric_names.BUDGET_LIMIT_COST)).set(
+                limit.max_cost + standing.extra_cost, attributes)
 
     def _should_continue_as_new(self) -> bool:
         return self._updates >= self._state.updates_per_run or workflow.info().is_continue_as_new_suggested()
