@@ -1,19 +1,10 @@
-"""How each workflow type moves between worker builds under Temporal Worker Versioning (docs/operations.md).
+"""How each workflow type moves between worker builds under Temporal Worker Versioning (docs/operations.md, worker
+versioning: why prompts are PINNED and conversations and budget ledgers AUTO_UPGRADE).
 
 Only versioned workers (DAGENT_DEPLOYMENT_NAME + DAGENT_BUILD_ID) use these: the server refuses a versioning
 behavior from an unversioned worker, so `PromptWorkflow` and `ConversationWorkflow` declare none, and a
 versioned worker registers the subclasses below in their place (same workflow names, same code; see
-`versioned_workflows`). The behaviors and why:
-
-- Prompts are PINNED: a prompt finishes on the build it started on. A prompt can wait a week for an
-  approval; pinned, it resumes on the code that recorded its history, so a deploy never replays it on new
-  code (no nondeterminism risk, no `workflow.patched` needed for it), and the old build keeps serving it
-  until it is drained. Its sub-agents (child prompts on the same queue) inherit the parent's build.
-- Conversations are AUTO_UPGRADE: a conversation lives for months and continues-as-new regularly; its own
-  code is a small loop over child prompts. It moves to the current build at its next workflow task, so its
-  changes still need a patch (docs/changing-workflows.md; tests/unit/test_replay.py guards them), and each
-  prompt it starts is pinned to the build current at that moment.
-- Budget ledgers are AUTO_UPGRADE for the same reason: one per principal, for ever, continuing as new.
+`versioned_workflows`).
 """
 
 from __future__ import annotations
