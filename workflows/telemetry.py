@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
@@ -75,23 +76,18 @@ class _NoTracer:
 
 NO_SPAN: Span = _NoSpan()  # type: ignore[assignment]
 _NO_TRACER: Tracer = _NoTracer()  # type: ignore[assignment]
-_last_tracer: tuple[object, Tracer] | None = None  # (provider, its tracer): spans start every round
 
 
 def tracer() -> Tracer:
     """This project's tracer from the current global provider (the same tracer while the provider stays);
     a tracer recording nothing when tracing is off in this process."""
-    global _last_tracer
     trace = otel.api()
-    if trace is None:
-        return _NO_TRACER
-    provider = trace.get_tracer_provider()
-    last = _last_tracer
-    if last is not None and last[0] is provider:
-        return last[1]
-    found = provider.get_tracer(TRACER_NAME)
-    _last_tracer = (provider, found)
-    return found
+    return _NO_TRACER if trace is None else _tracer_of(trace.get_tracer_provider())
+
+
+@functools.lru_cache(maxsize=1)  # spans start every round: the last provider's tracer is kept
+def _tracer_of(provider: Any) -> Tracer:
+    return provider.get_tracer(TRACER_NAME)  # type: ignore[no-any-return]
 
 
 def span_kind(name: str) -> Any:

@@ -25,14 +25,6 @@ def json_digest(value: JsonValue) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def referable_output(entry: PromptOutput) -> JsonValue | None:
-    """The output of a finished tool call that the next model round can receive by reference: a tool
-    activity's success (sub-agent answers never pass through a tool activity) of `OUTPUT_REF_MIN_BYTES` or more."""
-    if not isinstance(entry, ToolOutput) or entry.child_prompt_id is not None:
-        return None
-    return large_output(entry.result)
-
-
 def large_output(result: object) -> JsonValue | None:
     """A successful tool result's output when it is large enough to travel by reference."""
     if not isinstance(result, ToolSuccess) or isinstance(result.output, bool | int | float | None):
@@ -44,11 +36,11 @@ def large_output(result: object) -> JsonValue | None:
 
 
 def change_for(index: int, entry: PromptOutput) -> OutputChange:
-    """A changed output entry as the next round receives it: a large tool output by reference."""
-    output = referable_output(entry)
-    if output is None:
+    """A changed output entry as the next round receives it: a large tool output by reference (a tool activity's
+    success: sub-agent answers never pass through a tool activity)."""
+    if not isinstance(entry, ToolOutput) or entry.child_prompt_id is not None \
+            or (output := large_output(entry.result)) is None:
         return OutputChange(index=index, output=entry)
-    assert isinstance(entry, ToolOutput)
     bare = entry.model_copy(update={"result": ToolSuccess(output=None)})
     return OutputChange(index=index, output=bare, result_ref=json_digest(output))
 

@@ -133,17 +133,15 @@ class WorkflowHost:
                            start_to_close_timeout: timedelta, retry_policy: RetryPolicy,
                            heartbeat_timeout: timedelta | None = None, task_queue: str | None = None,
                            local: bool = False, wait_for_cancellation: bool = False) -> ResultT:
-        if local:
-            result = await workflow.execute_local_activity(
+        if local:  # the result is converted to `activity.result_type`
+            return await workflow.execute_local_activity(  # type: ignore[no-any-return]
                 activity.name, arg, result_type=activity.result_type, start_to_close_timeout=start_to_close_timeout,
                 retry_policy=retry_policy, summary=summary)
-        else:
-            result = await workflow.execute_activity(
-                activity.name, arg, result_type=activity.result_type, start_to_close_timeout=start_to_close_timeout,
-                heartbeat_timeout=heartbeat_timeout, retry_policy=retry_policy, task_queue=task_queue,
-                summary=summary, cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-                if wait_for_cancellation else ActivityCancellationType.TRY_CANCEL)
-        return result  # type: ignore[no-any-return]  # converted to `activity.result_type`
+        return await workflow.execute_activity(  # type: ignore[no-any-return]
+            activity.name, arg, result_type=activity.result_type, start_to_close_timeout=start_to_close_timeout,
+            heartbeat_timeout=heartbeat_timeout, retry_policy=retry_policy, task_queue=task_queue,
+            summary=summary, cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if wait_for_cancellation else ActivityCancellationType.TRY_CANCEL)
 
     async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None,
                    summary: str | None = None) -> bool:
