@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from itertools import chain, islice
 
 from pydantic import JsonValue
 
@@ -54,28 +55,18 @@ def with_output(change: OutputChange, output: JsonValue) -> PromptOutput:
 def build_page(history: Sequence[Prompt], outputs: Sequence[PromptOutput], start: int,
                max_bytes: int) -> TranscriptPage:
     """Items from `start` until about `max_bytes` of JSON (always at least one item)."""
-    flat_sizes = [len(p.output) for p in history]
-    position, prompt_index = 0, 0
-    while prompt_index < len(history) and position + flat_sizes[prompt_index] <= start:
-        position += flat_sizes[prompt_index]
-        prompt_index += 1
+    flat = chain(((n, entry) for n, prompt in enumerate(history) for entry in prompt.output),
+                 ((len(history), entry) for entry in outputs))
     items: list[TranscriptItem] = []
     used, cursor = 0, start
-    total = sum(flat_sizes) + len(outputs)
-    while cursor < total:
-        if prompt_index < len(history):
-            entry = history[prompt_index].output[cursor - position]
-        else:
-            entry = outputs[cursor - position]
+    total = sum(len(p.output) for p in history) + len(outputs)
+    for prompt_index, entry in islice(flat, start, None):
         size = len(entry.model_dump_json())
         if items and used + size > max_bytes:
             break
         items.append(TranscriptItem(prompt=prompt_index, output=entry))
         used += size
         cursor += 1
-        while prompt_index < len(history) and cursor - position >= flat_sizes[prompt_index]:
-            position += flat_sizes[prompt_index]
-            prompt_index += 1
     headers = [p.model_copy(update={"output": [], "audit": []}) for p in history] if start == 0 else []
     return TranscriptPage(history=headers, history_count=len(history), output_count=len(outputs), items=items,
                           next_start=cursor if cursor < total else None)

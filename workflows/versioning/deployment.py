@@ -1,10 +1,9 @@
-"""How each workflow type moves between worker builds under Temporal Worker Versioning (docs/operations.md, worker
-versioning: why prompts are PINNED and conversations and budget ledgers AUTO_UPGRADE).
+"""How each workflow type moves between worker builds under Temporal Worker Versioning (docs/operations.md).
 
-Only versioned workers (DAGENT_DEPLOYMENT_NAME + DAGENT_BUILD_ID) use these: the server refuses a versioning
-behavior from an unversioned worker, so `PromptWorkflow` and `ConversationWorkflow` declare none, and a
-versioned worker registers the subclasses below in their place (same workflow names, same code; see
-`versioned_workflows`).
+Prompts are PINNED, conversations and budget ledgers AUTO_UPGRADE (why: that page). Only versioned workers
+(DAGENT_DEPLOYMENT_NAME + DAGENT_BUILD_ID) use these: the server refuses a versioning behavior from an
+unversioned worker, so `PromptWorkflow` and `ConversationWorkflow` declare none, and a versioned worker
+registers the subclasses below in their place (same workflow names, same code; see `versioned_workflows`).
 """
 
 from __future__ import annotations
