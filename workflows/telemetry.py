@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -134,16 +134,15 @@ def _started(name: str, attributes: dict[str, str | int | float | bool], *,
         current.end()
 
 
-@contextmanager
-def prompt_span(prompt_id: str, *, conversation_child: bool, conversation_id: str | None = None) -> Iterator[Span]:
+def prompt_span(prompt_id: str, *, conversation_child: bool, conversation_id: str | None = None
+                ) -> AbstractContextManager[Span]:
     """The prompt's span, `invoke_agent {agent}` by the GenAI agent conventions (the agent is the worker's task
     queue: its plugins and models are the agent), from its start to its final state. A prompt a conversation
     started begins its own trace, linked to the conversation's span (one trace per prompt); otherwise the
     client's start is its parent."""
     trace = otel.api()
     if trace is None:
-        yield NO_SPAN
-        return
+        return nullcontext(NO_SPAN)
     g = otel.gen_ai()
     agent = workflow.info().task_queue
     attributes: dict[str, str | int | float | bool] = {
@@ -151,16 +150,11 @@ def prompt_span(prompt_id: str, *, conversation_child: bool, conversation_id: st
         "dagent.prompt.id": prompt_id}
     if conversation_id:
         attributes[g.GEN_AI_CONVERSATION_ID] = conversation_id
-    name = f"{PROMPT_SPAN} {agent}"
     if not conversation_child:
-        with _started(name, attributes) as current:
-            yield current
-        return
-    otel_context = otel.context_api()
+        return _started(f"{PROMPT_SPAN} {agent}", attributes)
     parent = trace.get_current_span().get_span_context()
     links = [trace.Link(parent, {"dagent.link": "conversation"})] if parent.is_valid else []
-    with _started(name, attributes, parent=otel_context.Context(), links=links) as current:
-        yield current
+    return _started(f"{PROMPT_SPAN} {agent}", attributes, parent=otel.context_api().Context(), links=links)
 
 
 def span(name: str, parent: Span | None = None, **attributes: str | int | float | bool
