@@ -95,7 +95,7 @@ class WorkflowHost:
     """The running workflow (temporalio.workflow), with the stream topic that carries its events."""
 
     def __init__(self, publish: Callable[[StreamEvent], None]) -> None:
-        self._publish = publish
+        self.publish = publish
         self.metrics: Metrics = telemetry.WorkflowMetrics()
         self.logger = workflow.logger
         self._background: set[asyncio.Task[None]] = set()
@@ -113,9 +113,6 @@ class WorkflowHost:
 
     def random_id(self) -> str:
         return str(workflow.uuid4())
-
-    def publish(self, event: StreamEvent) -> None:
-        self._publish(event)
 
     def upsert_state(self, prompt: Prompt) -> None:
         """The prompt's search attributes that changed (none upserted when none did)."""
