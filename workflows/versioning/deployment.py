@@ -73,12 +73,7 @@ VERSIONED: dict[type, type] = {PromptWorkflow: PinnedPromptWorkflow,
 def versioned_workflows(workflows: Sequence[type]) -> list[type]:
     """`workflows` with each of ours replaced by its versioned subclass (a versioned worker's registrations),
     each once (a plugin applied by client and worker both adds ours twice)."""
-    out: list[type] = []
-    for cls in workflows:
-        chosen = VERSIONED.get(cls, cls)
-        if chosen not in out:
-            out.append(chosen)
-    return out
+    return list(dict.fromkeys(VERSIONED.get(cls, cls) for cls in workflows))
 
 
 __all__ = ["CONVERSATION_VERSIONING", "PROMPT_VERSIONING", "VERSIONED", "AutoUpgradeBudgetLedgerWorkflow",
