@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.details import prompt_static_details, prompt_summary
     from durable_agent.workflows.failures import WORKFLOW_FAILURE_TYPES, describe_exception, is_workflow_bug
     from durable_agent.workflows.history_store import store_history
-    from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
+    from durable_agent.workflows.inputs import decode_input, decode_payloads, decoded, invalid_input, raw_payloads
     from durable_agent.workflows.names import CONVERSATION_ID, USER_ID
     from durable_agent.workflows.protocol import (
         ConversationRequest,
@@ -42,13 +42,6 @@ with workflow.unsafe.imports_passed_through():
 
 
 TAKEN_ID_ATTEMPTS = 3  # fresh random ids tried for one turn before it is recorded as failed
-
-
-def _send_request(payloads: tuple[object, ...]) -> SendRequest:
-    request, problem = decode_payloads(payloads, SendRequest)
-    if request is None:
-        raise ApplicationError(problem or "no input", type=names.INVALID_INPUT_ERROR, non_retryable=True)
-    return request
 
 
 @workflow.defn(name=names.CONVERSATION_WORKFLOW, failure_exception_types=WORKFLOW_FAILURE_TYPES)
@@ -77,7 +70,7 @@ class ConversationWorkflow:
     @raw_payloads
     async def run(self, *payloads: object) -> Conversation:
         if self._input_error:
-            raise ApplicationError(self._input_error, type=names.INVALID_INPUT_ERROR, non_retryable=True)
+            raise invalid_input(self._input_error)
         try:
             return await self._serve()
         except Exception as exc:
@@ -128,13 +121,13 @@ class ConversationWorkflow:
     @raw_payloads
     def send_input(self, *payloads: object) -> str:
         """Queue an input and return the id its prompt will have (it runs when earlier ones finish)."""
-        request = _send_request(payloads)
+        request = decoded(payloads, SendRequest)
         return self._enqueue(request.input, user_id=request.user_id, budgets=request.budgets).prompt_id
 
     @send_input.validator
     @raw_payloads
     def _validate_send_input(self, *payloads: object) -> None:
-        _send_request(payloads)
+        decoded(payloads, SendRequest)
         if self._closing:
             raise ApplicationError(f"conversation {self._id} is closing and takes no more input",
                                    type="ConversationClosing", non_retryable=True)
@@ -205,6 +198,8 @@ class ConversationWorkflow:
         """Start the turn's child prompt. An id someone else took (by an id leaked before the turn started) is
         replaced by a fresh one, at most TAKEN_ID_ATTEMPTS times."""
         request = self._request
+        user_id = item.user_id or request.user_id
+        summary = prompt_summary(user_id, item.input)
         for attempt in range(1, TAKEN_ID_ATTEMPTS + 1):
             try:
                 # The child prompt starts a trace of its own, linked to this span (one trace per prompt).
@@ -212,7 +207,7 @@ class ConversationWorkflow:
                                                                          "dagent.prompt.id": item.prompt_id}):
                     child = await workflow.start_child_workflow(
                         names.PROMPT_WORKFLOW,
-                        PromptRequest(prompt_id=item.prompt_id, user_id=item.user_id or request.user_id,
+                        PromptRequest(prompt_id=item.prompt_id, user_id=user_id,
                                       conversation_id=self._id, model=request.model, input=item.input,
                                       model_settings=request.model_settings,
                                       model_task_queue=request.model_task_queue, model_routing=request.model_routing,
@@ -222,9 +217,8 @@ class ConversationWorkflow:
                                       workflow_version=versions.CURRENT_VERSION, budgets=self._budgets_for(item),
                                       conversation_schedule=self._scheduled),
                         id=item.prompt_id, result_type=Prompt,
-                        static_summary=prompt_summary(item.user_id or request.user_id, item.input),
-                        static_details=prompt_static_details(item.user_id or request.user_id, item.input),
-                        memo={"summary": prompt_summary(item.user_id or request.user_id, item.input)},
+                        static_summary=summary, static_details=prompt_static_details(user_id, item.input),
+                        memo={"summary": summary},
                         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     )
                 return child, item
@@ -302,7 +296,4 @@ class ConversationWorkflow:
 
 
 def _usage(prompts: Sequence[Prompt]) -> Usage:
-    total = Usage()
-    for prompt in prompts:
-        total = total + prompt.usage
-    return total
+    return sum((prompt.usage for prompt in prompts), Usage())

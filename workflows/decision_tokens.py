@@ -5,12 +5,9 @@ that key on every approval requirement it plans; the key is therefore in the wor
 workflow accepts a decision for that call only with a token signed by the matching private key (held by
 `dagent api`, never by the worker). The token is a compact JWS (EdDSA) whose claims name the principal, their
 roles, the prompt, the call, the decision and a hash of the corrected arguments, and an expiry that is
-checked against `workflow.now()`, so verification is deterministic and replays exactly.
-
-A token is good for one decision only (docs/approvals-policy.md, "Decision tokens"): it also binds the run
-of the prompt (`run`: a new run that reuses the prompt id refuses it), the tool (`tool`: the approver was shown
-this tool's name), the exact arguments the call will run with once corrected (`args_sha256`: a token for other
-arguments is refused) and a random `nonce` that the workflow accepts once; a token without them is refused.
+checked against `workflow.now()`, so verification is deterministic and replays exactly. A token is good for one
+decision only: it also binds the run, the tool, the exact arguments and a one-use nonce (docs/approvals-policy.md,
+"Decision tokens", has the table of claims).
 
 Pure functions, no I/O: imported by workflow code (passed through the sandbox) and by the API that signs.
 jwt and cryptography load on the first token signed or checked, not with the workflows: a worker without a

@@ -101,10 +101,10 @@ def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signe
     calls = [entry for entry in waiting if isinstance(entry.result, ApprovalRequest)]
     if not calls:
         return f"Waiting for approval ({prompt.id})"
-    first = calls[0]
+    first, request = calls[0], calls[0].result
+    assert isinstance(request, ApprovalRequest)
     if len(calls) == 1:
-        assert isinstance(first.result, ApprovalRequest)
-        paragraphs = [f"**Waiting for approval**: {_call_line(first)} — reason: {first.result.reason}",
+        paragraphs = [f"**Waiting for approval**: {_call_line(first)} — reason: {request.reason}",
                       _requested(first) + "."]
     else:
         paragraphs = [f"**Waiting for approval** of {len(calls)} calls (the prompt goes on once every one is "
@@ -119,7 +119,8 @@ def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signe
             "(`dagent api`, page `/inbox`): the API signs the decision for the person its key names. An update "
             "sent from this page is refused.")
         return "\n\n".join(paragraphs)
-    roles = _roles(first)
+    approvers = list(request.approvers or ())
+    roles = [a.removeprefix("role:") for a in approvers if a.startswith("role:")]  # `role:finance` → `finance`
     acting = {"roles": roles} if roles else {}
     approve = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME", **acting})
     reject = json.dumps({"tool_call_id": first.id, "by": "YOUR-NAME", **acting, "reason": "WHY"})
@@ -133,23 +134,11 @@ def waiting_for_approval(prompt: Prompt, waiting: Sequence[ToolOutput], *, signe
         f"{every}",
     ]
     if roles:
-        paragraphs.insert(-3, f"{'It' if len(calls) == 1 else 'The first call'} is decided by {_people(first)}: "
-                              f"say the role you act in with `\"roles\": {json.dumps(roles)}` in the payload "
+        paragraphs.insert(-3, f"{'It' if len(calls) == 1 else 'The first call'} is decided by "
+                              f"{people_words(approvers)}: say the role you act in with "
+                              f"`\"roles\": {json.dumps(roles)}` in the payload "
                               f"(`{as_role.strip()}` from a terminal); your name alone is refused.")
     return "\n\n".join(paragraphs)
-
-
-def _roles(entry: ToolOutput) -> list[str]:
-    """The roles a call's approvers name (`role:finance` → `finance`)."""
-    pending = entry.result
-    approvers = pending.approvers if isinstance(pending, ApprovalRequest) else None
-    return [a.removeprefix("role:") for a in approvers or () if a.startswith("role:")]
-
-
-def _people(entry: ToolOutput) -> str:
-    pending = entry.result
-    assert isinstance(pending, ApprovalRequest)
-    return people_words(list(pending.approvers or ()))
 
 
 def _call_line(entry: ToolOutput) -> str:

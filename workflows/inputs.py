@@ -18,6 +18,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+from durable_agent.workflows import names
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 FnT = TypeVar("FnT", bound=Callable[..., Any])
@@ -81,6 +84,18 @@ def _encrypted(raw: object) -> str | None:
     key_id = raw.payload.metadata.get(ENCRYPTION_KEY_ID, b"").decode(errors="replace") or "?"
     return (f"the payload is encrypted with codec key {key_id!r} and this worker has no codec key: start the "
             "worker with the client's DAGENT_CODEC_KEYS (and DAGENT_CODEC_KEY_ID)")[:MAX_REASON_CHARS]
+
+
+def invalid_input(problem: str) -> ApplicationError:
+    return ApplicationError(problem, type=names.INVALID_INPUT_ERROR, non_retryable=True)
+
+
+def decoded(payloads: Sequence[object], model: type[ModelT]) -> ModelT:
+    """The payloads as `model`, or an `InvalidInput` error saying why not (an update or a run refuses with it)."""
+    value, problem = decode_payloads(payloads, model)
+    if value is None:
+        raise invalid_input(problem or "no payload")
+    return value
 
 
 def decode_input(payloads: Sequence[object], model: type[ModelT]) -> tuple[ModelT, str | None]:

@@ -31,16 +31,12 @@ class PendingMemo(BaseModel):
         "Calls listed without `input` and `input_schema` (too large for a memo): ask the prompt for them."))
 
 
-def _detail_size(call: PendingApproval) -> int:
-    return len(json.dumps([call.input, call.input_schema], separators=(",", ":"), default=str))
-
-
 def pending_memo(calls: list[PendingApproval]) -> dict[str, Any]:
     """The memo value for these waiting calls, as plain JSON (readable in the Temporal UI and CLI)."""
     kept: list[PendingApproval] = []
     omitted: list[str] = []
     for call in calls:
-        if _detail_size(call) > DETAIL_BYTES:
+        if len(json.dumps([call.input, call.input_schema], separators=(",", ":"), default=str)) > DETAIL_BYTES:
             omitted.append(call.tool_call_id)
             call = call.model_copy(update={"input": None, "input_schema": None})
         kept.append(call)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -75,23 +76,18 @@ class _NoTracer:
 
 NO_SPAN: Span = _NoSpan()  # type: ignore[assignment]
 _NO_TRACER: Tracer = _NoTracer()  # type: ignore[assignment]
-_last_tracer: tuple[object, Tracer] | None = None  # (provider, its tracer): spans start every round
 
 
 def tracer() -> Tracer:
     """This project's tracer from the current global provider (the same tracer while the provider stays);
     a tracer recording nothing when tracing is off in this process."""
-    global _last_tracer
     trace = otel.api()
-    if trace is None:
-        return _NO_TRACER
-    provider = trace.get_tracer_provider()
-    last = _last_tracer
-    if last is not None and last[0] is provider:
-        return last[1]
-    found = provider.get_tracer(TRACER_NAME)
-    _last_tracer = (provider, found)
-    return found
+    return _NO_TRACER if trace is None else _tracer_of(trace.get_tracer_provider())
+
+
+@functools.lru_cache(maxsize=1)  # spans start every round: the last provider's tracer is kept
+def _tracer_of(provider: Any) -> Tracer:
+    return provider.get_tracer(TRACER_NAME)  # type: ignore[no-any-return]
 
 
 def span_kind(name: str) -> Any:
@@ -124,12 +120,11 @@ def _started(name: str, attributes: dict[str, str | int | float | bool], *,
     if trace is None:
         yield NO_SPAN
         return
-    otel_context = otel.context_api()
     current = tracer().start_span(name, context=parent, attributes=attributes, record_exception=False,  # type: ignore[arg-type]
                                   set_status_on_exception=False, **options)
-    token = otel_context.attach(trace.set_span_in_context(current))
     try:
-        yield current
+        with within(current):
+            yield current
     except BaseException as exc:
         if workflow.in_workflow() and (isinstance(exc, asyncio.CancelledError) or workflow.is_failure_exception(exc)):
             mark_error(current, f"{type(exc).__name__}: {exc}")
@@ -137,21 +132,17 @@ def _started(name: str, attributes: dict[str, str | int | float | bool], *,
         raise
     else:
         current.end()
-    finally:
-        with contextlib.suppress(ValueError):  # a token from another contextvars.Context
-            token.var.reset(token)
 
 
-@contextmanager
-def prompt_span(prompt_id: str, *, conversation_child: bool, conversation_id: str | None = None) -> Iterator[Span]:
+def prompt_span(prompt_id: str, *, conversation_child: bool, conversation_id: str | None = None
+                ) -> AbstractContextManager[Span]:
     """The prompt's span, `invoke_agent {agent}` by the GenAI agent conventions (the agent is the worker's task
     queue: its plugins and models are the agent), from its start to its final state. A prompt a conversation
     started begins its own trace, linked to the conversation's span (one trace per prompt); otherwise the
     client's start is its parent."""
     trace = otel.api()
     if trace is None:
-        yield NO_SPAN
-        return
+        return nullcontext(NO_SPAN)
     g = otel.gen_ai()
     agent = workflow.info().task_queue
     attributes: dict[str, str | int | float | bool] = {
@@ -159,28 +150,19 @@ def prompt_span(prompt_id: str, *, conversation_child: bool, conversation_id: st
         "dagent.prompt.id": prompt_id}
     if conversation_id:
         attributes[g.GEN_AI_CONVERSATION_ID] = conversation_id
-    name = f"{PROMPT_SPAN} {agent}"
     if not conversation_child:
-        with _started(name, attributes) as current:
-            yield current
-        return
-    otel_context = otel.context_api()
+        return _started(f"{PROMPT_SPAN} {agent}", attributes)
     parent = trace.get_current_span().get_span_context()
     links = [trace.Link(parent, {"dagent.link": "conversation"})] if parent.is_valid else []
-    with _started(name, attributes, parent=otel_context.Context(), links=links) as current:
-        yield current
+    return _started(f"{PROMPT_SPAN} {agent}", attributes, parent=otel.context_api().Context(), links=links)
 
 
-@contextmanager
-def span(name: str, parent: Span | None = None, **attributes: str | int | float | bool) -> Iterator[Span]:
+def span(name: str, parent: Span | None = None, **attributes: str | int | float | bool
+         ) -> AbstractContextManager[Span]:
     """A span under `parent` (by default the current span), current for the block."""
     trace = otel.api()
-    if trace is None:
-        yield NO_SPAN
-        return
-    context = trace.set_span_in_context(parent) if parent is not None else None
-    with _started(name, attributes, parent=context, kind=trace.SpanKind.INTERNAL) as current:
-        yield current
+    context = trace.set_span_in_context(parent) if parent is not None and trace is not None else None
+    return _started(name, attributes, parent=context, kind=span_kind("INTERNAL"))
 
 
 def start_span(name: str, **attributes: str | int | float | bool) -> Span:
@@ -246,13 +228,13 @@ class WorkflowMetrics:
 
     def __init__(self) -> None:
         meter = workflow.metric_meter()
-        self._rounds = meter.create_counter(*_spelled(metric_names.MODEL_ROUNDS))
-        self._tool_calls = meter.create_counter(*_spelled(metric_names.TOOL_CALLS))
-        self._cost = meter.create_histogram_float(*_spelled(metric_names.MODEL_COST))
-        self._approvals_requested = meter.create_counter(*_spelled(metric_names.APPROVAL_REQUESTS))
-        self._approvals_decided = meter.create_counter(*_spelled(metric_names.APPROVAL_DECISIONS))
-        self._approval_wait = meter.create_histogram_float(*_spelled(metric_names.APPROVAL_WAIT))
-        self._prompts = meter.create_counter(*_spelled(metric_names.PROMPTS_FINISHED))
+        self._rounds = meter.create_counter(*spelled(metric_names.MODEL_ROUNDS))
+        self._tool_calls = meter.create_counter(*spelled(metric_names.TOOL_CALLS))
+        self._cost = meter.create_histogram_float(*spelled(metric_names.MODEL_COST))
+        self._approvals_requested = meter.create_counter(*spelled(metric_names.APPROVAL_REQUESTS))
+        self._approvals_decided = meter.create_counter(*spelled(metric_names.APPROVAL_DECISIONS))
+        self._approval_wait = meter.create_histogram_float(*spelled(metric_names.APPROVAL_WAIT))
+        self._prompts = meter.create_counter(*spelled(metric_names.PROMPTS_FINISHED))
 
     def model_round(self, model: str, usage: Usage) -> None:
         model_only = metric_names.attributes({metric_names.REQUEST_MODEL: model})
@@ -275,6 +257,6 @@ class WorkflowMetrics:
         self._prompts.add(1, metric_names.attributes({"dagent.prompt.state": state}))
 
 
-def _spelled(instrument: metric_names.Instrument) -> tuple[str, str, str]:
+def spelled(instrument: metric_names.Instrument) -> tuple[str, str, str]:
     """(name, description, unit) for this process's exporter."""
     return metric_names.name_of(instrument), instrument.description, instrument.unit

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from itertools import chain, islice
 
 from pydantic import JsonValue
 
@@ -25,14 +26,6 @@ def json_digest(value: JsonValue) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def referable_output(entry: PromptOutput) -> JsonValue | None:
-    """The output of a finished tool call that the next model round can receive by reference: a tool
-    activity's success (sub-agent answers never pass through a tool activity) of `OUTPUT_REF_MIN_BYTES` or more."""
-    if not isinstance(entry, ToolOutput) or entry.child_prompt_id is not None:
-        return None
-    return large_output(entry.result)
-
-
 def large_output(result: object) -> JsonValue | None:
     """A successful tool result's output when it is large enough to travel by reference."""
     if not isinstance(result, ToolSuccess) or isinstance(result.output, bool | int | float | None):
@@ -44,11 +37,11 @@ def large_output(result: object) -> JsonValue | None:
 
 
 def change_for(index: int, entry: PromptOutput) -> OutputChange:
-    """A changed output entry as the next round receives it: a large tool output by reference."""
-    output = referable_output(entry)
-    if output is None:
+    """A changed output entry as the next round receives it: a large tool output by reference (a tool activity's
+    success: sub-agent answers never pass through a tool activity)."""
+    if not isinstance(entry, ToolOutput) or entry.child_prompt_id is not None \
+            or (output := large_output(entry.result)) is None:
         return OutputChange(index=index, output=entry)
-    assert isinstance(entry, ToolOutput)
     bare = entry.model_copy(update={"result": ToolSuccess(output=None)})
     return OutputChange(index=index, output=bare, result_ref=json_digest(output))
 
@@ -62,28 +55,18 @@ def with_output(change: OutputChange, output: JsonValue) -> PromptOutput:
 def build_page(history: Sequence[Prompt], outputs: Sequence[PromptOutput], start: int,
                max_bytes: int) -> TranscriptPage:
     """Items from `start` until about `max_bytes` of JSON (always at least one item)."""
-    flat_sizes = [len(p.output) for p in history]
-    position, prompt_index = 0, 0
-    while prompt_index < len(history) and position + flat_sizes[prompt_index] <= start:
-        position += flat_sizes[prompt_index]
-        prompt_index += 1
+    flat = chain(((n, entry) for n, prompt in enumerate(history) for entry in prompt.output),
+                 ((len(history), entry) for entry in outputs))
     items: list[TranscriptItem] = []
     used, cursor = 0, start
-    total = sum(flat_sizes) + len(outputs)
-    while cursor < total:
-        if prompt_index < len(history):
-            entry = history[prompt_index].output[cursor - position]
-        else:
-            entry = outputs[cursor - position]
+    total = sum(len(p.output) for p in history) + len(outputs)
+    for prompt_index, entry in islice(flat, start, None):
         size = len(entry.model_dump_json())
         if items and used + size > max_bytes:
             break
         items.append(TranscriptItem(prompt=prompt_index, output=entry))
         used += size
         cursor += 1
-        while prompt_index < len(history) and cursor - position >= flat_sizes[prompt_index]:
-            position += flat_sizes[prompt_index]
-            prompt_index += 1
     headers = [p.model_copy(update={"output": [], "audit": []}) for p in history] if start == 0 else []
     return TranscriptPage(history=headers, history_count=len(history), output_count=len(outputs), items=items,
                           next_start=cursor if cursor < total else None)

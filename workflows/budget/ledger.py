@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
@@ -35,7 +34,8 @@ with workflow.unsafe.imports_passed_through():
         principal_problem,
     )
     from durable_agent.workflows import names
-    from durable_agent.workflows.inputs import decode_input, decode_payloads, raw_payloads
+    from durable_agent.workflows.inputs import decode_input, decoded, invalid_input, raw_payloads
+    from durable_agent.workflows.telemetry import spelled
 
 PAST_PERIODS_KEPT = 12
 SETTLED_IDS_KEPT = 200  # a retried settle of one of these is not counted twice
@@ -45,10 +45,6 @@ ROUND_SLOT = timedelta(minutes=10)  # an open reservation older than this no lon
 
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
-
-
-def _invalid(problem: str | None) -> ApplicationError:
-    return ApplicationError(problem or "no payload", type=names.INVALID_INPUT_ERROR, non_retryable=True)
 
 
 @workflow.defn(name=names.BUDGET_LEDGER_WORKFLOW)
@@ -66,7 +62,7 @@ class BudgetLedgerWorkflow:
     @raw_payloads
     async def run(self, *payloads: object) -> LedgerView:
         if self._input_error:
-            raise _invalid(self._input_error)
+            raise invalid_input(self._input_error)
         self._roll()
         self._publish()
         while True:
@@ -98,9 +94,9 @@ class BudgetLedgerWorkflow:
     @configure_budget.validator
     @raw_payloads
     def _validate_configure(self, *payloads: object) -> None:
-        request = self._decoded(payloads, ConfigureRequest)
+        request = decoded(payloads, ConfigureRequest)
         if request.principal != self._state.principal:
-            raise _invalid(f"this ledger is {self._state.principal}'s, not {request.principal}'s")
+            raise invalid_input(f"this ledger is {self._state.principal}'s, not {request.principal}'s")
 
     @workflow.update(name=names.RESERVE_BUDGET_UPDATE,
                      description="A model round asks to go ahead; refused (with why) once the period's budget is "
@@ -128,7 +124,7 @@ class BudgetLedgerWorkflow:
     @reserve_budget.validator
     @raw_payloads
     def _validate_reserve(self, *payloads: object) -> None:
-        self._decoded(payloads, ReserveRequest)
+        decoded(payloads, ReserveRequest)
 
     @workflow.update(name=names.SETTLE_BUDGET_UPDATE, description=(
         'A reserved round\'s actual spend. Payload: {"reservation_id": "…", "tokens": 0, "cost": 0.0}'))
@@ -140,7 +136,7 @@ class BudgetLedgerWorkflow:
     @settle_budget.validator
     @raw_payloads
     def _validate_settle(self, *payloads: object) -> None:
-        self._decoded(payloads, SettleRequest)
+        decoded(payloads, SettleRequest)
 
     @workflow.query(name=names.BUDGET_STATE_QUERY, description="The budget, this period's spend, past periods.")
     @raw_payloads
@@ -149,16 +145,9 @@ class BudgetLedgerWorkflow:
 
     # --- state ----------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _decoded(payloads: tuple[object, ...], model: type[ModelT]) -> ModelT:
-        request, problem = decode_payloads(payloads, model)
-        if request is None:
-            raise _invalid(problem)
-        return request
-
     def _updating(self, payloads: tuple[object, ...], model: type[ModelT]) -> ModelT:
         """An update's request, decoded, with the ledger in the period `workflow.now()` is in."""
-        request = self._decoded(payloads, model)
+        request = decoded(payloads, model)
         self._roll()
         return request
 
@@ -249,23 +238,19 @@ class BudgetLedgerWorkflow:
         if memo != self._memo:
             self._memo = memo
             workflow.upsert_memo({names.BUDGET_MEMO: memo})
-        if standing.limit is None or not standing.limit.metrics:
+        limit = standing.limit
+        if limit is None or not limit.metrics:
             return
         meter = workflow.metric_meter()
         attributes = metric_names.attributes({"dagent.budget.principal": standing.principal})
-
-        def spelled(instrument: metric_names.Instrument) -> tuple[str, str, str]:
-            return metric_names.name_of(instrument), instrument.description, instrument.unit
-
         meter.create_gauge(*spelled(metric_names.BUDGET_SPENT_TOKENS)).set(standing.spent_tokens, attributes)
         meter.create_gauge_float(*spelled(metric_names.BUDGET_SPENT_COST)).set(standing.spent_cost, attributes)
-        if standing.limit is not None:  # always, here: kept for the type checker
-            if standing.limit.max_tokens is not None:
-                meter.create_gauge(*spelled(metric_names.BUDGET_LIMIT_TOKENS)).set(
-                    standing.limit.max_tokens + standing.extra_tokens, attributes)
-            if standing.limit.max_cost is not None:
-                meter.create_gauge_float(*spelled(metric_names.BUDGET_LIMIT_COST)).set(
-                    standing.limit.max_cost + standing.extra_cost, attributes)
+        if limit.max_tokens is not None:
+            meter.create_gauge(*spelled(metric_names.BUDGET_LIMIT_TOKENS)).set(
+                limit.max_tokens + standing.extra_tokens, attributes)
+        if limit.max_cost is not None:
+            meter.create_gauge_float(*spelled(metric_names.BUDGET_LIMIT_COST)).set(
+                limit.max_cost + standing.extra_cost, attributes)
 
     def _should_continue_as_new(self) -> bool:
         return self._updates >= self._state.updates_per_run or workflow.info().is_continue_as_new_suggested()

@@ -20,7 +20,6 @@ from durable_agent.agent.models import ApprovalRequest, Decision, ToolOutput
 from durable_agent.workflows import details, telemetry
 from durable_agent.workflows.activity_refs import EMIT_EVENT
 from durable_agent.workflows.corrections import merge_patch
-from durable_agent.workflows.decision_tokens import DecisionKind
 from durable_agent.workflows.failures import failure_reason, is_cancellation
 from durable_agent.workflows.inputs import decode_payloads
 from durable_agent.workflows.prompt.context import PromptContext, Room
@@ -204,7 +203,7 @@ class ApprovalDesk(Room):
     # --- the handlers' entry points --------------------------------------------------------------------
 
     def approve_signal(self, request: ApproveRequest) -> Refusal | None:
-        problem = self.checks.problem("approve", request) or self.checks.correction_problem(request)
+        problem = self._problem(request)
         if problem is None:
             if self._children.call(request.tool_call_id) is not None:
                 self._children.forward("approve", request)
@@ -215,24 +214,26 @@ class ApprovalDesk(Room):
         return problem
 
     def reject_signal(self, request: RejectRequest) -> Refusal | None:
-        problem = self.checks.problem("reject", request)
-        if problem is None and self._children.call(request.tool_call_id) is not None:
-            self._children.forward("reject", request)
-            return None
+        problem = self._problem(request)
         if problem is None:
-            self._accept_rejection(request)
+            if self._children.call(request.tool_call_id) is not None:
+                self._children.forward("reject", request)
+            else:
+                self._accept_rejection(request)
         return problem
+
+    def _problem(self, request: ApproveRequest | RejectRequest) -> Refusal | None:
+        """Why the decision cannot be taken now (an approval's correction included), or None."""
+        if isinstance(request, RejectRequest):
+            return self.checks.problem("reject", request)
+        return self.checks.problem("approve", request) or self.checks.correction_problem(request)
 
     def checked_request(self, payloads: tuple[object, ...], model: type[DecisionT]) -> DecisionT:
         """An update's decoded payload, or the reason it cannot be decided, as a refusal."""
         request, undecodable = decode_payloads(payloads, model)
         if request is None:
             raise Refusal("invalid-request", undecodable or "no decision in the update").error()
-        kind: DecisionKind = "approve" if isinstance(request, ApproveRequest) else "reject"
-        refusal = self.checks.problem(kind, request)
-        if refusal is None and isinstance(request, ApproveRequest):
-            refusal = self.checks.correction_problem(request)
-        if refusal is not None:
+        if (refusal := self._problem(request)) is not None:
             raise refusal.error()
         return request
 

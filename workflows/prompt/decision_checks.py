@@ -183,26 +183,28 @@ class DecisionChecks(Room):
     def _correction_decider(self, request: ApproveRequest, waiting: PendingApproval,
                             verdict: CorrectionVerdict) -> Decider | Refusal:
         """Who approves a correction, given what the tool's policy says of it; a refusal goes to the audit."""
-        refusal = self.problem("approve", request)  # decided, expired or steered meanwhile?
-        if refusal is None and verdict.problem is not None:
-            refusal = Refusal("not-allowed", f"correction of {waiting.tool} {waiting.tool_call_id!r} refused: "
-                                             f"{verdict.problem}")
-        decider = None if refusal is not None else self._decider("approve", request, waiting)
-        if isinstance(decider, Decider) and verdict.requirement is not None:
-            needed = verdict.requirement
-            problem = correction_refusal(decider.who, needed.approvers, needs_approval=True,
-                                         owner=self._record.prompt.user_id,
-                                         four_eyes=bool(needed.four_eyes or waiting.four_eyes))
-            if problem is not None:
-                who = decider.who.id or "an anonymous caller"
-                refusal = Refusal("not-allowed", f"{who} may not approve this correction of {waiting.tool} "
-                                                 f"{waiting.tool_call_id!r}: {problem}")
-            elif needed.approvers:
-                decider = Decider(decider.who, identity.grant(decider.who, needed.approvers), decider.nonce)
-        if refusal is None and isinstance(decider, Refusal):
-            refusal = decider
-        if refusal is not None:
-            self._record.ignore("correction", refusal.message)
+        decider = self._policy_decider(request, waiting, verdict)
+        if isinstance(decider, Refusal):
+            self._record.ignore("correction", decider.message)
+        return decider
+
+    def _policy_decider(self, request: ApproveRequest, waiting: PendingApproval,
+                        verdict: CorrectionVerdict) -> Decider | Refusal:
+        if (refusal := self.problem("approve", request)) is not None:  # decided, expired or steered meanwhile?
             return refusal
-        assert decider is not None
+        if verdict.problem is not None:
+            return Refusal("not-allowed", f"correction of {waiting.tool} {waiting.tool_call_id!r} refused: "
+                                          f"{verdict.problem}")
+        decider = self._decider("approve", request, waiting)
+        if isinstance(decider, Refusal) or (needed := verdict.requirement) is None:
+            return decider
+        problem = correction_refusal(decider.who, needed.approvers, needs_approval=True,
+                                     owner=self._record.prompt.user_id,
+                                     four_eyes=bool(needed.four_eyes or waiting.four_eyes))
+        if problem is not None:
+            who = decider.who.id or "an anonymous caller"
+            return Refusal("not-allowed", f"{who} may not approve this correction of {waiting.tool} "
+                                          f"{waiting.tool_call_id!r}: {problem}")
+        if needed.approvers:
+            return Decider(decider.who, identity.grant(decider.who, needed.approvers), decider.nonce)
         return decider

@@ -95,7 +95,7 @@ class WorkflowHost:
     """The running workflow (temporalio.workflow), with the stream topic that carries its events."""
 
     def __init__(self, publish: Callable[[StreamEvent], None]) -> None:
-        self._publish = publish
+        self.publish = publish
         self.metrics: Metrics = telemetry.WorkflowMetrics()
         self.logger = workflow.logger
         self._background: set[asyncio.Task[None]] = set()
@@ -114,9 +114,6 @@ class WorkflowHost:
     def random_id(self) -> str:
         return str(workflow.uuid4())
 
-    def publish(self, event: StreamEvent) -> None:
-        self._publish(event)
-
     def upsert_state(self, prompt: Prompt) -> None:
         """The prompt's search attributes that changed (none upserted when none did)."""
         changed = changed_search_attributes(prompt, workflow.info().typed_search_attributes)
@@ -133,17 +130,15 @@ class WorkflowHost:
                            start_to_close_timeout: timedelta, retry_policy: RetryPolicy,
                            heartbeat_timeout: timedelta | None = None, task_queue: str | None = None,
                            local: bool = False, wait_for_cancellation: bool = False) -> ResultT:
-        if local:
-            result = await workflow.execute_local_activity(
+        if local:  # the result is converted to `activity.result_type`
+            return await workflow.execute_local_activity(  # type: ignore[no-any-return]
                 activity.name, arg, result_type=activity.result_type, start_to_close_timeout=start_to_close_timeout,
                 retry_policy=retry_policy, summary=summary)
-        else:
-            result = await workflow.execute_activity(
-                activity.name, arg, result_type=activity.result_type, start_to_close_timeout=start_to_close_timeout,
-                heartbeat_timeout=heartbeat_timeout, retry_policy=retry_policy, task_queue=task_queue,
-                summary=summary, cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-                if wait_for_cancellation else ActivityCancellationType.TRY_CANCEL)
-        return result  # type: ignore[no-any-return]  # converted to `activity.result_type`
+        return await workflow.execute_activity(  # type: ignore[no-any-return]
+            activity.name, arg, result_type=activity.result_type, start_to_close_timeout=start_to_close_timeout,
+            heartbeat_timeout=heartbeat_timeout, retry_policy=retry_policy, task_queue=task_queue,
+            summary=summary, cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if wait_for_cancellation else ActivityCancellationType.TRY_CANCEL)
 
     async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None,
                    summary: str | None = None) -> bool:

@@ -103,10 +103,8 @@ class Recorder:
     def interrupt(self, reason: str, *, waiting: str | None = None) -> None:
         """End every unfinished call with `reason` (`waiting`: for a call still waiting for its approval)."""
         for entry in self.prompt.output:
-            if isinstance(entry, ToolOutput) and isinstance(entry.result, ApprovalRequest):
-                self.end_call(entry, waiting or reason, "interrupted")
-            elif isinstance(entry, ToolOutput) and entry.result is None:
-                self.end_call(entry, reason, "interrupted")
+            if isinstance(entry, ToolOutput) and (entry.result is None or isinstance(entry.result, ApprovalRequest)):
+                self.end_call(entry, reason if entry.result is None else waiting or reason, "interrupted")
 
     def _unique_call_id(self, call_id: str) -> str:
         candidate, n = call_id or "call", 1

@@ -54,12 +54,8 @@ class Child:
 class Listing(Protocol):
     """What this prompt lists as waiting (the approvals desk, approvals.py)."""
 
-    def listed(self) -> list[PendingApproval]:
-        """Every call this prompt lists as waiting: its own and its sub-agents'."""
-        ...
-    def publish_pending(self) -> None:
-        """Rewrite the memo's waiting calls."""
-        ...
+    def listed(self) -> list[PendingApproval]: ...
+    def publish_pending(self) -> None: ...
 
 
 class SubAgents(Room):

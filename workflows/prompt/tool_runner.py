@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
+from itertools import groupby
 
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
@@ -80,18 +81,13 @@ class ToolRunner(Room):
             ended.add(entry.id)
             record_finished()
 
-        index = 0
-        while index < len(calls):
-            end = index + 1
-            if not calls[index][1].options.sequential:
-                while end < len(calls) and not calls[end][1].options.sequential:
-                    end += 1
-            group = calls[index:end]
+        # Groups run one after another: each run of calls that are not sequential, and each sequential call alone.
+        for _, grouped in groupby(enumerate(calls), key=lambda n: n[0] if n[1][1].options.sequential else -1):
+            group = [entry_call for _, entry_call in grouped]
             await asyncio.gather(*(run(entry, call) for entry, call in group))
             if any(call.options.failure_mode == "fail" and isinstance(outcomes[entry.id].result, ToolError)
                    for entry, call in group if entry.id in outcomes):
                 break  # the prompt fails: later calls are not started
-            index = end
         return outcomes
 
     @staticmethod

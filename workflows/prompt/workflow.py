@@ -305,18 +305,17 @@ class PromptWorkflow:
         pending together (one batch, decided independently); calls before the first of them run side by side
         meanwhile; once the last decision is in, the approved ones run side by side, then the calls after."""
         entries = [self._record.open_call(call) for call in calls]
-        first_approval = next((i for i, c in enumerate(calls) if isinstance(c, CallNeedingApproval)), len(calls))
         before: list[Call] = []
         batch: list[tuple[ToolOutput, CallNeedingApproval]] = []
         after: list[Call] = []
-        for index, (entry, call) in enumerate(zip(entries, calls, strict=True)):
+        for entry, call in zip(entries, calls, strict=True):
             match call:
                 case InvalidCall(error=error):
                     self._record.end_call(entry, error, "invalid")
                 case CallNeedingApproval():
                     batch.append((entry, call))
-                case _:
-                    (before if index < first_approval else after).append((entry, call))
+                case _:  # before or after the first call needing approval
+                    (after if batch else before).append((entry, call))
         for entry, waiting in batch:
             self._desk.request(entry, waiting, publish=False)
         self._desk.publish_pending()  # the batch's calls in one memo update

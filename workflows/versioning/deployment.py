@@ -1,19 +1,9 @@
 """How each workflow type moves between worker builds under Temporal Worker Versioning (docs/operations.md).
 
-Only versioned workers (DAGENT_DEPLOYMENT_NAME + DAGENT_BUILD_ID) use these: the server refuses a versioning
-behavior from an unversioned worker, so `PromptWorkflow` and `ConversationWorkflow` declare none, and a
-versioned worker registers the subclasses below in their place (same workflow names, same code; see
-`versioned_workflows`). The behaviors and why:
-
-- Prompts are PINNED: a prompt finishes on the build it started on. A prompt can wait a week for an
-  approval; pinned, it resumes on the code that recorded its history, so a deploy never replays it on new
-  code (no nondeterminism risk, no `workflow.patched` needed for it), and the old build keeps serving it
-  until it is drained. Its sub-agents (child prompts on the same queue) inherit the parent's build.
-- Conversations are AUTO_UPGRADE: a conversation lives for months and continues-as-new regularly; its own
-  code is a small loop over child prompts. It moves to the current build at its next workflow task, so its
-  changes still need a patch (docs/changing-workflows.md; tests/unit/test_replay.py guards them), and each
-  prompt it starts is pinned to the build current at that moment.
-- Budget ledgers are AUTO_UPGRADE for the same reason: one per principal, for ever, continuing as new.
+Prompts are PINNED, conversations and budget ledgers AUTO_UPGRADE (why: that page). Only versioned workers
+(DAGENT_DEPLOYMENT_NAME + DAGENT_BUILD_ID) use these: the server refuses a versioning behavior from an
+unversioned worker, so `PromptWorkflow` and `ConversationWorkflow` declare none, and a versioned worker
+registers the subclasses below in their place (same workflow names, same code; see `versioned_workflows`).
 """
 
 from __future__ import annotations
@@ -83,12 +73,7 @@ VERSIONED: dict[type, type] = {PromptWorkflow: PinnedPromptWorkflow,
 def versioned_workflows(workflows: Sequence[type]) -> list[type]:
     """`workflows` with each of ours replaced by its versioned subclass (a versioned worker's registrations),
     each once (a plugin applied by client and worker both adds ours twice)."""
-    out: list[type] = []
-    for cls in workflows:
-        chosen = VERSIONED.get(cls, cls)
-        if chosen not in out:
-            out.append(chosen)
-    return out
+    return list(dict.fromkeys(VERSIONED.get(cls, cls) for cls in workflows))
 
 
 __all__ = ["CONVERSATION_VERSIONING", "PROMPT_VERSIONING", "VERSIONED", "AutoUpgradeBudgetLedgerWorkflow",
