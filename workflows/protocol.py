@@ -4,12 +4,16 @@ Every workflow, signal, update and activity takes one model, so a field with a d
 without breaking the replay of running workflows (recorded payloads lack it and read as the default). The
 models are strict (agent/strict.py): a worker refuses a field it does not know, so a new field reaches only
 workers that know it — upgrade every worker of a queue before new workflows send it
-(docs/changing-workflows.md). The models live in wire/, one module per boundary (the imports below name each
-module's models; docs/code-map.md says what each is for); this module is the one place to import them from
-(every name imported here is exported).
+(docs/changing-workflows.md). The models live in smaller modules, one per boundary; this module is the one
+place to import them from:
+- wire/inputs.py: the workflows' inputs (PromptRequest, ConversationRequest) and history references;
+- wire/decisions.py: steering, decisions, a sub-agent's report, the waiting-call listing;
+- wire/calls.py: planned tool calls and the tool activity's input and result;
+- wire/rounds.py: the model round's input and result, with its next step;
+- wire/stream.py: the live event stream, streaming text, tool progress, transcript pages;
+- wire/lean.py: lean serialisation (fields at their defaults stay off the wire).
 """
 
-# ruff: noqa: F401  (every import is a re-export)
 from __future__ import annotations
 
 from durable_agent.workflows.wire.calls import (
@@ -67,3 +71,51 @@ from durable_agent.workflows.wire.stream import (
     TranscriptPage,
     TranscriptPageRequest,
 )
+
+__all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "MAX_INPUT_CHARS",
+    "ApproveRequest",
+    "CallNeedingApproval",
+    "ChildApprovals",
+    "ConversationRequest",
+    "CorrectionCheck",
+    "CorrectionVerdict",
+    "EventDelivery",
+    "FinalAnswer",
+    "HistoryLink",
+    "HistoryRef",
+    "InvalidCall",
+    "ModelRouting",
+    "NextStep",
+    "OptionalRouting",
+    "OutputChange",
+    "ParentLink",
+    "PendingApproval",
+    "PlannedCall",
+    "PromptRequest",
+    "QueuedInput",
+    "ReadyCall",
+    "RejectRequest",
+    "RetryForSchema",
+    "RoundInput",
+    "RoundResult",
+    "RunTools",
+    "SendRequest",
+    "SideOutput",
+    "SteerRequest",
+    "StoreHistoryRequest",
+    "StreamEvent",
+    "StreamingText",
+    "SubAgentCall",
+    "TextDelta",
+    "ToolInvocation",
+    "ToolInvocationResult",
+    "ToolProgress",
+    "ToolThenModel",
+    "ToolThenModelResult",
+    "TranscriptItem",
+    "TranscriptPage",
+    "TranscriptPageRequest",
+    "WorkflowVersion",
+]
