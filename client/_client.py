@@ -82,12 +82,6 @@ class AgentClient:
         return cls(await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
                                         settings.grpc_compression, plugins=plugins), settings)
 
-    def _run_options(self) -> dict[str, Any]:
-        """What every prompt or conversation this client starts carries besides the caller's options: the workflow
-        version (this code's behaviour, without patch markers). Where its model calls run is the worker's to say
-        (workers/routing.py); a caller may still pass `model_task_queue`, `model_routing` or `model_local`."""
-        return {"workflow_version": CURRENT_VERSION}
-
     async def read_file(self, content_ref: str) -> bytes:
         """The content of a file a tool attached (`FileOutput.content_ref`), from the shared store."""
         return await self.settings.file_store().aget(content_ref)
@@ -110,7 +104,7 @@ class AgentClient:
         priority = priority or prompt_priority(user_id)
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
-        options = self._run_options() | options
+        options = {"workflow_version": CURRENT_VERSION} | options
         if "budgets" not in options:  # the period budgets the prompt is under (client/budgets.py)
             options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
@@ -151,7 +145,7 @@ class AgentClient:
         if conversation_id is not None and (problem := reserved_problem("conversation_id", conversation_id)):
             raise ValueError(problem)
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
-        options = self._run_options() | options
+        options = {"workflow_version": CURRENT_VERSION} | options
         if "budgets" not in options:
             options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)

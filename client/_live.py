@@ -186,8 +186,6 @@ class StreamPoller:
                 pause = FASTEST_POLL
                 if not result.more_ready:
                     await asyncio.sleep(pause)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:
             async with self._changed:
                 self._error = exc

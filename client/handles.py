@@ -227,18 +227,13 @@ class PromptHandle(_Handle[Prompt]):
 
     async def follow(self, poll_interval: float = 0.1) -> AsyncIterator[tuple[int, PromptOutput, Prompt]]:
         """Yield `(index, entry, prompt)` for every new or changed output entry until the prompt finishes."""
-        seen: list[str] = []
+        seen: dict[int, str] = {}
         while True:
             prompt = await self.get()
             for index, entry in enumerate(prompt.output):
-                encoded = entry.model_dump_json()
-                if index >= len(seen):
-                    seen.append(encoded)
-                elif seen[index] == encoded:
-                    continue
-                else:
+                if seen.get(index) != (encoded := entry.model_dump_json()):
                     seen[index] = encoded
-                yield index, entry, prompt
+                    yield index, entry, prompt
             if prompt.state in TERMINAL_STATES:
                 return
             await asyncio.sleep(poll_interval)
