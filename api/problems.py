@@ -51,10 +51,6 @@ class Problem(Exception):
         self.detail = detail
         self.extensions = extensions
 
-    @property
-    def status(self) -> int:
-        return PROBLEM_TYPES[self.slug][0]
-
 
 def problem_body(slug: str, detail: str, instance: str | None = None, **extensions: Any) -> dict[str, Any]:
     status, title = PROBLEM_TYPES[slug]

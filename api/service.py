@@ -29,6 +29,7 @@ from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
 from durable_agent.api.schemas import ApprovalContext
 from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
+from durable_agent.client._described import described
 from durable_agent.client.pending import PendingList, may_see
 from durable_agent.workflows.corrections import merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import (
@@ -119,12 +120,7 @@ class AgentService:
 
     async def describe(self, workflow_id: str) -> WorkflowExecutionDescription | None:
         """The workflow with this id (its latest run, running or closed), or None if there is none."""
-        try:
-            return await self.agent.client.get_workflow_handle(workflow_id).describe()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
+        return await described(self.agent.client.get_workflow_handle(workflow_id))
 
     async def require_kind(self, workflow_id: str, kind: str, noun: str, *, slug: str = "id-taken") -> None:
         """A problem (`slug`) when `workflow_id` is taken by a workflow that is not a `kind`."""

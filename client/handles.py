@@ -27,6 +27,7 @@ from durable_agent.agent.errors import (
     RefusalKind,
 )
 from durable_agent.agent.models import TERMINAL_STATES, Conversation, Prompt, PromptOutput, ToolOutput
+from durable_agent.client._described import described
 from durable_agent.client._live import poller_for
 from durable_agent.client.budgets import applying_budgets
 from durable_agent.client.stuck import TaskProblem, task_problem
@@ -90,13 +91,9 @@ class PromptHandle(_Handle[Prompt]):
         conversation = self._queued_in
         if conversation is None:
             return
-        try:
-            await self._handle.describe()  # the server knows it: started (the conversation may be closed by now)
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
+        if await described(self._handle) is None:  # else the server knows it: started (the conversation may be closed)
             if not wait:
-                raise PromptNotStartedError(self.id, conversation.id) from None
+                raise PromptNotStartedError(self.id, conversation.id)
             await conversation.prompt_started(self.id, timeout=None)
         self._queued_in = None
 
@@ -182,13 +179,7 @@ class PromptHandle(_Handle[Prompt]):
 
     async def _missing_kind(self) -> RefusalKind:
         """Why the server found no running prompt to decide on: it finished, or it never existed."""
-        try:
-            await self._handle.describe()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return "unknown-prompt"
-            raise
-        return "prompt-finished"
+        return "unknown-prompt" if await described(self._handle) is None else "prompt-finished"
 
     async def cancel(self) -> None:
         await self._handle.cancel()
