@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import (
     Client,
     ScheduleHandle,
+    WorkflowExecution,
 )
 from temporalio.common import (
     Priority,
@@ -33,7 +34,6 @@ from durable_agent.client.stuck import TaskProblem, workflows_with_task_problems
 from durable_agent.config.connection import connect_client
 from durable_agent.config.observability import temporal_plugins
 from durable_agent.config.settings import ClientPlugin, ClientSettings
-from durable_agent.workflows import names
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import (
     CONVERSATION_ID,
@@ -191,16 +191,9 @@ class AgentClient:
                            state: str | None = None, limit: int = 100) -> list[PromptSummary]:
         """Prompts by user, conversation and state (the search attributes), newest first."""
         query = prompt_query(user_id=user_id, conversation_id=conversation_id, state=state)
-        found: list[PromptSummary] = []
-        async for execution in self.client.list_workflows(query, limit=limit):
-            attrs = execution.typed_search_attributes
-            found.append(PromptSummary(
-                prompt_id=execution.id, user_id=attrs.get(names.USER_ID) or "",
-                conversation_id=attrs.get(names.CONVERSATION_ID), state=attrs.get(names.PROMPT_STATE),
-                status=execution.status.name.lower() if execution.status else "unknown",
-                started_at=execution.start_time,
-            ))
-        return found
+        return [PromptSummary(**_ref(e), state=e.typed_search_attributes.get(PROMPT_STATE),
+                              status=e.status.name.lower() if e.status else "unknown", started_at=e.start_time)
+                async for e in self.client.list_workflows(query, limit=limit)]
 
     async def pending(self, *, user_id: str | None = None, timeout: float = QUERY_SECONDS, limit: int | None = None,
                       cursor: str | None = None) -> PendingList:
@@ -211,12 +204,14 @@ class AgentClient:
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[PromptRef]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""
         query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True)
-        found: list[PromptRef] = []
-        async for execution in self.client.list_workflows(query):
-            attrs = execution.typed_search_attributes
-            found.append(PromptRef(prompt_id=execution.id, user_id=attrs.get(names.USER_ID) or "",
-                                   conversation_id=attrs.get(names.CONVERSATION_ID)))
-        return found
+        return [PromptRef(**_ref(e)) async for e in self.client.list_workflows(query)]
+
+
+def _ref(execution: WorkflowExecution) -> dict[str, Any]:
+    """A listed prompt's reference fields, from its search attributes (owner "" when they lack one)."""
+    attrs = execution.typed_search_attributes
+    return {"prompt_id": execution.id, "user_id": attrs.get(USER_ID) or "",
+            "conversation_id": attrs.get(CONVERSATION_ID)}
 
 
 def prompt_query(*, user_id: str | None = None, conversation_id: str | None = None, state: str | None = None,
@@ -224,8 +219,8 @@ def prompt_query(*, user_id: str | None = None, conversation_id: str | None = No
     """The visibility query for prompts by user, conversation, state and task queue (values quoted),
     optionally only those whose workflow still runs."""
     query = f"WorkflowType = '{PROMPT_WORKFLOW}'"
-    for key, value in ((names.USER_ID.name, user_id), (names.CONVERSATION_ID.name, conversation_id),
-                       (names.PROMPT_STATE.name, state), ("TaskQueue", task_queue)):
+    for key, value in ((USER_ID.name, user_id), (CONVERSATION_ID.name, conversation_id),
+                       (PROMPT_STATE.name, state), ("TaskQueue", task_queue)):
         if value is not None:
             query += f" AND {key} = '{_quote(value)}'"
     return query + (" AND ExecutionStatus = 'Running'" if running else "")

@@ -32,11 +32,6 @@ from durable_agent.client._live import poller_for
 from durable_agent.client.budgets import applying_budgets
 from durable_agent.client.stuck import TaskProblem, task_problem
 from durable_agent.workflows import names
-from durable_agent.workflows.names import (
-    DELTAS_TOPIC,
-    EVENTS_TOPIC,
-    PROGRESS_TOPIC,
-)
 from durable_agent.workflows.protocol import (
     ApproveRequest,
     PendingApproval,
@@ -200,7 +195,7 @@ class PromptHandle(_Handle[Prompt]):
         the prompt's history, and every watcher of a prompt in this process shares one poller.
         """
         converter = self._client.data_converter.payload_converter
-        async for offset, _, payload in poller_for(self._client, self.id).subscribe(from_offset, [EVENTS_TOPIC]):
+        async for offset, _, payload in poller_for(self._client, self.id).subscribe(from_offset, [names.EVENTS_TOPIC]):
             assert offset is not None and isinstance(payload, Payload)
             yield offset, converter.from_payload(payload, StreamEvent)
 
@@ -209,7 +204,7 @@ class PromptHandle(_Handle[Prompt]):
         progress. Those two come from heartbeats, not from the event stream: their offset is None, and each
         carries the latest state (a `TextDelta` holds the round's text from its `offset` on)."""
         converter = self._client.data_converter.payload_converter
-        topics = [EVENTS_TOPIC, DELTAS_TOPIC, PROGRESS_TOPIC]
+        topics = [names.EVENTS_TOPIC, names.DELTAS_TOPIC, names.PROGRESS_TOPIC]
         async for offset, _topic, item in poller_for(self._client, self.id).subscribe(from_offset, topics):
             if isinstance(item, TextDelta | ToolProgress):
                 yield offset, item
