@@ -131,13 +131,11 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
         raise ScheduleError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}")
     # No workflow version (runs follow the code's current behaviour: patch markers) and no model routing: each run
     # gets the routing of the worker that runs it (workers/routing.py), not the one this client had when it was made.
-    options: dict[str, Any] = {}
-    if max_rounds is not None:
-        options["max_rounds"] = max_rounds
+    options: dict[str, Any] = {} if max_rounds is None else {"max_rounds": max_rounds}
     # Each run reserves from its user's ledger: a budget set (or spent) after the schedule was made still applies,
     # which a lookup now, as `AgentClient.start` does, would miss. A user without a budget: the ledger says yes.
-    options.setdefault("budgets", principals_for(user_id, None))
-    request = PromptRequest(user_id=user_id, model=model, input=input, instructions=instructions, **options)
+    request = PromptRequest(user_id=user_id, model=model, input=input, instructions=instructions,
+                            budgets=principals_for(user_id, None), **options)
     action = ScheduleActionStartWorkflow(
         PROMPT_WORKFLOW, request, id=schedule_run_id(schedule_id), task_queue=agent.settings.task_queue,
         static_summary=prompt_summary(user_id, input), static_details=prompt_static_details(user_id, input),
