@@ -125,8 +125,7 @@ class AgentService:
     async def require_kind(self, workflow_id: str, kind: str, noun: str, *, slug: str = "id-taken") -> None:
         """A problem (`slug`) when `workflow_id` is taken by a workflow that is not a `kind`."""
         description = await self.describe(workflow_id)
-        found = description.workflow_type if description else None
-        if found is not None and found != kind:
+        if description is not None and (found := description.workflow_type) != kind:
             other = {PROMPT_WORKFLOW: "prompt", CONVERSATION_WORKFLOW: "conversation"}.get(found, found)
             raise Problem(slug, f"{workflow_id!r} is a {other}, not a {noun}")
 

@@ -101,10 +101,5 @@ async def agui(body: RunAgentInput, caller: Caller, service: Service) -> Streami
         handle = await service.agent.conversation(thread_id).prompt_started(prompt.id, timeout=300)
         run = agui_run(handle, thread_id=thread_id, run_id=body.run_id)
     encoder = EventEncoder()
-
-    async def stream() -> AsyncIterator[str]:
-        async for event in run:
-            yield encoder.encode(event)
-
-    return StreamingResponse(stream(), media_type=encoder.get_content_type(),
+    return StreamingResponse((encoder.encode(event) async for event in run), media_type=encoder.get_content_type(),
                              headers={"X-Prompt-Id": handle.id, "Cache-Control": "no-store"})
