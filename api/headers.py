@@ -18,7 +18,6 @@ NO_CSP = ("/docs", "/redoc")  # Swagger UI / ReDoc: CDN scripts and an inline bo
 
 
 def security_headers(path: str) -> dict[str, str]:
-    """The headers every response to `path` carries."""
     headers = {"x-frame-options": "DENY", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
     if path in PAGES or path.startswith("/static/"):
         headers["content-security-policy"] = PAGE_CSP

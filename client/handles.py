@@ -168,13 +168,10 @@ class PromptHandle(_Handle[Prompt]):
         except WorkflowUpdateFailedError as exc:
             raise _refused(exc.cause) from exc
         except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                raise DecisionRefused(f"prompt {self.id}: {exc.message}", await self._missing_kind()) from exc
+            if exc.status == RPCStatusCode.NOT_FOUND:  # no running prompt: it finished, or it never existed
+                kind: RefusalKind = "unknown-prompt" if await described(self._handle) is None else "prompt-finished"
+                raise DecisionRefused(f"prompt {self.id}: {exc.message}", kind) from exc
             raise
-
-    async def _missing_kind(self) -> RefusalKind:
-        """Why the server found no running prompt to decide on: it finished, or it never existed."""
-        return "unknown-prompt" if await described(self._handle) is None else "prompt-finished"
 
     async def cancel(self) -> None:
         await self._handle.cancel()
