@@ -45,7 +45,8 @@ __all__ = ["OVERLAP_POLICIES", "ScheduleError", "ScheduleView", "create_schedule
            "schedule_handle", "schedule_spec", "scheduled_prompts", "view_schedule"]
 
 Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other", "allow_all"]
-OVERLAP_POLICIES = {name: ScheduleOverlapPolicy[name.upper()] for name in get_args(Overlap)}
+OVERLAP_POLICIES: dict[str, ScheduleOverlapPolicy] = {
+    name: ScheduleOverlapPolicy[name.upper()] for name in get_args(Overlap)}
 
 
 MAX_INTERVAL = timedelta(days=3660)  # ten years
