@@ -43,8 +43,8 @@ APPROVAL_REASON = "tool_approval"
 class AguiTranslator:
     """Turns one prompt's stream into AG-UI events; keeps what it needs to stream text and skip repeats."""
 
-    def __init__(self, thread_id: str, run_id: str, prompt_id: str) -> None:
-        self.thread_id, self.run_id, self.prompt_id = thread_id, run_id, prompt_id
+    def __init__(self, prompt_id: str) -> None:
+        self.prompt_id = prompt_id
         self.open_message: str | None = None
         self.streamed: dict[int, int] = {}  # round -> characters already sent
         self.messages = 0
@@ -111,7 +111,7 @@ async def agui_run(handle: PromptHandle, *, thread_id: str, run_id: str,
                    skip_through_approval: str | None = None) -> AsyncIterator[BaseEvent]:
     """One AG-UI run over a prompt, from its first event (or, when resuming, from just after the approval
     request of `skip_through_approval`). Ends at the prompt's end or at the next approval request."""
-    translator = AguiTranslator(thread_id, run_id, handle.id)
+    translator = AguiTranslator(handle.id)
     yield RunStartedEvent(thread_id=thread_id, run_id=run_id)
     skipping = skip_through_approval is not None
     async for _, item in handle.live(0):

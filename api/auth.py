@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+from collections.abc import Iterable
 
 import jwt
 from fastapi import Request
@@ -32,6 +33,13 @@ class Principal(BaseModel):
     def sees_everything(self) -> bool:
         return self.is_admin or self.is_approver
 
+    @classmethod
+    def of(cls, config: ApiConfig, principal_id: str, roles: Iterable[str]) -> Principal:
+        """`principal_id` with `roles`: an approver or an admin by the config's role lists."""
+        role_set = frozenset(roles)
+        return cls(id=principal_id, roles=role_set, is_approver=bool(role_set & set(config.approver_roles)),
+                   is_admin=bool(role_set & set(config.admin_roles)))
+
 
 class Authenticator:
     def __init__(self, config: ApiConfig) -> None:
@@ -39,17 +47,11 @@ class Authenticator:
         self._keys = {entry.digest: entry for entry in config.api_keys}
         self._jwks = jwt.PyJWKClient(config.oidc.jwks_url, cache_keys=True, lifespan=300) if config.oidc else None
 
-    def _principal(self, principal_id: str, roles: list[str]) -> Principal:
-        role_set = frozenset(roles)
-        return Principal(id=principal_id, roles=role_set,
-                         is_approver=bool(role_set & set(self.config.approver_roles)),
-                         is_admin=bool(role_set & set(self.config.admin_roles)))
-
     async def authenticate(self, token: str) -> Principal | None:
         digest = hashlib.sha256(token.encode()).hexdigest()
         for known, entry in self._keys.items():
             if hmac.compare_digest(known, digest):
-                return self._principal(entry.principal, entry.roles)
+                return Principal.of(self.config, entry.principal, entry.roles)
         if self._jwks is not None and token.count(".") == 2:
             return await self._verify_jwt(token)
         return None
@@ -72,7 +74,7 @@ class Authenticator:
             return None
         if isinstance(roles, str):
             roles = roles.split()
-        return self._principal(principal, [r for r in roles if isinstance(r, str)])
+        return Principal.of(self.config, principal, [r for r in roles if isinstance(r, str)])
 
 
 async def current_principal(request: Request) -> Principal:

@@ -17,19 +17,12 @@ PAGES = ("/", "/inbox", "/chat")
 NO_CSP = ("/docs", "/redoc")  # Swagger UI / ReDoc: CDN scripts and an inline bootstrap
 
 
-def policy_for(path: str) -> str | None:
-    if path in PAGES or path.startswith("/static/"):
-        return PAGE_CSP
-    if path.startswith(NO_CSP):
-        return None
-    return API_CSP
-
-
 def security_headers(path: str) -> dict[str, str]:
-    """The headers every response to `path` carries."""
     headers = {"x-frame-options": "DENY", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
-    if (csp := policy_for(path)) is not None:
-        headers["content-security-policy"] = csp
+    if path in PAGES or path.startswith("/static/"):
+        headers["content-security-policy"] = PAGE_CSP
+    elif not path.startswith(NO_CSP):
+        headers["content-security-policy"] = API_CSP
     return headers
 
 

@@ -51,10 +51,6 @@ class Problem(Exception):
         self.detail = detail
         self.extensions = extensions
 
-    @property
-    def status(self) -> int:
-        return PROBLEM_TYPES[self.slug][0]
-
 
 def problem_body(slug: str, detail: str, instance: str | None = None, **extensions: Any) -> dict[str, Any]:
     status, title = PROBLEM_TYPES[slug]
@@ -72,19 +68,19 @@ def problem_response(slug: str, detail: str, instance: str | None = None, **exte
 
 
 def install_problem_handlers(app: FastAPI) -> None:
-    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, Problem)
+    @app.exception_handler(Problem)
+    async def on_problem(request: Request, exc: Problem) -> JSONResponse:
         return problem_response(exc.slug, exc.detail, request.url.path, **exc.extensions)
 
-    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
                   for e in exc.errors()]
         detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors) or "invalid request"
         return problem_response("invalid-request", detail, request.url.path, errors=errors)
 
-    async def on_http(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         slug = {401: "unauthenticated", 403: "not-allowed", 413: "payload-too-large"}.get(exc.status_code, "not-found")
         if exc.status_code not in (401, 403, 404, 413):
             body = {"type": "about:blank", "title": str(exc.detail), "status": exc.status_code,
@@ -92,17 +88,18 @@ def install_problem_handlers(app: FastAPI) -> None:
             return JSONResponse(body, status_code=exc.status_code, media_type=PROBLEM_MEDIA_TYPE)
         return problem_response(slug, str(exc.detail), request.url.path)
 
-    async def on_taken(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, WorkflowAlreadyStartedError)
+    @app.exception_handler(WorkflowAlreadyStartedError)
+    async def on_taken(request: Request, exc: WorkflowAlreadyStartedError) -> JSONResponse:
         return problem_response("id-taken", f"the id {exc.workflow_id!r} is already used by a workflow "
                                             "(running or closed); ids are never reused", request.url.path)
 
-    async def on_squatted(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, IdTaken)
+    @app.exception_handler(IdTaken)
+    async def on_squatted(request: Request, exc: IdTaken) -> JSONResponse:
         log.warning("a derived workflow id is taken", path=request.url.path, workflow_id=exc.workflow_id,
                     found=exc.found)
         return problem_response("id-taken", str(exc), request.url.path)
 
+    @app.exception_handler(Exception)
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Starlette re-raises after this (so the server logs the traceback); the client sees no internals.
         log.error("unhandled error", path=request.url.path, error_type=type(exc).__name__)
@@ -110,10 +107,3 @@ def install_problem_handlers(app: FastAPI) -> None:
                                     "log", request.url.path)
         response.headers.update(security_headers(request.url.path))  # sent outside the headers middleware
         return response
-
-    app.add_exception_handler(Problem, on_problem)
-    app.add_exception_handler(WorkflowAlreadyStartedError, on_taken)
-    app.add_exception_handler(IdTaken, on_squatted)
-    app.add_exception_handler(Exception, on_unexpected)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(StarletteHTTPException, on_http)

@@ -17,11 +17,7 @@ CALL_PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}(/[A-Za-z0-9][A-Za-z0-9
 Identifier = Annotated[str, Field(pattern=ID_PATTERN)]
 
 
-class _Body(StrictModel):
-    pass
-
-
-class StartPrompt(_Body):
+class StartPrompt(StrictModel):
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
     model: ModelTier = "normal"
     instructions: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
@@ -32,7 +28,7 @@ class StartPrompt(_Body):
         "Temporal task priority, 1 (first) to 5 (last); default 3. Fairness is per caller."))
 
 
-class StartConversation(_Body):
+class StartConversation(StrictModel):
     conversation_id: Identifier | None = Field(default=None, description=(
         "Attach to (or start) the caller's conversation with this id; omit for a server-assigned one. Ids "
         "beginning with `dagent-` or `temporal-sys` are refused (422): the system's own workflows live there."))
@@ -40,20 +36,20 @@ class StartConversation(_Body):
     instructions: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
 
 
-class SendMessage(_Body):
+class SendMessage(StrictModel):
     input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
 
 
-class Approve(_Body):
+class Approve(StrictModel):
     input: dict[str, JsonValue] | None = Field(default=None, description=(
         "Corrected arguments, a JSON merge patch (RFC 7396): fields given replace the model's, null removes one."))
 
 
-class Reject(_Body):
+class Reject(StrictModel):
     reason: str | None = Field(default=None, max_length=2000)
 
 
-class Steer(_Body):
+class Steer(StrictModel):
     message: str = Field(min_length=1, max_length=MAX_INPUT_CHARS)
 
 

@@ -29,6 +29,7 @@ from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
 from durable_agent.api.schemas import ApprovalContext
 from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
+from durable_agent.client._described import described
 from durable_agent.client.pending import PendingList, may_see
 from durable_agent.workflows.corrections import merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import (
@@ -119,22 +120,12 @@ class AgentService:
 
     async def describe(self, workflow_id: str) -> WorkflowExecutionDescription | None:
         """The workflow with this id (its latest run, running or closed), or None if there is none."""
-        try:
-            return await self.agent.client.get_workflow_handle(workflow_id).describe()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-
-    async def workflow_type(self, workflow_id: str) -> str | None:
-        """The type of the workflow with this id, or None if there is none."""
-        description = await self.describe(workflow_id)
-        return description.workflow_type if description else None
+        return await described(self.agent.client.get_workflow_handle(workflow_id))
 
     async def require_kind(self, workflow_id: str, kind: str, noun: str, *, slug: str = "id-taken") -> None:
         """A problem (`slug`) when `workflow_id` is taken by a workflow that is not a `kind`."""
-        found = await self.workflow_type(workflow_id)
-        if found is not None and found != kind:
+        description = await self.describe(workflow_id)
+        if description is not None and (found := description.workflow_type) != kind:
             other = {PROMPT_WORKFLOW: "prompt", CONVERSATION_WORKFLOW: "conversation"}.get(found, found)
             raise Problem(slug, f"{workflow_id!r} is a {other}, not a {noun}")
 
@@ -186,23 +177,17 @@ class AgentService:
         bounded by `pending_query_seconds`); a row no sub-agent of its prompt waits for (an invented one), or
         whose prompts did not answer in time, is left out."""
         async def own(row: PendingApproval) -> PendingApproval | None:
-            try:
-                top = await self.agent.prompt(row.prompt_id).get()
-                return await self.own_call(top, row.tool_call_id)
-            except Exception:  # slow or gone: listed again on the next call
-                return None
-
-        async def bounded(row: PendingApproval) -> PendingApproval | None:
             if not row.path:
                 return row
             try:
-                call = await asyncio.wait_for(own(row), self.config.pending_query_seconds)
-            except TimeoutError:
+                async with asyncio.timeout(self.config.pending_query_seconds):
+                    call = await self.own_call(await self.agent.prompt(row.prompt_id).get(), row.tool_call_id)
+            except Exception:  # slow or gone: listed again on the next call
                 return None
             return None if call is None else call.model_copy(update={
                 "prompt_id": row.prompt_id, "user_id": row.user_id, "conversation_id": row.conversation_id})
 
-        return [row for row in await asyncio.gather(*(bounded(r) for r in rows)) if row is not None]
+        return [row for row in await asyncio.gather(*(own(r) for r in rows)) if row is not None]
 
     async def approval_contexts(self, rows: list[PendingApproval]) -> dict[tuple[str, str], ApprovalContext]:
         """(prompt id, call id) -> the call's context, for the rows whose prompts answered in time. A context
@@ -320,12 +305,12 @@ class AgentService:
                 raise Problem("invalid-arguments", problem, schema=pending.input_schema)
         # The token names the prompt that waits and its own call id (a sub-agent's prompt checks it itself).
         waiting_prompt = pending.path[-1] if pending.path else prompt_id
-        token = self._token(principal, waiting_prompt, tool_call_id.rsplit("/", 1)[-1], kind, corrected, pending)
+        own_id = tool_call_id.rsplit("/", 1)[-1]
+        token = self._token(principal, waiting_prompt, own_id, kind, corrected, pending)
         roles = sorted(principal.roles)  # counted by the prompt only without decision keys (else the token's)
         # A sub-agent's call is decided on the sub-agent's own prompt (which checks it), not through this prompt's
         # copy of its report: a forged report cannot hide it from its approvers.
-        target, own_id = (self.agent.prompt(waiting_prompt), tool_call_id.rsplit("/", 1)[-1]) if sub_agent_call \
-            else (handle, tool_call_id)
+        target = self.agent.prompt(waiting_prompt) if sub_agent_call else handle
         try:
             if kind == "approve":
                 resolved = await target.approve(own_id, by=principal.id, input=corrected, wait=True, token=token,

@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import (
     Client,
     ScheduleHandle,
+    WorkflowExecution,
 )
 from temporalio.common import (
     Priority,
@@ -33,7 +34,6 @@ from durable_agent.client.stuck import TaskProblem, workflows_with_task_problems
 from durable_agent.config.connection import connect_client
 from durable_agent.config.observability import temporal_plugins
 from durable_agent.config.settings import ClientPlugin, ClientSettings
-from durable_agent.workflows import names
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import (
     CONVERSATION_ID,
@@ -82,12 +82,6 @@ class AgentClient:
         return cls(await connect_client(settings.temporal_address, settings.namespace, settings.temporal_profile,
                                         settings.grpc_compression, plugins=plugins), settings)
 
-    def _run_options(self) -> dict[str, Any]:
-        """What every prompt or conversation this client starts carries besides the caller's options: the workflow
-        version (this code's behaviour, without patch markers). Where its model calls run is the worker's to say
-        (workers/routing.py); a caller may still pass `model_task_queue`, `model_routing` or `model_local`."""
-        return {"workflow_version": CURRENT_VERSION}
-
     async def read_file(self, content_ref: str) -> bytes:
         """The content of a file a tool attached (`FileOutput.content_ref`), from the shared store."""
         return await self.settings.file_store().aget(content_ref)
@@ -110,7 +104,7 @@ class AgentClient:
         priority = priority or prompt_priority(user_id)
         if max_rounds is not None:
             options["max_rounds"] = max_rounds
-        options = self._run_options() | options
+        options = {"workflow_version": CURRENT_VERSION} | options
         if "budgets" not in options:  # the period budgets the prompt is under (client/budgets.py)
             options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = PromptRequest(prompt_id=prompt_id, user_id=user_id, model=model, input=input,
@@ -151,7 +145,7 @@ class AgentClient:
         if conversation_id is not None and (problem := reserved_problem("conversation_id", conversation_id)):
             raise ValueError(problem)
         conversation_id = conversation_id or f"conv-{uuid.uuid4().hex[:12]}"
-        options = self._run_options() | options
+        options = {"workflow_version": CURRENT_VERSION} | options
         if "budgets" not in options:
             options["budgets"] = await applying_budgets(self.client, user_id, conversation_id)
         request = ConversationRequest(conversation_id=conversation_id, user_id=user_id, model=model, **options)
@@ -197,16 +191,9 @@ class AgentClient:
                            state: str | None = None, limit: int = 100) -> list[PromptSummary]:
         """Prompts by user, conversation and state (the search attributes), newest first."""
         query = prompt_query(user_id=user_id, conversation_id=conversation_id, state=state)
-        found: list[PromptSummary] = []
-        async for execution in self.client.list_workflows(query, limit=limit):
-            attrs = execution.typed_search_attributes
-            found.append(PromptSummary(
-                prompt_id=execution.id, user_id=attrs.get(names.USER_ID) or "",
-                conversation_id=attrs.get(names.CONVERSATION_ID), state=attrs.get(names.PROMPT_STATE),
-                status=execution.status.name.lower() if execution.status else "unknown",
-                started_at=execution.start_time,
-            ))
-        return found
+        return [PromptSummary(**_ref(e), state=e.typed_search_attributes.get(PROMPT_STATE),
+                              status=e.status.name.lower() if e.status else "unknown", started_at=e.start_time)
+                async for e in self.client.list_workflows(query, limit=limit)]
 
     async def pending(self, *, user_id: str | None = None, timeout: float = QUERY_SECONDS, limit: int | None = None,
                       cursor: str | None = None) -> PendingList:
@@ -217,12 +204,14 @@ class AgentClient:
     async def waiting_prompts(self, *, user_id: str | None = None) -> list[PromptRef]:
         """Prompts waiting for approval, found through the `PromptState` search attribute."""
         query = prompt_query(user_id=user_id or None, state="waiting_for_approval", running=True)
-        found: list[PromptRef] = []
-        async for execution in self.client.list_workflows(query):
-            attrs = execution.typed_search_attributes
-            found.append(PromptRef(prompt_id=execution.id, user_id=attrs.get(names.USER_ID) or "",
-                                   conversation_id=attrs.get(names.CONVERSATION_ID)))
-        return found
+        return [PromptRef(**_ref(e)) async for e in self.client.list_workflows(query)]
+
+
+def _ref(execution: WorkflowExecution) -> dict[str, Any]:
+    """A listed prompt's reference fields, from its search attributes (owner "" when they lack one)."""
+    attrs = execution.typed_search_attributes
+    return {"prompt_id": execution.id, "user_id": attrs.get(USER_ID) or "",
+            "conversation_id": attrs.get(CONVERSATION_ID)}
 
 
 def prompt_query(*, user_id: str | None = None, conversation_id: str | None = None, state: str | None = None,
@@ -230,8 +219,8 @@ def prompt_query(*, user_id: str | None = None, conversation_id: str | None = No
     """The visibility query for prompts by user, conversation, state and task queue (values quoted),
     optionally only those whose workflow still runs."""
     query = f"WorkflowType = '{PROMPT_WORKFLOW}'"
-    for key, value in ((names.USER_ID.name, user_id), (names.CONVERSATION_ID.name, conversation_id),
-                       (names.PROMPT_STATE.name, state), ("TaskQueue", task_queue)):
+    for key, value in ((USER_ID.name, user_id), (CONVERSATION_ID.name, conversation_id),
+                       (PROMPT_STATE.name, state), ("TaskQueue", task_queue)):
         if value is not None:
             query += f" AND {key} = '{_quote(value)}'"
     return query + (" AND ExecutionStatus = 'Running'" if running else "")

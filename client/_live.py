@@ -78,8 +78,6 @@ class StreamPoller:
         self._side_version = 0
         self._task: asyncio.Task[None] | None = None
         self._side_task: asyncio.Task[None] | None = None
-        self.queries = 0  # for tests and benchmarks: how many stream queries (billable actions) this poller sent
-        self.describes = 0  # ... and how many describes (not billable) told it whether to query
 
     async def subscribe(self, from_offset: int,
                         topics: Sequence[str]) -> AsyncIterator[tuple[int | None, str, Payload | SideItem]]:
@@ -131,7 +129,6 @@ class StreamPoller:
                 _POLLERS.pop((id(self._client), self._workflow_id), None)
 
     async def _query(self, from_offset: int) -> PollResult:
-        self.queries += 1
         handle = self._client.get_workflow_handle(self._workflow_id)
         return await handle.query(POLL_QUERY, PollInput(topics=[], from_offset=from_offset), result_type=PollResult)
 
@@ -186,8 +183,6 @@ class StreamPoller:
                 pause = FASTEST_POLL
                 if not result.more_ready:
                     await asyncio.sleep(pause)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:
             async with self._changed:
                 self._error = exc
@@ -206,7 +201,6 @@ class StreamPoller:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise PromptNotFound(self._workflow_id) from exc
             return None, False
-        self.describes += 1
         closed = description.status not in (None, WorkflowExecutionStatus.RUNNING)
         return description.raw_description.workflow_execution_info.history_length, closed
 

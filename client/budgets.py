@@ -24,6 +24,7 @@ from durable_agent.agent.period_budgets import (
     principal_problem,
     principals_for,
 )
+from durable_agent.client._described import described
 from durable_agent.workflows.budget.access import check_ledger, ledger_update
 from durable_agent.workflows.names import (
     BUDGET_LEDGER_WORKFLOW,
@@ -71,13 +72,8 @@ async def set_budget(agent: AgentClient, principal: str, limit: BudgetLimit | No
     """Set (`limit` None: remove) the principal's budget; applies from the next round of any prompt under it.
     Removing a budget that was never set starts no ledger."""
     check_principal(principal)
-    if limit is None:
-        try:
-            await agent.client.get_workflow_handle(ledger_id(principal)).describe()
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-            return LedgerView(standing=BudgetStanding(principal=principal))
+    if limit is None and await described(agent.client.get_workflow_handle(ledger_id(principal))) is None:
+        return LedgerView(standing=BudgetStanding(principal=principal))
     try:
         return await ledger_update(agent.client, agent.settings.task_queue, principal, CONFIGURE_BUDGET_UPDATE,
                                    ConfigureRequest(principal=principal, limit=limit, by=by), LedgerView)
@@ -120,21 +116,12 @@ async def applying_budgets(client: Client, user_id: str | None, conversation_id:
     each (a conversation's user, when not given, from its `UserId` search attribute). `IdTaken` when another
     workflow runs at a ledger's id: the prompt would otherwise run without the budget."""
     if user_id is None and conversation_id:
-        try:
-            conversation = await client.get_workflow_handle(conversation_id).describe()
-            user_id = conversation.typed_search_attributes.get(USER_ID)
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
+        conversation = await described(client.get_workflow_handle(conversation_id))
+        user_id = conversation.typed_search_attributes.get(USER_ID) if conversation else None
     found = []
     for principal in principals_for(user_id, conversation_id):
-        try:
-            description = await client.get_workflow_handle(ledger_id(principal)).describe()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                continue
-            raise
-        if description.status != WorkflowExecutionStatus.RUNNING:
+        description = await described(client.get_workflow_handle(ledger_id(principal)))
+        if description is None or description.status != WorkflowExecutionStatus.RUNNING:
             continue
         if description.workflow_type != BUDGET_LEDGER_WORKFLOW:
             raise IdTaken(description.id, f"budget ledger of {principal}", description.workflow_type)

@@ -27,15 +27,11 @@ from durable_agent.agent.errors import (
     RefusalKind,
 )
 from durable_agent.agent.models import TERMINAL_STATES, Conversation, Prompt, PromptOutput, ToolOutput
+from durable_agent.client._described import described
 from durable_agent.client._live import poller_for
 from durable_agent.client.budgets import applying_budgets
 from durable_agent.client.stuck import TaskProblem, task_problem
 from durable_agent.workflows import names
-from durable_agent.workflows.names import (
-    DELTAS_TOPIC,
-    EVENTS_TOPIC,
-    PROGRESS_TOPIC,
-)
 from durable_agent.workflows.protocol import (
     ApproveRequest,
     PendingApproval,
@@ -90,13 +86,9 @@ class PromptHandle(_Handle[Prompt]):
         conversation = self._queued_in
         if conversation is None:
             return
-        try:
-            await self._handle.describe()  # the server knows it: started (the conversation may be closed by now)
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
+        if await described(self._handle) is None:  # else the server knows it: started (the conversation may be closed)
             if not wait:
-                raise PromptNotStartedError(self.id, conversation.id) from None
+                raise PromptNotStartedError(self.id, conversation.id)
             await conversation.prompt_started(self.id, timeout=None)
         self._queued_in = None
 
@@ -176,19 +168,10 @@ class PromptHandle(_Handle[Prompt]):
         except WorkflowUpdateFailedError as exc:
             raise _refused(exc.cause) from exc
         except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                raise DecisionRefused(f"prompt {self.id}: {exc.message}", await self._missing_kind()) from exc
+            if exc.status == RPCStatusCode.NOT_FOUND:  # no running prompt: it finished, or it never existed
+                kind: RefusalKind = "unknown-prompt" if await described(self._handle) is None else "prompt-finished"
+                raise DecisionRefused(f"prompt {self.id}: {exc.message}", kind) from exc
             raise
-
-    async def _missing_kind(self) -> RefusalKind:
-        """Why the server found no running prompt to decide on: it finished, or it never existed."""
-        try:
-            await self._handle.describe()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return "unknown-prompt"
-            raise
-        return "prompt-finished"
 
     async def cancel(self) -> None:
         await self._handle.cancel()
@@ -209,7 +192,7 @@ class PromptHandle(_Handle[Prompt]):
         the prompt's history, and every watcher of a prompt in this process shares one poller.
         """
         converter = self._client.data_converter.payload_converter
-        async for offset, _, payload in poller_for(self._client, self.id).subscribe(from_offset, [EVENTS_TOPIC]):
+        async for offset, _, payload in poller_for(self._client, self.id).subscribe(from_offset, [names.EVENTS_TOPIC]):
             assert offset is not None and isinstance(payload, Payload)
             yield offset, converter.from_payload(payload, StreamEvent)
 
@@ -218,7 +201,7 @@ class PromptHandle(_Handle[Prompt]):
         progress. Those two come from heartbeats, not from the event stream: their offset is None, and each
         carries the latest state (a `TextDelta` holds the round's text from its `offset` on)."""
         converter = self._client.data_converter.payload_converter
-        topics = [EVENTS_TOPIC, DELTAS_TOPIC, PROGRESS_TOPIC]
+        topics = [names.EVENTS_TOPIC, names.DELTAS_TOPIC, names.PROGRESS_TOPIC]
         async for offset, _topic, item in poller_for(self._client, self.id).subscribe(from_offset, topics):
             if isinstance(item, TextDelta | ToolProgress):
                 yield offset, item
@@ -227,18 +210,13 @@ class PromptHandle(_Handle[Prompt]):
 
     async def follow(self, poll_interval: float = 0.1) -> AsyncIterator[tuple[int, PromptOutput, Prompt]]:
         """Yield `(index, entry, prompt)` for every new or changed output entry until the prompt finishes."""
-        seen: list[str] = []
+        seen: dict[int, str] = {}
         while True:
             prompt = await self.get()
             for index, entry in enumerate(prompt.output):
-                encoded = entry.model_dump_json()
-                if index >= len(seen):
-                    seen.append(encoded)
-                elif seen[index] == encoded:
-                    continue
-                else:
+                if seen.get(index) != (encoded := entry.model_dump_json()):
                     seen[index] = encoded
-                yield index, entry, prompt
+                    yield index, entry, prompt
             if prompt.state in TERMINAL_STATES:
                 return
             await asyncio.sleep(poll_interval)

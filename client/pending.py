@@ -20,8 +20,8 @@ import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Awaitable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
@@ -48,8 +48,6 @@ QUERY_SECONDS = 5.0  # how long the list waits for one prompt's worker to answer
 IDS_PER_QUERY = 100  # workflow ids per `WorkflowId IN (...)` visibility query
 PAGE_SIZE = 1000  # the most a visibility list returns at once; also the largest page of `pending_list`
 
-T = TypeVar("T")
-
 
 class PendingList(BaseModel):
     rows: list[PendingApproval] = Field(description=(
@@ -68,18 +66,6 @@ class ListedPrompt(PromptRef):
 
     parent_id: str | None = None
     memo: PendingMemo | None = None
-
-
-async def top_prompt(client: AgentClient, prompt_id: str) -> str:
-    """The prompt at the top of a chain of sub-agents (the prompt itself when it is nobody's sub-agent), by
-    each prompt's `ParentPromptId` search attribute: one describe per level, answered without a worker."""
-    current = prompt_id
-    for _ in range(MAX_DEPTH):
-        parent = (await client.prompt(current).workflow.describe()).typed_search_attributes.get(PARENT_PROMPT_ID)
-        if parent is None:
-            return current
-        current = parent
-    return current
 
 
 def may_see(row: PendingApproval, who: Identity, *, sees_everything: bool = False) -> bool:
@@ -195,42 +181,33 @@ def top_of(prompt_id: str, known: dict[str, ListedPrompt]) -> str:
     return current
 
 
-class _Asker:
-    """Workflow queries for what the memos cannot say, all at once, each bounded by `timeout`."""
-
-    def __init__(self, client: AgentClient, timeout: float) -> None:
-        self.client, self.timeout = client, timeout
-        self.silent: set[str] = set()
-
-    async def bounded(self, prompt_id: str, work: Awaitable[T]) -> T | None:
-        try:
-            return await asyncio.wait_for(work, self.timeout)
-        except (TimeoutError, RPCError):
-            self.silent.add(prompt_id)
-            return None
-
-    async def pending(self, prompt_ids: list[str]) -> dict[str, list[PendingApproval]]:
-        answers = await asyncio.gather(*(self.bounded(p, self.client.prompt(p).pending_approvals())
-                                         for p in prompt_ids))
-        return {p: a for p, a in zip(prompt_ids, answers, strict=True) if a is not None}
-
-
-async def calls_by_prompt(asker: _Asker, prompts: list[ListedPrompt]) -> dict[str, list[PendingApproval]]:
-    """Each prompt's waiting calls: from its memo; asked (bounded) when it has none or left a call's detail out.
-    A memo whose large details could not be fetched still lists its calls (without them)."""
+async def calls_by_prompt(client: AgentClient, prompts: list[ListedPrompt], timeout: float,
+                          ) -> tuple[dict[str, list[PendingApproval]], set[str]]:
+    """Each prompt's waiting calls: from its memo; asked (each bounded by `timeout`, all at once) when it has none
+    or left a call's detail out. A memo whose large details could not be fetched still lists its calls (without
+    them). Also the prompts without a memo that did not answer."""
     memos = {p.prompt_id: p.memo for p in prompts}
     calls = {prompt_id: memo.calls for prompt_id, memo in memos.items() if memo is not None}
     to_ask = [prompt_id for prompt_id, memo in memos.items() if memo is None or memo.detail_omitted]
-    for prompt_id, answered in (await asker.pending(to_ask)).items():
+
+    async def ask(prompt_id: str) -> list[PendingApproval] | None:
+        try:
+            return await asyncio.wait_for(client.prompt(prompt_id).pending_approvals(), timeout)
+        except (TimeoutError, RPCError):
+            return None
+
+    answers = dict(zip(to_ask, await asyncio.gather(*(ask(p) for p in to_ask)), strict=True))
+    for prompt_id, answered in answers.items():
         memo = memos[prompt_id]
+        if answered is None:
+            continue
         if memo is None:
             calls[prompt_id] = answered
             continue
         detail = {call.tool_call_id: call for call in answered}
         calls[prompt_id] = [detail.get(c.tool_call_id, c) if c.tool_call_id in memo.detail_omitted else c
                             for c in memo.calls]
-    asker.silent.difference_update(p for p in to_ask if memos[p] is not None)
-    return calls
+    return calls, {p for p, answered in answers.items() if answered is None and memos[p] is None}
 
 
 # --- assembly: every call once, addressed from its top prompt -----------------------------------------
@@ -290,7 +267,6 @@ async def pending_list(client: AgentClient, user_id: str | None, *, timeout: flo
     known = await list_ancestors(client.client, waiting)
     tops = [top_of(entry.prompt_id, known) for entry in waiting]
     involved = list(dict.fromkeys([*tops, *(e.prompt_id for e in waiting if e.parent_id)]))
-    asker = _Asker(client, timeout)
-    calls = await calls_by_prompt(asker, [known[p] for p in involved])
-    return PendingList(rows=assemble(waiting, tops, calls), unanswered=sorted(asker.silent), total=total,
+    calls, silent = await calls_by_prompt(client, [known[p] for p in involved], timeout)
+    return PendingList(rows=assemble(waiting, tops, calls), unanswered=sorted(silent), total=total,
                        next_cursor=encode_cursor(next_token))

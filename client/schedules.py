@@ -11,7 +11,7 @@ ago still runs each prompt with the code's current behaviour (by patch markers),
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
@@ -33,7 +33,7 @@ from durable_agent.agent.ids import reserved_problem, schedule_run_id
 from durable_agent.agent.models import ModelTier
 from durable_agent.agent.period_budgets import principals_for
 from durable_agent.client.priority import prompt_priority
-from durable_agent.config.durations import parse_duration
+from durable_agent.config.durations import format_duration, parse_duration
 from durable_agent.workflows.details import prompt_static_details, prompt_summary
 from durable_agent.workflows.names import PROMPT_STATE, PROMPT_WORKFLOW, USER_ID
 from durable_agent.workflows.protocol import PromptRequest
@@ -46,10 +46,7 @@ __all__ = ["OVERLAP_POLICIES", "ScheduleError", "ScheduleView", "create_schedule
 
 Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other", "allow_all"]
 OVERLAP_POLICIES: dict[str, ScheduleOverlapPolicy] = {
-    "skip": ScheduleOverlapPolicy.SKIP, "buffer_one": ScheduleOverlapPolicy.BUFFER_ONE,
-    "buffer_all": ScheduleOverlapPolicy.BUFFER_ALL, "cancel_other": ScheduleOverlapPolicy.CANCEL_OTHER,
-    "terminate_other": ScheduleOverlapPolicy.TERMINATE_OTHER, "allow_all": ScheduleOverlapPolicy.ALLOW_ALL,
-}
+    name: ScheduleOverlapPolicy[name.upper()] for name in get_args(Overlap)}
 
 
 MAX_INTERVAL = timedelta(days=3660)  # ten years
@@ -89,19 +86,14 @@ def schedule_spec(*, cron: str | None = None, every: str | None = None, offset: 
             ZoneInfo(time_zone)
         except (ZoneInfoNotFoundError, ValueError):
             raise ScheduleError(f"unknown time zone {time_zone!r} (use an IANA name such as Europe/Paris)") from None
-    try:
-        jitter_value = _bounded(jitter, "jitter", MAX_JITTER) if jitter else None
-        if every:
-            interval = _bounded(every, "interval", MAX_INTERVAL)
-            if interval < timedelta(seconds=1):
-                raise ScheduleError(f"interval must be at least 1s, not {every!r}")
-            offset_value = _bounded(offset, "offset", interval) if offset else None
-            intervals = [ScheduleIntervalSpec(every=interval, offset=offset_value)]
-            return ScheduleSpec(intervals=intervals, jitter=jitter_value, time_zone_name=time_zone)
-    except ScheduleError:
-        raise
-    except (ValueError, OverflowError) as exc:
-        raise ScheduleError(str(exc)) from None
+    jitter_value = _bounded(jitter, "jitter", MAX_JITTER) if jitter else None
+    if every:
+        interval = _bounded(every, "interval", MAX_INTERVAL)
+        if interval < timedelta(seconds=1):
+            raise ScheduleError(f"interval must be at least 1s, not {every!r}")
+        offset_value = _bounded(offset, "offset", interval) if offset else None
+        intervals = [ScheduleIntervalSpec(every=interval, offset=offset_value)]
+        return ScheduleSpec(intervals=intervals, jitter=jitter_value, time_zone_name=time_zone)
     assert cron is not None
     fields = cron.split()
     if not (cron.strip().startswith("@") and len(fields) == 1) and len(fields) != 5:
@@ -117,8 +109,10 @@ def _bounded(text: str, what: str, most: timedelta) -> timedelta:
         value = parse_duration(text, what=what)
     except OverflowError:
         value = timedelta.max
+    except ValueError as exc:
+        raise ScheduleError(str(exc)) from None
     if value > most:
-        raise ScheduleError(f"{what} must be at most {format_interval(most)}, not {text!r}")
+        raise ScheduleError(f"{what} must be at most {format_duration(most)}, not {text!r}")
     return value
 
 
@@ -138,13 +132,11 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
         raise ScheduleError(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, not {overlap!r}")
     # No workflow version (runs follow the code's current behaviour: patch markers) and no model routing: each run
     # gets the routing of the worker that runs it (workers/routing.py), not the one this client had when it was made.
-    options: dict[str, Any] = {}
-    if max_rounds is not None:
-        options["max_rounds"] = max_rounds
+    options: dict[str, Any] = {} if max_rounds is None else {"max_rounds": max_rounds}
     # Each run reserves from its user's ledger: a budget set (or spent) after the schedule was made still applies,
     # which a lookup now, as `AgentClient.start` does, would miss. A user without a budget: the ledger says yes.
-    options.setdefault("budgets", principals_for(user_id, None))
-    request = PromptRequest(user_id=user_id, model=model, input=input, instructions=instructions, **options)
+    request = PromptRequest(user_id=user_id, model=model, input=input, instructions=instructions,
+                            budgets=principals_for(user_id, None), **options)
     action = ScheduleActionStartWorkflow(
         PROMPT_WORKFLOW, request, id=schedule_run_id(schedule_id), task_queue=agent.settings.task_queue,
         static_summary=prompt_summary(user_id, input), static_details=prompt_static_details(user_id, input),
@@ -166,17 +158,11 @@ async def create_schedule(agent: AgentClient, schedule_id: str, input: str | Non
 
 def describe_spec(spec: ScheduleSpec) -> str:
     parts = [f"cron {c}" for c in spec.cron_expressions]
-    parts += [f"every {format_interval(i.every)}" for i in spec.intervals]
+    parts += [f"every {format_duration(i.every)}" for i in spec.intervals]
     parts += ["calendar" for _ in spec.calendars] if not spec.cron_expressions else []
-    jitter = f" jitter {format_interval(spec.jitter)}" if spec.jitter else ""
+    jitter = f" jitter {format_duration(spec.jitter)}" if spec.jitter else ""
     zone = f" ({spec.time_zone_name})" if spec.time_zone_name else ""
     return (", ".join(parts) or "(no spec)") + jitter + zone
-
-
-def format_interval(value: timedelta) -> str:
-    from durable_agent.config.durations import format_duration
-
-    return format_duration(value)
 
 
 async def view_schedule(agent: AgentClient, schedule_id: str) -> ScheduleView:

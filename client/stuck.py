@@ -47,12 +47,8 @@ async def workflows_with_task_problems(client: Client, workflow_types: tuple[str
     """Running workflows of these types that the server reports as having workflow task problems."""
     types = " OR ".join(f"WorkflowType = '{t}'" for t in workflow_types)
     query = f"({types}) AND ExecutionStatus = 'Running' AND {REPORTED_PROBLEMS} IS NOT NULL"
-    found: list[TaskProblem] = []
-    async for execution in client.list_workflows(query):
-        problem = await task_problem(client, execution.id)
-        if problem is not None:
-            found.append(problem)
-    return found
+    found = [await task_problem(client, execution.id) async for execution in client.list_workflows(query)]
+    return [problem for problem in found if problem is not None]
 
 
 async def _last_task_failure(client: Client, workflow_id: str, run_id: str | None) -> str | None:

@@ -1,4 +1,10 @@
-"""`/approvals`: the calls waiting for a decision, a page at a time (and live as SSE), and deciding them."""
+"""`/approvals`: the calls waiting for a decision, a page at a time (and live as SSE), and deciding them.
+
+`GET /prompts/{id}/approvals`: the calls one prompt waits for, read from the prompt itself (a query), not from
+the visibility store, so they are never behind the prompt's own event stream. The chat page labels its approval
+forms from here (the tool schema's titles and descriptions), on a fresh load and after a reload alike: one source
+for both.
+"""
 
 from __future__ import annotations
 
@@ -90,3 +96,16 @@ async def approve(prompt_id: PathId, tool_call_id: CallPath, caller: Caller, ser
 async def reject(prompt_id: PathId, tool_call_id: CallPath, caller: Caller, service: Service,
                  body: Reject | None = None) -> ToolOutput:
     return await service.decide(caller, prompt_id, tool_call_id, "reject", reason=body.reason if body else None)
+
+
+@router.get("/prompts/{prompt_id}/approvals", response_model=list[PendingApprovalItem])
+async def prompt_approvals(prompt_id: PathId, caller: Caller, service: Service) -> list[PendingApprovalItem]:
+    """The calls this prompt waits for now (its sub-agents' included, as `<call>/<its call>`), each with the
+    tool's input schema; straight from the prompt, so a call its event stream shows waiting is listed here."""
+    handle, prompt = await service.prompt(caller, prompt_id)
+    pending = await service.own_calls(prompt, await handle.pending_approvals())  # sub-agents': from their own
+    on_this = {"prompt_id": prompt_id, "user_id": prompt.user_id, "conversation_id": prompt.conversation_id}
+    return [PendingApprovalItem.of(call.model_copy(update=on_this),
+                                   can_decide=service.may_decide(caller, prompt.user_id, call),
+                                   links=links(service, prompt_id))
+            for call in pending]

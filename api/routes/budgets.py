@@ -3,27 +3,17 @@ and those of their conversations; an admin reads and lists all."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Response
 
 from durable_agent.agent.period_budgets import BudgetLimit, LedgerView
-from durable_agent.api.auth import Principal, current_principal
+from durable_agent.api.auth import Principal
 from durable_agent.api.problems import Problem
+from durable_agent.api.routes.common import Caller, Service
 from durable_agent.api.service import AgentService
 from durable_agent.client.budgets import BudgetError, BudgetRow, check_principal, list_budgets, set_budget, show_budget
 from durable_agent.workflows.names import USER_ID
 
 router = APIRouter(tags=["budgets"])
-Caller = Annotated[Principal, Depends(current_principal)]
-
-
-def _service(request: Request) -> AgentService:
-    service: AgentService = request.app.state.service
-    return service
-
-
-Service = Annotated[AgentService, Depends(_service)]
 
 
 def _principal(principal: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from importlib import resources
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import Depends, Path, Request
 
@@ -20,13 +20,11 @@ STATIC = resources.files("durable_agent.api") / "static"
 
 
 def _service(request: Request) -> AgentService:
-    service: AgentService = request.app.state.service
-    return service
+    return cast(AgentService, request.app.state.service)
 
 
 def _config(request: Request) -> ApiConfig:
-    config: ApiConfig = request.app.state.config
-    return config
+    return cast(ApiConfig, request.app.state.config)
 
 
 Service = Annotated[AgentService, Depends(_service)]

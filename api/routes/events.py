@@ -1,7 +1,9 @@
-"""Live events: a prompt's SSE stream, and AG-UI runs over conversations."""
+"""Live events: a prompt's SSE stream (stream offsets are the SSE ids, so `Last-Event-ID` resumes), and AG-UI
+runs over conversations."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -10,17 +12,48 @@ from ag_ui.core import RunAgentInput, UserMessage
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
-from sse_starlette import EventSourceResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from durable_agent.agent.ids import CALLER_ID_PATTERN, caller_id_problem
 from durable_agent.api.agui import agui_run
-from durable_agent.api.events import prompt_events, resume_offset
 from durable_agent.api.problems import Problem
 from durable_agent.api.routes.common import Caller, Config, PathId, Service
 from durable_agent.api.routes.conversations import start_conversation
 from durable_agent.api.schemas import StartConversation
+from durable_agent.client import PromptHandle
+from durable_agent.workflows.protocol import TextDelta, ToolProgress
 
 router = APIRouter(tags=["events"])
+END_EVENT = "end"
+DELTA_EVENT = "text_delta"
+PROGRESS_EVENT = "tool_progress"
+MAX_OFFSET_DIGITS = 18  # a stream offset fits in 64 bits; `int` refuses strings over 4,300 digits (a 500)
+
+
+def resume_offset(last_event_id: str | None, from_offset: int | None) -> int:
+    """Where to start: after the last event the client saw, else `from`, else the beginning. A `Last-Event-ID`
+    that is not one of this stream's ids (ASCII digits) is a 422 problem: `str.isdigit` alone also accepts
+    Unicode digits such as "²", which `int` refuses."""
+    value = (last_event_id or "").strip()
+    if not value:
+        return from_offset or 0
+    if not (value.isascii() and value.isdigit()) or len(value) > MAX_OFFSET_DIGITS:
+        raise Problem("invalid-request", "Last-Event-ID must be the id of an event of this stream (ASCII digits, "
+                                         f"at most {MAX_OFFSET_DIGITS})")
+    return int(value) + 1
+
+
+async def prompt_events(handle: PromptHandle, start: int) -> AsyncIterator[ServerSentEvent]:
+    """Every event from `start` until the prompt finishes, then one `end` event (without an id) with its state."""
+    async for offset, item in handle.live(start):
+        if isinstance(item, TextDelta):  # live only (from heartbeats): no id, so resuming never expects it
+            yield ServerSentEvent(data=item.model_dump_json(), event=DELTA_EVENT)
+        elif isinstance(item, ToolProgress):  # the same: a running tool's latest `report_progress`
+            yield ServerSentEvent(data=item.model_dump_json(), event=PROGRESS_EVENT)
+        elif offset is not None:
+            yield ServerSentEvent(data=item.model_dump_json(), event=item.kind, id=str(offset))
+    prompt = await handle.get()
+    yield ServerSentEvent(data=json.dumps({"state": prompt.state, "error": prompt.error}), event=END_EVENT)
 
 
 @router.get("/prompts/{prompt_id}/events", response_class=EventSourceResponse)
@@ -68,10 +101,5 @@ async def agui(body: RunAgentInput, caller: Caller, service: Service) -> Streami
         handle = await service.agent.conversation(thread_id).prompt_started(prompt.id, timeout=300)
         run = agui_run(handle, thread_id=thread_id, run_id=body.run_id)
     encoder = EventEncoder()
-
-    async def stream() -> AsyncIterator[str]:
-        async for event in run:
-            yield encoder.encode(event)
-
-    return StreamingResponse(stream(), media_type=encoder.get_content_type(),
+    return StreamingResponse((encoder.encode(event) async for event in run), media_type=encoder.get_content_type(),
                              headers={"X-Prompt-Id": handle.id, "Cache-Control": "no-store"})

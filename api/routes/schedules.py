@@ -8,14 +8,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Response
 from pydantic import Field
 
 from durable_agent.agent.models import ModelTier
 from durable_agent.agent.strict import StrictModel
-from durable_agent.api.auth import Principal, current_principal
+from durable_agent.api.auth import Principal
 from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
+from durable_agent.api.routes.common import Caller, Config, Service
 from durable_agent.api.service import AgentService
 from durable_agent.client.schedules import (
     Overlap,
@@ -29,24 +30,7 @@ from durable_agent.client.schedules import (
 from durable_agent.config.durations import format_duration, parse_duration
 
 router = APIRouter(tags=["schedules"])
-Caller = Annotated[Principal, Depends(current_principal)]
 ScheduleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")]
-
-
-def _service(request: Request) -> AgentService:
-    service: AgentService = request.app.state.service
-    return service
-
-
-Service = Annotated[AgentService, Depends(_service)]
-
-
-def _config(request: Request) -> ApiConfig:
-    config: ApiConfig = request.app.state.config
-    return config
-
-
-Config = Annotated[ApiConfig, Depends(_config)]
 
 
 class CreateSchedule(StrictModel):

@@ -68,9 +68,8 @@ async def person(config: ApiConfig, slack: SlackApiConfig, user_id: str) -> Prin
                              if email and key.email and key.email.lower() == email.lower()), None)
     if principal_id is None:
         return None
-    roles = frozenset(role for key in config.api_keys if key.principal == principal_id for role in key.roles)
-    return Principal(id=principal_id, roles=roles, is_approver=bool(roles & set(config.approver_roles)),
-                     is_admin=bool(roles & set(config.admin_roles)))
+    return Principal.of(config, principal_id, (role for key in config.api_keys if key.principal == principal_id
+                                               for role in key.roles))
 
 
 async def _tell(slack: SlackApiConfig, response_url: str | None, text: str) -> None:
