@@ -2,8 +2,9 @@
 
 The inbox and chat pages load only their own scripts and stylesheet (`/static/...`, no inline code) and call
 the API on the same origin, so their policy allows `'self'` and nothing else. API responses (JSON, SSE,
-problems) get `default-src 'none'`. The interactive docs (`/docs`, `/redoc`) load Swagger UI / ReDoc from a
-CDN with an inline bootstrap script, so they keep the framing and sniffing headers but no CSP.
+problems) get `default-src 'none'`. The interactive docs (`/docs`, `/redoc`, served from local files) carry
+their policy in the page itself (api/static/page.html: Swagger UI's inline styles and ReDoc's blob: worker),
+so the header leaves them out; they keep the framing and sniffing headers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
             "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'"
 PAGES = ("/", "/inbox", "/chat")
-NO_CSP = ("/docs", "/redoc")  # Swagger UI / ReDoc: CDN scripts and an inline bootstrap
+NO_CSP = ("/docs", "/redoc")  # their policy is in the page (api/static/page.html)
 
 
 def security_headers(path: str) -> dict[str, str]:
