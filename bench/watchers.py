@@ -104,7 +104,7 @@ class PacedModel(ScriptedModel):
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
-        response = await self._serve(request)
+        response = await self.complete(request)  # served and recorded as a plain call
         for index, chunk in enumerate(split_words(response.text or "")):
             await on_text(chunk)
             await asyncio.sleep(0.02)

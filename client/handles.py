@@ -48,7 +48,6 @@ ResultT = TypeVar("ResultT")
 MAX_START_POLL_INTERVAL = 2.0  # seconds between questions to a conversation while a queued prompt waits its turn
 
 
-
 class _Handle(Generic[ResultT]):
     """A workflow of ours: its Temporal handle and the client it was made with."""
 

@@ -50,6 +50,6 @@ async def check_store(objects: ObjectClient) -> None:
                 raise StoreUnavailable(f"blob store {objects.location}: the probe object {key} reads back wrong")
     except StoreUnavailable:
         raise
-    except (Exception, TimeoutError) as exc:
+    except Exception as exc:  # TimeoutError included
         raise StoreUnavailable(f"blob store {objects.location} cannot be used: {describe(exc)}") from None
 
