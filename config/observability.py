@@ -29,6 +29,7 @@ from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, T
 from durable_agent.agent import metric_names, otel
 from durable_agent.agent.extras import import_extra
 from durable_agent.agent.logging import LIBRARY_LOGGER
+from durable_agent.config.env_values import one_of
 
 if TYPE_CHECKING:  # the SDK and exporters are imported only when tracing is configured
     from opentelemetry.sdk.trace import SpanProcessor
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # the SDK and exporters are imported only when tracing is con
 TraceExporter = Literal["none", "otlp", "console"]
 LogExporter = Literal["none", "otlp", "console"]
 MetricsExporter = Literal["none", "otlp", "prometheus"]
+OtlpProtocol = Literal["http/protobuf", "grpc"]
 DEFAULT_SERVICE_NAME = "durable-agent"
 
 
@@ -48,7 +50,7 @@ class ObservabilityConfig:
     traces: TraceExporter = "none"
     metrics: MetricsExporter = "none"
     metrics_bind: str = "127.0.0.1:9464"  # the Prometheus endpoint's address (host:port)
-    otlp_protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
+    otlp_protocol: OtlpProtocol = "http/protobuf"
     otlp_endpoint: str = ""
     otlp_metrics_url: str = ""
     otlp_metrics_headers: tuple[tuple[str, str], ...] = ()
@@ -66,23 +68,19 @@ class ObservabilityConfig:
         `OTEL_TRACES_EXPORTER` and `OTEL_METRICS_EXPORTER` (otlp, console/prometheus, none) override; a
         metrics port means Prometheus."""
         endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-        traces = env.get("OTEL_TRACES_EXPORTER", "").strip().lower() or (
-            "otlp" if endpoint or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") else "none")
+        traces = one_of(env, "OTEL_TRACES_EXPORTER", TraceExporter,
+                        "otlp" if endpoint or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") else "none")
         port = metrics_port
-        metrics = env.get("OTEL_METRICS_EXPORTER", "").strip().lower() or (
-            "prometheus" if port is not None else "otlp" if endpoint or env.get(
-                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") else "none")
+        metrics_by_default = ("prometheus" if port is not None else
+                              "otlp" if endpoint or env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") else "none")
+        metrics = one_of(env, "OTEL_METRICS_EXPORTER", MetricsExporter, metrics_by_default)
         if port is not None and metrics != "none":
             metrics = "prometheus"
-        _one_of("OTEL_TRACES_EXPORTER", traces, ("otlp", "console", "none"))
         interval = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
         if interval and not interval.isdigit():
             raise ValueError(f"OTEL_METRIC_EXPORT_INTERVAL must be milliseconds, not {interval!r}")
-        logs = _one_of("OTEL_LOGS_EXPORTER", env.get("OTEL_LOGS_EXPORTER", "").strip().lower() or "none",
-                       ("otlp", "console", "none"))
-        _one_of("OTEL_METRICS_EXPORTER", metrics, ("otlp", "prometheus", "none"))
-        protocol = _one_of("OTEL_EXPORTER_OTLP_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
-                           or "http/protobuf", ("http/protobuf", "grpc"))
+        logs = one_of(env, "OTEL_LOGS_EXPORTER", LogExporter, "none")
+        protocol = one_of(env, "OTEL_EXPORTER_OTLP_PROTOCOL", OtlpProtocol, "http/protobuf")
         metrics_url = (env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
                        or _otlp_metrics_url(endpoint, protocol))
         raw_headers = env.get("OTEL_EXPORTER_OTLP_METRICS_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
@@ -99,12 +97,6 @@ class ObservabilityConfig:
     @property
     def tracing(self) -> bool:
         return self.traces != "none"
-
-
-def _one_of(var: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ValueError(f"{var} must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {value!r}")
-    return value
 
 
 def _otlp_metrics_url(endpoint: str, protocol: str) -> str:

@@ -61,6 +61,11 @@ def test_unsupported_choices_fail_clearly(env: dict[str, str]) -> None:
         ObservabilityConfig.from_env(env)
 
 
+def test_a_metrics_port_does_not_hide_an_unsupported_metrics_exporter() -> None:
+    with pytest.raises(ValueError, match="OTEL_METRICS_EXPORTER must be none, otlp or prometheus, not 'statsd'"):
+        ObservabilityConfig.from_env({"OTEL_METRICS_EXPORTER": "statsd"}, metrics_port=9464)
+
+
 def test_grpc_export_without_its_package_names_the_package_for_spans_and_logs() -> None:
     from durable_agent.config.observability import log_exporter, span_exporter
 
