@@ -31,7 +31,7 @@ DeploymentOption = Annotated[str | None, typer.Option(
 
 
 def _run(address: str | None, deployment: str | None, work: Callable[[Client, str], Awaitable[list[str]]],
-         refuse: str | None = None, named: bool = True) -> None:
+         named: bool = True) -> None:
     """Connect as a worker does, run `work(client, the deployment's name)` and print its lines."""
     from durable_agent.cli.common import console, load_settings, run_async
     from durable_agent.workers.worker import connect
@@ -40,8 +40,6 @@ def _run(address: str | None, deployment: str | None, work: Callable[[Client, st
     name = deployment or settings.deployment_name or ""
     if named and not name:
         raise typer.BadParameter("give --deployment or set DAGENT_DEPLOYMENT_NAME")
-    if refuse:
-        raise typer.BadParameter(refuse)
 
     async def main() -> int:
         for line in await work(await connect(settings), name):
@@ -107,8 +105,11 @@ def deploy_set_ramping(
     """Send a share of new prompts to a build before making it current."""
     from durable_agent.workers.versioning import set_ramping_version
 
+    if not stop and not build_id:
+        raise typer.BadParameter("give a build id to ramp, or --stop")
+
     async def work(client: Client, name: str) -> list[str]:
         await set_ramping_version(client, name, None if stop else build_id, percent)
         return [f"{name}: {'no ramping version' if stop else f'ramping {build_id} at {percent:g}%'}"]
 
-    _run(address, deployment, work, refuse=None if stop or build_id else "give a build id to ramp, or --stop")
+    _run(address, deployment, work)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.enums.v1 import TaskQueueType
@@ -43,21 +44,28 @@ class ReadyState(BaseModel):
     since: datetime
 
 
-async def _polling(client: Client, task_queue: str, workflows: bool, identity: str) -> bool:
-    """Whether the server lists `identity` as a poller of `task_queue`'s workflow tasks (else activity tasks)."""
-    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW if workflows else TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+class QueuePoll(NamedTuple):
+    """One queue the worker must be seen polling, and for which kind of task."""
+
+    task_queue: str
+    workflows: bool  # True: the workflow-task poller; False: the activity-task poller
+
+
+async def _polling(client: Client, poll: QueuePoll, identity: str) -> bool:
+    """Whether the server lists `identity` as a poller of the queue's tasks of that kind."""
+    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW if poll.workflows else TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
     reply = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-        namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind), retry=True)
+        namespace=client.namespace, task_queue=TaskQueue(name=poll.task_queue), task_queue_type=kind), retry=True)
     return any(p.identity == identity for p in reply.pollers)
 
 
-async def wait_until_polling(client: Client, polls: Sequence[tuple[str, bool]], identity: str) -> None:
-    """Return once the server lists `identity` as a poller of every (task queue, workflow tasks or not) in `polls`
+async def wait_until_polling(client: Client, polls: Sequence[QueuePoll], identity: str) -> None:
+    """Return once the server lists `identity` as a poller of every queue in `polls`
     (no timeout: a worker that never gets there stays not-ready, which is what a probe should see)."""
     missing = list(polls)
     while missing:
         try:
-            missing = [poll for poll in missing if not await _polling(client, *poll, identity)]
+            missing = [poll for poll in missing if not await _polling(client, poll, identity)]
         except Exception as exc:  # the server may be restarting: keep trying, the probe says "not ready" meanwhile
             log.warning("readiness check failed", error=str(exc))
         if missing:
@@ -132,12 +140,12 @@ async def serve_readiness(client: Client, workers: Sequence[Worker], path: Path 
             return worker.task_queue == workflow_queue
         return bool(worker.config(active_config=True).get("workflows"))
 
-    polls = [(w.task_queue, polls_workflows(w)) for w in workers]
+    polls = [QueuePoll(w.task_queue, polls_workflows(w)) for w in workers]
     identity = workers[0].config().get("identity") or client.identity  # the SDK's default: the client's
 
     async def serve() -> None:
         await wait_until_polling(client, polls, identity)
-        state = ready.mark_ready(identity=identity, address=address, queues=[queue for queue, _ in polls])
+        state = ready.mark_ready(identity=identity, address=address, queues=[poll.task_queue for poll in polls])
         log.info("worker ready", ready_file=str(path), since=state.since.isoformat())
         await stopping.wait()
         ready.clear()

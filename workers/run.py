@@ -44,8 +44,8 @@ async def run_worker(settings: Settings, ready_file: Path | None, say: Callable[
             queues = [settings.task_queue] if settings.worker_queues != "models" else []
             queues += settings.model_queues if settings.worker_queues != "workflows" else []
             # local model calls run with the workflow tasks the worker runs at once: as many model calls at once
-            local = "" if settings.model_calls != "local" else \
-                f" model_calls=local workflow_tasks={settings.workflow_task_slots or SDK_WORKFLOW_TASK_SLOTS}"
+            local = (f" model_calls=local workflow_tasks={settings.workflow_task_slots or SDK_WORKFLOW_TASK_SLOTS}"
+                     if settings.model_calls == "local" else "")
             say(f"worker on {settings.temporal_address} ({describe_security(settings.temporal_profile)}) "
                 f"queues={','.join(queues)} store={settings.blob_objects().location} "
                 f"codec={'on' if settings.codec_keys else 'off'} plugins={','.join(settings.plugins)} "

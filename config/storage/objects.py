@@ -47,15 +47,18 @@ class ObjectClient:
     # What `dagent store refresh` (workers/retention.py) needs of a store: implemented for directories, S3 and GCS.
 
     async def keys(self, prefix: str) -> list[str]:
-        raise ValueError(f"{self.location}: refreshing is implemented for directories, S3 and GCS only")
+        raise self._not_refreshable()
 
     async def written_at(self, key: str) -> datetime | None:
         """When the object was last written (None: it does not exist)."""
-        raise ValueError(f"{self.location}: refreshing is implemented for directories, S3 and GCS only")
+        raise self._not_refreshable()
 
     async def rewrite(self, key: str) -> None:
         """Write the object again in place: same key, same bytes, a new age."""
-        raise NotImplementedError
+        raise self._not_refreshable()
+
+    def _not_refreshable(self) -> ValueError:
+        return ValueError(f"{self.location}: refreshing is implemented for directories, S3 and GCS only")
 
     async def aclose(self) -> None:
         return None
