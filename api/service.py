@@ -29,8 +29,8 @@ from durable_agent.api.config import ApiConfig
 from durable_agent.api.problems import Problem
 from durable_agent.api.schemas import ApprovalContext
 from durable_agent.client import AgentClient, DecisionRefused, PromptHandle
-from durable_agent.client._described import described
 from durable_agent.client.pending import PendingList, may_see
+from durable_agent.config.connection import described
 from durable_agent.workflows.corrections import merge_patch, schema_problem
 from durable_agent.workflows.decision_tokens import (
     DecisionClaims,

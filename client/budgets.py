@@ -24,7 +24,7 @@ from durable_agent.agent.period_budgets import (
     principal_problem,
     principals_for,
 )
-from durable_agent.client._described import described
+from durable_agent.config.connection import described
 from durable_agent.workflows.budget.access import check_ledger, ledger_update
 from durable_agent.workflows.names import (
     BUDGET_LEDGER_WORKFLOW,

@@ -27,10 +27,10 @@ from durable_agent.agent.errors import (
     RefusalKind,
 )
 from durable_agent.agent.models import TERMINAL_STATES, Conversation, Prompt, PromptOutput, ToolOutput
-from durable_agent.client._described import described
 from durable_agent.client._live import poller_for
 from durable_agent.client.budgets import applying_budgets
 from durable_agent.client.stuck import TaskProblem, task_problem
+from durable_agent.config.connection import described
 from durable_agent.workflows import names
 from durable_agent.workflows.protocol import (
     ApproveRequest,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 from temporalio.service import GrpcCompression, RPCError, RPCStatusCode, TLSConfig
 
@@ -160,3 +160,13 @@ async def connect_client(address: str, namespace: str, profile: ClientConfigProf
         raise TemporalConnectError(_explain(exc, address, security)) from None
     await check_namespace(client)
     return client
+
+
+async def described(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription | None:
+    """The workflow's description, or None when the server has no workflow by that id (describe is not billed)."""
+    try:
+        return await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise

@@ -26,8 +26,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent.config.connection import described
 from durable_agent.config.storage.files import encode_segment
 from durable_agent.config.storage.objects import ObjectClient
 
@@ -78,15 +78,12 @@ async def namespace_retention(client: Client) -> timedelta:
 
 
 async def _expired(client: Client, group: _Group, retention: timedelta, now: datetime) -> bool:
-    try:
-        described = await client.get_workflow_handle(group.workflow_id, run_id=group.run_id).describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return True  # Temporal no longer has it: nothing can read these blobs any more
-        raise
-    if described.status in (None, WorkflowExecutionStatus.RUNNING):
+    description = await described(client.get_workflow_handle(group.workflow_id, run_id=group.run_id))
+    if description is None:
+        return True  # Temporal no longer has it: nothing can read these blobs any more
+    if description.status in (None, WorkflowExecutionStatus.RUNNING):
         return False
-    closed = described.close_time
+    closed = description.close_time
     return closed is not None and closed + retention < now
 
 
