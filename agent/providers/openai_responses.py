@@ -29,7 +29,7 @@ from durable_agent.agent.providers.base import ModelError, TextSink
 from durable_agent.agent.providers.errors import stream_error
 from durable_agent.agent.providers.naming import ToolNameMap
 from durable_agent.agent.providers.options import forced_tool_name, with_extra
-from durable_agent.agent.providers.sdk import SDKProvider
+from durable_agent.agent.providers.sdk import SDKProvider, sent_as_given
 from durable_agent.agent.providers.streaming import event_type, guarded_events, open_stream
 
 PROVIDER = "openai"
@@ -195,14 +195,14 @@ class OpenAIResponsesProvider(OpenAISDKProvider):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
-        kwargs = build_request(request, model=self.model, names=names)
+        kwargs = sent_as_given(build_request(request, model=self.model, names=names))
         return await self._complete(lambda: self._client.responses.create(**kwargs),
                                     lambda response: parse_response(response, names=names))
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
         names = ToolNameMap.for_request(request)
-        kwargs = build_request(request, model=self.model, names=names)
+        kwargs = sent_as_given(build_request(request, model=self.model, names=names))
         events = await open_stream(self._client.responses.create(**kwargs, stream=True), self._error)
         final: Response | None = None
         async with contextlib.aclosing(guarded_events(events, self._error)) as stream:
