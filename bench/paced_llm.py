@@ -123,6 +123,12 @@ class PacedLLM:
         """Seconds the model spent on the requests that arrived after `since` (time.monotonic())."""
         return sum(served for arrived, served in self.calls if arrived >= since)
 
+    def gaps(self, since: float = 0.0) -> list[float]:
+        """Seconds from the end of each request that arrived after `since` to the arrival of the next: a round's
+        time beyond the model between two model calls (its tool, the runtime's own work, the next request)."""
+        calls = sorted((arrived, served) for arrived, served in self.calls if arrived >= since)
+        return [after[0] - (arrived + served) for (arrived, served), after in itertools.pairwise(calls)]
+
     async def _responses(self, request: Request) -> Response:
         arrived, pace = time.monotonic(), self.pace
         body = await request.json()

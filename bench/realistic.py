@@ -116,6 +116,7 @@ class Sample:
     server_cpu_s: float
     workflow_tasks: int
     phases_ms: dict[str, float]  # per prompt: the sum of each server-timed phase (bench/round_phases.py)
+    gaps_ms: list[float]  # each round's time between one model call's end and the next one's arrival
 
 
 OVERHEAD_PHASES = ("wft_schedule_to_start", "wft_start_to_complete", "activity_schedule_to_start",
@@ -134,7 +135,7 @@ async def measure_prompt(side: Side, llm: PacedLLM, metrics: str, server_pid: in
     history = await history_stats(run.wf)
     events = list((await run.wf.fetch_history()).events)
     tasks = sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
-    model_s = llm.model_seconds(since=t0)
+    model_s, gaps = llm.model_seconds(since=t0), llm.gaps(since=t0)
     found = {name: sum(values) for name, values in phases(events).items()}
     # what the activities spent beyond the model's own serving time (the SDK client, transcript, planning, tool);
     # model calls that ran as local activities ran inside workflow tasks: their time comes off those tasks'
@@ -144,7 +145,8 @@ async def measure_prompt(side: Side, llm: PacedLLM, metrics: str, server_pid: in
     else:
         found["activity_beyond_model"] = activities
         found["wft_start_to_complete"] = found.get("wft_start_to_complete", 0.0) - model_ms
-    return Sample(actions, wall, model_s, int(history["bytes"]), worker1 - worker0, server1 - server0, tasks, found)
+    return Sample(actions, wall, model_s, int(history["bytes"]), worker1 - worker0, server1 - server0, tasks, found,
+                  [gap * 1000 for gap in gaps])
 
 
 def summarize(samples: list[Sample]) -> dict[str, Any]:
@@ -160,6 +162,7 @@ def summarize(samples: list[Sample]) -> dict[str, Any]:
         "by_type_per_prompt": per_prompt, "heartbeats_per_prompt": per_prompt.get(HEARTBEAT, 0.0),
         "wall_s": wall, "model_s": statistics.median(s.model_s for s in samples),
         "overhead_ms": overhead * 1000, "overhead_ms_per_round": overhead * 1000 / (ROUNDS + 1),
+        "between_calls_ms": statistics.median(gap for s in samples for gap in s.gaps_ms),
         "overhead_ms_samples": overheads, "overhead_ms_min": overheads[0], "overhead_ms_max": overheads[-1],
         "workflow_tasks_per_prompt": statistics.median(s.workflow_tasks for s in samples),
         "phases_ms_per_prompt": {name: statistics.median(s.phases_ms.get(name, 0.0) for s in samples)
@@ -299,19 +302,27 @@ def render(results: dict[str, Any]) -> str:
             kinds = ", ".join(f"{kind.split('_', 1)[1]} {count:g}"
                               for kind, count in sorted(row[name]["by_type_per_prompt"].items()))
             lines.append(f"- {label}, {name}: {kinds}")
-    lines += ["", "| model call | side | wall s | model s | overhead ms, median (per round) [min-max] | % of round "
-                  "| history bytes | worker CPU ms | server CPU ms |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Overhead beyond the model: per prompt, its wall time less the model's (the median prompt, "
+                  "per round in brackets, least and largest prompt); between model calls, the median round's time "
+                  "from one model call's end to the next call's arrival (a round without the prompt's start and "
+                  "end, which cost both sides the same)", "",
+              "| model call | side | wall s | model s | overhead per prompt, ms (per round) [min-max] "
+              "| between model calls, ms | % of round | history bytes | worker CPU ms | server CPU ms |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for label, row in results["latency"].items():
         for name in [name for name in row if name in SIDES]:
             r = row[name]
             spread = f" [{r['overhead_ms_min']:.0f}-{r['overhead_ms_max']:.0f}]" if "overhead_ms_min" in r else ""
             lines.append(f"| {label} | {name} | {r['wall_s']:.2f} | {r['model_s']:.2f} | {r['overhead_ms']:.0f} "
-                         f"({r['overhead_ms_per_round']:.1f}){spread} | {r['overhead_pct_of_round']:.2f} | "
+                         f"({r['overhead_ms_per_round']:.1f}){spread} | {r.get('between_calls_ms', 0.0):.1f} | "
+                         f"{r['overhead_pct_of_round']:.2f} | "
                          f"{r['history_bytes']:.0f} | {r['worker_cpu_ms']:.0f} | {r['server_cpu_ms']:.0f} |")
         for name in (PRODUCT, LOCAL_MODEL):
             if name in row and row[BASELINE]["overhead_ms"]:
                 ratio = row[name]["overhead_ms"] / row[BASELINE]["overhead_ms"]
-                lines.append(f"| {label} | {name} / hand-rolled overhead | | | **{ratio:.2f}x** | | | | |")
+                base_gap = row[BASELINE].get("between_calls_ms")
+                gap = f"**{row[name]['between_calls_ms'] / base_gap:.2f}x**" if base_gap else ""
+                lines.append(f"| {label} | {name} / hand-rolled overhead | | | **{ratio:.2f}x** | {gap} | | | | |")
     lines += _phase_table(results["latency"])
     watch = results.get("watchers")
     if watch:
