@@ -11,8 +11,9 @@ first token with 60 tokens at 50/s. Workload: the bench's one trivial tool (`ben
 model calls and 5 tool calls per prompt (`bench.scenario`). Actions come from the dev server's own `action` metric
 (started with `--metrics-port`; labels `action_type`, `namespace`), read before and after each prompt once the
 server has exported them; one prompt runs at a time. Per side and latency: actions per prompt and per model round
-by action type, the prompt's wall time beyond the model's own (the fake server's time serving its calls), history
-bytes, and worker and server CPU per prompt.
+by action type, the prompt's wall time beyond the model's own (the fake server's time serving its calls), the
+time between model calls (one call's end to the next call's arrival: a round without the prompt's start and end),
+history bytes, and worker and server CPU per prompt.
 
 Sides: the hand-rolled loop (`bench/baseline.py`: one model activity and one tool activity per round, no
 heartbeats), ours with its defaults, ours with `DAGENT_STREAM_TEXT=1` (streamed text published to watchers
