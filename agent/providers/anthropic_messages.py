@@ -30,7 +30,7 @@ from durable_agent.agent.providers.base import TextSink
 from durable_agent.agent.providers.naming import ToolNameMap
 from durable_agent.agent.providers.openai_responses import NO_KEY, decode_arguments
 from durable_agent.agent.providers.options import forced_tool_name, with_extra
-from durable_agent.agent.providers.sdk import SDKProvider, sent_as_given
+from durable_agent.agent.providers.sdk import SDKProvider
 from durable_agent.agent.providers.streaming import accumulate, event_type, open_stream
 
 PROVIDER = "anthropic"
@@ -328,7 +328,7 @@ class AnthropicMessagesProvider(SDKProvider):
         kwargs = build_request(request, model=self.model, names=names, max_tokens=self.max_tokens)
         if self.endpoint_body:
             kwargs["extra_body"] = {**self.endpoint_body, **kwargs.get("extra_body", {})}
-        return sent_as_given(kwargs, typed=("model", "max_tokens", "thinking"), emptied=("messages",))
+        return kwargs
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)

@@ -33,7 +33,6 @@ from durable_agent.agent.providers.openai_responses import (
     parse_usage,
 )
 from durable_agent.agent.providers.options import forced_tool_name, with_extra
-from durable_agent.agent.providers.sdk import sent_as_given
 from durable_agent.agent.providers.streaming import accumulate, open_stream
 
 
@@ -227,14 +226,16 @@ class OpenAIChatProvider(OpenAISDKProvider):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
-        kwargs = sent_as_given(build_request(request, model=self.model, names=names), emptied=("messages",))
+        kwargs = self._sent(build_request(request, model=self.model, names=names), self._client.chat.completions.create,
+                            emptied=("messages",))
         return await self._complete(lambda: self._client.chat.completions.create(**kwargs),
                                     lambda response: parse_response(response, names=names))
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
         names = ToolNameMap.for_request(request)
-        kwargs = sent_as_given(build_request(request, model=self.model, names=names), emptied=("messages",))
+        kwargs = self._sent(build_request(request, model=self.model, names=names), self._client.chat.completions.create,
+                            emptied=("messages",))
         call = self._client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
         chunks = await open_stream(call, self._error)
         acc = ChatStreamAccumulator()

@@ -29,7 +29,7 @@ from durable_agent.agent.providers.base import ModelError, TextSink
 from durable_agent.agent.providers.errors import stream_error
 from durable_agent.agent.providers.naming import ToolNameMap
 from durable_agent.agent.providers.options import forced_tool_name, with_extra
-from durable_agent.agent.providers.sdk import SDKProvider, sent_as_given
+from durable_agent.agent.providers.sdk import SDKProvider, observed, sent_as_given
 from durable_agent.agent.providers.streaming import event_type, guarded_events, open_stream
 
 PROVIDER = "openai"
@@ -186,6 +186,14 @@ class OpenAISDKProvider(SDKProvider):
         then the provider's name in records."""
         super().__init__(model=model, api_key=api_key, name=name, client=client or openai.AsyncOpenAI(
             api_key=api_key or NO_KEY, base_url=base_url or DEFAULT_BASE_URL, timeout=timeout, max_retries=0))
+        self._given_client = client is not None
+
+    def _sent(self, kwargs: dict[str, Any], create: object, *, emptied: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The call's keyword arguments, with the body in `extra_body` (`sdk.sent_as_given`) unless someone else may
+        read the typed ones: a client the user built, or an SDK method an instrumentation wraps."""
+        if self._given_client or observed(create, self._client.post, self._client.request):
+            return kwargs
+        return sent_as_given(kwargs, emptied=emptied)
 
 
 class OpenAIResponsesProvider(OpenAISDKProvider):
@@ -195,14 +203,14 @@ class OpenAIResponsesProvider(OpenAISDKProvider):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         names = ToolNameMap.for_request(request)
-        kwargs = sent_as_given(build_request(request, model=self.model, names=names))
+        kwargs = self._sent(build_request(request, model=self.model, names=names), self._client.responses.create)
         return await self._complete(lambda: self._client.responses.create(**kwargs),
                                     lambda response: parse_response(response, names=names))
 
     async def stream(self, request: ModelRequest, on_text: TextSink,
                      on_reasoning: TextSink | None = None) -> ModelResponse:
         names = ToolNameMap.for_request(request)
-        kwargs = sent_as_given(build_request(request, model=self.model, names=names))
+        kwargs = self._sent(build_request(request, model=self.model, names=names), self._client.responses.create)
         events = await open_stream(self._client.responses.create(**kwargs, stream=True), self._error)
         final: Response | None = None
         async with contextlib.aclosing(guarded_events(events, self._error)) as stream:

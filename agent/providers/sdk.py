@@ -11,25 +11,31 @@ from durable_agent.agent.providers.base import ModelError
 from durable_agent.agent.providers.errors import to_model_error, truncated_stream
 
 T = TypeVar("T")
-REQUEST_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+KEPT = frozenset({"model", "extra_headers", "extra_query", "extra_body", "timeout"})  # parameters, not body fields
 
 
-def sent_as_given(kwargs: dict[str, Any], *, typed: Collection[str] = ("model",),
-                  emptied: Collection[str] = ()) -> dict[str, Any]:
-    """An SDK `create` call's keyword arguments with the body's fields, but `typed`, moved into `extra_body`.
+def sent_as_given(kwargs: dict[str, Any], *, emptied: Collection[str] = ()) -> dict[str, Any]:
+    """An SDK `create` call's keyword arguments with the body's fields, but the model, moved into `extra_body`.
 
-    The vendors' SDKs walk each typed parameter against its TypedDict schema before sending it, to rename aliased
+    The OpenAI SDK walks each typed parameter against its TypedDict schema before sending it, to rename aliased
     keys and format dates and files. The bodies the adapters build have none of those, so the walk changes nothing,
-    yet it costs the worker about half a millisecond of CPU per transcript item on every call (`bench.realistic`).
+    yet it costs the worker about half a millisecond of CPU per transcript item on every call (bench/RESULTS.md).
     `extra_body` is merged into the JSON body as given, so the request on the wire is the same; a prompt's own
-    `extra` settings (already in `extra_body`) still win over the fields they repeat. `typed`: what the SDK itself
-    reads (the model, for timeouts and warnings); `emptied`: parameters its signature requires, passed empty and
-    replaced by the body's.
+    `extra` settings (already in `extra_body`) still win over the fields they repeat. The model stays a parameter:
+    the SDK reads it (Azure's deployment path). `emptied`: parameters its signature requires, passed empty and
+    replaced by the body's. Only for a call nobody else reads: see `observed`.
     """
-    body = {key: value for key, value in kwargs.items() if key not in typed and key not in REQUEST_OPTIONS}
-    kept = {key: value for key, value in kwargs.items() if key in typed or key in REQUEST_OPTIONS}
+    body = {key: value for key, value in kwargs.items() if key not in KEPT}
+    kept = {key: value for key, value in kwargs.items() if key in KEPT}
     return {**kept, **{key: [] for key in emptied if key in body},
             "extra_body": {**body, **kwargs.get("extra_body", {})}}
+
+
+def observed(*functions: object) -> bool:
+    """Whether something wraps one of these (`__wrapped__`: wrapt's proxies and `functools.wraps` both set it), as
+    instrumentations of the SDK do (OpenTelemetry's, OpenLLMetry, Langfuse, Sentry) to record a call's parameters:
+    they would find the request under `extra_body`."""
+    return any(hasattr(function, "__wrapped__") for function in functions)
 
 
 class SDKProvider:

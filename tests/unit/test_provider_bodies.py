@@ -1,7 +1,9 @@
-"""The adapters send their request bodies through the SDKs' `extra_body` (`providers/sdk.sent_as_given`), which
-skips the SDKs' typed-parameter walk. That is only right if the walk never changes one of our bodies: for any
+"""The OpenAI adapters send their request bodies through the SDK's `extra_body` (`providers/sdk.sent_as_given`), which
+skips the SDK's typed-parameter walk. That is only right if the walk never changes one of our bodies: for any
 request, what reaches the server must be what the SDK's own typed call sends. Both are sent, through the real
-SDKs, to the fake LLM server, for random transcripts, tools and settings, plain and streamed."""
+SDKs, to the fake LLM server, for random transcripts, tools and settings, plain and streamed (the Anthropic
+adapter, which keeps the typed call, is held to the same). And where someone else reads the typed parameters (an
+instrumentation wrapping the SDK, a client the user built), the adapters keep them."""
 
 from __future__ import annotations
 
@@ -42,8 +44,9 @@ from tests.fakes.providers import API_KEY
 MODEL = "test-model"
 TOOL_IDS = ("weather.get", "fs.read_file", "a" * 70, "calc")
 VENDOR = {"responses": openai_responses.PROVIDER, "chat": "openai", "anthropic": anthropic_messages.PROVIDER}
-# Headers that differ between any two requests (a fresh idempotency key each time).
-PER_REQUEST_HEADERS = {"idempotency-key"}
+# Headers that differ between any two requests: a fresh idempotency key, and the W3C trace context of the request's
+# own span (the Anthropic SDK's tracing sends one once a test has set a global tracer provider).
+PER_REQUEST_HEADERS = {"idempotency-key", "traceparent", "tracestate"}
 
 texts = st.text(max_size=40)
 json_values = st.recursive(
@@ -118,13 +121,14 @@ def typed_call(protocol: WireProtocol, client: Any, request: ModelRequest, strea
 
 
 def clients(llm: FakeLLMServer, protocol: WireProtocol) -> tuple[Any, Any]:
-    """The SDK's client and the adapter on it."""
+    """The SDK's client, and the adapter on a client of its own (as a worker builds it), with the same timeout."""
+    url, timeout = llm.base_url(protocol), 30.0
     if protocol == "anthropic":
-        sdk: Any = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=llm.base_url(protocol), max_retries=0)
-        return sdk, AnthropicMessagesProvider(model=MODEL, api_key=API_KEY, client=sdk)
-    sdk = openai.AsyncOpenAI(api_key=API_KEY, base_url=llm.base_url(protocol), max_retries=0)
+        return (anthropic.AsyncAnthropic(api_key=API_KEY, base_url=url, max_retries=0, timeout=timeout),
+                AnthropicMessagesProvider(model=MODEL, api_key=API_KEY, base_url=url, timeout=timeout))
     kind = OpenAIResponsesProvider if protocol == "responses" else OpenAIChatProvider
-    return sdk, kind(model=MODEL, api_key=API_KEY, client=sdk)
+    return (openai.AsyncOpenAI(api_key=API_KEY, base_url=url, max_retries=0, timeout=timeout),
+            kind(model=MODEL, api_key=API_KEY, base_url=url, timeout=timeout))
 
 
 def sent(llm: FakeLLMServer, protocol: WireProtocol) -> tuple[Any, dict[str, str]]:
@@ -174,7 +178,7 @@ def test_an_adapter_sends_what_the_sdks_typed_call_sends(llm: FakeLLMServer, pro
 
 
 def test_the_moved_fields_leave_the_sdk_what_it_reads_itself() -> None:
-    """The SDK keeps the model (its timeouts and warnings read it); request options stay options; a prompt's
+    """The SDK keeps the model (Azure's client puts it in the path); request options stay options; a prompt's
     `extra` still wins over a field it repeats; a required parameter is passed empty and sent from the body."""
     from durable_agent.agent.providers.sdk import sent_as_given
 
@@ -184,3 +188,60 @@ def test_the_moved_fields_leave_the_sdk_what_it_reads_itself() -> None:
         "model": "m", "timeout": 3.0, "extra_headers": {"x": "1"}, "messages": [],
         "extra_body": {"messages": [{"role": "user"}], "temperature": 0.9},
     }
+
+
+BODY_FIELD = {"responses": "input", "chat": "messages"}
+
+
+def create_of(client: Any, protocol: WireProtocol) -> Any:
+    return client.responses if protocol == "responses" else client.chat.completions
+
+
+@pytest.mark.parametrize("protocol", ["responses", "chat"])
+async def test_the_body_goes_in_extra_body_only_when_nobody_reads_the_typed_parameters(
+        llm: FakeLLMServer, protocol: WireProtocol, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's own client: the body rides `extra_body`. The same SDK method wrapped (as OpenTelemetry's,
+    OpenLLMetry's or Langfuse's instrumentation wraps it, reading the call's parameters), or a client the user
+    built and passed: the typed parameters, as the SDK documents them."""
+    request = ModelRequest(messages=[UserMessage(text="hello")])
+    field = BODY_FIELD[protocol]
+
+    async def one_call(provider: Any, resource: Any) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        create = resource.create
+
+        async def recording(**kwargs: Any) -> Any:
+            seen.update(kwargs)
+            return await create(**kwargs)
+
+        monkeypatch.setattr(resource, "create", recording)  # on the instance: not a wrapper (no __wrapped__)
+        llm.reply_text(protocol, "ok")
+        await provider.complete(request)
+        monkeypatch.undo()
+        return seen
+
+    _, own = clients(llm, protocol)
+    seen = await one_call(own, create_of(own._client, protocol))
+    assert not seen.get(field) and seen["extra_body"][field], "the worker's own client sends the body as given"
+
+    import wrapt
+
+    kind = type(create_of(own._client, protocol))
+    original, seen = kind.__dict__["create"], {}
+
+    def instrumentation(wrapped: Any, instance: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        seen.update(kwargs)
+        return wrapped(*args, **kwargs)
+
+    wrapt.wrap_function_wrapper(kind, "create", instrumentation)
+    try:
+        llm.reply_text(protocol, "ok")
+        await own.complete(request)
+    finally:
+        kind.create = original
+    assert seen[field] and field not in seen.get("extra_body", {}), "an instrumented SDK gets the typed parameters"
+
+    given = openai.AsyncOpenAI(api_key=API_KEY, base_url=llm.base_url(protocol), max_retries=0)
+    provider = type(own)(model=MODEL, api_key=API_KEY, client=given)
+    seen = await one_call(provider, create_of(given, protocol))
+    assert seen[field] and field not in seen.get("extra_body", {}), "a user's client gets the typed parameters"
