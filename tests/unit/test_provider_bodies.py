@@ -8,6 +8,7 @@ instrumentation wrapping the SDK, a client the user built), the adapters keep th
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any, get_args
 
 import anthropic
@@ -224,16 +225,15 @@ async def test_the_body_goes_in_extra_body_only_when_nobody_reads_the_typed_para
     seen = await one_call(own, create_of(own._client, protocol))
     assert not seen.get(field) and seen["extra_body"][field], "the worker's own client sends the body as given"
 
-    import wrapt
-
     kind = type(create_of(own._client, protocol))
     original, seen = kind.__dict__["create"], {}
 
-    def instrumentation(wrapped: Any, instance: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    @functools.wraps(original)  # as an instrumentation wraps it (wrapt's proxies carry `__wrapped__` too)
+    async def instrumented(self: Any, *args: Any, **kwargs: Any) -> Any:
         seen.update(kwargs)
-        return wrapped(*args, **kwargs)
+        return await original(self, *args, **kwargs)
 
-    wrapt.wrap_function_wrapper(kind, "create", instrumentation)
+    kind.create = instrumented
     try:
         llm.reply_text(protocol, "ok")
         await own.complete(request)
