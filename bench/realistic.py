@@ -315,7 +315,7 @@ def render(results: dict[str, Any]) -> str:
             r = row[name]
             spread = f" [{r['overhead_ms_min']:.0f}-{r['overhead_ms_max']:.0f}]" if "overhead_ms_min" in r else ""
             lines.append(f"| {label} | {name} | {r['wall_s']:.2f} | {r['model_s']:.2f} | {r['overhead_ms']:.0f} "
-                         f"({r['overhead_ms_per_round']:.1f}){spread} | {r.get('between_calls_ms', 0.0):.1f} | "
+                         f"({r['overhead_ms_per_round']:.1f}){spread} | {_between(r)} | "
                          f"{r['overhead_pct_of_round']:.2f} | "
                          f"{r['history_bytes']:.0f} | {r['worker_cpu_ms']:.0f} | {r['server_cpu_ms']:.0f} |")
         for name in (PRODUCT, LOCAL_MODEL):
@@ -356,6 +356,11 @@ def _phase_table(latency: dict[str, Any]) -> list[str]:
         lines.append(f"| {label} | {name} | {r['workflow_tasks_per_prompt']:g} | "
                      + " | ".join(f"{found.get(column, 0.0):.0f}" for column in columns) + " |")
     return lines
+
+
+def _between(row: dict[str, Any]) -> str:
+    """The time between model calls, or "-" in a report from before the bench measured it."""
+    return f"{row['between_calls_ms']:.1f}" if "between_calls_ms" in row else "-"
 
 
 def _actions(row: dict[str, Any]) -> str:

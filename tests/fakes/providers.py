@@ -11,6 +11,7 @@ from durable_agent.agent.providers import AnthropicMessagesProvider, OpenAIChatP
 from tests.fakes.llm_server import FakeLLMServer, WireProtocol
 
 API_KEY = "sk-test-SECRET-key-0123456789abcdef"
+PROVIDER_TIMEOUT = 5.0  # seconds: what `make_provider` builds its providers with
 AnyProvider = OpenAIResponsesProvider | OpenAIChatProvider | AnthropicMessagesProvider
 PROVIDER_CLASSES: dict[WireProtocol, type[AnyProvider]] = {
     "responses": OpenAIResponsesProvider,
@@ -33,7 +34,7 @@ def make_provider(llm: FakeLLMServer, protocol: WireProtocol) -> Any:
     key = (base_url, protocol)
     if key not in _PROVIDERS:
         _PROVIDERS[key] = PROVIDER_CLASSES[protocol](model="test-model", api_key=API_KEY, base_url=base_url,
-                                                     timeout=5.0)
+                                                     timeout=PROVIDER_TIMEOUT)
     return _PROVIDERS[key]
 
 

@@ -30,19 +30,16 @@ from durable_agent.agent.messages import (
 )
 from durable_agent.agent.model_settings import ModelSettings, ReasoningEffort, ReasoningSummary
 from durable_agent.agent.providers import (
-    AnthropicMessagesProvider,
-    OpenAIChatProvider,
-    OpenAIResponsesProvider,
     ToolNameMap,
     anthropic_messages,
     openai_chat,
     openai_responses,
 )
 from durable_agent.agent.providers.base import ModelError
+from durable_agent.agent.providers.sdk import sent_as_given
 from tests.fakes import FakeLLMServer, WireProtocol
-from tests.fakes.providers import API_KEY
+from tests.fakes.providers import API_KEY, PROVIDER_TIMEOUT, make_provider
 
-MODEL = "test-model"
 TOOL_IDS = ("weather.get", "fs.read_file", "a" * 70, "calc")
 VENDOR = {"responses": openai_responses.PROVIDER, "chat": "openai", "anthropic": anthropic_messages.PROVIDER}
 # Headers that differ between any two requests: a fresh idempotency key, and the W3C trace context of the request's
@@ -107,29 +104,27 @@ def requests(draw: st.DrawFn, protocol: WireProtocol) -> ModelRequest:
         settings=draw(model_settings()), cache_key=draw(st.sampled_from(["", "conv-1"])))
 
 
-def typed_call(protocol: WireProtocol, client: Any, request: ModelRequest, stream: bool) -> Any:
+def typed_call(protocol: WireProtocol, client: Any, request: ModelRequest, stream: bool, model: str) -> Any:
     """What the adapter would send as the SDK's typed parameters: the body `build_request` makes."""
     names = ToolNameMap.for_request(request)
     extra: dict[str, Any] = {"stream": True} if stream else {}
     if protocol == "responses":
-        return client.responses.create(**openai_responses.build_request(request, model=MODEL, names=names), **extra)
+        return client.responses.create(**openai_responses.build_request(request, model=model, names=names), **extra)
     if protocol == "chat":
         if stream:
             extra["stream_options"] = {"include_usage": True}
-        return client.chat.completions.create(**openai_chat.build_request(request, model=MODEL, names=names),
+        return client.chat.completions.create(**openai_chat.build_request(request, model=model, names=names),
                                               **extra)
-    return client.messages.create(**anthropic_messages.build_request(request, model=MODEL, names=names), **extra)
+    return client.messages.create(**anthropic_messages.build_request(request, model=model, names=names), **extra)
 
 
 def clients(llm: FakeLLMServer, protocol: WireProtocol) -> tuple[Any, Any]:
-    """The SDK's client, and the adapter on a client of its own (as a worker builds it), with the same timeout."""
-    url, timeout = llm.base_url(protocol), 30.0
-    if protocol == "anthropic":
-        return (anthropic.AsyncAnthropic(api_key=API_KEY, base_url=url, max_retries=0, timeout=timeout),
-                AnthropicMessagesProvider(model=MODEL, api_key=API_KEY, base_url=url, timeout=timeout))
-    kind = OpenAIResponsesProvider if protocol == "responses" else OpenAIChatProvider
-    return (openai.AsyncOpenAI(api_key=API_KEY, base_url=url, max_retries=0, timeout=timeout),
-            kind(model=MODEL, api_key=API_KEY, base_url=url, timeout=timeout))
+    """The SDK's client, and the adapter on a client of its own (`make_provider`: as a worker builds it), with the
+    adapter's timeout (the SDKs send it in a header)."""
+    url, timeout = llm.base_url(protocol), PROVIDER_TIMEOUT
+    sdk: Any = (anthropic.AsyncAnthropic if protocol == "anthropic" else openai.AsyncOpenAI)(
+        api_key=API_KEY, base_url=url, max_retries=0, timeout=timeout)
+    return sdk, make_provider(llm, protocol)
 
 
 def sent(llm: FakeLLMServer, protocol: WireProtocol) -> tuple[Any, dict[str, str]]:
@@ -163,7 +158,7 @@ def test_an_adapter_sends_what_the_sdks_typed_call_sends(llm: FakeLLMServer, pro
     @given(request=requests(protocol))
     def check(request: ModelRequest) -> None:
         try:
-            typed = typed_call(protocol, sdk, request, stream)
+            typed = typed_call(protocol, sdk, request, stream, provider.model)
         except ModelError:  # build_request refuses it (a forced tool the request does not offer): so does the adapter
             reject()
         expected = loop.run_until_complete(roundtrip(llm, protocol, typed, stream))
@@ -181,8 +176,6 @@ def test_an_adapter_sends_what_the_sdks_typed_call_sends(llm: FakeLLMServer, pro
 def test_the_moved_fields_leave_the_sdk_what_it_reads_itself() -> None:
     """The SDK keeps the model (Azure's client puts it in the path); request options stay options; a prompt's
     `extra` still wins over a field it repeats; a required parameter is passed empty and sent from the body."""
-    from durable_agent.agent.providers.sdk import sent_as_given
-
     kwargs = {"model": "m", "messages": [{"role": "user"}], "temperature": 0.5, "timeout": 3.0,
               "extra_headers": {"x": "1"}, "extra_body": {"temperature": 0.9}}
     assert sent_as_given(kwargs, emptied=("messages",)) == {
@@ -215,10 +208,10 @@ async def test_the_body_goes_in_extra_body_only_when_nobody_reads_the_typed_para
             seen.update(kwargs)
             return await create(**kwargs)
 
-        monkeypatch.setattr(resource, "create", recording)  # on the instance: not a wrapper (no __wrapped__)
-        llm.reply_text(protocol, "ok")
-        await provider.complete(request)
-        monkeypatch.undo()
+        with monkeypatch.context() as patch:
+            patch.setattr(resource, "create", recording)  # on the instance: not a wrapper (no __wrapped__)
+            llm.reply_text(protocol, "ok")
+            await provider.complete(request)
         return seen
 
     _, own = clients(llm, protocol)
@@ -233,15 +226,13 @@ async def test_the_body_goes_in_extra_body_only_when_nobody_reads_the_typed_para
         seen.update(kwargs)
         return await original(self, *args, **kwargs)
 
-    kind.create = instrumented
-    try:
+    with monkeypatch.context() as patch:
+        patch.setattr(kind, "create", instrumented)
         llm.reply_text(protocol, "ok")
         await own.complete(request)
-    finally:
-        kind.create = original
     assert seen[field] and field not in seen.get("extra_body", {}), "an instrumented SDK gets the typed parameters"
 
     given = openai.AsyncOpenAI(api_key=API_KEY, base_url=llm.base_url(protocol), max_retries=0)
-    provider = type(own)(model=MODEL, api_key=API_KEY, client=given)
+    provider = type(own)(model=own.model, api_key=API_KEY, client=given)
     seen = await one_call(provider, create_of(given, protocol))
     assert seen[field] and field not in seen.get("extra_body", {}), "a user's client gets the typed parameters"
